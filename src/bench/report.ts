@@ -1,0 +1,61 @@
+// What every benchmark result carries: the machine, the versions and the git revision it was measured
+// at, so that a committed result can be traced and compared.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { PACKAGE_ROOT, VERSION } from "../paths.js";
+import { Device, driverVersion } from "../runtime/device.js";
+
+export function gitRevision(): string {
+  if (process.env.SYMMKIT_GIT_REVISION) return process.env.SYMMKIT_GIT_REVISION;
+  try {
+    return execFileSync("git", ["rev-parse", "--short=12", "HEAD"], { cwd: PACKAGE_ROOT, stdio: ["ignore", "pipe", "ignore"] })
+      .toString()
+      .trim();
+  } catch {
+    return "unknown";
+  }
+}
+
+export interface BenchEnvironment {
+  readonly device: string;
+  readonly deviceCount: number;
+  readonly worldSize: number;
+  readonly driver: string;
+  readonly symmkit: string;
+  readonly node: string;
+  readonly gitRevision: string;
+  readonly date: string;
+}
+
+export function benchEnvironment(device: Device, worldSize: number, deviceCount: number): BenchEnvironment {
+  return {
+    device: `${device.props.name} (${device.props.arch}, ${device.props.smCount} SMs)`,
+    deviceCount,
+    worldSize,
+    driver: driverVersion(),
+    symmkit: VERSION,
+    node: process.version,
+    gitRevision: gitRevision(),
+    date: new Date().toISOString(),
+  };
+}
+
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) throw new RangeError("median of nothing");
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+export function writeJson(file: string, value: unknown): void {
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  fs.writeFileSync(file, JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
+}
+
+/** A fixed-width text table. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (r: readonly string[]): string => r.map((c, i) => c.padStart(widths[i]!)).join("  ");
+  return [line(header), ...rows.map(line)].join("\n");
+}

@@ -1,0 +1,24 @@
+// Every program symmkit ships, so that one command (and CI) can compile all of them for an architecture
+// without a GPU: NVRTC needs none.
+import { compileProgram, type CompiledProgram } from "./runtime/jit/compiler.js";
+import type { KernelCache } from "./runtime/jit/cache.js";
+import { compileRequest, type ProgramSpec } from "./runtime/module.js";
+import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
+
+export const PROGRAMS: readonly ProgramSpec[] = [TENSOR_KERNELS];
+
+export interface CatalogResult {
+  readonly program: string;
+  readonly kernels: number;
+  readonly cubinBytes: number;
+  readonly cacheHit: boolean;
+  readonly ms: number;
+}
+
+/** Compiles every shipped program for `arch`; throws the first NvrtcError (with its log). */
+export function compileCatalog(arch: string, cache?: KernelCache): CatalogResult[] {
+  return PROGRAMS.map((spec) => {
+    const p: CompiledProgram = compileProgram(compileRequest(spec, arch), cache);
+    return { program: spec.name, kernels: spec.nameExpressions.length, cubinBytes: p.cubin.length, cacheHit: p.cacheHit, ms: p.ms };
+  });
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+// The symmkit command.
+import { parseArgs } from "node:util";
+import { SymmkitError } from "./errors.js";
+import { VERSION } from "./paths.js";
+
+const HELP = `symmkit ${VERSION}: multi-GPU communication inside GPU kernels over NVLink symmetric memory
+
+usage: symmkit <command> [options]
+
+commands:
+  demo                     the main job: checks symmkit end to end on this machine
+  doctor [--json]          driver, GPUs, peer links, NVRTC/NCCL/cuBLASLt versions and paths
+  kernels [--arch sm_90a]  compile every kernel symmkit ships (no GPU needed)
+  bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph
+  help                     this text
+`;
+
+type Command = (args: string[]) => Promise<number> | number;
+
+const commands: Record<string, Command> = {
+  help: () => {
+    process.stdout.write(HELP);
+    return 0;
+  },
+  demo: async () => {
+    const { demo } = await import("./demo.js");
+    return demo() ? 0 : 1;
+  },
+  doctor: async (args) => {
+    const { values } = parseArgs({ args, options: { json: { type: "boolean" } } });
+    const { gatherDoctorReport, formatDoctorReport } = await import("./doctor.js");
+    const report = gatherDoctorReport();
+    const { text, ok } = formatDoctorReport(report);
+    process.stdout.write(values.json ? JSON.stringify(report, null, 2) + "\n" : text + "\n");
+    return ok ? 0 : 1;
+  },
+  kernels: async (args) => {
+    const { values } = parseArgs({ args, options: { arch: { type: "string", default: "sm_90a" } } });
+    const { compileCatalog } = await import("./catalog.js");
+    const { table } = await import("./bench/report.js");
+    const results = compileCatalog(values.arch);
+    const rows = results.map((r) => [r.program, String(r.kernels), String(r.cubinBytes), r.cacheHit ? "cache" : `${r.ms.toFixed(0)} ms`]);
+    console.log(table(["program", "kernels", "cubin bytes", "compiled"], rows));
+    console.log(`all ${results.reduce((a, r) => a + r.kernels, 0)} kernels compile for ${values.arch}`);
+    return 0;
+  },
+  bench: async (args) => {
+    const [what, ...rest] = args;
+    const { values } = parseArgs({ args: rest, options: { json: { type: "string" } } });
+    if (what !== "launch") throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `unknown benchmark ${String(what)}; available: launch`);
+    const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
+    const { writeJson } = await import("./bench/report.js");
+    const r = benchLaunch();
+    console.log(formatLaunch(r));
+    if (values.json) writeJson(values.json, r);
+    return 0;
+  },
+};
+
+async function main(argv: string[]): Promise<number> {
+  const [name = "help", ...args] = argv;
+  if (name === "--version" || name === "-v") {
+    console.log(VERSION);
+    return 0;
+  }
+  const cmd = commands[name === "--help" || name === "-h" ? "help" : name];
+  if (!cmd) {
+    process.stderr.write(`symmkit: unknown command ${name}\n\n${HELP}`);
+    return 2;
+  }
+  return cmd(args);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e: unknown) => {
+    if (e instanceof SymmkitError) process.stderr.write(`symmkit: ${e.code}: ${e.message}\n`);
+    else process.stderr.write(`symmkit: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    process.exitCode = 1;
+  },
+);

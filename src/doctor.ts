@@ -1,0 +1,136 @@
+// `symmkit doctor`: what this machine offers symmkit, section by section. Each section reports its own
+// failure so that one missing library does not hide what else is there.
+import { SymmkitError } from "./errors.js";
+import { driverLibraryPath } from "./cuda/driver.js";
+import { ptrOrZero } from "./cuda/native.js";
+import { cublasLtLibraryPath, cublasLtVersion } from "./cuda/cublaslt.js";
+import { ncclLibraryPath, ncclVersion } from "./cuda/nccl.js";
+import { check as nvmlCheck, nvml, NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK } from "./cuda/nvml.js";
+import { Device, deviceCount, driverVersion } from "./runtime/device.js";
+import { getToolchain } from "./runtime/jit/compiler.js";
+
+export interface GpuReport {
+  readonly ordinal: number;
+  readonly name: string;
+  readonly pciBusId: string;
+  readonly memoryGiB: number;
+  readonly smCount: number;
+  readonly computeCapability: string;
+  readonly arch: string;
+  readonly l2MiB: number;
+  readonly sharedKiBPerBlockOptin: number;
+  readonly multicast: string;
+}
+
+export type Section<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+export interface DoctorReport {
+  readonly driver: Section<{ version: string; library: string }>;
+  readonly gpus: Section<GpuReport[]>;
+  /** links[i][j]: "self", "NVLink", "P2P" (link type unknown), or "none". */
+  readonly peers: Section<{ links: string[][]; linkTypeSource: string }>;
+  readonly nvrtc: Section<{ version: string; library: string; headers: readonly string[] }>;
+  readonly nccl: Section<{ version: string; library: string }>;
+  readonly cublasLt: Section<{ version: string; library: string }>;
+}
+
+function section<T>(f: () => T): Section<T> {
+  try {
+    return { ok: true, value: f() };
+  } catch (e) {
+    return { ok: false, error: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+export function gatherDoctorReport(): DoctorReport {
+  const driver = section(() => ({ version: driverVersion(), library: driverLibraryPath() }));
+  const gpus = section(() => {
+    if (!driver.ok) throw new SymmkitError("SYMMKIT_NO_DEVICE", "no driver");
+    const n = deviceCount();
+    if (n === 0) throw new SymmkitError("SYMMKIT_NO_DEVICE", "the driver sees no GPU (check CUDA_VISIBLE_DEVICES)");
+    return Array.from({ length: n }, (_, i) => gpuReport(Device.get(i)));
+  });
+  const peers = section(() => {
+    if (!gpus.ok) throw new SymmkitError("SYMMKIT_NO_DEVICE", "no GPU");
+    return peerLinks(gpus.value.map((g) => Device.get(g.ordinal)));
+  });
+  return {
+    driver,
+    gpus,
+    peers,
+    nvrtc: section(() => {
+      const tc = getToolchain();
+      return { version: tc.nvrtcVersion, library: tc.nvrtcPath, headers: tc.cudaHeaders.dirs };
+    }),
+    nccl: section(() => ({ version: ncclVersion(), library: ncclLibraryPath() })),
+    cublasLt: section(() => ({ version: cublasLtVersion(), library: cublasLtLibraryPath() })),
+  };
+}
+
+function gpuReport(d: Device): GpuReport {
+  const p = d.props;
+  return {
+    ordinal: p.ordinal,
+    name: p.name,
+    pciBusId: p.pciBusId,
+    memoryGiB: +(p.totalMemoryBytes / 2 ** 30).toFixed(1),
+    smCount: p.smCount,
+    computeCapability: p.computeCapability.join("."),
+    arch: p.arch,
+    l2MiB: +(p.l2Bytes / 2 ** 20).toFixed(1),
+    sharedKiBPerBlockOptin: p.sharedBytesPerBlockOptin / 1024,
+    multicast: p.multicastSupported ? "supported, not used (symmkit never creates multicast objects)" : "not supported",
+  };
+}
+
+/** Peer access from the driver; whether the link is NVLink from NVML, which the driver API cannot tell. */
+function peerLinks(devices: Device[]): { links: string[][]; linkTypeSource: string } {
+  let nvlink: ((a: Device, b: Device) => boolean) | undefined;
+  let linkTypeSource = "NVML";
+  try {
+    const api = nvml();
+    const handles = devices.map((d) => {
+      const h: [bigint | null] = [null];
+      nvmlCheck(api.nvmlDeviceGetHandleByPciBusId_v2(d.props.pciBusId, h), "nvmlDeviceGetHandleByPciBusId_v2");
+      return ptrOrZero(h[0]);
+    });
+    nvlink = (a, b) => {
+      const s: [number] = [0];
+      const status = api.nvmlDeviceGetP2PStatus(handles[a.ordinal]!, handles[b.ordinal]!, NVML_P2P_CAPS_INDEX_NVLINK, s);
+      return status === 0 && s[0] === NVML_P2P_STATUS_OK;
+    };
+  } catch (e) {
+    linkTypeSource = `unknown (${e instanceof Error ? e.message.split("\n")[0] : String(e)})`;
+  }
+  const links = devices.map((a) =>
+    devices.map((b) => (a === b ? "self" : !a.canAccessPeer(b) ? "none" : nvlink?.(a, b) ? "NVLink" : nvlink ? "P2P (PCIe)" : "P2P")),
+  );
+  return { links, linkTypeSource };
+}
+
+/** Human-readable report; returns whether symmkit can run its GPU path here. */
+export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean } {
+  const lines: string[] = [];
+  const show = <T>(title: string, s: Section<T>, fmt: (v: T) => string[]): void => {
+    lines.push(`${title}:`);
+    if (s.ok) lines.push(...fmt(s.value).map((l) => `  ${l}`));
+    else lines.push(...s.error.split("\n").map((l, i) => (i === 0 ? `  MISSING: ${l}` : `  ${l}`)));
+  };
+  show("driver", r.driver, (v) => [`version ${v.version}`, `library ${v.library}`]);
+  show("gpus", r.gpus, (gs) =>
+    gs.flatMap((g) => [
+      `[${g.ordinal}] ${g.name}  ${g.memoryGiB} GiB  ${g.smCount} SMs  cc ${g.computeCapability} (${g.arch})  L2 ${g.l2MiB} MiB  bus ${g.pciBusId}`,
+      `    shared memory per block (opt-in) ${g.sharedKiBPerBlockOptin} KiB; multicast ${g.multicast}`,
+    ]),
+  );
+  show("peer access (row -> column)", r.peers, (p) => [
+    ...p.links.map((row, i) => `[${i}] ${row.map((l) => l.padEnd(10)).join(" ")}`),
+    `link type from ${p.linkTypeSource}`,
+  ]);
+  show("nvrtc", r.nvrtc, (v) => [`version ${v.version}`, `library ${v.library}`, `headers ${v.headers.join(", ")}`]);
+  show("nccl", r.nccl, (v) => [`version ${v.version}`, `library ${v.library}`]);
+  show("cublasLt", r.cublasLt, (v) => [`version ${v.version}`, `library ${v.library}`]);
+  const ok = r.driver.ok && r.gpus.ok && r.nvrtc.ok;
+  lines.push(ok ? "symmkit's GPU path can run here." : "symmkit's GPU path cannot run here: see MISSING above.");
+  return { text: lines.join("\n"), ok };
+}

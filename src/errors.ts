@@ -1,0 +1,75 @@
+// Every error symmkit throws is a SymmkitError with a stable `code`: programs branch on the code, people
+// read the message, which says what went wrong and what to do about it.
+
+export type ErrorCode =
+  | "SYMMKIT_CUDA_ERROR"
+  | "SYMMKIT_NVRTC_ERROR"
+  | "SYMMKIT_NCCL_ERROR"
+  | "SYMMKIT_NVML_ERROR"
+  | "SYMMKIT_LIBRARY_NOT_FOUND"
+  | "SYMMKIT_SYMBOL_MISSING"
+  | "SYMMKIT_HEADERS_NOT_FOUND"
+  | "SYMMKIT_NO_DEVICE"
+  | "SYMMKIT_INVALID_ARGUMENT"
+  | "SYMMKIT_DISPOSED"
+  | "SYMMKIT_UNSUPPORTED";
+
+export class SymmkitError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** A CUDA driver call failed. `status` is the CUresult, `errorName` the driver's name for it. */
+export class CudaError extends SymmkitError {
+  constructor(
+    readonly call: string,
+    readonly status: number,
+    readonly errorName: string,
+    readonly errorString: string,
+  ) {
+    super("SYMMKIT_CUDA_ERROR", `${call} failed: ${errorName} (${status}): ${errorString}`);
+  }
+}
+
+/** NVRTC failed; for a failed compile `log` holds the compiler's diagnostics. */
+export class NvrtcError extends SymmkitError {
+  constructor(
+    readonly call: string,
+    readonly status: number,
+    readonly errorName: string,
+    readonly log: string = "",
+  ) {
+    super("SYMMKIT_NVRTC_ERROR", `${call} failed: ${errorName} (${status})${log ? `\n${log}` : ""}`);
+  }
+}
+
+/** A shared library was not found anywhere symmkit looks; `tried` lists every place, in order. */
+export class LibraryNotFoundError extends SymmkitError {
+  constructor(
+    readonly library: string,
+    readonly envVar: string,
+    readonly tried: readonly string[],
+  ) {
+    super(
+      "SYMMKIT_LIBRARY_NOT_FOUND",
+      `${library} not found. Set ${envVar} to the library file or its directory. Tried, in order:\n` +
+        tried.map((t) => `  ${t}`).join("\n"),
+    );
+  }
+}
+
+export class InvalidArgumentError extends SymmkitError {
+  constructor(message: string) {
+    super("SYMMKIT_INVALID_ARGUMENT", message);
+  }
+}
+
+export class DisposedError extends SymmkitError {
+  constructor(what: string) {
+    super("SYMMKIT_DISPOSED", `${what} was already disposed; create a new one`);
+  }
+}

@@ -1,0 +1,13 @@
+// Where the package's own files are, from the compiled module's location (dist/src/paths.js).
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const PACKAGE_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** device/include: the CUDA C++ headers NVRTC compiles symmkit's kernels from. */
+export const DEVICE_INCLUDE_DIR = path.join(PACKAGE_ROOT, "device", "include");
+
+export const VERSION: string = (
+  JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, "package.json"), "utf8")) as { version: string }
+).version;

@@ -1,0 +1,203 @@
+// Element types and the host-side conversions between them and float. Narrow floats are encoded with
+// round-to-nearest-even straight from the JS number (a double), so there is no double rounding through
+// float32; fp8 follows CUDA's __nv_fp8_* constructors (saturate to the largest finite value).
+import { InvalidArgumentError } from "../errors.js";
+
+export type DType = "f32" | "f16" | "bf16" | "fp8e4m3" | "fp8e5m2" | "i32" | "u32" | "u8" | "i64";
+
+export interface DTypeInfo {
+  readonly name: DType;
+  readonly bytes: number;
+  readonly float: boolean;
+  /** The C++ type device code uses for it (device/include/symmkit/core/types.cuh). */
+  readonly cType: string;
+}
+
+export const DTYPES: Readonly<Record<DType, DTypeInfo>> = {
+  f32: { name: "f32", bytes: 4, float: true, cType: "float" },
+  f16: { name: "f16", bytes: 2, float: true, cType: "__half" },
+  bf16: { name: "bf16", bytes: 2, float: true, cType: "__nv_bfloat16" },
+  fp8e4m3: { name: "fp8e4m3", bytes: 1, float: true, cType: "symmkit::fp8e4m3" },
+  fp8e5m2: { name: "fp8e5m2", bytes: 1, float: true, cType: "symmkit::fp8e5m2" },
+  i32: { name: "i32", bytes: 4, float: false, cType: "symmkit::i32" },
+  u32: { name: "u32", bytes: 4, float: false, cType: "symmkit::u32" },
+  u8: { name: "u8", bytes: 1, float: false, cType: "symmkit::u8" },
+  i64: { name: "i64", bytes: 8, float: false, cType: "symmkit::i64" },
+};
+
+export function dtypeInfo(d: DType): DTypeInfo {
+  const info = (DTYPES as Partial<Record<string, DTypeInfo>>)[d];
+  if (!info) throw new InvalidArgumentError(`unknown dtype ${String(d)}; one of ${Object.keys(DTYPES).join(", ")}`);
+  return info;
+}
+
+/** A binary floating-point format narrower than double. */
+interface MiniFloat {
+  readonly expBits: number;
+  readonly manBits: number;
+  /** IEEE-style: all-ones exponent is Inf/NaN. E4M3 ("fn") has no Inf and only S.1111.111 is NaN. */
+  readonly ieee: boolean;
+  readonly nanBits: number;
+}
+
+const F16: MiniFloat = { expBits: 5, manBits: 10, ieee: true, nanBits: 0x7e00 };
+const BF16: MiniFloat = { expBits: 8, manBits: 7, ieee: true, nanBits: 0x7fc0 };
+const E4M3: MiniFloat = { expBits: 4, manBits: 3, ieee: false, nanBits: 0x7f };
+const E5M2: MiniFloat = { expBits: 5, manBits: 2, ieee: true, nanBits: 0x7e };
+
+const f64 = new Float64Array(1);
+const f64u = new Uint32Array(f64.buffer);
+
+/** floor(log2(a)) for finite a > 0, exactly (from the double's exponent bits). */
+function exponentOf(a: number): number {
+  f64[0] = a;
+  const e = (f64u[1]! >>> 20) & 0x7ff;
+  if (e !== 0) return e - 1023;
+  return Math.floor(Math.log2(a)); // double subnormal: far below every narrow format's range
+}
+
+function roundHalfEven(q: number): number {
+  const f = Math.floor(q);
+  const d = q - f;
+  if (d > 0.5) return f + 1;
+  if (d < 0.5) return f;
+  return f % 2 === 0 ? f : f + 1;
+}
+
+/**
+ * Encodes `x` into `fmt` with round-to-nearest-even. Overflow gives Inf for IEEE formats; with `saturate`
+ * (the default for fp8, as CUDA's constructors) it gives the largest finite value instead.
+ */
+function encodeMini(x: number, fmt: MiniFloat, saturate: boolean): number {
+  const signBit = 1 << (fmt.expBits + fmt.manBits);
+  const sign = x < 0 || Object.is(x, -0) ? signBit : 0;
+  if (Number.isNaN(x)) return fmt.nanBits;
+  const bias = (1 << (fmt.expBits - 1)) - 1;
+  const expMaxField = (1 << fmt.expBits) - 1;
+  const manMax = (1 << fmt.manBits) - 1;
+  // Largest finite encoding: IEEE formats stop one exponent short of all-ones; E4M3 uses all-ones
+  // exponent too, except the all-ones mantissa (NaN).
+  const maxFinite = fmt.ieee ? ((expMaxField - 1) << fmt.manBits) | manMax : (expMaxField << fmt.manBits) | (manMax - 1);
+  const overflow = saturate ? sign | maxFinite : fmt.ieee ? sign | (expMaxField << fmt.manBits) : fmt.nanBits | sign;
+  const a = Math.abs(x);
+  if (a === Infinity) return overflow;
+  if (a === 0) return sign;
+  let e = Math.max(exponentOf(a), 1 - bias);
+  let r = roundHalfEven(a * 2 ** (fmt.manBits - e)); // exact scaling by a power of two
+  if (r === 2 ** (fmt.manBits + 1)) {
+    r /= 2;
+    e += 1;
+  }
+  if (r < 2 ** fmt.manBits) return sign | r; // subnormal (or zero after rounding)
+  const field = e + bias;
+  const bits = (field << fmt.manBits) | (r - 2 ** fmt.manBits);
+  if (field > expMaxField || bits > maxFinite) return overflow;
+  return sign | bits;
+}
+
+function decodeMini(bits: number, fmt: MiniFloat): number {
+  const bias = (1 << (fmt.expBits - 1)) - 1;
+  const expMaxField = (1 << fmt.expBits) - 1;
+  const manMax = (1 << fmt.manBits) - 1;
+  const sign = bits & (1 << (fmt.expBits + fmt.manBits)) ? -1 : 1;
+  const field = (bits >> fmt.manBits) & expMaxField;
+  const man = bits & manMax;
+  if (fmt.ieee && field === expMaxField) return man === 0 ? sign * Infinity : NaN;
+  if (!fmt.ieee && field === expMaxField && man === manMax) return NaN;
+  if (field === 0) return sign * man * 2 ** (1 - bias - fmt.manBits);
+  return sign * (man + 2 ** fmt.manBits) * 2 ** (field - bias - fmt.manBits);
+}
+
+export const encodeF16 = (x: number): number => encodeMini(x, F16, false);
+export const encodeBF16 = (x: number): number => encodeMini(x, BF16, false);
+export const encodeE4M3 = (x: number, saturate = true): number => encodeMini(x, E4M3, saturate);
+export const encodeE5M2 = (x: number, saturate = true): number => encodeMini(x, E5M2, saturate);
+export const decodeF16 = (b: number): number => decodeMini(b, F16);
+export const decodeBF16 = (b: number): number => decodeMini(b, BF16);
+export const decodeE4M3 = (b: number): number => decodeMini(b, E4M3);
+export const decodeE5M2 = (b: number): number => decodeMini(b, E5M2);
+
+type FloatCodec = { encode(x: number): number; decode(b: number): number };
+
+const CODECS: Partial<Record<DType, FloatCodec>> = {
+  f16: { encode: encodeF16, decode: decodeF16 },
+  bf16: { encode: encodeBF16, decode: decodeBF16 },
+  fp8e4m3: { encode: (x) => encodeE4M3(x), decode: decodeE4M3 },
+  fp8e5m2: { encode: (x) => encodeE5M2(x), decode: decodeE5M2 },
+};
+
+/** The typed array that holds a dtype's raw elements (bit patterns for the narrow floats). */
+export type RawArray = Float32Array | Uint16Array | Uint8Array | Int32Array | Uint32Array | BigInt64Array;
+
+export function rawArray(d: DType, n: number): RawArray {
+  switch (d) {
+    case "f32":
+      return new Float32Array(n);
+    case "f16":
+    case "bf16":
+      return new Uint16Array(n);
+    case "fp8e4m3":
+    case "fp8e5m2":
+    case "u8":
+      return new Uint8Array(n);
+    case "i32":
+      return new Int32Array(n);
+    case "u32":
+      return new Uint32Array(n);
+    case "i64":
+      return new BigInt64Array(n);
+  }
+}
+
+/** Values as the dtype stores them: narrow floats rounded to nearest even, integers checked. */
+export function encode(d: DType, values: ArrayLike<number> | ArrayLike<bigint>): RawArray {
+  const n = values.length;
+  const out = rawArray(d, n);
+  const codec = CODECS[d];
+  if (codec) {
+    for (let i = 0; i < n; i++) (out as Uint16Array)[i] = codec.encode(Number(values[i]));
+    return out;
+  }
+  if (d === "i64") {
+    for (let i = 0; i < n; i++) (out as BigInt64Array)[i] = BigInt(values[i]!);
+    return out;
+  }
+  if (d === "f32") {
+    (out as Float32Array).set(Array.from(values as ArrayLike<number>, Number));
+    return out;
+  }
+  const [lo, hi] = d === "i32" ? [-(2 ** 31), 2 ** 31 - 1] : d === "u32" ? [0, 2 ** 32 - 1] : [0, 255];
+  for (let i = 0; i < n; i++) {
+    const v = Number(values[i]);
+    if (!Number.isInteger(v) || v < lo || v > hi) {
+      throw new InvalidArgumentError(`element ${i} (${v}) is not a ${d}: integers in [${lo}, ${hi}]`);
+    }
+    (out as Int32Array)[i] = v;
+  }
+  return out;
+}
+
+/** Raw elements decoded to float32 (narrow floats exactly; every value of them is a float32). */
+export function decodeToF32(d: DType, raw: RawArray): Float32Array {
+  const codec = CODECS[d];
+  const out = new Float32Array(raw.length);
+  if (codec) {
+    const table = decodeTable(d, codec);
+    for (let i = 0; i < raw.length; i++) out[i] = table[raw[i] as number]!;
+    return out;
+  }
+  for (let i = 0; i < raw.length; i++) out[i] = Number(raw[i]);
+  return out;
+}
+
+const tables = new Map<DType, Float32Array>();
+
+function decodeTable(d: DType, codec: FloatCodec): Float32Array {
+  let t = tables.get(d);
+  if (!t) {
+    t = new Float32Array(dtypeInfo(d).bytes === 2 ? 65536 : 256);
+    for (let b = 0; b < t.length; b++) t[b] = codec.decode(b);
+    tables.set(d, t);
+  }
+  return t;
+}

@@ -1,0 +1,94 @@
+// On-disk cache of compiled kernels, keyed by content. Entries are written to a temporary name and
+// renamed into place, so any number of processes compiling the same kernel at once never read a torn
+// file: rename is atomic and every writer writes the same bytes.
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+export interface CachedKernel {
+  readonly cubin: Uint8Array;
+  /** Name expression -> lowered (mangled) name. */
+  readonly lowered: Readonly<Record<string, string>>;
+  readonly log: string;
+}
+
+const MAGIC = "SYMMKIT-KERNEL-1\n";
+
+/** SYMMKIT_KERNEL_CACHE=off disables the cache; SYMMKIT_KERNEL_CACHE=<dir> moves it. */
+export function cacheDirFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): string | null {
+  const v = env.SYMMKIT_KERNEL_CACHE;
+  if (v !== undefined && ["off", "0", "false", "no"].includes(v.toLowerCase())) return null;
+  if (v) return path.resolve(v);
+  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
+  return path.join(base, "symmkit", "kernels");
+}
+
+export function cacheKey(parts: unknown): string {
+  return crypto.createHash("sha256").update(JSON.stringify(parts)).digest("hex");
+}
+
+export class KernelCache {
+  constructor(readonly dir: string | null) {}
+
+  #file(key: string): string {
+    return path.join(this.dir!, `${key}.kernel`);
+  }
+
+  /** The entry, or undefined when absent or unreadable (a damaged entry is rebuilt, and said so). */
+  get(key: string): CachedKernel | undefined {
+    if (!this.dir) return undefined;
+    let bytes: Buffer;
+    try {
+      bytes = fs.readFileSync(this.#file(key));
+    } catch {
+      return undefined;
+    }
+    const entry = decodeEntry(bytes);
+    if (!entry) process.emitWarning(`symmkit: damaged kernel cache entry ${this.#file(key)}; rebuilding it`);
+    return entry;
+  }
+
+  put(key: string, entry: CachedKernel): void {
+    if (!this.dir) return;
+    fs.mkdirSync(this.dir, { recursive: true });
+    const tmp = path.join(this.dir, `.${key}.${process.pid}.${crypto.randomBytes(6).toString("hex")}.tmp`);
+    try {
+      fs.writeFileSync(tmp, encodeEntry(entry));
+      fs.renameSync(tmp, this.#file(key));
+    } catch (e) {
+      fs.rmSync(tmp, { force: true });
+      throw e;
+    }
+  }
+}
+
+export function encodeEntry(entry: CachedKernel): Buffer {
+  const meta = JSON.stringify({
+    lowered: entry.lowered,
+    log: entry.log,
+    cubinBytes: entry.cubin.length,
+    cubinSha256: crypto.createHash("sha256").update(entry.cubin).digest("hex"),
+  });
+  return Buffer.concat([Buffer.from(MAGIC + meta + "\n"), entry.cubin]);
+}
+
+export function decodeEntry(bytes: Buffer): CachedKernel | undefined {
+  if (bytes.subarray(0, MAGIC.length).toString() !== MAGIC) return undefined;
+  const nl = bytes.indexOf(10, MAGIC.length);
+  if (nl < 0) return undefined;
+  try {
+    const meta = JSON.parse(bytes.subarray(MAGIC.length, nl).toString()) as {
+      lowered: Record<string, string>;
+      log: string;
+      cubinBytes: number;
+      cubinSha256: string;
+    };
+    const cubin = new Uint8Array(bytes.subarray(nl + 1));
+    if (cubin.length !== meta.cubinBytes) return undefined;
+    if (crypto.createHash("sha256").update(cubin).digest("hex") !== meta.cubinSha256) return undefined;
+    return { cubin, lowered: meta.lowered, log: meta.log };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,166 @@
+// Device memory, pinned host memory and the copies between them. Memory is released by dispose(),
+// never by the garbage collector: GPU memory is too scarce to wait for a GC that does not see it.
+import { DisposedError, InvalidArgumentError } from "../errors.js";
+import { check, CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE } from "../cuda/driver.js";
+import { koffi, ptrOrZero, type Ptr } from "../cuda/native.js";
+import { Device, driver } from "./device.js";
+import { defaultStream, type Stream } from "./stream.js";
+
+function checkBytes(bytes: number): void {
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new InvalidArgumentError(`byte count ${bytes} is not a size`);
+}
+
+/** One cuMemAlloc allocation. A zero-byte allocation is valid and has address 0. */
+export class DeviceMemory implements Disposable {
+  readonly device: Device;
+  readonly bytes: number;
+  #ptr: Ptr;
+  #alive = true;
+
+  private constructor(device: Device, ptr: Ptr, bytes: number) {
+    this.device = device;
+    this.#ptr = ptr;
+    this.bytes = bytes;
+  }
+
+  static alloc(bytes: number, device: Device = Device.get()): DeviceMemory {
+    checkBytes(bytes);
+    if (bytes === 0) return new DeviceMemory(device, 0n, 0);
+    device.makeCurrent();
+    const p: [Ptr | null] = [null];
+    check(driver().cuMemAlloc_v2(p, bytes), `cuMemAlloc_v2(${bytes} bytes)`);
+    return new DeviceMemory(device, ptrOrZero(p[0]), bytes);
+  }
+
+  get alive(): boolean {
+    return this.#alive;
+  }
+
+  get ptr(): Ptr {
+    if (!this.#alive) throw new DisposedError("DeviceMemory");
+    return this.#ptr;
+  }
+
+  /** Frees the memory. Work still queued that uses it must have completed: cuMemFree waits for none. */
+  dispose(): void {
+    if (!this.#alive) return;
+    this.#alive = false;
+    if (this.#ptr !== 0n) {
+      this.device.makeCurrent();
+      check(driver().cuMemFree_v2(this.#ptr), "cuMemFree_v2");
+    }
+    this.#ptr = 0n;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/**
+ * Page-locked host memory (cuMemHostAlloc), visible to every context (portable). With `mapped`, kernels
+ * can read and write it directly through `devicePtr`: the channel for flags and records the host polls.
+ */
+export class PinnedMemory implements Disposable {
+  readonly bytes: number;
+  readonly devicePtr: Ptr;
+  /** The memory itself, without copy. Invalid after dispose(). */
+  readonly buffer: ArrayBuffer;
+  #ptr: Ptr;
+
+  private constructor(ptr: Ptr, bytes: number, devicePtr: Ptr) {
+    this.#ptr = ptr;
+    this.bytes = bytes;
+    this.devicePtr = devicePtr;
+    this.buffer = koffi.view(ptr, bytes);
+  }
+
+  static alloc(bytes: number, options: { mapped?: boolean; device?: Device } = {}): PinnedMemory {
+    checkBytes(bytes);
+    if (bytes === 0) throw new InvalidArgumentError("pinned allocations must be at least one byte");
+    (options.device ?? Device.get()).makeCurrent();
+    const d = driver();
+    const flags = CU_MEMHOSTALLOC_PORTABLE | (options.mapped ? CU_MEMHOSTALLOC_DEVICEMAP : 0);
+    const p: [Ptr | null] = [null];
+    check(d.cuMemHostAlloc(p, bytes, flags), `cuMemHostAlloc(${bytes} bytes)`);
+    const ptr = ptrOrZero(p[0]);
+    let devicePtr = 0n;
+    if (options.mapped) {
+      const dp: [Ptr | null] = [null];
+      check(d.cuMemHostGetDevicePointer_v2(dp, ptr, 0), "cuMemHostGetDevicePointer_v2");
+      devicePtr = ptrOrZero(dp[0]);
+    }
+    new Uint8Array(koffi.view(ptr, bytes)).fill(0);
+    return new PinnedMemory(ptr, bytes, devicePtr);
+  }
+
+  get ptr(): Ptr {
+    if (this.#ptr === 0n) throw new DisposedError("PinnedMemory");
+    return this.#ptr;
+  }
+
+  dispose(): void {
+    if (this.#ptr === 0n) return;
+    check(driver().cuMemFreeHost(this.#ptr), "cuMemFreeHost");
+    this.#ptr = 0n;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/**
+ * Host -> device, ordered on `stream`. From pageable memory the call returns once the source has been
+ * staged, so `src` may be reused right away.
+ */
+export function copyHostToDevice(dst: Ptr, src: ArrayBufferView, stream: Stream = defaultStream()): void {
+  stream.device.makeCurrent();
+  if (src.byteLength === 0) return;
+  check(driver().cuMemcpyHtoDAsync_v2(dst, src, src.byteLength, stream.handle), "cuMemcpyHtoDAsync_v2");
+}
+
+/** Device -> host: waits for `stream`, so `dst` holds the data on return. */
+export function copyDeviceToHost(dst: ArrayBufferView, src: Ptr, stream: Stream = defaultStream()): void {
+  stream.device.makeCurrent();
+  if (dst.byteLength > 0) {
+    check(driver().cuMemcpyDtoHAsync_v2(dst, src, dst.byteLength, stream.handle), "cuMemcpyDtoHAsync_v2");
+  }
+  stream.synchronize();
+}
+
+export function copyDeviceToDevice(dst: Ptr, src: Ptr, bytes: number, stream: Stream = defaultStream()): void {
+  checkBytes(bytes);
+  stream.device.makeCurrent();
+  if (bytes > 0) check(driver().cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.handle), "cuMemcpyDtoDAsync_v2");
+}
+
+/** Between two devices' memories (through NVLink or PCIe as the hardware allows). */
+export function copyPeer(
+  dst: Ptr,
+  dstDevice: Device,
+  src: Ptr,
+  srcDevice: Device,
+  bytes: number,
+  stream: Stream = defaultStream(),
+): void {
+  checkBytes(bytes);
+  stream.device.makeCurrent();
+  if (bytes > 0) {
+    check(
+      driver().cuMemcpyPeerAsync(dst, dstDevice.ctx, src, srcDevice.ctx, bytes, stream.handle),
+      "cuMemcpyPeerAsync",
+    );
+  }
+}
+
+/** Sets `count` elements of 1, 2 or 4 bytes to `bits`. */
+export function memset(dst: Ptr, bits: number, elementBytes: 1 | 2 | 4, count: number, stream: Stream = defaultStream()): void {
+  checkBytes(count);
+  stream.device.makeCurrent();
+  if (count === 0) return;
+  const d = driver();
+  if (elementBytes === 1) check(d.cuMemsetD8Async(dst, bits, count, stream.handle), "cuMemsetD8Async");
+  else if (elementBytes === 2) check(d.cuMemsetD16Async(dst, bits, count, stream.handle), "cuMemsetD16Async");
+  else check(d.cuMemsetD32Async(dst, bits >>> 0, count, stream.handle), "cuMemsetD32Async");
+}

@@ -1,0 +1,71 @@
+// CUDA streams. Streams are non-blocking: they never synchronise implicitly with the legacy default
+// stream, so ordering is always explicit (events, stream waits).
+import { DisposedError } from "../errors.js";
+import { check, CU_STREAM_NON_BLOCKING, CUDA_ERROR_NOT_READY, CUDA_SUCCESS } from "../cuda/driver.js";
+import { ptrOrZero, type Ptr } from "../cuda/native.js";
+import { Device, driver } from "./device.js";
+import type { Event } from "./event.js";
+
+export class Stream implements Disposable {
+  readonly device: Device;
+  #handle: Ptr;
+
+  private constructor(device: Device, handle: Ptr) {
+    this.device = device;
+    this.#handle = handle;
+  }
+
+  /** A new stream; `priority` lower is more urgent (CUDA's convention), 0 is the default. */
+  static create(device: Device = Device.get(), options: { priority?: number } = {}): Stream {
+    device.makeCurrent();
+    const s: [Ptr | null] = [null];
+    check(driver().cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, options.priority ?? 0), "cuStreamCreateWithPriority");
+    return new Stream(device, ptrOrZero(s[0]));
+  }
+
+  get handle(): Ptr {
+    if (this.#handle === 0n) throw new DisposedError("Stream");
+    return this.#handle;
+  }
+
+  synchronize(): void {
+    this.device.makeCurrent();
+    check(driver().cuStreamSynchronize(this.handle), "cuStreamSynchronize");
+  }
+
+  /** True when all work queued so far has finished. */
+  query(): boolean {
+    const status = driver().cuStreamQuery(this.handle);
+    if (status === CUDA_ERROR_NOT_READY) return false;
+    check(status, "cuStreamQuery");
+    return status === CUDA_SUCCESS;
+  }
+
+  /** Later work on this stream waits until `event` has completed. */
+  waitEvent(event: Event): void {
+    check(driver().cuStreamWaitEvent(this.handle, event.handle, 0), "cuStreamWaitEvent");
+  }
+
+  dispose(): void {
+    if (this.#handle === 0n) return;
+    this.device.makeCurrent();
+    check(driver().cuStreamDestroy_v2(this.#handle), "cuStreamDestroy_v2");
+    this.#handle = 0n;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+const defaults = new Map<Device, Stream>();
+
+/** The stream symmkit uses on a device when none is given; lives as long as the process. */
+export function defaultStream(device: Device = Device.get()): Stream {
+  let s = defaults.get(device);
+  if (!s) {
+    s = Stream.create(device);
+    defaults.set(device, s);
+  }
+  return s;
+}
