@@ -78,9 +78,7 @@ export const DRIVER_DECLARATIONS = {
   cuModuleGetFunction: "CUresult cuModuleGetFunction(_Out_ CUfunction *fn, CUmodule module, const char *name)",
   cuFuncGetAttribute: "CUresult cuFuncGetAttribute(_Out_ int *value, int attrib, CUfunction fn)",
   cuFuncSetAttribute: "CUresult cuFuncSetAttribute(CUfunction fn, int attrib, int value)",
-  // kernelParams and extra are addresses of native blocks the caller owns (see runtime/kernel.ts).
-  cuLaunchKernel:
-    "CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int sharedBytes, CUstream stream, void *kernelParams, void *extra)",
+  // config, kernelParams and extra are addresses of native blocks the caller owns (runtime/kernel.ts).
   cuLaunchKernelEx: "CUresult cuLaunchKernelEx(void *config, CUfunction f, void *kernelParams, void *extra)",
 } as const;
 
@@ -142,19 +140,6 @@ export interface Driver {
   cuModuleGetFunction(f: Out<Ptr | null>, m: Ptr, name: string): number;
   cuFuncGetAttribute(v: Out<number>, attrib: number, f: Ptr): number;
   cuFuncSetAttribute(f: Ptr, attrib: number, value: number): number;
-  cuLaunchKernel(
-    f: Ptr,
-    gx: number,
-    gy: number,
-    gz: number,
-    bx: number,
-    by: number,
-    bz: number,
-    sharedBytes: number,
-    stream: Ptr,
-    params: Ptr,
-    extra: Ptr,
-  ): number;
   cuLaunchKernelEx(config: Ptr, f: Ptr, params: Ptr, extra: Ptr): number;
 }
 

@@ -116,14 +116,19 @@ export function layoutParams(params: readonly ParamType[]): { slots: Slot[]; byt
   return { slots, bytes: Math.max(8, offset) };
 }
 
-function dim3(d: Dim3, what: string): [number, number, number] {
-  const [x, y = 1, z = 1] = typeof d === "number" ? [d] : d;
-  for (const v of [x, y, z]) {
-    if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > 0x7fffffff) {
+/** Writes a Dim3 as three u32 at `offset`. */
+function writeDim3(v: DataView, offset: number, d: Dim3, what: string): void {
+  let x: unknown, y: unknown, z: unknown;
+  if (typeof d === "number") [x, y, z] = [d, 1, 1];
+  else [x, y = 1, z = 1] = d;
+  for (const c of [x, y, z]) {
+    if (typeof c !== "number" || !Number.isInteger(c) || c < 1 || c > 0x7fffffff) {
       throw new InvalidArgumentError(`${what} ${JSON.stringify(d)}: dimensions must be positive integers`);
     }
   }
-  return [x, y, z];
+  v.setUint32(offset, x as number, true);
+  v.setUint32(offset + 4, y as number, true);
+  v.setUint32(offset + 8, z as number, true);
 }
 
 // CUlaunchConfig (56 bytes) followed by one CUlaunchAttribute (72 bytes): cuda.h 13.0 layouts.
@@ -176,6 +181,11 @@ export class ArgPacker<Ps extends readonly ParamType[] = readonly ParamType[]> {
   }
 }
 
+/**
+ * A kernel with a typed parameter list. Every launch goes through cuLaunchKernelEx with a CUlaunchConfig
+ * this object keeps in native memory and fills in place: four FFI arguments instead of cuLaunchKernel's
+ * eleven, which is most of the host cost of a launch (docs/perf-notes.md).
+ */
 export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
   readonly name: string;
   readonly device: Device;
@@ -183,8 +193,9 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
   /** The CUfunction. */
   readonly handle: Ptr;
   readonly #args: ArgPacker<Ps>;
+  readonly #config: NativeBlock;
   #dynamicSharedLimit = 48 * 1024;
-  #exConfig: NativeBlock | undefined;
+  #defaultStream: Stream | undefined;
 
   /** Made by Module.kernel(); `fn` is the CUfunction. */
   constructor(device: Device, fn: Ptr, name: string, params: Ps) {
@@ -193,35 +204,32 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
     this.name = name;
     this.params = params;
     this.#args = new ArgPacker(params);
+    this.#config = new NativeBlock(CONFIG_BYTES + ATTR_BYTES);
+    const v = this.#config.view;
+    v.setBigUint64(40, this.#config.ptr + BigInt(CONFIG_BYTES), true);
+    v.setUint32(CONFIG_BYTES, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, true);
   }
 
   launch(config: LaunchConfig, ...args: ArgsFor<Ps>): void {
     const params = this.#args.pack(args, this.name);
-    const [gx, gy, gz] = dim3(config.grid, "grid");
-    const [bx, by, bz] = dim3(config.block, "block");
+    const v = this.#config.view;
+    writeDim3(v, 0, config.grid, "grid");
+    writeDim3(v, 12, config.block, "block");
     const shared = config.sharedBytes ?? 0;
+    if (!Number.isInteger(shared) || shared < 0) throw new InvalidArgumentError(`sharedBytes ${shared} is not a size`);
     if (shared > this.#dynamicSharedLimit) this.#raiseSharedLimit(shared);
-    const stream = config.stream ?? defaultStream(this.device);
-    this.device.makeCurrent();
-    if (config.cluster === undefined) {
-      const status = driver().cuLaunchKernel(this.handle, gx, gy, gz, bx, by, bz, shared, stream.handle, params, 0n);
-      if (status !== 0) check(status, `cuLaunchKernel(${this.name})`);
-      return;
-    }
-    const cfg = this.#clusterConfig([gx, gy, gz], [bx, by, bz], shared, stream, dim3(config.cluster, "cluster"));
-    check(driver().cuLaunchKernelEx(cfg, this.handle, params, 0n), `cuLaunchKernelEx(${this.name})`);
-  }
-
-  #clusterConfig(grid: number[], block: number[], shared: number, stream: Stream, cluster: number[]): Ptr {
-    this.#exConfig ??= new NativeBlock(CONFIG_BYTES + ATTR_BYTES);
-    const v = this.#exConfig.view;
-    [...grid, ...block, shared].forEach((x, i) => v.setUint32(4 * i, x, true));
+    v.setUint32(24, shared, true);
+    const stream = config.stream ?? (this.#defaultStream ??= defaultStream(this.device));
     v.setBigUint64(32, stream.handle, true);
-    v.setBigUint64(40, this.#exConfig.ptr + BigInt(CONFIG_BYTES), true);
-    v.setUint32(48, 1, true);
-    v.setUint32(CONFIG_BYTES, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, true);
-    cluster.forEach((x, i) => v.setUint32(CONFIG_BYTES + 8 + 4 * i, x, true));
-    return this.#exConfig.ptr;
+    if (config.cluster === undefined) {
+      v.setUint32(48, 0, true);
+    } else {
+      v.setUint32(48, 1, true);
+      writeDim3(v, CONFIG_BYTES + 8, config.cluster, "cluster");
+    }
+    this.device.makeCurrent();
+    const status = driver().cuLaunchKernelEx(this.#config.ptr, this.handle, params, 0n);
+    if (status !== 0) check(status, `cuLaunchKernelEx(${this.name})`);
   }
 
   #raiseSharedLimit(bytes: number): void {
@@ -256,6 +264,6 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
   /** Frees the argument block; the CUfunction belongs to its Module. */
   release(): void {
     this.#args.free();
-    this.#exConfig?.free();
+    this.#config.free();
   }
 }

@@ -1,0 +1,63 @@
+// NVRTC compiles every shipped kernel without a GPU. Runs wherever NVRTC and the CUDA headers are found
+// (CI installs them, see .ci/run); elsewhere it says why it skips.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { compileCatalog, PROGRAMS } from "../src/catalog.js";
+import { NvrtcError } from "../src/errors.js";
+import { KernelCache } from "../src/runtime/jit/cache.js";
+import { compileProgram, getToolchain } from "../src/runtime/jit/compiler.js";
+
+function unavailable(): string | false {
+  try {
+    getToolchain();
+    return false;
+  } catch (e) {
+    return `NVRTC or CUDA headers not available: ${(e as Error).message.split("\n")[0]}`;
+  }
+}
+const skip = unavailable();
+if (skip) console.log(`# compile tests skipped: ${skip}`);
+
+test("every shipped program compiles for sm_90a, then comes from the cache", { skip }, () => {
+  const cache = new KernelCache(fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-nvrtc-")));
+  const first = compileCatalog("sm_90a", cache);
+  assert.equal(first.length, PROGRAMS.length);
+  for (const r of first) {
+    assert.equal(r.cacheHit, false);
+    assert.ok(r.cubinBytes > 0, r.program);
+  }
+  const second = compileCatalog("sm_90a", cache);
+  assert.ok(second.every((r) => r.cacheHit));
+  const t1 = first.reduce((a, r) => a + r.ms, 0);
+  const t2 = second.reduce((a, r) => a + r.ms, 0);
+  console.log(`# catalog: ${t1.toFixed(0)} ms compiled, ${t2.toFixed(1)} ms from cache`);
+});
+
+test("lowered names of template kernels are recorded", { skip }, () => {
+  const p = compileProgram(
+    {
+      name: "t.cu",
+      source: "template <typename T> __global__ void k(T* x) { x[threadIdx.x] = T(1); }\n",
+      nameExpressions: ["k<float>", "k<int>"],
+      arch: "sm_90a",
+    },
+    new KernelCache(null),
+  );
+  assert.match(p.lowered["k<float>"]!, /^_Z1kIfEvPT_$/);
+  assert.match(p.lowered["k<int>"]!, /^_Z1kIiEvPT_$/);
+});
+
+test("a failed compile throws NvrtcError with the compiler's log", { skip }, () => {
+  assert.throws(
+    () =>
+      compileProgram(
+        { name: "broken.cu", source: "__global__ void k() { undeclared_thing(); }\n", nameExpressions: ["k"], arch: "sm_90a" },
+        new KernelCache(null),
+      ),
+    (e: unknown) => e instanceof NvrtcError && e.code === "SYMMKIT_NVRTC_ERROR" && /broken\.cu.*undeclared_thing/s.test(e.log),
+  );
+  assert.throws(() => compileProgram({ name: "x.cu", source: "", nameExpressions: [], arch: "90" }), /expected e\.g\. sm_90a/);
+});
