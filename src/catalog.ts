@@ -9,6 +9,7 @@ export const PROGRAMS: readonly ProgramSpec[] = [TENSOR_KERNELS];
 
 export interface CatalogResult {
   readonly program: string;
+  readonly cubin: Uint8Array;
   readonly kernels: number;
   readonly cubinBytes: number;
   readonly cacheHit: boolean;
@@ -19,6 +20,13 @@ export interface CatalogResult {
 export function compileCatalog(arch: string, cache?: KernelCache): CatalogResult[] {
   return PROGRAMS.map((spec) => {
     const p: CompiledProgram = compileProgram(compileRequest(spec, arch), cache);
-    return { program: spec.name, kernels: spec.nameExpressions.length, cubinBytes: p.cubin.length, cacheHit: p.cacheHit, ms: p.ms };
+    return {
+      program: spec.name,
+      cubin: p.cubin,
+      kernels: spec.nameExpressions.length,
+      cubinBytes: p.cubin.length,
+      cacheHit: p.cacheHit,
+      ms: p.ms,
+    };
   });
 }

@@ -11,7 +11,9 @@ usage: symmkit <command> [options]
 commands:
   demo                     the main job: checks symmkit end to end on this machine
   doctor [--json]          driver, GPUs, peer links, NVRTC/NCCL/cuBLASLt versions and paths
-  kernels [--arch sm_90a]  compile every kernel symmkit ships (no GPU needed)
+  kernels [--arch sm_90a] [--out DIR]
+                           compile every kernel symmkit ships (no GPU needed); --out writes
+                           the cubins (for cuobjdump)
   bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph
   help                     this text
 `;
@@ -36,19 +38,42 @@ const commands: Record<string, Command> = {
     return ok ? 0 : 1;
   },
   kernels: async (args) => {
-    const { values } = parseArgs({ args, options: { arch: { type: "string", default: "sm_90a" } } });
+    const { values } = parseArgs({
+      args,
+      options: { arch: { type: "string", default: "sm_90a" }, out: { type: "string" } },
+    });
     const { compileCatalog } = await import("./catalog.js");
     const { table } = await import("./bench/report.js");
     const results = compileCatalog(values.arch);
-    const rows = results.map((r) => [r.program, String(r.kernels), String(r.cubinBytes), r.cacheHit ? "cache" : `${r.ms.toFixed(0)} ms`]);
+    const rows = results.map((r) => [
+      r.program,
+      String(r.kernels),
+      String(r.cubinBytes),
+      r.cacheHit ? "cache" : `${r.ms.toFixed(0)} ms`,
+    ]);
     console.log(table(["program", "kernels", "cubin bytes", "compiled"], rows));
     console.log(`all ${results.reduce((a, r) => a + r.kernels, 0)} kernels compile for ${values.arch}`);
+    if (values.out) {
+      const { default: fs } = await import("node:fs");
+      const { default: path } = await import("node:path");
+      fs.mkdirSync(values.out, { recursive: true });
+      for (const r of results) {
+        fs.writeFileSync(
+          path.join(values.out, `${r.program.replaceAll("/", "_")}.${values.arch}.cubin`),
+          r.cubin,
+        );
+      }
+    }
     return 0;
   },
   bench: async (args) => {
     const [what, ...rest] = args;
     const { values } = parseArgs({ args: rest, options: { json: { type: "string" } } });
-    if (what !== "launch") throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `unknown benchmark ${String(what)}; available: launch`);
+    if (what !== "launch")
+      throw new SymmkitError(
+        "SYMMKIT_INVALID_ARGUMENT",
+        `unknown benchmark ${String(what)}; available: launch`,
+      );
     const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
     const { writeJson } = await import("./bench/report.js");
     const r = benchLaunch();

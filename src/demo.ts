@@ -16,7 +16,11 @@ function run(name: string, f: () => string): Check {
   try {
     return { name, ok: true, detail: f() };
   } catch (e) {
-    return { name, ok: false, detail: e instanceof Error ? e.message.split("\n").slice(0, 6).join("\n    ") : String(e) };
+    return {
+      name,
+      ok: false,
+      detail: e instanceof Error ? e.message.split("\n").slice(0, 6).join("\n    ") : String(e),
+    };
   }
 }
 
@@ -25,8 +29,11 @@ export function demo(log: (line: string) => void = console.log): boolean {
   const checks: Check[] = [];
   checks.push(
     run("host Philox4x32-10 known answer", () => {
-      const w = philox4x32_10([0, 0, 0, 0], 0, 0).map((x) => x.toString(16).padStart(8, "0")).join(" ");
-      if (w !== "6627e8d5 e169c58d bc57ac4c 9b00dbd8") throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `got ${w}`);
+      const w = philox4x32_10([0, 0, 0, 0], 0, 0)
+        .map((x) => x.toString(16).padStart(8, "0"))
+        .join(" ");
+      if (w !== "6627e8d5 e169c58d bc57ac4c 9b00dbd8")
+        throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `got ${w}`);
       return w;
     }),
   );
@@ -40,11 +47,15 @@ export function demo(log: (line: string) => void = console.log): boolean {
     const why = !report.driver.ok ? report.driver.error : report.gpus.ok ? "" : report.gpus.error;
     log(`No NVIDIA GPU found: ${why.split("\n")[0]}`);
     log("On a GPU machine symmkit uses libcuda (driver API), NVRTC for sm_90a kernels, NCCL and cuBLASLt.");
-    if (report.nvrtc.ok) checks.push(run("compile shipped kernels for sm_90a (no GPU needed)", () => compileSummary("sm_90a")));
-    else log(`NVRTC not found either, so kernels are not compiled here: ${report.nvrtc.error.split("\n")[0]}`);
+    if (report.nvrtc.ok)
+      checks.push(run("compile shipped kernels for sm_90a (no GPU needed)", () => compileSummary("sm_90a")));
+    else
+      log(`NVRTC not found either, so kernels are not compiled here: ${report.nvrtc.error.split("\n")[0]}`);
   }
   for (const c of checks) log(`${c.ok ? "PASS" : "FAIL"}  ${c.name}: ${c.detail}`);
-  log("Collectives (all-reduce, all-gather, reduce-scatter) are not built yet: they arrive with the distributed runtime.");
+  log(
+    "Collectives (all-reduce, all-gather, reduce-scatter) are not built yet: they arrive with the distributed runtime.",
+  );
   return checks.every((c) => c.ok);
 }
 
@@ -60,7 +71,11 @@ function randMatchesHost(device: Device): string {
   const got = t.toHost() as Float32Array;
   const want = hostUniform(n, seed, 0, -2, 3);
   const bad = got.findIndex((v, i) => v !== want[i]);
-  if (bad >= 0) throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `seed ${seed}: element ${bad} is ${got[bad]}, host says ${want[bad]}`);
+  if (bad >= 0)
+    throw new SymmkitError(
+      "SYMMKIT_INVALID_ARGUMENT",
+      `seed ${seed}: element ${bad} is ${got[bad]}, host says ${want[bad]}`,
+    );
   return `${n} values, seed ${seed}`;
 }
 
@@ -74,6 +89,7 @@ function graphReplay(device: Device): string {
   t.fill(-1, stream);
   g.launch();
   const out = t.toHost() as Int32Array;
-  if (!out.every((x) => x === 100)) throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `replay left ${out[0]}`);
+  if (!out.every((x) => x === 100))
+    throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `replay left ${out[0]}`);
   return "last fill visible after replay";
 }

@@ -22,7 +22,8 @@ export interface GpuReport {
   readonly multicast: string;
 }
 
-export type Section<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+export type Section<T> =
+  { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
 
 export interface DoctorReport {
   readonly driver: Section<{ version: string; library: string }>;
@@ -47,7 +48,8 @@ export function gatherDoctorReport(): DoctorReport {
   const gpus = section(() => {
     if (!driver.ok) throw new SymmkitError("SYMMKIT_NO_DEVICE", "no driver");
     const n = deviceCount();
-    if (n === 0) throw new SymmkitError("SYMMKIT_NO_DEVICE", "the driver sees no GPU (check CUDA_VISIBLE_DEVICES)");
+    if (n === 0)
+      throw new SymmkitError("SYMMKIT_NO_DEVICE", "the driver sees no GPU (check CUDA_VISIBLE_DEVICES)");
     return Array.from({ length: n }, (_, i) => gpuReport(Device.get(i)));
   });
   const peers = section(() => {
@@ -79,7 +81,9 @@ function gpuReport(d: Device): GpuReport {
     arch: p.arch,
     l2MiB: +(p.l2Bytes / 2 ** 20).toFixed(1),
     sharedKiBPerBlockOptin: p.sharedBytesPerBlockOptin / 1024,
-    multicast: p.multicastSupported ? "supported, not used (symmkit never creates multicast objects)" : "not supported",
+    multicast: p.multicastSupported
+      ? "supported, not used (symmkit never creates multicast objects)"
+      : "not supported",
   };
 }
 
@@ -91,19 +95,37 @@ function peerLinks(devices: Device[]): { links: string[][]; linkTypeSource: stri
     const api = nvml();
     const handles = devices.map((d) => {
       const h: [bigint | null] = [null];
-      nvmlCheck(api.nvmlDeviceGetHandleByPciBusId_v2(d.props.pciBusId, h), "nvmlDeviceGetHandleByPciBusId_v2");
+      nvmlCheck(
+        api.nvmlDeviceGetHandleByPciBusId_v2(d.props.pciBusId, h),
+        "nvmlDeviceGetHandleByPciBusId_v2",
+      );
       return ptrOrZero(h[0]);
     });
     nvlink = (a, b) => {
       const s: [number] = [0];
-      const status = api.nvmlDeviceGetP2PStatus(handles[a.ordinal]!, handles[b.ordinal]!, NVML_P2P_CAPS_INDEX_NVLINK, s);
+      const status = api.nvmlDeviceGetP2PStatus(
+        handles[a.ordinal]!,
+        handles[b.ordinal]!,
+        NVML_P2P_CAPS_INDEX_NVLINK,
+        s,
+      );
       return status === 0 && s[0] === NVML_P2P_STATUS_OK;
     };
   } catch (e) {
     linkTypeSource = `unknown (${e instanceof Error ? e.message.split("\n")[0] : String(e)})`;
   }
   const links = devices.map((a) =>
-    devices.map((b) => (a === b ? "self" : !a.canAccessPeer(b) ? "none" : nvlink?.(a, b) ? "NVLink" : nvlink ? "P2P (PCIe)" : "P2P")),
+    devices.map((b) =>
+      a === b
+        ? "self"
+        : !a.canAccessPeer(b)
+          ? "none"
+          : nvlink?.(a, b)
+            ? "NVLink"
+            : nvlink
+              ? "P2P (PCIe)"
+              : "P2P",
+    ),
   );
   return { links, linkTypeSource };
 }
@@ -127,10 +149,16 @@ export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean
     ...p.links.map((row, i) => `[${i}] ${row.map((l) => l.padEnd(10)).join(" ")}`),
     `link type from ${p.linkTypeSource}`,
   ]);
-  show("nvrtc", r.nvrtc, (v) => [`version ${v.version}`, `library ${v.library}`, `headers ${v.headers.join(", ")}`]);
+  show("nvrtc", r.nvrtc, (v) => [
+    `version ${v.version}`,
+    `library ${v.library}`,
+    `headers ${v.headers.join(", ")}`,
+  ]);
   show("nccl", r.nccl, (v) => [`version ${v.version}`, `library ${v.library}`]);
   show("cublasLt", r.cublasLt, (v) => [`version ${v.version}`, `library ${v.library}`]);
   const ok = r.driver.ok && r.gpus.ok && r.nvrtc.ok;
-  lines.push(ok ? "symmkit's GPU path can run here." : "symmkit's GPU path cannot run here: see MISSING above.");
+  lines.push(
+    ok ? "symmkit's GPU path can run here." : "symmkit's GPU path cannot run here: see MISSING above.",
+  );
   return { text: lines.join("\n"), ok };
 }

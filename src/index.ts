@@ -4,12 +4,38 @@ export { Device, deviceCount, driverVersion, type DeviceProperties } from "./run
 export { Stream, defaultStream } from "./runtime/stream.js";
 export { Event } from "./runtime/event.js";
 export { Graph } from "./runtime/graph.js";
-export { DeviceMemory, PinnedMemory, copyDeviceToDevice, copyDeviceToHost, copyHostToDevice, copyPeer } from "./runtime/memory.js";
-export { Tensor, freshSeed, type Shape, type TensorOptions, type UniformOptions, type NormalOptions } from "./runtime/tensor.js";
+export {
+  DeviceMemory,
+  PinnedMemory,
+  copyDeviceToDevice,
+  copyDeviceToHost,
+  copyHostToDevice,
+  copyPeer,
+} from "./runtime/memory.js";
+export {
+  Tensor,
+  freshSeed,
+  type Shape,
+  type TensorOptions,
+  type UniformOptions,
+  type NormalOptions,
+} from "./runtime/tensor.js";
 export { DTYPES, dtypeInfo, encode, decodeToF32, type DType, type RawArray } from "./runtime/dtype.js";
 export { Module, type ProgramSpec } from "./runtime/module.js";
-export { Kernel, ArgPacker, type ParamType, type LaunchConfig, type Dim3, type Pointerish } from "./runtime/kernel.js";
-export { compileProgram, getToolchain, type CompileRequest, type CompiledProgram } from "./runtime/jit/compiler.js";
+export {
+  Kernel,
+  ArgPacker,
+  type ParamType,
+  type LaunchConfig,
+  type Dim3,
+  type Pointerish,
+} from "./runtime/kernel.js";
+export {
+  compileProgram,
+  getToolchain,
+  type CompileRequest,
+  type CompiledProgram,
+} from "./runtime/jit/compiler.js";
 export { hostUniform, hostNormal, hostRandInt, philox4x32_10 } from "./runtime/random.js";
 export { compileCatalog, PROGRAMS } from "./catalog.js";
 export { DEVICE_INCLUDE_DIR, VERSION } from "./paths.js";

@@ -17,7 +17,10 @@ test("parameters are laid out after the pointer array at natural alignment", () 
 test("packed values and the kernelParams pointers that point at them", () => {
   const packer = new ArgPacker(["ptr", "i32", "u32", "i64", "u64", "f32", "f64", { bytes: 4 }] as const);
   const tensorLike = { ptr: 0x7f00_1234_5678n };
-  const base = packer.pack([tensorLike, -5, 0xffffffff, -(2n ** 40n), 2n ** 63n, 1.5, Math.PI, new Uint8Array([9, 8, 7, 6])], "k");
+  const base = packer.pack(
+    [tensorLike, -5, 0xffffffff, -(2n ** 40n), 2n ** 63n, 1.5, Math.PI, new Uint8Array([9, 8, 7, 6])],
+    "k",
+  );
   const v = new DataView(packer.bytes.buffer, packer.bytes.byteOffset);
   const at = (i: number): number => Number(v.getBigUint64(8 * i, true) - base);
   assert.equal(v.getBigUint64(at(0), true), 0x7f00_1234_5678n);
@@ -47,7 +50,10 @@ test("wrong arguments are refused with the argument's position", () => {
   for (const [i, value, msg] of bad) {
     const args = [...ok];
     args[i] = value;
-    assert.throws(() => packer.pack(args, "k"), (e: unknown) => e instanceof InvalidArgumentError && msg.test(e.message));
+    assert.throws(
+      () => packer.pack(args, "k"),
+      (e: unknown) => e instanceof InvalidArgumentError && msg.test(e.message),
+    );
   }
   assert.throws(() => packer.pack([1n], "k"), /k takes 4 arguments, got 1/);
   packer.free();

@@ -5,7 +5,8 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 const cli = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "cli.js");
-const run = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", timeout: 60000 });
+const run = (...args: string[]) =>
+  spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", timeout: 60000 });
 
 test("help and unknown commands", () => {
   const help = run("help");
@@ -18,7 +19,10 @@ test("help and unknown commands", () => {
 
 test("doctor says what is missing, and exits non-zero without a GPU", () => {
   const r = run("doctor");
-  const json = JSON.parse(run("doctor", "--json").stdout) as { driver: { ok: boolean }; gpus: { ok: boolean } };
+  const json = JSON.parse(run("doctor", "--json").stdout) as {
+    driver: { ok: boolean };
+    gpus: { ok: boolean };
+  };
   if (json.driver.ok && json.gpus.ok) {
     assert.equal(r.status, 0, r.stdout);
     return;

@@ -54,10 +54,21 @@ test("a failed compile throws NvrtcError with the compiler's log", { skip }, () 
   assert.throws(
     () =>
       compileProgram(
-        { name: "broken.cu", source: "__global__ void k() { undeclared_thing(); }\n", nameExpressions: ["k"], arch: "sm_90a" },
+        {
+          name: "broken.cu",
+          source: "__global__ void k() { undeclared_thing(); }\n",
+          nameExpressions: ["k"],
+          arch: "sm_90a",
+        },
         new KernelCache(null),
       ),
-    (e: unknown) => e instanceof NvrtcError && e.code === "SYMMKIT_NVRTC_ERROR" && /broken\.cu.*undeclared_thing/s.test(e.log),
+    (e: unknown) =>
+      e instanceof NvrtcError &&
+      e.code === "SYMMKIT_NVRTC_ERROR" &&
+      /broken\.cu.*undeclared_thing/s.test(e.log),
   );
-  assert.throws(() => compileProgram({ name: "x.cu", source: "", nameExpressions: [], arch: "90" }), /expected e\.g\. sm_90a/);
+  assert.throws(
+    () => compileProgram({ name: "x.cu", source: "", nameExpressions: [], arch: "90" }),
+    /expected e\.g\. sm_90a/,
+  );
 });

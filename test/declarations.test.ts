@@ -9,7 +9,13 @@ import { NCCL_DECLARATIONS } from "../src/cuda/nccl.js";
 import { CUBLASLT_DECLARATIONS } from "../src/cuda/cublaslt.js";
 import { NVML_DECLARATIONS } from "../src/cuda/nvml.js";
 
-const tables = { DRIVER_DECLARATIONS, NVRTC_DECLARATIONS, NCCL_DECLARATIONS, CUBLASLT_DECLARATIONS, NVML_DECLARATIONS };
+const tables = {
+  DRIVER_DECLARATIONS,
+  NVRTC_DECLARATIONS,
+  NCCL_DECLARATIONS,
+  CUBLASLT_DECLARATIONS,
+  NVML_DECLARATIONS,
+};
 
 for (const [table, decls] of Object.entries(tables)) {
   test(`${table}: every prototype parses and is named after its key`, () => {
@@ -21,7 +27,17 @@ for (const [table, decls] of Object.entries(tables)) {
 }
 
 test("versioned driver symbols are bound by their real names (cuda.h 13.0)", () => {
-  for (const name of ["cuMemAlloc_v2", "cuMemFree_v2", "cuStreamDestroy_v2", "cuEventElapsedTime_v2", "cuDevicePrimaryCtxRelease_v2", "cuStreamBeginCapture_v2", "cuMemcpyHtoDAsync_v2", "cuDeviceTotalMem_v2", "cuMemGetInfo_v2"]) {
+  for (const name of [
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuStreamDestroy_v2",
+    "cuEventElapsedTime_v2",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuStreamBeginCapture_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuDeviceTotalMem_v2",
+    "cuMemGetInfo_v2",
+  ]) {
     assert.ok(name in DRIVER_DECLARATIONS, name);
   }
   for (const unversioned of ["cuMemAlloc", "cuMemFree", "cuStreamDestroy", "cuEventElapsedTime"]) {

@@ -3,7 +3,13 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { findCudaHeaders, findLibrary, LIBRARIES, systemContext, type SearchContext } from "../src/cuda/discovery.js";
+import {
+  findCudaHeaders,
+  findLibrary,
+  LIBRARIES,
+  systemContext,
+  type SearchContext,
+} from "../src/cuda/discovery.js";
 import { LibraryNotFoundError, SymmkitError } from "../src/errors.js";
 import type { LibraryHandle } from "../src/cuda/native.js";
 
@@ -34,7 +40,11 @@ function opener(root: string, asked: string[]): (p: string) => LibraryHandle {
 test("override variable: a directory, the only place tried", () => {
   const root = tree(["custom/libnvrtc.so.12", "custom/libnvrtc.so.13", "custom/libnvrtc-builtins.so.13.0"]);
   const asked: string[] = [];
-  const found = findLibrary(LIBRARIES.nvrtc, ctx({ SYMMKIT_LIBNVRTC: path.join(root, "custom") }), opener(root, asked));
+  const found = findLibrary(
+    LIBRARIES.nvrtc,
+    ctx({ SYMMKIT_LIBNVRTC: path.join(root, "custom") }),
+    opener(root, asked),
+  );
   assert.equal(found.path, path.join(root, "custom/libnvrtc.so.13"), "preferred soname first");
   assert.equal(found.via, "SYMMKIT_LIBNVRTC");
   assert.deepEqual(asked, [path.join(root, "custom/libnvrtc.so.13")]);
@@ -63,11 +73,18 @@ test("LD_LIBRARY_PATH comes before the system loader and the toolkit", () => {
 });
 
 test("CUDA_HOME, then Python wheels; every attempt is listed when nothing opens", () => {
-  const root = tree(["cuda/lib64/libnvrtc.so.13", "venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so.13"]);
+  const root = tree([
+    "cuda/lib64/libnvrtc.so.13",
+    "venv/lib/python3.12/site-packages/nvidia/cu13/lib/libnvrtc.so.13",
+  ]);
   const cudaHome = path.join(root, "cuda");
   const venv = path.join(root, "venv");
   const asked: string[] = [];
-  const viaHome = findLibrary(LIBRARIES.nvrtc, ctx({ CUDA_HOME: cudaHome, VIRTUAL_ENV: venv }), opener(root, asked));
+  const viaHome = findLibrary(
+    LIBRARIES.nvrtc,
+    ctx({ CUDA_HOME: cudaHome, VIRTUAL_ENV: venv }),
+    opener(root, asked),
+  );
   assert.equal(viaHome.path, path.join(cudaHome, "lib64/libnvrtc.so.13"));
   assert.equal(viaHome.via, "CUDA_HOME");
 
@@ -82,7 +99,9 @@ test("CUDA_HOME, then Python wheels; every attempt is listed when nothing opens"
       assert.match(e.message, /Set SYMMKIT_LIBNVRTC/);
       assert.ok(e.tried.some((t) => t.startsWith("libnvrtc.so.13 (system loader)")));
       assert.ok(e.tried.some((t) => t.includes("/usr/local/cuda/lib64 (toolkit)")));
-      assert.ok(e.tried.some((t) => t.includes("nvidia/cu13/lib/libnvrtc.so.13 (python wheel): cannot open")));
+      assert.ok(
+        e.tried.some((t) => t.includes("nvidia/cu13/lib/libnvrtc.so.13 (python wheel): cannot open")),
+      );
       return true;
     },
   );
@@ -118,6 +137,7 @@ test("CUDA headers: beside NVRTC first, with include/cccl when present; override
   assert.deepEqual(o.dirs, [path.join(root, "other/include")]);
   assert.throws(
     () => findCudaHeaders(ctx({ SYMMKIT_CUDA_INCLUDE: path.join(root, "nothing") })),
-    (e: unknown) => e instanceof SymmkitError && e.code === "SYMMKIT_HEADERS_NOT_FOUND" && e.message.includes("nothing"),
+    (e: unknown) =>
+      e instanceof SymmkitError && e.code === "SYMMKIT_HEADERS_NOT_FOUND" && e.message.includes("nothing"),
   );
 });

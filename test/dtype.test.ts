@@ -37,7 +37,12 @@ test("f16 known bit patterns", () => {
   ];
   for (const [x, bits] of cases) assert.equal(hex(encodeF16(x)), hex(bits), `encodeF16(${x})`);
   assert.ok(Number.isNaN(decodeF16(encodeF16(NaN))));
-  for (const [bits, v] of [[0x7bff, 65504], [0x0001, 2 ** -24], [0x3c02, 1 + 2 ** -9], [0xc000, -2]] as const) {
+  for (const [bits, v] of [
+    [0x7bff, 65504],
+    [0x0001, 2 ** -24],
+    [0x3c02, 1 + 2 ** -9],
+    [0xc000, -2],
+  ] as const) {
     assert.equal(decodeF16(bits), v, `decodeF16(${hex(bits)})`);
   }
 });

@@ -5,7 +5,13 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { cacheDirFromEnv, cacheKey, decodeEntry, encodeEntry, KernelCache } from "../src/runtime/jit/cache.js";
+import {
+  cacheDirFromEnv,
+  cacheKey,
+  decodeEntry,
+  encodeEntry,
+  KernelCache,
+} from "../src/runtime/jit/cache.js";
 import { includedHeaders } from "../src/runtime/jit/includes.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -82,15 +88,26 @@ test("eight processes writing and reading one key never see a torn entry", async
     process.stdout.write(JSON.stringify({ bad, seen }));
   `;
   const runs = await Promise.all(
-    Array.from({ length: 8 }, () =>
-      new Promise<{ bad: number; seen: number }>((resolve, reject) => {
-        const p = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
-        let out = "";
-        p.stdout.on("data", (d: Buffer) => (out += d.toString()));
-        p.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out) as { bad: number; seen: number }) : reject(new Error(`exit ${code}`))));
-      }),
+    Array.from(
+      { length: 8 },
+      () =>
+        new Promise<{ bad: number; seen: number }>((resolve, reject) => {
+          const p = spawn(process.execPath, ["--input-type=module", "-e", script], {
+            stdio: ["ignore", "pipe", "inherit"],
+          });
+          let out = "";
+          p.stdout.on("data", (d: Buffer) => (out += d.toString()));
+          p.on("exit", (code) =>
+            code === 0
+              ? resolve(JSON.parse(out) as { bad: number; seen: number })
+              : reject(new Error(`exit ${code}`)),
+          );
+        }),
     ),
   );
-  assert.ok(runs.every((r) => r.bad === 0 && r.seen === 40), JSON.stringify(runs));
+  assert.ok(
+    runs.every((r) => r.bad === 0 && r.seen === 40),
+    JSON.stringify(runs),
+  );
   assert.deepEqual(fs.readdirSync(dir), ["shared.kernel"], "no temporary files left behind");
 });

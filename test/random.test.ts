@@ -38,7 +38,10 @@ test("normal values have the requested moments", () => {
 
 test("random integers cover [lo, lo + range) and nothing else", () => {
   const v = hostRandInt(5000, 99, 0, -3, 7);
-  assert.deepEqual([...new Set(v)].sort((a, b) => a - b), [-3, -2, -1, 0, 1, 2, 3]);
+  assert.deepEqual(
+    [...new Set(v)].sort((a, b) => a - b),
+    [-3, -2, -1, 0, 1, 2, 3],
+  );
   assert.throws(() => hostRandInt(1, 0, 0, 0, 0));
   assert.throws(() => hostUniform(1, -1n, 0));
 });

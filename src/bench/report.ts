@@ -4,12 +4,16 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { PACKAGE_ROOT, VERSION } from "../paths.js";
-import { Device, driverVersion } from "../runtime/device.js";
+import type { Device } from "../runtime/device.js";
+import { driverVersion } from "../runtime/device.js";
 
 export function gitRevision(): string {
   if (process.env.SYMMKIT_GIT_REVISION) return process.env.SYMMKIT_GIT_REVISION;
   try {
-    return execFileSync("git", ["rev-parse", "--short=12", "HEAD"], { cwd: PACKAGE_ROOT, stdio: ["ignore", "pipe", "ignore"] })
+    return execFileSync("git", ["rev-parse", "--short=12", "HEAD"], {
+      cwd: PACKAGE_ROOT,
+      stdio: ["ignore", "pipe", "ignore"],
+    })
       .toString()
       .trim();
   } catch {
@@ -50,7 +54,10 @@ export function median(xs: readonly number[]): number {
 
 export function writeJson(file: string, value: unknown): void {
   fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-  fs.writeFileSync(file, JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n");
+  fs.writeFileSync(
+    file,
+    JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v), 2) + "\n",
+  );
 }
 
 /** A fixed-width text table. */

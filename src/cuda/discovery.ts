@@ -108,10 +108,7 @@ export type SearchStep =
   | { readonly kind: "soname"; readonly name: string; readonly via: string };
 
 function versionKey(name: string): number[] {
-  return (name.match(/\.so((\.\d+)*)$/)?.[1] ?? "")
-    .split(".")
-    .filter(Boolean)
-    .map(Number);
+  return (name.match(/\.so((\.\d+)*)$/)?.[1] ?? "").split(".").filter(Boolean).map(Number);
 }
 
 /** Library files in `dir`: the preferred sonames first, then any other version, newest first. */
@@ -193,7 +190,13 @@ export function searchPlaces(spec: LibrarySpec, ctx: SearchContext): SearchStep[
     }
   }
   const multiarch = process.arch === "arm64" ? "aarch64-linux-gnu" : "x86_64-linux-gnu";
-  for (const d of [`/usr/lib/${multiarch}`, "/usr/lib64", "/usr/lib", `/lib/${multiarch}`, "/usr/lib/wsl/lib"]) {
+  for (const d of [
+    `/usr/lib/${multiarch}`,
+    "/usr/lib64",
+    "/usr/lib",
+    `/lib/${multiarch}`,
+    "/usr/lib/wsl/lib",
+  ]) {
     dir(d, "distribution");
   }
   for (const site of sitePackagesDirs(ctx)) {
@@ -317,7 +320,8 @@ export function findCudaHeaders(ctx: SearchContext, nvrtcPath?: string): HeaderD
     places.push({ dir: override, via: HEADERS_ENV });
   } else {
     // Headers that match the NVRTC in use first: the toolkit or wheel it came from.
-    if (nvrtcPath) places.push({ dir: path.join(path.dirname(nvrtcPath), "..", "include"), via: "beside NVRTC" });
+    if (nvrtcPath)
+      places.push({ dir: path.join(path.dirname(nvrtcPath), "..", "include"), via: "beside NVRTC" });
     for (const r of toolkitRoots(ctx)) {
       places.push({ dir: path.join(r.dir, "include"), via: r.via });
       places.push({ dir: path.join(r.dir, "targets", archTriple(), "include"), via: r.via });

@@ -47,9 +47,11 @@ export const DRIVER_DECLARATIONS = {
   cuMemsetD8Async: "CUresult cuMemsetD8Async(CUdeviceptr dst, uint8_t value, size_t n, CUstream s)",
   cuMemsetD16Async: "CUresult cuMemsetD16Async(CUdeviceptr dst, uint16_t value, size_t n, CUstream s)",
   cuMemsetD32Async: "CUresult cuMemsetD32Async(CUdeviceptr dst, uint32_t value, size_t n, CUstream s)",
-  cuMemcpyHtoDAsync_v2: "CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)",
+  cuMemcpyHtoDAsync_v2:
+    "CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s)",
   cuMemcpyDtoHAsync_v2: "CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)",
-  cuMemcpyDtoDAsync_v2: "CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)",
+  cuMemcpyDtoDAsync_v2:
+    "CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)",
   cuMemcpyPeerAsync:
     "CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t n, CUstream s)",
   cuStreamCreate: "CUresult cuStreamCreate(_Out_ CUstream *stream, unsigned int flags)",
@@ -75,7 +77,8 @@ export const DRIVER_DECLARATIONS = {
   cuEventDestroy_v2: "CUresult cuEventDestroy_v2(CUevent event)",
   cuModuleLoadData: "CUresult cuModuleLoadData(_Out_ CUmodule *module, const void *image)",
   cuModuleUnload: "CUresult cuModuleUnload(CUmodule module)",
-  cuModuleGetFunction: "CUresult cuModuleGetFunction(_Out_ CUfunction *fn, CUmodule module, const char *name)",
+  cuModuleGetFunction:
+    "CUresult cuModuleGetFunction(_Out_ CUfunction *fn, CUmodule module, const char *name)",
   cuFuncGetAttribute: "CUresult cuFuncGetAttribute(_Out_ int *value, int attrib, CUfunction fn)",
   cuFuncSetAttribute: "CUresult cuFuncSetAttribute(CUfunction fn, int attrib, int value)",
   // config, kernelParams and extra are addresses of native blocks the caller owns (runtime/kernel.ts).

@@ -43,6 +43,9 @@ export function ncclVersion(): string {
 /** Throws unless `status` is ncclSuccess. The one place NCCL statuses are judged. */
 export function check(status: number, call: string): void {
   if (status !== 0) {
-    throw new SymmkitError("SYMMKIT_NCCL_ERROR", `${call} failed: ${nccl().ncclGetErrorString(status)} (${status})`);
+    throw new SymmkitError(
+      "SYMMKIT_NCCL_ERROR",
+      `${call} failed: ${nccl().ncclGetErrorString(status)} (${status})`,
+    );
   }
 }

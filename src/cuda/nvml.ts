@@ -49,6 +49,9 @@ export function nvml(): Nvml {
 /** Throws unless `status` is NVML_SUCCESS. The one place NVML statuses are judged. */
 export function check(status: number, call: string): void {
   if (status !== 0) {
-    throw new SymmkitError("SYMMKIT_NVML_ERROR", `${call} failed: ${nvml().nvmlErrorString(status)} (${status})`);
+    throw new SymmkitError(
+      "SYMMKIT_NVML_ERROR",
+      `${call} failed: ${nvml().nvmlErrorString(status)} (${status})`,
+    );
   }
 }

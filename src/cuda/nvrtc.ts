@@ -15,7 +15,8 @@ export const NVRTC_DECLARATIONS = {
     "nvrtcResult nvrtcCreateProgram(_Out_ nvrtcProgram *prog, const char *src, const char *name, int numHeaders, const char **headers, const char **includeNames)",
   nvrtcDestroyProgram: "nvrtcResult nvrtcDestroyProgram(_Inout_ nvrtcProgram *prog)",
   nvrtcAddNameExpression: "nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char *nameExpression)",
-  nvrtcCompileProgram: "nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char **options)",
+  nvrtcCompileProgram:
+    "nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char **options)",
   nvrtcGetLoweredName:
     "nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char *nameExpression, _Out_ const char **lowered)",
   nvrtcGetProgramLogSize: "nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, _Out_ size_t *size)",
@@ -69,7 +70,12 @@ export function nvrtc(): Nvrtc {
     const found = openLibrary("nvrtc");
     libPath = found.path;
     preloadBuiltins(found.path);
-    bound = bindAll<Nvrtc>(found.lib, found.path, NVRTC_DECLARATIONS, "install a newer NVRTC (CUDA 12.4 or later)");
+    bound = bindAll<Nvrtc>(
+      found.lib,
+      found.path,
+      NVRTC_DECLARATIONS,
+      "install a newer NVRTC (CUDA 12.4 or later)",
+    );
   }
   return bound;
 }

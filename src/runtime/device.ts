@@ -62,8 +62,11 @@ export class Device {
     const d = driver();
     const count = deviceCount();
     if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= count) {
-      if (count === 0) throw new SymmkitError("SYMMKIT_NO_DEVICE", "no CUDA device is visible to this process");
-      throw new InvalidArgumentError(`device ${ordinal} does not exist: this process sees ${count} device(s)`);
+      if (count === 0)
+        throw new SymmkitError("SYMMKIT_NO_DEVICE", "no CUDA device is visible to this process");
+      throw new InvalidArgumentError(
+        `device ${ordinal} does not exist: this process sees ${count} device(s)`,
+      );
     }
     const h: [number] = [0];
     check(d.cuDeviceGet(h, ordinal), "cuDeviceGet");

@@ -27,7 +27,8 @@ export const DTYPES: Readonly<Record<DType, DTypeInfo>> = {
 
 export function dtypeInfo(d: DType): DTypeInfo {
   const info = (DTYPES as Partial<Record<string, DTypeInfo>>)[d];
-  if (!info) throw new InvalidArgumentError(`unknown dtype ${String(d)}; one of ${Object.keys(DTYPES).join(", ")}`);
+  if (!info)
+    throw new InvalidArgumentError(`unknown dtype ${String(d)}; one of ${Object.keys(DTYPES).join(", ")}`);
   return info;
 }
 
@@ -77,8 +78,14 @@ function encodeMini(x: number, fmt: MiniFloat, saturate: boolean): number {
   const manMax = (1 << fmt.manBits) - 1;
   // Largest finite encoding: IEEE formats stop one exponent short of all-ones; E4M3 uses all-ones
   // exponent too, except the all-ones mantissa (NaN).
-  const maxFinite = fmt.ieee ? ((expMaxField - 1) << fmt.manBits) | manMax : (expMaxField << fmt.manBits) | (manMax - 1);
-  const overflow = saturate ? sign | maxFinite : fmt.ieee ? sign | (expMaxField << fmt.manBits) : fmt.nanBits | sign;
+  const maxFinite = fmt.ieee
+    ? ((expMaxField - 1) << fmt.manBits) | manMax
+    : (expMaxField << fmt.manBits) | (manMax - 1);
+  const overflow = saturate
+    ? sign | maxFinite
+    : fmt.ieee
+      ? sign | (expMaxField << fmt.manBits)
+      : fmt.nanBits | sign;
   const a = Math.abs(x);
   if (a === Infinity) return overflow;
   if (a === 0) return sign;

@@ -24,7 +24,10 @@ export class Graph implements Disposable {
   static capture(stream: Stream, record: () => void): Graph {
     stream.device.makeCurrent();
     const d = driver();
-    check(d.cuStreamBeginCapture_v2(stream.handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture_v2");
+    check(
+      d.cuStreamBeginCapture_v2(stream.handle, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      "cuStreamBeginCapture_v2",
+    );
     const g: [Ptr | null] = [null];
     try {
       record();

@@ -9,7 +9,8 @@ import { driver, type Device } from "./device.js";
 import { defaultStream, type Stream } from "./stream.js";
 
 /** A kernel parameter: scalars by C type, or a by-value blob (e.g. a 128-byte CUtensorMap). */
-export type ParamType = "ptr" | "i32" | "u32" | "i64" | "u64" | "f32" | "f64" | { readonly bytes: number; readonly align?: number };
+export type ParamType =
+  "ptr" | "i32" | "u32" | "i64" | "u64" | "f32" | "f64" | { readonly bytes: number; readonly align?: number };
 
 /** Anything with a device address: a Tensor, DeviceMemory, or a raw address. */
 export type Pointerish = Ptr | { readonly ptr: Ptr };
@@ -47,14 +48,17 @@ function sizeAlign(p: ParamType): [number, number] {
 }
 
 const fail = (i: number, want: string, got: unknown): never => {
-  throw new InvalidArgumentError(`kernel argument ${i}: expected ${want}, got ${typeof got === "bigint" ? `${got}n` : String(got)}`);
+  throw new InvalidArgumentError(
+    `kernel argument ${i}: expected ${want}, got ${typeof got === "bigint" ? `${got}n` : String(got)}`,
+  );
 };
 
 function writerFor(p: ParamType): Slot["write"] {
   switch (p) {
     case "ptr":
       return (v, _u, o, x, i) => {
-        const a = typeof x === "bigint" ? x : typeof x === "object" && x !== null && "ptr" in x ? (x as { ptr: unknown }).ptr : undefined;
+        const a =
+          typeof x === "bigint" ? x : typeof x === "object" && x !== null && "ptr" in x ? x.ptr : undefined;
         if (typeof a !== "bigint") fail(i, "a device pointer (bigint or {ptr})", x);
         v.setBigUint64(o, a as bigint, true);
       };
@@ -106,8 +110,16 @@ export function layoutParams(params: readonly ParamType[]): { slots: Slot[]; byt
   const slots: Slot[] = [];
   for (const p of params) {
     const [size, align] = sizeAlign(p);
-    if (!Number.isInteger(size) || size <= 0 || !Number.isInteger(align) || align <= 0 || (align & (align - 1)) !== 0) {
-      throw new InvalidArgumentError(`kernel parameter ${JSON.stringify(p)}: size must be positive, alignment a power of two`);
+    if (
+      !Number.isInteger(size) ||
+      size <= 0 ||
+      !Number.isInteger(align) ||
+      align <= 0 ||
+      (align & (align - 1)) !== 0
+    ) {
+      throw new InvalidArgumentError(
+        `kernel parameter ${JSON.stringify(p)}: size must be positive, alignment a power of two`,
+      );
     }
     offset = Math.ceil(offset / align) * align;
     slots.push({ offset, write: writerFor(p) });
@@ -216,7 +228,8 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
     writeDim3(v, 0, config.grid, "grid");
     writeDim3(v, 12, config.block, "block");
     const shared = config.sharedBytes ?? 0;
-    if (!Number.isInteger(shared) || shared < 0) throw new InvalidArgumentError(`sharedBytes ${shared} is not a size`);
+    if (!Number.isInteger(shared) || shared < 0)
+      throw new InvalidArgumentError(`sharedBytes ${shared} is not a size`);
     if (shared > this.#dynamicSharedLimit) this.#raiseSharedLimit(shared);
     v.setUint32(24, shared, true);
     const stream = config.stream ?? (this.#defaultStream ??= defaultStream(this.device));

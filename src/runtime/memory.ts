@@ -7,7 +7,8 @@ import { Device, driver } from "./device.js";
 import { defaultStream, type Stream } from "./stream.js";
 
 function checkBytes(bytes: number): void {
-  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new InvalidArgumentError(`byte count ${bytes} is not a size`);
+  if (!Number.isSafeInteger(bytes) || bytes < 0)
+    throw new InvalidArgumentError(`byte count ${bytes} is not a size`);
 }
 
 /** One cuMemAlloc allocation. A zero-byte allocation is valid and has address 0. */
@@ -129,7 +130,12 @@ export function copyDeviceToHost(dst: ArrayBufferView, src: Ptr, stream: Stream 
   stream.synchronize();
 }
 
-export function copyDeviceToDevice(dst: Ptr, src: Ptr, bytes: number, stream: Stream = defaultStream()): void {
+export function copyDeviceToDevice(
+  dst: Ptr,
+  src: Ptr,
+  bytes: number,
+  stream: Stream = defaultStream(),
+): void {
   checkBytes(bytes);
   stream.device.makeCurrent();
   if (bytes > 0) check(driver().cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.handle), "cuMemcpyDtoDAsync_v2");
@@ -155,7 +161,13 @@ export function copyPeer(
 }
 
 /** Sets `count` elements of 1, 2 or 4 bytes to `bits`. */
-export function memset(dst: Ptr, bits: number, elementBytes: 1 | 2 | 4, count: number, stream: Stream = defaultStream()): void {
+export function memset(
+  dst: Ptr,
+  bits: number,
+  elementBytes: 1 | 2 | 4,
+  count: number,
+  stream: Stream = defaultStream(),
+): void {
   checkBytes(count);
   stream.device.makeCurrent();
   if (count === 0) return;

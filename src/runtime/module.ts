@@ -57,7 +57,9 @@ export class Module implements Disposable {
     const known = this.#kernels.get(nameExpression);
     if (known) {
       if (JSON.stringify(known.params) !== JSON.stringify(params)) {
-        throw new InvalidArgumentError(`${nameExpression} was already bound with parameters ${JSON.stringify(known.params)}`);
+        throw new InvalidArgumentError(
+          `${nameExpression} was already bound with parameters ${JSON.stringify(known.params)}`,
+        );
       }
       return known as unknown as Kernel<Ps>;
     }

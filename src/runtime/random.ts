@@ -39,18 +39,41 @@ function splitU64(v: bigint | number, what: string): [number, number] {
   return [Number(b & 0xffffffffn), Number(b >> 32n)];
 }
 
-/** Calls f(i, word) for elements [0, n) in the device's mapping: element i is word i%4 of group i/4. */
-function forEachWord(n: number, seed: bigint | number, offset: bigint | number, f: (i: number, w: number) => void): void {
+/**
+ * Calls f(g, words) for every group g of 4 elements covering [0, n), as the device does: element i is
+ * word i % 4 of group i / 4. The last group's words are whole even when n is not a multiple of 4.
+ */
+function forEachGroup(
+  n: number,
+  seed: bigint | number,
+  offset: bigint | number,
+  f: (g: number, words: Words4) => void,
+): void {
   const [s0, s1] = splitU64(seed, "seed");
   const [o0, o1] = splitU64(offset, "offset");
-  for (let g = 0; g * 4 < n; g++) {
-    const r = philox4x32_10([g % TWO32 >>> 0, Math.floor(g / TWO32) >>> 0, o0, o1], s0, s1);
+  for (let g = 0; g * 4 < n; g++)
+    f(g, philox4x32_10([(g % TWO32) >>> 0, Math.floor(g / TWO32) >>> 0, o0, o1], s0, s1));
+}
+
+function forEachWord(
+  n: number,
+  seed: bigint | number,
+  offset: bigint | number,
+  f: (i: number, w: number) => void,
+): void {
+  forEachGroup(n, seed, offset, (g, r) => {
     for (let j = 0; j < 4 && g * 4 + j < n; j++) f(g * 4 + j, r[j]!);
-  }
+  });
 }
 
 /** Uniform floats in [lo, hi), as float32 values: lo + (hi - lo) * u, each step rounded to float. */
-export function hostUniform(n: number, seed: bigint | number, offset: bigint | number, lo = 0, hi = 1): Float32Array {
+export function hostUniform(
+  n: number,
+  seed: bigint | number,
+  offset: bigint | number,
+  lo = 0,
+  hi = 1,
+): Float32Array {
   const out = new Float32Array(n);
   const flo = Math.fround(lo);
   const range = Math.fround(Math.fround(hi) - flo);
@@ -61,32 +84,37 @@ export function hostUniform(n: number, seed: bigint | number, offset: bigint | n
 }
 
 /** Normal floats (Box-Muller on word pairs), as the device computes them up to libm rounding. */
-export function hostNormal(n: number, seed: bigint | number, offset: bigint | number, mean = 0, std = 1): Float32Array {
+export function hostNormal(
+  n: number,
+  seed: bigint | number,
+  offset: bigint | number,
+  mean = 0,
+  std = 1,
+): Float32Array {
   const out = new Float32Array(n);
-  const pending: number[] = [];
-  forEachWord(n, seed, offset, (i, w) => {
-    pending.push(w);
-    if (pending.length === 4 || i === n - 1) {
-      while (pending.length < 4) pending.push(0);
-      const base = i - (i % 4);
-      for (let p = 0; p < 2; p++) {
-        const u1 = Math.fround(((pending[2 * p]! >>> 8) + 1) * 2 ** -24);
-        const u2 = Math.fround((pending[2 * p + 1]! >>> 8) * 2 ** -24);
-        const radius = Math.sqrt(-2 * Math.log(u1));
-        const vals = [radius * Math.cos(2 * Math.PI * u2), radius * Math.sin(2 * Math.PI * u2)];
-        for (let q = 0; q < 2; q++) {
-          const idx = base + 2 * p + q;
-          if (idx < n) out[idx] = Math.fround(mean + std * vals[q]!);
-        }
+  forEachGroup(n, seed, offset, (g, r) => {
+    for (let p = 0; p < 2; p++) {
+      const u1 = Math.fround(((r[2 * p]! >>> 8) + 1) * 2 ** -24);
+      const u2 = Math.fround((r[2 * p + 1]! >>> 8) * 2 ** -24);
+      const radius = Math.sqrt(-2 * Math.log(u1));
+      const pair = [radius * Math.cos(2 * Math.PI * u2), radius * Math.sin(2 * Math.PI * u2)];
+      for (let q = 0; q < 2; q++) {
+        const i = g * 4 + 2 * p + q;
+        if (i < n) out[i] = Math.fround(mean + std * pair[q]!);
       }
-      pending.length = 0;
     }
   });
   return out;
 }
 
 /** Integers lo + floor(word * range / 2^32), range in [1, 2^32]. */
-export function hostRandInt(n: number, seed: bigint | number, offset: bigint | number, lo: number, range: number): number[] {
+export function hostRandInt(
+  n: number,
+  seed: bigint | number,
+  offset: bigint | number,
+  lo: number,
+  range: number,
+): number[] {
   if (!Number.isInteger(range) || range < 1 || range > TWO32) {
     throw new InvalidArgumentError(`integer range ${range} must be in [1, 2^32]`);
   }

@@ -19,7 +19,10 @@ export class Stream implements Disposable {
   static create(device: Device = Device.get(), options: { priority?: number } = {}): Stream {
     device.makeCurrent();
     const s: [Ptr | null] = [null];
-    check(driver().cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, options.priority ?? 0), "cuStreamCreateWithPriority");
+    check(
+      driver().cuStreamCreateWithPriority(s, CU_STREAM_NON_BLOCKING, options.priority ?? 0),
+      "cuStreamCreateWithPriority",
+    );
     return new Stream(device, ptrOrZero(s[0]));
   }
 

@@ -6,7 +6,14 @@ import { DisposedError, InvalidArgumentError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import { Device } from "./device.js";
 import { decodeToF32, dtypeInfo, encode, rawArray, type DType, type RawArray } from "./dtype.js";
-import { copyDeviceToDevice, copyDeviceToHost, copyHostToDevice, copyPeer, DeviceMemory, memset } from "./memory.js";
+import {
+  copyDeviceToDevice,
+  copyDeviceToHost,
+  copyHostToDevice,
+  copyPeer,
+  DeviceMemory,
+  memset,
+} from "./memory.js";
 import { defaultStream, type Stream } from "./stream.js";
 import type { Kernel, ParamType } from "./kernel.js";
 import {
@@ -47,13 +54,16 @@ export interface NormalOptions extends RandomOptions {
 }
 
 export function numelOf(shape: Shape): number {
-  if (!Array.isArray(shape)) throw new InvalidArgumentError(`shape must be an array of sizes, got ${String(shape)}`);
+  if (!Array.isArray(shape))
+    throw new InvalidArgumentError(`shape must be an array of sizes, got ${String(shape)}`);
   let n = 1;
   for (const s of shape as number[]) {
-    if (!Number.isSafeInteger(s) || s < 0) throw new InvalidArgumentError(`shape ${JSON.stringify(shape)}: sizes must be non-negative integers`);
+    if (!Number.isSafeInteger(s) || s < 0)
+      throw new InvalidArgumentError(`shape ${JSON.stringify(shape)}: sizes must be non-negative integers`);
     n *= s;
   }
-  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError(`shape ${JSON.stringify(shape)} has too many elements`);
+  if (!Number.isSafeInteger(n))
+    throw new InvalidArgumentError(`shape ${JSON.stringify(shape)} has too many elements`);
   return n;
 }
 
@@ -123,7 +133,9 @@ export class Tensor implements Disposable {
       const lo = options.low ?? dlo;
       const hi = options.high ?? dhi;
       if (!Number.isSafeInteger(lo) || !Number.isSafeInteger(hi) || hi <= lo || hi - lo > 2 ** 32) {
-        throw new InvalidArgumentError(`rand ${dtype}: [low, high) must be integers with 1 to 2^32 values, got [${lo}, ${hi})`);
+        throw new InvalidArgumentError(
+          `rand ${dtype}: [low, high) must be integers with 1 to 2^32 values, got [${lo}, ${hi})`,
+        );
       }
       launch.run(k.kernel(randIntExpr(dtype), RAND_INT_PARAMS), lo, hi - lo);
     });
@@ -133,7 +145,11 @@ export class Tensor implements Disposable {
   static randn(shape: Shape, dtype: DType, options: NormalOptions = {}): Tensor {
     if (!dtypeInfo(dtype).float) throw new InvalidArgumentError(`randn needs a float dtype, got ${dtype}`);
     return Tensor.#generate(shape, dtype, options, (t, launch) => {
-      launch.run(tensorKernels(t.device).kernel(normalExpr(dtype), RAND_PARAMS), options.mean ?? 0, options.std ?? 1);
+      launch.run(
+        tensorKernels(t.device).kernel(normalExpr(dtype), RAND_PARAMS),
+        options.mean ?? 0,
+        options.std ?? 1,
+      );
     });
   }
 
@@ -142,11 +158,19 @@ export class Tensor implements Disposable {
     shape: Shape,
     dtype: DType,
     options: RandomOptions,
-    body: (t: Tensor, launch: { run<P extends typeof RAND_PARAMS | typeof RAND_INT_PARAMS>(k: Kernel<P>, a: number, b: number): void }) => void,
+    body: (
+      t: Tensor,
+      launch: {
+        run<P extends typeof RAND_PARAMS | typeof RAND_INT_PARAMS>(k: Kernel<P>, a: number, b: number): void;
+      },
+    ) => void,
   ): Tensor {
     const seed = BigInt(options.seed ?? freshSeed());
     const offset = BigInt(options.offset ?? 0);
-    for (const [name, v] of [["seed", seed], ["offset", offset]] as const) {
+    for (const [name, v] of [
+      ["seed", seed],
+      ["offset", offset],
+    ] as const) {
       if (v < 0n || v >= 1n << 64n) throw new InvalidArgumentError(`${name} must be in [0, 2^64), got ${v}`);
     }
     const t = Tensor.empty(shape, dtype, options);
@@ -175,10 +199,12 @@ export class Tensor implements Disposable {
     dtype: DType,
     options: TensorOptions & { shape?: Shape } = {},
   ): Tensor {
-    const raw = isRawFor(dtype, data) ? data : encode(dtype, data as ArrayLike<number>);
+    const raw = isRawFor(dtype, data) ? data : encode(dtype, data);
     const shape = options.shape ?? [raw.length];
     if (numelOf(shape) !== raw.length) {
-      throw new InvalidArgumentError(`fromHost: shape ${JSON.stringify(shape)} holds ${numelOf(shape)} elements, data has ${raw.length}`);
+      throw new InvalidArgumentError(
+        `fromHost: shape ${JSON.stringify(shape)} holds ${numelOf(shape)} elements, data has ${raw.length}`,
+      );
     }
     const t = Tensor.empty(shape, dtype, options);
     copyHostToDevice(t.ptr, raw, options.stream ?? defaultStream(t.device));
@@ -190,7 +216,8 @@ export class Tensor implements Disposable {
   }
 
   get ptr(): Ptr {
-    if (this.#disposed || !this.#mem.alive) throw new DisposedError(`Tensor ${JSON.stringify(this.shape)} ${this.dtype}`);
+    if (this.#disposed || !this.#mem.alive)
+      throw new DisposedError(`Tensor ${JSON.stringify(this.shape)} ${this.dtype}`);
     return this.#mem.ptr + BigInt(this.#byteOffset);
   }
 
@@ -222,7 +249,12 @@ export class Tensor implements Disposable {
       k.launch({ grid: this.#grid(this.numel), block: 256, stream }, this, this.numel, bits);
       return;
     }
-    const bits = bytes === 4 ? new Uint32Array(raw.buffer)[0]! : bytes === 2 ? new Uint16Array(raw.buffer)[0]! : new Uint8Array(raw.buffer)[0]!;
+    const bits =
+      bytes === 4
+        ? new Uint32Array(raw.buffer)[0]!
+        : bytes === 2
+          ? new Uint16Array(raw.buffer)[0]!
+          : new Uint8Array(raw.buffer)[0]!;
     memset(this.ptr, bits, bytes as 1 | 2 | 4, this.numel, stream);
   }
 
@@ -238,7 +270,9 @@ export class Tensor implements Disposable {
   /** The same memory with another shape of the same element count. */
   view(shape: Shape): Tensor {
     if (numelOf(shape) !== this.numel) {
-      throw new InvalidArgumentError(`view: ${JSON.stringify(this.shape)} has ${this.numel} elements, ${JSON.stringify(shape)} ${numelOf(shape)}`);
+      throw new InvalidArgumentError(
+        `view: ${JSON.stringify(this.shape)} has ${this.numel} elements, ${JSON.stringify(shape)} ${numelOf(shape)}`,
+      );
     }
     void this.ptr;
     return new Tensor(this.#mem, this.#byteOffset, shape, this.dtype, false);
@@ -248,13 +282,25 @@ export class Tensor implements Disposable {
   slice(start: number, end: number = this.shape[0] ?? 0): Tensor {
     const rows = this.shape[0];
     if (rows === undefined) throw new InvalidArgumentError("slice: a 0-d tensor has no rows");
-    if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end > rows || start > end) {
+    if (
+      !Number.isSafeInteger(start) ||
+      !Number.isSafeInteger(end) ||
+      start < 0 ||
+      end > rows ||
+      start > end
+    ) {
       throw new InvalidArgumentError(`slice(${start}, ${end}) out of range for ${rows} rows`);
     }
     void this.ptr;
     const rowElems = rows === 0 ? 0 : this.numel / rows;
     const shape = [end - start, ...this.shape.slice(1)];
-    return new Tensor(this.#mem, this.#byteOffset + start * rowElems * this.elementBytes, shape, this.dtype, false);
+    return new Tensor(
+      this.#mem,
+      this.#byteOffset + start * rowElems * this.elementBytes,
+      shape,
+      this.dtype,
+      false,
+    );
   }
 
   /** Frees the memory if this tensor allocated it (views only detach). */

@@ -16,7 +16,9 @@ export interface CachedKernel {
 const MAGIC = "SYMMKIT-KERNEL-1\n";
 
 /** SYMMKIT_KERNEL_CACHE=off disables the cache; SYMMKIT_KERNEL_CACHE=<dir> moves it. */
-export function cacheDirFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): string | null {
+export function cacheDirFromEnv(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): string | null {
   const v = env.SYMMKIT_KERNEL_CACHE;
   if (v !== undefined && ["off", "0", "false", "no"].includes(v.toLowerCase())) return null;
   if (v) return path.resolve(v);

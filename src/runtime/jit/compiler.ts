@@ -97,11 +97,17 @@ function runNvrtc(req: CompileRequest, options: string[]): CachedKernel {
   check(api.nvrtcCreateProgram(prog, req.source, req.name, 0, null, null), "nvrtcCreateProgram");
   const p = prog[0]!;
   try {
-    for (const expr of req.nameExpressions) check(api.nvrtcAddNameExpression(p, expr), "nvrtcAddNameExpression");
+    for (const expr of req.nameExpressions)
+      check(api.nvrtcAddNameExpression(p, expr), "nvrtcAddNameExpression");
     const status = api.nvrtcCompileProgram(p, options.length, options);
     const log = programLog(p);
     if (status !== NVRTC_SUCCESS) {
-      throw new NvrtcError(`nvrtcCompileProgram(${req.name}, ${req.arch})`, status, api.nvrtcGetErrorString(status), log);
+      throw new NvrtcError(
+        `nvrtcCompileProgram(${req.name}, ${req.arch})`,
+        status,
+        api.nvrtcGetErrorString(status),
+        log,
+      );
     }
     const size: [number] = [0];
     check(api.nvrtcGetCUBINSize(p, size), "nvrtcGetCUBINSize");

@@ -42,7 +42,12 @@ function scanFile(file: string): Scanned {
   return scanned;
 }
 
-function resolve(name: string, quoted: boolean, fromDir: string | undefined, dirs: readonly string[]): string | undefined {
+function resolve(
+  name: string,
+  quoted: boolean,
+  fromDir: string | undefined,
+  dirs: readonly string[],
+): string | undefined {
   const candidates = quoted && fromDir ? [fromDir, ...dirs] : dirs;
   for (const d of candidates) {
     const p = path.join(d, name);
@@ -73,5 +78,7 @@ export function includedHeaders(source: string, includeDirs: readonly string[]):
     }
   };
   walk(scanText(source), undefined);
-  return [...seen.values()].sort((a, b) => (a.name === b.name ? a.sha256.localeCompare(b.sha256) : a.name.localeCompare(b.name)));
+  return [...seen.values()].sort((a, b) =>
+    a.name === b.name ? a.sha256.localeCompare(b.sha256) : a.name.localeCompare(b.name),
+  );
 }

@@ -1,0 +1,315 @@
+// The runtime on a real GPU: kernels on random data with poisoned outputs and guard regions, every
+// dtype through the device and back, events, graphs, the kernel cache, memory that really comes back,
+// and a faulting kernel surfacing as CudaError.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { CudaError, DisposedError, InvalidArgumentError } from "../../src/errors.js";
+import { Device } from "../../src/runtime/device.js";
+import { decodeToF32, DTYPES, encode, type DType, type RawArray } from "../../src/runtime/dtype.js";
+import { Event } from "../../src/runtime/event.js";
+import { Graph } from "../../src/runtime/graph.js";
+import { KernelCache } from "../../src/runtime/jit/cache.js";
+import { compileProgram } from "../../src/runtime/jit/compiler.js";
+import { PinnedMemory } from "../../src/runtime/memory.js";
+import { compileRequest, Module, type ProgramSpec } from "../../src/runtime/module.js";
+import { hostNormal, hostRandInt, hostUniform } from "../../src/runtime/random.js";
+import { Stream } from "../../src/runtime/stream.js";
+import { Tensor } from "../../src/runtime/tensor.js";
+import { skipReason as skip, testSeed } from "./gpu.js";
+
+const ALL: DType[] = Object.keys(DTYPES) as DType[];
+const FLOATS = ALL.filter((d) => DTYPES[d].float);
+const seed = skip ? 0n : testSeed();
+
+const TEST_PROGRAM: ProgramSpec = {
+  name: "symmkit/test/runtime",
+  source: `#include "symmkit/core/types.cuh"
+using namespace symmkit;
+template <typename T>
+__global__ void axpby(T* out, const T* x, const T* y, float a, float b, u64 n) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    out[i] = from_float<T>(a * to_float(x[i]) + b * to_float(y[i]));
+}
+__global__ void reverse_in_shared(float* out, const float* in, u32 n) {
+  extern __shared__ float s[];
+  for (u32 i = threadIdx.x; i < n; i += blockDim.x) s[i] = in[i];
+  __syncthreads();
+  for (u32 i = threadIdx.x; i < n; i += blockDim.x) out[i] = s[n - 1 - i];
+}
+__global__ void cluster_rank(u32* out) {
+  u32 r, n;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  if (threadIdx.x == 0) out[blockIdx.x] = (n << 16) | r;
+}
+struct Blob { u32 words[32]; };
+__global__ void read_blob(const __grid_constant__ Blob b, u32* out) { out[threadIdx.x] = b.words[threadIdx.x]; }
+__global__ void write_host(u32* mapped, u32 v) { mapped[threadIdx.x] = v + threadIdx.x; }
+__global__ void add_one(int* x, u32 n) { for (u32 i = threadIdx.x; i < n; i += blockDim.x) x[i] += 1; }
+`,
+  nameExpressions: [
+    ...FLOATS.map((d) => `axpby<${DTYPES[d].cType}>`),
+    "reverse_in_shared",
+    "cluster_rank",
+    "read_blob",
+    "write_host",
+    "add_one",
+  ],
+};
+
+const AXPBY = ["ptr", "ptr", "ptr", "f32", "f32", "u64"] as const;
+/**
+ * Error bound of out = round_T(a*x + b*y) computed in f32 (a product and an FMA: two f32 roundings) and
+ * rounded once to T: unit roundoff of T relative to the result, plus half of T's subnormal spacing near
+ * zero. [unit roundoff of T, half the smallest subnormal of T]
+ */
+const ROUNDING: Record<string, [number, number]> = {
+  f32: [0, 0],
+  f16: [2 ** -11, 2 ** -25],
+  bf16: [2 ** -8, 2 ** -134],
+  fp8e4m3: [2 ** -4, 2 ** -10],
+  fp8e5m2: [2 ** -3, 2 ** -17],
+};
+const GUARD = 64;
+
+function rawEqual(a: RawArray, b: RawArray): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return a.length === b.length ? -1 : a.length;
+}
+
+test("axpby on random data: every float dtype, odd sizes, poisoned outputs, guards intact", { skip }, () => {
+  const device = Device.get(0);
+  using mod = Module.compile(TEST_PROGRAM, device);
+  for (const dtype of FLOATS) {
+    for (const n of [1, 7, 4097, 1_000_003]) {
+      using x = Tensor.rand([n], dtype, { seed, offset: 1, low: -2, high: 2 });
+      using y = Tensor.randn([n], dtype, { seed, offset: 2 });
+      using buf = Tensor.full([n + 2 * GUARD], NaN, dtype); // poison: NaN in every float format
+      const out = buf.slice(GUARD, GUARD + n);
+      const k = mod.kernel(`axpby<${DTYPES[dtype].cType}>`, AXPBY);
+      k.launch({ grid: Math.min(1024, Math.ceil(n / 256)), block: 256 }, out, x, y, 1.5, -0.75, n);
+      const got = decodeToF32(dtype, out.toHost());
+      const xs = x.toHost({ decode: true });
+      const ys = y.toHost({ decode: true });
+      const [u, halfSub] = ROUNDING[dtype]!;
+      for (let i = 0; i < n; i++) {
+        const ref = 1.5 * xs[i]! - 0.75 * ys[i]!;
+        const bound =
+          u * Math.abs(ref) + 2 * 2 ** -24 * (Math.abs(1.5 * xs[i]!) + Math.abs(0.75 * ys[i]!)) + halfSub;
+        assert.ok(Number.isFinite(got[i]!), `${dtype} n=${n}: element ${i} not written (${got[i]})`);
+        assert.ok(
+          Math.abs(got[i]! - ref) <= bound,
+          `${dtype} n=${n}: element ${i} = ${got[i]}, reference ${ref}`,
+        );
+      }
+      const nanBits = encode(dtype, [NaN])[0];
+      const all = buf.toHost();
+      const guards = [...all.subarray(0, GUARD), ...all.subarray(GUARD + n)] as number[];
+      assert.ok(
+        guards.every((g) => Object.is(g, nanBits)),
+        `${dtype} n=${n}: guard region overwritten`,
+      );
+    }
+  }
+});
+
+test("rand on the device equals the host's Philox, bit for bit, for every dtype", { skip }, () => {
+  const n = 10_007;
+  for (const dtype of ALL) {
+    using t = Tensor.rand([n], dtype, {
+      seed,
+      offset: 5,
+      ...(DTYPES[dtype].float ? { low: -3, high: 7 } : { low: 3, high: 250 }),
+    });
+    const want = DTYPES[dtype].float
+      ? encode(dtype, hostUniform(n, seed, 5, -3, 7))
+      : encode(dtype, hostRandInt(n, seed, 5, 3, 247));
+    const bad = rawEqual(t.toHost(), want);
+    assert.equal(bad, -1, `${dtype}: element ${bad}`);
+  }
+  using wide = Tensor.rand([999], "i32", { seed });
+  assert.equal(rawEqual(wide.toHost(), encode("i32", hostRandInt(999, seed, 0, -(2 ** 31), 2 ** 32))), -1);
+});
+
+test("randn agrees with the host to libm rounding and has the requested moments", { skip }, () => {
+  const n = 200_001;
+  using t = Tensor.randn([n], "f32", { seed, mean: 1, std: 2 });
+  const got = t.toHost() as Float32Array;
+  const want = hostNormal(n, seed, 0, 1, 2);
+  let worst = 0;
+  for (let i = 0; i < n; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
+  assert.ok(worst < 1e-4, `max |device - host| = ${worst}`);
+  const mean = got.reduce((a, v) => a + v, 0) / n;
+  assert.ok(Math.abs(mean - 1) < 0.02, `mean ${mean}`);
+});
+
+test("fromHost/toHost round-trip every dtype; full, views and slices", { skip }, () => {
+  for (const dtype of ALL) {
+    const values = Array.from({ length: 37 }, (_, i) => (DTYPES[dtype].float ? (i - 18) * 0.25 : i * 3));
+    const raw = encode(dtype, values);
+    using t = Tensor.fromHost(raw, dtype, { shape: [37] });
+    assert.equal(rawEqual(t.toHost(), raw), -1, dtype);
+    assert.deepEqual([...t.toHost({ decode: true })], [...decodeToF32(dtype, raw)], dtype);
+    t.fill(DTYPES[dtype].float ? -1.5 : 9);
+    assert.ok(
+      [...t.toHost({ decode: true })].every((v) => v === (DTYPES[dtype].float ? -1.5 : 9)),
+      `fill ${dtype}`,
+    );
+  }
+  using m = Tensor.fromHost(new Float32Array(Array.from({ length: 12 }, (_, i) => i)), "f32", {
+    shape: [4, 3],
+  });
+  const rows = m.slice(1, 3);
+  assert.deepEqual(rows.shape, [2, 3]);
+  assert.deepEqual([...(rows.toHost() as Float32Array)], [3, 4, 5, 6, 7, 8]);
+  rows.fill(-1);
+  assert.deepEqual(
+    [...(m.view([12]).toHost() as Float32Array)],
+    [0, 1, 2, -1, -1, -1, -1, -1, -1, 9, 10, 11],
+  );
+  assert.throws(() => m.view([5]), InvalidArgumentError);
+  using big = Tensor.full([3], 2n ** 40n + 5n, "i64");
+  assert.deepEqual([...(big.toHost() as BigInt64Array)], [2n ** 40n + 5n, 2n ** 40n + 5n, 2n ** 40n + 5n]);
+  const owner = Tensor.zeros([8], "f32");
+  const v = owner.slice(2, 4);
+  owner.dispose();
+  assert.throws(() => v.toHost(), DisposedError, "a view of freed memory refuses to be used");
+});
+
+test(
+  "dynamic shared memory above 48 KiB, clusters, a 128-byte by-value parameter, mapped host memory",
+  { skip },
+  () => {
+    const device = Device.get(0);
+    using mod = Module.compile(TEST_PROGRAM, device);
+    const n = 50_000; // 200 KB of floats in shared memory
+    using input = Tensor.rand([n], "f32", { seed });
+    using out = Tensor.empty([n], "f32");
+    mod
+      .kernel("reverse_in_shared", ["ptr", "ptr", "u32"])
+      .launch({ grid: 1, block: 1024, sharedBytes: n * 4 }, out, input, n);
+    const a = input.toHost() as Float32Array;
+    const b = out.toHost() as Float32Array;
+    assert.ok(b.every((v, i) => v === a[n - 1 - i]));
+    assert.throws(
+      () =>
+        mod
+          .kernel("reverse_in_shared", ["ptr", "ptr", "u32"])
+          .launch({ grid: 1, block: 32, sharedBytes: 1 << 20 }, out, input, 1),
+      /at most/,
+    );
+
+    using ranks = Tensor.zeros([8], "u32");
+    mod.kernel("cluster_rank", ["ptr"]).launch({ grid: 8, block: 32, cluster: 4 }, ranks);
+    assert.deepEqual(
+      [...(ranks.toHost() as Uint32Array)],
+      [0, 1, 2, 3, 0, 1, 2, 3].map((r) => (4 << 16) | r),
+    );
+
+    const blob = new Uint8Array(128);
+    new Uint32Array(blob.buffer).forEach((_, i, arr) => (arr[i] = 1000 + i * i));
+    using words = Tensor.zeros([32], "u32");
+    mod.kernel("read_blob", [{ bytes: 128, align: 64 }, "ptr"]).launch({ grid: 1, block: 32 }, blob, words);
+    assert.deepEqual([...(words.toHost() as Uint32Array)], [...new Uint32Array(blob.buffer)]);
+
+    using pinned = PinnedMemory.alloc(64 * 4, { mapped: true });
+    const stream = Stream.create(device);
+    mod.kernel("write_host", ["ptr", "u32"]).launch({ grid: 1, block: 64, stream }, pinned.devicePtr, 77);
+    stream.synchronize();
+    stream.dispose();
+    assert.deepEqual(
+      [...new Uint32Array(pinned.buffer)],
+      Array.from({ length: 64 }, (_, i) => 77 + i),
+    );
+  },
+);
+
+test("events time GPU work; graph capture of 100 launches replays exactly", { skip }, () => {
+  const device = Device.get(0);
+  using mod = Module.compile(TEST_PROGRAM, device);
+  using stream = Stream.create(device);
+  using x = Tensor.zeros([1 << 20], "i32", { stream });
+  const addOne = mod.kernel("add_one", ["ptr", "u32"]);
+  using start = Event.create(device);
+  using end = Event.create(device);
+  using g = Graph.capture(stream, () => {
+    for (let i = 0; i < 100; i++) addOne.launch({ grid: 1, block: 1024, stream }, x, x.numel);
+  });
+  start.record(stream);
+  for (let r = 0; r < 3; r++) g.launch();
+  end.record(stream);
+  end.synchronize();
+  const ms = end.elapsedMsSince(start);
+  assert.ok(ms > 0, `elapsed ${ms} ms`);
+  const v = x.toHost({ stream }) as Int32Array;
+  assert.ok(
+    v.every((e) => e === 300),
+    `after 3 replays of 100 increments: ${v[0]}, ${v[v.length - 1]}`,
+  );
+  assert.throws(
+    () =>
+      Graph.capture(stream, () => {
+        throw new Error("inside capture");
+      }),
+    /inside capture/,
+  );
+  addOne.launch({ grid: 1, block: 32, stream }, x, 1); // the stream is usable again after a failed capture
+  stream.synchronize();
+});
+
+test("the second compile of the same kernel is a cache hit, at least 10x faster", { skip }, () => {
+  const cache = new KernelCache(fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-gpu-cache-")));
+  const spec: ProgramSpec = { ...TEST_PROGRAM, source: `// ${crypto.randomUUID()}\n${TEST_PROGRAM.source}` };
+  const arch = Device.get(0).props.arch;
+  const cold = compileProgram(compileRequest(spec, arch), cache);
+  const warm = compileProgram(compileRequest(spec, arch), cache);
+  console.log(`# compile: cold ${cold.ms.toFixed(1)} ms, cached ${warm.ms.toFixed(2)} ms`);
+  assert.equal(cold.cacheHit, false);
+  assert.equal(warm.cacheHit, true);
+  assert.ok(warm.ms * 10 <= cold.ms, `cold ${cold.ms} ms, cached ${warm.ms} ms`);
+  using m = Module.load(warm, Device.get(0));
+  assert.ok(m.kernel("add_one", ["ptr", "u32"]).attributes().registers > 0);
+});
+
+test("1000 allocate/free cycles leave device memory where it was", { skip }, () => {
+  const device = Device.get(0);
+  Tensor.empty([1 << 20], "f32").dispose();
+  device.synchronize();
+  const before = device.memoryInfo().freeBytes;
+  for (let i = 0; i < 1000; i++) {
+    const t = Tensor.empty([(1 << 18) + i * 1024], "f32");
+    t.dispose();
+  }
+  device.synchronize();
+  const after = device.memoryInfo().freeBytes;
+  assert.equal(after, before, `free memory moved by ${before - after} bytes`);
+});
+
+test("a kernel that faults surfaces as a CudaError, not a crash", { skip }, () => {
+  const dist = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "src");
+  const script = `
+    import { Module } from ${JSON.stringify(path.join(dist, "runtime/module.js"))};
+    import { Device } from ${JSON.stringify(path.join(dist, "runtime/device.js"))};
+    import { defaultStream } from ${JSON.stringify(path.join(dist, "runtime/stream.js"))};
+    const m = Module.compile({ name: "symmkit/test/fault", source: "__global__ void oob(unsigned* p) { p[1ull << 40] = 1; }\\n", nameExpressions: ["oob"] }, Device.get(0));
+    m.kernel("oob", ["ptr"]).launch({ grid: 1, block: 1 }, 1n << 20n);
+    try { defaultStream().synchronize(); console.log("NO ERROR"); }
+    catch (e) { console.log(e.constructor.name, e.code, e.errorName); process.exit(3); }
+  `;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+  assert.equal(r.status, 3, `${r.stdout}\n${r.stderr}`);
+  assert.match(
+    r.stdout,
+    /^CudaError SYMMKIT_CUDA_ERROR CUDA_ERROR_(ILLEGAL_ADDRESS|ILLEGAL_INSTRUCTION|LAUNCH_FAILED)/m,
+  );
+  void CudaError;
+});
