@@ -10,6 +10,10 @@ usage: symmkit <command> [options]
 
 commands:
   demo                     the main job: checks symmkit end to end on this machine
+  run [-n N] [--nnodes M --node-rank R --master-addr A --master-port P] [--grace-ms T]
+      script.js [args] | -- command [args]
+                           start N ranks (torchrun-style environment, rendezvous store,
+                           output prefixed by rank; one failure stops the job)
   doctor [--json]          driver, GPUs, peer links, NVRTC/NCCL/cuBLASLt versions and paths
   kernels [--arch sm_90a] [--out DIR]
                            compile every kernel symmkit ships (no GPU needed); --out writes
@@ -24,6 +28,10 @@ const commands: Record<string, Command> = {
   help: () => {
     process.stdout.write(HELP);
     return 0;
+  },
+  run: async (args) => {
+    const { launch, parseRunArgs } = await import("./dist/launcher.js");
+    return launch(parseRunArgs(args));
   },
   demo: async () => {
     const { demo } = await import("./demo.js");

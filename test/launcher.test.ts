@@ -1,0 +1,146 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { parseRunArgs } from "../src/dist/launcher.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const cli = path.join(here, "..", "src", "cli.js");
+const rankScript = path.join(here, "fixtures", "rank.js");
+
+interface Run {
+  code: number | null;
+  stdout: string[];
+  stderr: string[];
+  pids: number[];
+}
+
+/** Runs `symmkit run` on the fixture; `onLine` may act on the job while it runs. */
+function run(
+  n: number,
+  behaviour: Record<number, string>,
+  extra: string[] = [],
+  onLine?: (l: string, p: ReturnType<typeof spawn>) => void,
+): Promise<Run> {
+  return new Promise((resolve) => {
+    const p = spawn(
+      process.execPath,
+      [cli, "run", "-n", String(n), "--grace-ms", "500", ...extra, rankScript],
+      {
+        env: { ...process.env, BEHAVIOUR: JSON.stringify(behaviour) },
+      },
+    );
+    const r: Run = { code: null, stdout: [], stderr: [], pids: [] };
+    let buf = "";
+    p.stdout.on("data", (d: Buffer) => {
+      buf += d.toString();
+      for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        r.stdout.push(line);
+        const m = /"pid":(\d+)|"grandchild":(\d+)/.exec(line);
+        if (m) r.pids.push(Number(m[1] ?? m[2]));
+        onLine?.(line, p);
+      }
+    });
+    p.stderr.on("data", (d: Buffer) => r.stderr.push(...d.toString().split("\n").filter(Boolean)));
+    p.on("exit", (code) => {
+      r.code = code;
+      resolve(r);
+    });
+  });
+}
+
+/** Running: exists and is not a zombie waiting for its (new) parent to reap it. */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+async function noneAlive(pids: number[]): Promise<void> {
+  for (let i = 0; i < 150 && pids.some(alive); i++) await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(pids.filter(alive), [], "processes left behind");
+}
+
+test("three ranks get the torchrun environment; output is prefixed by rank", async () => {
+  const r = await run(3, {});
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  const envs = r.stdout.map((l) => {
+    const m = /^\[rank (\d)\] (\{.*\})$/.exec(l);
+    assert.ok(m, l);
+    return {
+      prefix: Number(m[1]),
+      ...(JSON.parse(m[2]!) as Record<string, string | number | boolean>),
+    } as Record<string, string | number | boolean>;
+  });
+  assert.deepEqual(envs.map((e) => e.prefix).sort(), [0, 1, 2]);
+  for (const e of envs) {
+    assert.equal(e.rank, e.prefix);
+    assert.equal(e.world, "3");
+    assert.equal(e.local, String(e.prefix));
+    assert.equal(e.localWorld, "3");
+    assert.equal(e.addr, "127.0.0.1");
+    assert.ok(Number(e.port) > 0, "the store's real port, not 0");
+    assert.equal(e.hasToken, true);
+    assert.equal(e.nvls, process.env.NCCL_NVLS_ENABLE ?? "0");
+  }
+  assert.equal(r.stderr.filter((l) => /^\[rank \d\] to stderr$/.test(l)).length, 3);
+  await noneAlive(r.pids);
+});
+
+test("one rank exits 3: the others are stopped and the launcher exits 3, naming it", async () => {
+  const r = await run(3, { 1: "exit3", 0: "hang", 2: "hang" });
+  assert.equal(r.code, 3);
+  assert.ok(
+    r.stderr.some((l) => /rank 1 \(pid \d+\) exited with code 3 first/.test(l)),
+    r.stderr.join("\n"),
+  );
+  await noneAlive(r.pids);
+});
+
+test("a rank killed by SIGKILL: exit 137, reported by signal", async () => {
+  const r = await run(2, { 0: "hang", 1: "sigkill" });
+  assert.equal(r.code, 137);
+  assert.ok(
+    r.stderr.some((l) => /rank 1 \(pid \d+\) was killed by SIGKILL first/.test(l)),
+    r.stderr.join("\n"),
+  );
+  await noneAlive(r.pids);
+});
+
+test("ranks that ignore SIGTERM are killed after the grace period, with what they started", async () => {
+  const r = await run(3, { 0: "exit3", 1: "stubborn", 2: "spawn-child" });
+  assert.equal(r.code, 3);
+  assert.equal(r.pids.length, 4, "three ranks and a grandchild");
+  await noneAlive(r.pids);
+});
+
+test("SIGINT to the launcher stops every rank", async () => {
+  let ready = 0;
+  const r = await run(2, { 0: "hang", 1: "spawn-child" }, [], (line, p) => {
+    if (line.includes('"pid"') && ++ready === 2) setTimeout(() => p.kill("SIGINT"), 100);
+  });
+  assert.equal(r.code, 130);
+  assert.ok(r.stderr.some((l) => /stopped by SIGINT/.test(l)));
+  await noneAlive(r.pids);
+});
+
+test("argument parsing: options, then the script and its own arguments", () => {
+  const o = parseRunArgs(["-n", "4", "--master-port=29500", "train.js", "-n", "7"]);
+  assert.equal(o.nprocPerNode, 4);
+  assert.equal(o.masterPort, 29500);
+  assert.deepEqual(o.command, ["train.js", "-n", "7"]);
+  assert.deepEqual(parseRunArgs(["--", "python3", "-c", "1"]).command, ["python3", "-c", "1"]);
+  assert.throws(() => parseRunArgs(["--bogus"]), /unknown option --bogus/);
+  assert.throws(() => parseRunArgs(["-n", "x"]), /needs a non-negative integer/);
+});
