@@ -15,7 +15,7 @@ defineAliases({
   CUfunction: "void *",
   CUgraph: "void *",
   CUgraphExec: "void *",
-  CUmemGenericAllocationHandle: "uint64_t",
+  CUmemGenericAllocationHandle: "void *",
 });
 
 export const DRIVER_DECLARATIONS = {

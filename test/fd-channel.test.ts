@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import readline from "node:readline";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { closeFd, FdChannel, FdTimeoutError } from "../src/dist/fd-channel.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+test("a file descriptor crosses between two processes in both directions and reads back", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-fd-"));
+  fs.chmodSync(dir, 0o700);
+  const ch = FdChannel.bind(path.join(dir, "parent.sock"));
+  const child = spawn(process.execPath, [path.join(here, "fixtures", "fd-peer.js"), dir], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  assert.equal((await lines.next()).value, "ready");
+
+  const secret = `hello from ${process.pid} ${crypto.randomUUID()}`;
+  const file = path.join(dir, "from-parent.txt");
+  fs.writeFileSync(file, secret);
+  const fd = fs.openSync(file, "r");
+  ch.send(path.join(dir, "child.sock"), fd, Buffer.from("file-1"));
+  fs.closeSync(fd);
+  fs.unlinkSync(file); // the descriptor keeps the file alive for the receiver
+  assert.deepEqual(JSON.parse((await lines.next()).value as string), { tag: "file-1", content: secret });
+
+  const back = await ch.receive(10_000);
+  assert.equal(back.tag.toString(), "reply");
+  const buf = Buffer.alloc(64);
+  const n = fs.readSync(back.fd, buf, 0, 64, 0);
+  assert.equal(buf.subarray(0, n).toString(), `child ${child.pid}`);
+  closeFd(back.fd);
+  await new Promise((r) => child.on("exit", r));
+  ch.close();
+  fs.rmSync(dir, { recursive: true });
+});
+
+test("receiving with nothing sent times out with a clear error", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-fd-"));
+  const ch = FdChannel.bind(path.join(dir, "idle.sock"));
+  const t0 = Date.now();
+  await assert.rejects(
+    ch.receive(200),
+    (e: unknown) => e instanceof FdTimeoutError && /within 200 ms/.test(e.message),
+  );
+  assert.ok(Date.now() - t0 < 2000);
+  assert.throws(
+    () => ch.send(path.join(dir, "nobody.sock"), 0, Buffer.from("x")),
+    /sendmsg.*(ENOENT|ECONNREFUSED)/,
+  );
+  ch.close();
+  fs.rmSync(dir, { recursive: true });
+});
