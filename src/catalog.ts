@@ -4,8 +4,9 @@ import { compileProgram, type CompiledProgram } from "./runtime/jit/compiler.js"
 import type { KernelCache } from "./runtime/jit/cache.js";
 import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
+import { SYNC_KERNELS } from "./dist/sync-kernels.js";
 
-export const PROGRAMS: readonly ProgramSpec[] = [TENSOR_KERNELS];
+export const PROGRAMS: readonly ProgramSpec[] = [TENSOR_KERNELS, SYNC_KERNELS];
 
 export interface CatalogResult {
   readonly program: string;

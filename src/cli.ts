@@ -19,6 +19,7 @@ commands:
                            compile every kernel symmkit ships (no GPU needed); --out writes
                            the cubins (for cuobjdump)
   bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph
+  bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
   help                     this text
 `;
 

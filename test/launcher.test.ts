@@ -81,7 +81,7 @@ test("three ranks get the torchrun environment; output is prefixed by rank", asy
     return {
       prefix: Number(m[1]),
       ...(JSON.parse(m[2]!) as Record<string, string | number | boolean>),
-    } as Record<string, string | number | boolean>;
+    };
   });
   assert.deepEqual(envs.map((e) => e.prefix).sort(), [0, 1, 2]);
   for (const e of envs) {

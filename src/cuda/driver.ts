@@ -81,6 +81,23 @@ export const DRIVER_DECLARATIONS = {
     "CUresult cuModuleGetFunction(_Out_ CUfunction *fn, CUmodule module, const char *name)",
   cuFuncGetAttribute: "CUresult cuFuncGetAttribute(_Out_ int *value, int attrib, CUfunction fn)",
   cuFuncSetAttribute: "CUresult cuFuncSetAttribute(CUfunction fn, int attrib, int value)",
+  cuMemGetAllocationGranularity:
+    "CUresult cuMemGetAllocationGranularity(_Out_ size_t *granularity, void *prop, int option)",
+  cuMemCreate:
+    "CUresult cuMemCreate(_Out_ CUmemGenericAllocationHandle *handle, size_t size, void *prop, unsigned long long flags)",
+  cuMemRelease: "CUresult cuMemRelease(CUmemGenericAllocationHandle handle)",
+  cuMemExportToShareableHandle:
+    "CUresult cuMemExportToShareableHandle(_Out_ int *fd, CUmemGenericAllocationHandle handle, int handleType, unsigned long long flags)",
+  // For POSIX file descriptors, osHandle is the descriptor's value cast to a pointer.
+  cuMemImportFromShareableHandle:
+    "CUresult cuMemImportFromShareableHandle(_Out_ CUmemGenericAllocationHandle *handle, void *osHandle, int handleType)",
+  cuMemAddressReserve:
+    "CUresult cuMemAddressReserve(_Out_ CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)",
+  cuMemAddressFree: "CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)",
+  cuMemMap:
+    "CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)",
+  cuMemUnmap: "CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)",
+  cuMemSetAccess: "CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, void *desc, size_t count)",
   // config, kernelParams and extra are addresses of native blocks the caller owns (runtime/kernel.ts).
   cuLaunchKernelEx: "CUresult cuLaunchKernelEx(void *config, CUfunction f, void *kernelParams, void *extra)",
 } as const;
@@ -144,6 +161,16 @@ export interface Driver {
   cuFuncGetAttribute(v: Out<number>, attrib: number, f: Ptr): number;
   cuFuncSetAttribute(f: Ptr, attrib: number, value: number): number;
   cuLaunchKernelEx(config: Ptr, f: Ptr, params: Ptr, extra: Ptr): number;
+  cuMemGetAllocationGranularity(g: Out<number>, prop: Ptr, option: number): number;
+  cuMemCreate(h: Out<Ptr | null>, size: number, prop: Ptr, flags: number): number;
+  cuMemRelease(h: Ptr): number;
+  cuMemExportToShareableHandle(fd: Out<number>, h: Ptr, type: number, flags: number): number;
+  cuMemImportFromShareableHandle(h: Out<Ptr | null>, osHandle: Ptr, type: number): number;
+  cuMemAddressReserve(p: Out<Ptr | null>, size: number, align: number, addr: Ptr, flags: number): number;
+  cuMemAddressFree(p: Ptr, size: number): number;
+  cuMemMap(p: Ptr, size: number, offset: number, h: Ptr, flags: number): number;
+  cuMemUnmap(p: Ptr, size: number): number;
+  cuMemSetAccess(p: Ptr, size: number, desc: Ptr, count: number): number;
 }
 
 /** CUresult values the runtime branches on. */
@@ -198,6 +225,12 @@ export const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 export const CU_MEMHOSTALLOC_PORTABLE = 0x1;
 export const CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
 export const CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+/** CUmemAllocationProp / CUmemAccessDesc values (cuda.h 13.0; the structs are 32 and 12 bytes). */
+export const CU_MEM_ALLOCATION_TYPE_PINNED = 1;
+export const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1;
+export const CU_MEM_LOCATION_TYPE_DEVICE = 1;
+export const CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3;
+export const CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1;
 
 let driver: Driver | undefined;
 let driverPath = "";

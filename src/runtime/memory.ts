@@ -11,17 +11,28 @@ function checkBytes(bytes: number): void {
     throw new InvalidArgumentError(`byte count ${bytes} is not a size`);
 }
 
-/** One cuMemAlloc allocation. A zero-byte allocation is valid and has address 0. */
+/**
+ * Device memory: one cuMemAlloc allocation (a zero-byte one is valid and has address 0), or memory that
+ * something else owns and maps (external), which dispose() only marks dead.
+ */
 export class DeviceMemory implements Disposable {
   readonly device: Device;
   readonly bytes: number;
+  readonly #owned: boolean;
   #ptr: Ptr;
   #alive = true;
 
-  private constructor(device: Device, ptr: Ptr, bytes: number) {
+  private constructor(device: Device, ptr: Ptr, bytes: number, owned = true) {
     this.device = device;
     this.#ptr = ptr;
     this.bytes = bytes;
+    this.#owned = owned;
+  }
+
+  /** Memory owned elsewhere (e.g. a symmetric mapping); its owner disposes this when it unmaps. */
+  static external(device: Device, ptr: Ptr, bytes: number): DeviceMemory {
+    checkBytes(bytes);
+    return new DeviceMemory(device, ptr, bytes, false);
   }
 
   static alloc(bytes: number, device: Device = Device.get()): DeviceMemory {
@@ -46,7 +57,7 @@ export class DeviceMemory implements Disposable {
   dispose(): void {
     if (!this.#alive) return;
     this.#alive = false;
-    if (this.#ptr !== 0n) {
+    if (this.#owned && this.#ptr !== 0n) {
       this.device.makeCurrent();
       check(driver().cuMemFree_v2(this.#ptr), "cuMemFree_v2");
     }

@@ -103,6 +103,17 @@ export class Tensor implements Disposable {
     return new Tensor(DeviceMemory.alloc(bytes, options.device ?? Device.get()), 0, shape, dtype, true);
   }
 
+  /** A tensor over `memory` from `byteOffset`, which it does not own: disposing it frees nothing. */
+  static fromMemory(memory: DeviceMemory, shape: Shape, dtype: DType, byteOffset = 0): Tensor {
+    const bytes = numelOf(shape) * dtypeInfo(dtype).bytes;
+    if (!Number.isSafeInteger(byteOffset) || byteOffset < 0 || byteOffset + bytes > memory.bytes) {
+      throw new InvalidArgumentError(
+        `fromMemory: ${bytes} bytes at offset ${byteOffset} do not fit in ${memory.bytes}`,
+      );
+    }
+    return new Tensor(memory, byteOffset, shape, dtype, false);
+  }
+
   static zeros(shape: Shape, dtype: DType, options: TensorOptions = {}): Tensor {
     return Tensor.full(shape, 0, dtype, options);
   }

@@ -1,0 +1,65 @@
+// symmkit/sync/wait.cuh: every spin-wait in symmkit is bounded.
+//
+// Contract: bounded_wait(env, peer, phase, done) returns once done() is true. It polls done() at full
+// speed and, every 1024 polls, reads the global timer and the host's abort flag (host-mapped memory, so
+// that read crosses PCIe and is kept off the fast path). Past env.timeout_ns, or when the host raised
+// the abort flag, the first thread to notice writes a TimeoutRecord (rank, block, peer, phase, time
+// waited) into host-mapped memory, makes it visible to the host (system fence) and traps: the kernel
+// stops instead of hanging, the host sees the launch fail and turns the record into SymmTimeoutError
+// naming the peer (src/dist/sync-watch.ts). A trap ends the CUDA context, as a dead peer ends the job.
+// Nothing here writes device memory, so a wait is safe to replay under CUDA graphs.
+#pragma once
+#include "symmkit/core/memory.cuh"
+
+namespace symmkit {
+
+/** Written by the first thread that gives up; read by the host. Layout shared with the host (32 bytes). */
+struct TimeoutRecord {
+  u32 flag;  // 1 once written
+  u32 rank;
+  u32 block;
+  u32 peer;
+  u32 phase;
+  u32 thread;
+  u64 waited_ns;
+};
+
+struct WaitEnv {
+  u64 timeout_ns;
+  const u32* abort_flag;   // host-mapped; non-zero asks every wait to give up
+  TimeoutRecord* record;   // host-mapped
+  u32 rank;
+};
+
+__device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u64 waited_ns) {
+  volatile TimeoutRecord* r = env.record;
+  if (r->flag == 0) {
+    r->rank = env.rank;
+    r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    r->peer = peer;
+    r->phase = phase;
+    r->thread = threadIdx.x;
+    r->waited_ns = waited_ns;
+    __threadfence_system();
+    r->flag = 1;
+    __threadfence_system();
+  }
+  __trap();
+}
+
+template <typename Done>
+__device__ __forceinline__ void bounded_wait(const WaitEnv& env, u32 peer, u32 phase, Done done) {
+  if (done()) return;
+  const u64 start = global_timer_ns();
+  for (u32 polls = 1;; ++polls) {
+    if (done()) return;
+    if ((polls & 1023u) == 0) {
+      const u64 waited = global_timer_ns() - start;
+      if (waited > env.timeout_ns || *reinterpret_cast<const volatile u32*>(env.abort_flag) != 0) {
+        give_up(env, peer, phase, waited);
+      }
+    }
+  }
+}
+
+}  // namespace symmkit

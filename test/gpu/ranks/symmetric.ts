@@ -1,0 +1,147 @@
+// One rank of the symmetric-memory check, run under `symmkit run -n N` (test/gpu/distributed.test.ts):
+// cross-GPU writes into every peer's buffer, barriers (10 000 in a row, and replayed from a CUDA graph)
+// leaving the pads idle, NCCL all-reduce against a host reference, and 100 allocate/free cycles with GPU
+// memory and open descriptors flat. Exits non-zero on the first wrong result.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import { init } from "../../../src/dist/process-group.js";
+import { SYNC_KERNELS, SYMM_VIEW_PARAM, barrierLoopExpr } from "../../../src/dist/sync-kernels.js";
+import type { SymmetricTensor } from "../../../src/dist/symmetric-memory.js";
+import { copyDeviceToHost } from "../../../src/runtime/memory.js";
+import { Graph } from "../../../src/runtime/graph.js";
+import { sharedModule } from "../../../src/runtime/module.js";
+import { hostRandInt, hostUniform } from "../../../src/runtime/random.js";
+import { defaultStream } from "../../../src/runtime/stream.js";
+import { freshSeed, Tensor } from "../../../src/runtime/tensor.js";
+
+const group = await init();
+const { rank, worldSize: world, device } = group;
+const log = (s: string): void => console.log(s);
+if (rank === 0) await group.store.set("seed", String(process.env.SYMMKIT_TEST_SEED ?? freshSeed()));
+const seed = BigInt((await group.store.get("seed")).toString());
+const mod = sharedModule(SYNC_KERNELS, device);
+const stream = defaultStream(device);
+
+function exchangeWord(src: number, dst: number, i: number, salt: number): number {
+  return (Math.imul(src, 0x9e3779b1) ^ Math.imul(dst, 0x85ebca77) ^ Math.imul(i, 0xc2b2ae3d) ^ salt) >>> 0;
+}
+
+async function exchangeCheck(n: number, rounds: number): Promise<void> {
+  const sym = await group.symmetric.empty([world * n], "u32");
+  const k = mod.kernel("symmkit::exchange_pattern", [SYMM_VIEW_PARAM, "u64", "u32"]);
+  for (let round = 0; round < rounds; round++) {
+    const salt = hostRandInt(1, seed, round, 0, 2 ** 32)[0]!;
+    sym.tensor.fill(0xdeadbeef);
+    stream.synchronize();
+    await group.barrier(); // no rank writes into a peer before the peer's poison is in place
+    k.launch({ grid: Math.min(64, Math.ceil(n / 256)), block: 256 }, sym.deviceView(), n, salt);
+    group.synchronize(stream);
+    const mine = sym.tensor.toHost() as Uint32Array;
+    for (let src = 0; src < world; src++) {
+      for (let i = 0; i < n; i++) {
+        const want = exchangeWord(src, rank, i, salt);
+        if (mine[src * n + i] !== want) {
+          throw new Error(
+            `n=${n} round ${round}: word ${i} from rank ${src} is ${mine[src * n + i]}, expected ${want} (seed ${seed})`,
+          );
+        }
+      }
+    }
+    await group.barrier(); // nobody refills before everyone has checked
+  }
+  await sym.dispose();
+  log(`exchange ok: n=${n}, ${rounds} rounds`);
+}
+
+function padsIdle(sym: SymmetricTensor): boolean {
+  const pad = new Uint32Array(sym.padBytes / 4);
+  copyDeviceToHost(pad, sym.padPtrs[rank]!, stream);
+  return pad.every((x) => x === 0);
+}
+
+async function barrierCheck(): Promise<void> {
+  const sym = await group.symmetric.empty([1024], "u32");
+  const blocks = 8;
+  for (const [prev, next] of [
+    [true, true],
+    [false, true],
+    [true, false],
+    [false, false],
+  ] as const) {
+    const k = mod.kernel(barrierLoopExpr(prev, next), [SYMM_VIEW_PARAM, "u32"]);
+    k.launch({ grid: blocks, block: 32 }, sym.deviceView(), 10_000);
+    group.synchronize(stream);
+    assert.ok(padsIdle(sym), `pads not idle after 10 000 barriers <${prev}, ${next}>`);
+    await group.barrier();
+  }
+  const k = mod.kernel(barrierLoopExpr(true, true), [SYMM_VIEW_PARAM, "u32"]);
+  const g = Graph.capture(stream, () => k.launch({ grid: blocks, block: 32, stream }, sym.deviceView(), 100));
+  for (let r = 0; r < 4; r++) g.launch();
+  group.synchronize(stream);
+  assert.ok(padsIdle(sym), "pads not idle after 4 graph replays");
+  g.dispose();
+  await sym.dispose();
+  log("barriers ok: 4 patterns x 10 000, graph replays x 4, pads idle");
+}
+
+async function ncclCheck(): Promise<void> {
+  const comm = await group.nccl();
+  const n = 1_000_003;
+  const x = Tensor.rand([n], "f32", { seed, offset: rank, low: -1, high: 1 });
+  const y = Tensor.empty([n], "f32");
+  comm.allReduce(x, y, "sum");
+  comm.synchronize();
+  const got = y.toHost() as Float32Array;
+  const inputs = Array.from({ length: world }, (_, r) => hostUniform(n, seed, r, -1, 1));
+  let worst = 0;
+  for (let i = 0; i < n; i++) {
+    let s = 0;
+    for (const a of inputs) s += a[i]!;
+    worst = Math.max(worst, Math.abs(got[i]! - s));
+  }
+  assert.ok(worst < 1e-5 * world, `NCCL all-reduce f32: max error ${worst}`);
+  // Integers exactly representable in f32 sum exactly: 0 ulp.
+  const ints = Tensor.fromHost(
+    new Float32Array(4097).map((_, i) => ((i * 7 + rank * 13) % 1000) - 500),
+    "f32",
+  );
+  comm.allReduce(ints, ints, "sum");
+  comm.synchronize();
+  const exact = ints.toHost() as Float32Array;
+  exact.forEach((v, i) => {
+    let s = 0;
+    for (let r = 0; r < world; r++) s += ((i * 7 + r * 13) % 1000) - 500;
+    assert.equal(v, s, `exact all-reduce element ${i}`);
+  });
+  for (const t of [x, y, ints]) t.dispose();
+  log(`nccl ok: all-reduce f32 max error ${worst.toExponential(2)}, exact integers 0 ulp`);
+}
+
+async function cycleCheck(): Promise<void> {
+  const fds = (): number => fs.readdirSync("/proc/self/fd").length;
+  const warm = await group.symmetric.empty([1 << 20], "f32");
+  await warm.dispose();
+  device.synchronize();
+  const memBefore = device.memoryInfo().freeBytes;
+  const fdsBefore = fds();
+  for (let i = 0; i < 100; i++) {
+    const s = await group.symmetric.empty([(1 << 20) + i * 4096], "f32");
+    await s.dispose();
+  }
+  device.synchronize();
+  const memAfter = device.memoryInfo().freeBytes;
+  const fdsAfter = fds();
+  assert.equal(memAfter, memBefore, `GPU memory moved by ${memBefore - memAfter} bytes over 100 cycles`);
+  assert.equal(fdsAfter, fdsBefore, `open descriptors went from ${fdsBefore} to ${fdsAfter}`);
+  log(`alloc/free ok: 100 cycles, free memory ${memAfter} and ${fdsAfter} descriptors unchanged`);
+}
+
+log(`rank ${rank}/${world} on ${device.props.name} (cuda:${device.ordinal}), seed ${seed}`);
+await exchangeCheck(1, 3);
+await exchangeCheck(4097, 20);
+await exchangeCheck(1_000_003, 3);
+await barrierCheck();
+await ncclCheck();
+await cycleCheck();
+await group.destroy();
+log("all symmetric checks passed");

@@ -1,0 +1,35 @@
+// One rank of the timeout check: the last rank skips a barrier every other rank enters. The others must
+// fail with SymmTimeoutError naming it, within the deadline plus 5 s. Run with SYMMKIT_SYNC_TIMEOUT_MS.
+import { init } from "../../../src/dist/process-group.js";
+import { SYNC_KERNELS, SYMM_VIEW_PARAM } from "../../../src/dist/sync-kernels.js";
+import { SymmTimeoutError } from "../../../src/dist/sync-watch.js";
+import { sharedModule } from "../../../src/runtime/module.js";
+
+const group = await init();
+const { rank, worldSize: world, device } = group;
+const skipper = world - 1;
+const sym = await group.symmetric.empty([256], "u32");
+const kernel = sharedModule(SYNC_KERNELS, device).kernel("symmkit::barrier_unless", [SYMM_VIEW_PARAM, "u32"]);
+const limit = group.watch.timeoutMs;
+const t0 = Date.now();
+kernel.launch({ grid: 4, block: 32 }, sym.deviceView(), skipper);
+let outcome: string;
+try {
+  group.synchronize();
+  outcome = rank === skipper ? "skipped" : "NO TIMEOUT";
+} catch (e) {
+  const ms = Date.now() - t0;
+  if (
+    e instanceof SymmTimeoutError &&
+    e.record.peer === skipper &&
+    e.record.rank === rank &&
+    ms < limit + 5000
+  ) {
+    outcome = `timeout naming rank ${e.record.peer} after ${ms} ms (limit ${limit} ms): ${e.message.split(".")[0]}`;
+  } else {
+    outcome = `WRONG ERROR after ${ms} ms: ${String(e)}`;
+  }
+}
+console.log(outcome);
+await group.store.barrier("done"); // the store still works after a rank's CUDA context is gone
+process.exit(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);
