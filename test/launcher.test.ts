@@ -75,13 +75,12 @@ async function noneAlive(pids: number[]): Promise<void> {
 test("three ranks get the torchrun environment; output is prefixed by rank", async () => {
   const r = await run(3, {});
   assert.equal(r.code, 0, r.stderr.join("\n"));
-  const envs = r.stdout.map((l) => {
+  type RankEnv = Record<string, string | number | boolean> & { prefix: number };
+  const envs: RankEnv[] = r.stdout.map((l) => {
     const m = /^\[rank (\d)\] (\{.*\})$/.exec(l);
     assert.ok(m, l);
-    return {
-      prefix: Number(m[1]),
-      ...(JSON.parse(m[2]!) as Record<string, string | number | boolean>),
-    };
+    const parsed = JSON.parse(m[2]!) as Record<string, string | number | boolean>;
+    return { ...parsed, prefix: Number(m[1]) };
   });
   assert.deepEqual(envs.map((e) => e.prefix).sort(), [0, 1, 2]);
   for (const e of envs) {
