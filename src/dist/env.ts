@@ -1,0 +1,50 @@
+// The torchrun-style environment a rank is started with (symmkit run sets it).
+import { SymmkitError } from "../errors.js";
+
+export interface DistEnv {
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly localRank: number;
+  readonly localWorldSize: number;
+  readonly masterAddr: string;
+  readonly masterPort: number;
+  /** Shared secret for the store; absent when not started by symmkit run. */
+  readonly token: string | undefined;
+  readonly launcherPid: number | undefined;
+}
+
+function int(env: Readonly<Record<string, string | undefined>>, name: string, min: number): number {
+  const v = env[name];
+  if (v === undefined || !/^\d+$/.test(v) || Number(v) < min) {
+    throw new SymmkitError("SYMMKIT_ENVIRONMENT", `${name} must be an integer >= ${min}, got ${v ?? "nothing"}; start ranks with symmkit run`);
+  }
+  return Number(v);
+}
+
+/** Reads the environment; a process started alone (no WORLD_SIZE) is rank 0 of 1. */
+export function readDistEnv(env: Readonly<Record<string, string | undefined>> = process.env): DistEnv {
+  const launcherPid = env.SYMMKIT_LAUNCHER_PID ? Number(env.SYMMKIT_LAUNCHER_PID) : undefined;
+  if (env.WORLD_SIZE === undefined) {
+    return { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1, masterAddr: "127.0.0.1", masterPort: 0, token: undefined, launcherPid };
+  }
+  const worldSize = int(env, "WORLD_SIZE", 1);
+  const rank = int(env, "RANK", 0);
+  const localWorldSize = int(env, "LOCAL_WORLD_SIZE", 1);
+  const localRank = int(env, "LOCAL_RANK", 0);
+  if (rank >= worldSize || localRank >= localWorldSize || worldSize % localWorldSize !== 0) {
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      `inconsistent launch environment: RANK ${rank}, WORLD_SIZE ${worldSize}, LOCAL_RANK ${localRank}, LOCAL_WORLD_SIZE ${localWorldSize}`,
+    );
+  }
+  return {
+    rank,
+    worldSize,
+    localRank,
+    localWorldSize,
+    masterAddr: env.MASTER_ADDR ?? "127.0.0.1",
+    masterPort: worldSize > 1 ? int(env, "MASTER_PORT", 1) : Number(env.MASTER_PORT ?? 0),
+    token: env.SYMMKIT_JOB_TOKEN,
+    launcherPid,
+  };
+}

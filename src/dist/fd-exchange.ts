@@ -1,0 +1,78 @@
+// File descriptors between the ranks of one host, addressed by global rank. Each rank binds a socket in
+// a directory that local rank 0 creates (mode 0700) and publishes through the store. Messages are tagged
+// with (key, sender); a message for a key nobody is waiting for yet is kept until asked for, so ranks
+// may run ahead of each other.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { SymmkitError } from "../errors.js";
+import { closeFd, FdChannel } from "./fd-channel.js";
+import type { ScopedStore } from "./scoped-store.js";
+
+export class FdExchange {
+  readonly #channel: FdChannel;
+  readonly #dir: string;
+  readonly #store: ScopedStore;
+  readonly #ownsDir: boolean;
+  readonly #ready = new Set<number>();
+  readonly #stash = new Map<string, number>();
+
+  private constructor(channel: FdChannel, dir: string, store: ScopedStore, ownsDir: boolean) {
+    this.#channel = channel;
+    this.#dir = dir;
+    this.#store = store;
+    this.#ownsDir = ownsDir;
+  }
+
+  /** `store` is the world's; `node` numbers the host. Collective over the ranks of the host. */
+  static async open(store: ScopedStore, globalRank: number, localRank: number, node: number): Promise<FdExchange> {
+    const dirKey = `fd/node${node}/dir`;
+    let dir: string;
+    if (localRank === 0) {
+      dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-fd-"));
+      fs.chmodSync(dir, 0o700);
+      await store.set(dirKey, dir);
+    } else {
+      dir = (await store.get(dirKey)).toString();
+    }
+    const channel = FdChannel.bind(path.join(dir, `rank${globalRank}.sock`));
+    await store.set(`fd/ready/${globalRank}`, "1");
+    return new FdExchange(channel, dir, store, localRank === 0);
+  }
+
+  /** Sends `fd` (still ours afterwards) to `to` under `key`. */
+  async send(to: number, fd: number, key: string, from: number): Promise<void> {
+    if (!this.#ready.has(to)) {
+      await this.#store.wait([`fd/ready/${to}`]);
+      this.#ready.add(to);
+    }
+    this.#channel.send(path.join(this.#dir, `rank${to}.sock`), fd, Buffer.from(JSON.stringify({ key, from })));
+  }
+
+  /** The descriptor `from` sent under `key` (ours to close). */
+  async receive(key: string, from: number, timeoutMs: number): Promise<number> {
+    const want = `${key}|${from}`;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const fd = this.#stash.get(want);
+      if (fd !== undefined) {
+        this.#stash.delete(want);
+        return fd;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) throw new SymmkitError("SYMMKIT_STORE_TIMEOUT", `rank ${from} never sent ${key} (waited ${timeoutMs} ms)`);
+      const got = await this.#channel.receive(left);
+      const tag = JSON.parse(got.tag.toString()) as { key: string; from: number };
+      this.#stash.set(`${tag.key}|${tag.from}`, got.fd);
+    }
+  }
+
+  /** Closes the socket, any descriptor nobody asked for, and (local rank 0, after all) the directory. */
+  async close(hostBarrier: () => Promise<void>): Promise<void> {
+    for (const fd of this.#stash.values()) closeFd(fd);
+    this.#stash.clear();
+    this.#channel.close();
+    await hostBarrier();
+    if (this.#ownsDir) fs.rmSync(this.#dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,182 @@
+// An NCCL communicator over a process group: the baseline every benchmark compares against and the
+// engine between hosts. Operations are enqueued on symmkit streams with symmkit tensors. Waiting for them
+// is bounded: synchronize() polls the stream and NCCL's asynchronous error, and aborts the communicator
+// on an error or at its deadline instead of hanging on a dead peer.
+import { InvalidArgumentError } from "../errors.js";
+import { CUDA_ERROR_NOT_READY, check as cudaCheck } from "../cuda/driver.js";
+import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
+import {
+  check,
+  nccl,
+  NCCL_API_MAGIC,
+  NCCL_CONFIG_BYTES,
+  NCCL_CONFIG_UNDEF_INT,
+  NCCL_CONFIG_VERSION,
+  NCCL_SUCCESS,
+  NcclDataType,
+  NcclError,
+  NcclRedOp,
+} from "../cuda/nccl.js";
+import { driver, type Device } from "../runtime/device.js";
+import type { DType } from "../runtime/dtype.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
+import type { Tensor } from "../runtime/tensor.js";
+import type { ScopedStore } from "./scoped-store.js";
+
+export type ReduceOp = keyof typeof NcclRedOp;
+
+function ncclType(d: DType): number {
+  const t = (NcclDataType as Partial<Record<string, number>>)[d];
+  if (t === undefined) throw new InvalidArgumentError(`NCCL has no type for ${d}`);
+  return t;
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+const sleepMs = (ms: number): void => void Atomics.wait(sleeper, 0, 0, ms);
+
+export class NcclComm {
+  readonly rank: number;
+  readonly size: number;
+  readonly device: Device;
+  #comm: Ptr;
+
+  private constructor(comm: Ptr, rank: number, size: number, device: Device) {
+    this.#comm = comm;
+    this.rank = rank;
+    this.size = size;
+    this.device = device;
+  }
+
+  /** Collective over the group: rank 0 makes the unique id, the store carries it, all init together. */
+  static async create(store: ScopedStore, rank: number, size: number, device: Device, name: string): Promise<NcclComm> {
+    const api = nccl();
+    const key = `nccl/${name}/id`;
+    let id: Uint8Array;
+    if (rank === 0) {
+      const out: [{ internal: Uint8Array } | null] = [null];
+      check(api.ncclGetUniqueId(out), "ncclGetUniqueId");
+      id = new Uint8Array(out[0]!.internal);
+      await store.set(key, id);
+    } else {
+      id = new Uint8Array(await store.get(key));
+    }
+    const config = new NativeBlock(NCCL_CONFIG_BYTES);
+    const v = config.view;
+    v.setBigUint64(0, BigInt(NCCL_CONFIG_BYTES), true);
+    v.setUint32(8, NCCL_API_MAGIC, true);
+    v.setUint32(12, NCCL_CONFIG_VERSION, true);
+    for (const off of [16, 20, 24, 28, 40]) v.setInt32(off, NCCL_CONFIG_UNDEF_INT, true); // blocking .. maxCTAs, splitShare
+    v.setInt32(16, 1, true); // blocking: init returns when the communicator is ready
+    device.makeCurrent();
+    const comm: [Ptr | null] = [null];
+    try {
+      check(api.ncclCommInitRankConfig(comm, size, { internal: id }, rank, config.ptr), "ncclCommInitRankConfig");
+    } finally {
+      config.free();
+    }
+    return new NcclComm(ptrOrZero(comm[0]), rank, size, device);
+  }
+
+  get handle(): Ptr {
+    if (this.#comm === 0n) throw new NcclError("NcclComm", 5, "communicator was destroyed or aborted");
+    return this.#comm;
+  }
+
+  allReduce(send: Tensor, recv: Tensor, op: ReduceOp = "sum", stream: Stream = defaultStream(this.device)): void {
+    this.#same(send, recv, send.numel, "allReduce");
+    this.#call(nccl().ncclAllReduce(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), NcclRedOp[op], this.handle, stream.handle), "ncclAllReduce");
+  }
+
+  allGather(send: Tensor, recv: Tensor, stream: Stream = defaultStream(this.device)): void {
+    this.#same(send, recv, send.numel * this.size, "allGather");
+    this.#call(nccl().ncclAllGather(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), this.handle, stream.handle), "ncclAllGather");
+  }
+
+  reduceScatter(send: Tensor, recv: Tensor, op: ReduceOp = "sum", stream: Stream = defaultStream(this.device)): void {
+    this.#same(recv, send, recv.numel * this.size, "reduceScatter");
+    this.#call(
+      nccl().ncclReduceScatter(send.ptr, recv.ptr, recv.numel, ncclType(send.dtype), NcclRedOp[op], this.handle, stream.handle),
+      "ncclReduceScatter",
+    );
+  }
+
+  broadcast(send: Tensor, recv: Tensor, root: number, stream: Stream = defaultStream(this.device)): void {
+    this.#same(send, recv, send.numel, "broadcast");
+    this.#call(nccl().ncclBroadcast(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), root, this.handle, stream.handle), "ncclBroadcast");
+  }
+
+  send(t: Tensor, peer: number, stream: Stream = defaultStream(this.device)): void {
+    this.#call(nccl().ncclSend(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle), "ncclSend");
+  }
+
+  recv(t: Tensor, peer: number, stream: Stream = defaultStream(this.device)): void {
+    this.#call(nccl().ncclRecv(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle), "ncclRecv");
+  }
+
+  /** Runs `f`'s operations as one NCCL group (e.g. matched sends and receives). */
+  group(f: () => void): void {
+    check(nccl().ncclGroupStart(), "ncclGroupStart");
+    try {
+      f();
+    } finally {
+      this.#call(nccl().ncclGroupEnd(), "ncclGroupEnd");
+    }
+  }
+
+  /**
+   * Waits for `stream`, polling NCCL's asynchronous error. An error, or the deadline, aborts the
+   * communicator (so its kernels stop) and throws.
+   */
+  synchronize(stream: Stream = defaultStream(this.device), timeoutMs = 300_000): void {
+    const deadline = Date.now() + timeoutMs;
+    const d = driver();
+    this.device.makeCurrent();
+    for (let spins = 0; ; spins++) {
+      const status = d.cuStreamQuery(stream.handle);
+      if (status !== CUDA_ERROR_NOT_READY) return cudaCheck(status, "cuStreamQuery");
+      this.#checkAsync();
+      if (Date.now() > deadline) {
+        this.abort();
+        throw new NcclError("synchronize", 8, `NCCL work did not finish within ${timeoutMs} ms; the communicator was aborted`);
+      }
+      if (spins > 100) sleepMs(1);
+    }
+  }
+
+  #checkAsync(): void {
+    const err: [number] = [0];
+    check(nccl().ncclCommGetAsyncError(this.handle, err), "ncclCommGetAsyncError");
+    if (err[0] !== NCCL_SUCCESS) {
+      const detail = nccl().ncclGetErrorString(err[0]);
+      this.abort();
+      throw new NcclError("asynchronous NCCL error", err[0], `${detail}; the communicator was aborted`);
+    }
+  }
+
+  #same(a: Tensor, b: Tensor, bNumel: number, what: string): void {
+    if (a.dtype !== b.dtype) throw new InvalidArgumentError(`${what}: dtypes differ (${a.dtype}, ${b.dtype})`);
+    if (b.numel !== bNumel) throw new InvalidArgumentError(`${what}: expected ${bNumel} elements, got ${b.numel}`);
+    if (a.device !== this.device || b.device !== this.device) {
+      throw new InvalidArgumentError(`${what}: tensors must be on ${this.device.props.name} (cuda:${this.device.ordinal})`);
+    }
+  }
+
+  #call(status: number, what: string): void {
+    if (status !== NCCL_SUCCESS) check(status, what, this.handle);
+  }
+
+  /** Stops the communicator's work at once (peer failure or timeout); it cannot be used afterwards. */
+  abort(): void {
+    if (this.#comm === 0n) return;
+    const c = this.#comm;
+    this.#comm = 0n;
+    nccl().ncclCommAbort(c);
+  }
+
+  destroy(): void {
+    if (this.#comm === 0n) return;
+    const c = this.#comm;
+    this.#comm = 0n;
+    check(nccl().ncclCommDestroy(c), "ncclCommDestroy");
+  }
+}

@@ -1,0 +1,241 @@
+// init() and ProcessGroup: who this rank is, the store every rank shares, the GPU it drives (from
+// LOCAL_RANK), NCCL, and symmetric memory. A group made by newGroup() shares the process's store
+// connection and descriptor exchange; it has its own key space, communicator and allocations.
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import readline from "node:readline";
+import { fileURLToPath } from "node:url";
+import { InvalidArgumentError, SymmkitError } from "../errors.js";
+import { libc, PR_SET_PDEATHSIG } from "../cuda/libc.js";
+import { Device, deviceCount } from "../runtime/device.js";
+import type { DType } from "../runtime/dtype.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
+import type { Shape } from "../runtime/tensor.js";
+import { readDistEnv, type DistEnv } from "./env.js";
+import { FdExchange } from "./fd-exchange.js";
+import { NcclComm } from "./nccl-comm.js";
+import { ScopedStore } from "./scoped-store.js";
+import { DEFAULT_STORE_TIMEOUT_MS, StoreClient } from "./store/client.js";
+import { StoreServer } from "./store/server.js";
+import { SymmetricTensor, type SymmetricOptions } from "./symmetric-memory.js";
+import { SyncWatch, syncTimeoutFromEnv } from "./sync-watch.js";
+
+export interface InitOptions {
+  /** Only "cuda" exists so far; the CPU backend is its own piece of work. */
+  readonly backend?: "cuda";
+  /** Deadline of every store operation (default 300 s). */
+  readonly storeTimeoutMs?: number;
+  /** Deadline of every wait inside kernels (default 30 s, or SYMMKIT_SYNC_TIMEOUT_MS). */
+  readonly syncTimeoutMs?: number;
+}
+
+/** What the world group owns and every subgroup shares. */
+interface Shared {
+  readonly env: DistEnv;
+  readonly client: StoreClient;
+  readonly device: Device;
+  readonly watch: SyncWatch;
+  readonly fds: FdExchange;
+  readonly storeTimeoutMs: number;
+  readonly worldStore: ScopedStore;
+  readonly hostStore: ScopedStore;
+  readonly groupsMade: Map<string, number>;
+  readonly cleanup: (() => Promise<void> | void)[];
+}
+
+export class ProcessGroup {
+  readonly backend = "cuda" as const;
+  /** Rank within this group. */
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Global rank of each member, in group-rank order. */
+  readonly ranks: readonly number[];
+  readonly store: ScopedStore;
+  readonly #shared: Shared;
+  readonly #name: string;
+  #comm: NcclComm | undefined;
+  #allocations = 0;
+  #destroyed = false;
+
+  private constructor(shared: Shared, ranks: readonly number[], name: string, store: ScopedStore) {
+    this.#shared = shared;
+    this.ranks = ranks;
+    this.rank = ranks.indexOf(shared.env.rank);
+    this.worldSize = ranks.length;
+    this.#name = name;
+    this.store = store;
+  }
+
+  get globalRank(): number {
+    return this.#shared.env.rank;
+  }
+
+  get localRank(): number {
+    return this.#shared.env.localRank;
+  }
+
+  get localWorldSize(): number {
+    return this.#shared.env.localWorldSize;
+  }
+
+  get device(): Device {
+    return this.#shared.device;
+  }
+
+  get watch(): SyncWatch {
+    return this.#shared.watch;
+  }
+
+  /** Every member reaches this point (through the store; GPU work is not waited for). */
+  barrier(): Promise<void> {
+    return this.store.barrier("barrier");
+  }
+
+  /**
+   * A group of the given global ranks, for its members (others get undefined). Members must call this
+   * with the same list, in the same order relative to their other newGroup calls.
+   */
+  async newGroup(ranks: readonly number[]): Promise<ProcessGroup | undefined> {
+    const sorted = [...new Set(ranks)].sort((a, b) => a - b);
+    if (sorted.length !== ranks.length || sorted.some((r) => !Number.isInteger(r) || !this.ranks.includes(r))) {
+      throw new InvalidArgumentError(`newGroup(${JSON.stringify(ranks)}): ranks must be distinct members of this group ${JSON.stringify(this.ranks)}`);
+    }
+    if (!sorted.includes(this.globalRank)) return undefined;
+    const base = `${this.#name}/g${sorted.join("-")}`;
+    const n = (this.#shared.groupsMade.get(base) ?? 0) + 1;
+    this.#shared.groupsMade.set(base, n);
+    const name = `${base}.${n}`;
+    const group = new ProcessGroup(this.#shared, sorted, name, new ScopedStore(this.#shared.client, name, sorted.length));
+    await group.barrier();
+    return group;
+  }
+
+  /** This group's NCCL communicator (collective on first use). */
+  async nccl(): Promise<NcclComm> {
+    this.#comm ??= await NcclComm.create(this.store, this.rank, this.worldSize, this.device, "comm");
+    return this.#comm;
+  }
+
+  /** Symmetric allocations of this group. */
+  readonly symmetric = {
+    /** Collective: every member allocates the same shape and dtype, in the same order. */
+    empty: (shape: Shape, dtype: DType, options: SymmetricOptions = {}): Promise<SymmetricTensor> => {
+      const nodes = new Set(this.ranks.map((r) => Math.floor(r / this.localWorldSize)));
+      if (nodes.size > 1) {
+        throw new InvalidArgumentError("symmetric memory spans the GPUs of one host; this group spans several (use NCCL between hosts)");
+      }
+      return SymmetricTensor.allocate(
+        {
+          rank: this.rank,
+          worldSize: this.worldSize,
+          ranks: this.ranks,
+          device: this.device,
+          store: this.store,
+          fds: this.#shared.fds,
+          watch: this.#shared.watch,
+          storeTimeoutMs: this.#shared.storeTimeoutMs,
+        },
+        this.#allocations++,
+        shape,
+        dtype,
+        options,
+      );
+    },
+  };
+
+  /** Waits for `stream`; a kernel that gave up waiting for a peer becomes SymmTimeoutError naming it. */
+  synchronize(stream: Stream = defaultStream(this.device)): void {
+    this.#shared.watch.translate(() => stream.synchronize());
+  }
+
+  /** Collective. Frees the communicator; the world group also closes the store and the exchange. */
+  async destroy(): Promise<void> {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#comm?.destroy();
+    await this.barrier();
+    if (this.#name !== "world") return;
+    for (const f of this.#shared.cleanup.reverse()) await f();
+  }
+
+  /** Made by init(). */
+  static async world(options: InitOptions): Promise<ProcessGroup> {
+    const env = readDistEnv();
+    const storeTimeoutMs = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+    const cleanup: (() => Promise<void> | void)[] = [];
+    if (env.launcherPid !== undefined) dieWithLauncher(env.launcherPid);
+    const { client, stop } = await connectStore(env, storeTimeoutMs);
+    cleanup.push(stop);
+    cleanup.push(() => client.close());
+    if (options.backend !== undefined && options.backend !== "cuda") {
+      throw new InvalidArgumentError(`backend ${String(options.backend)}: only "cuda" is available`);
+    }
+    const visible = deviceCount();
+    if (visible === 0) throw new SymmkitError("SYMMKIT_NO_DEVICE", "no GPU is visible to this rank: the cuda backend needs one");
+    if (env.localRank >= visible) {
+      throw new SymmkitError("SYMMKIT_ENVIRONMENT", `LOCAL_RANK ${env.localRank} but this host shows ${visible} GPU(s): start at most ${visible} ranks per host`);
+    }
+    const device = Device.get(env.localRank);
+    const watch = SyncWatch.create(device, options.syncTimeoutMs ?? syncTimeoutFromEnv());
+    cleanup.push(() => watch.dispose());
+    const worldStore = new ScopedStore(client, "world", env.worldSize);
+    const node = Math.floor(env.rank / env.localWorldSize);
+    const hostStore = worldStore.scope(`node${node}`, env.localWorldSize);
+    const fds = await FdExchange.open(worldStore, env.rank, env.localRank, node);
+    cleanup.push(() => fds.close(() => hostStore.barrier("fd-close")));
+    const shared: Shared = { env, client, device, watch, fds, storeTimeoutMs, worldStore, hostStore, groupsMade: new Map(), cleanup };
+    const ranks = Array.from({ length: env.worldSize }, (_, i) => i);
+    const group = new ProcessGroup(shared, ranks, "world", worldStore);
+    await group.barrier();
+    return group;
+  }
+}
+
+/** Joins the job: reads the environment, connects the store, takes the GPU of LOCAL_RANK. */
+export function init(options: InitOptions = {}): Promise<ProcessGroup> {
+  return ProcessGroup.world(options);
+}
+
+/** If the launcher dies, so does this rank (Linux parent-death signal). */
+function dieWithLauncher(launcherPid: number): void {
+  libc().prctl(PR_SET_PDEATHSIG, 15, 0, 0, 0);
+  if (process.ppid !== launcherPid) {
+    process.stderr.write("symmkit: the launcher is gone; exiting\n");
+    process.exit(1);
+  }
+}
+
+async function connectStore(env: DistEnv, timeoutMs: number): Promise<{ client: StoreClient; stop: () => Promise<void> | void }> {
+  if (env.worldSize === 1 && env.token === undefined) {
+    const token = "solo";
+    const server = await StoreServer.start({ token });
+    const client = await StoreClient.connect({ host: "127.0.0.1", port: server.port, token }, { timeoutMs });
+    return { client, stop: () => server.close() };
+  }
+  if (env.token === undefined) {
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      "no SYMMKIT_JOB_TOKEN: start the ranks with symmkit run, or give every rank the same SYMMKIT_JOB_TOKEN",
+    );
+  }
+  let child: ChildProcess | undefined;
+  let port = env.masterPort;
+  if (env.launcherPid === undefined && env.rank === 0) {
+    ({ child, port } = await startStoreProcess(env));
+  }
+  const client = await StoreClient.connect({ host: env.masterAddr, port, token: env.token }, { timeoutMs });
+  return { client, stop: () => void child?.stdin?.end() };
+}
+
+async function startStoreProcess(env: DistEnv): Promise<{ child: ChildProcess; port: number }> {
+  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "store", "standalone.js");
+  const child = spawn(process.execPath, [script], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: { ...process.env, MASTER_PORT: String(env.masterPort) },
+  });
+  const first = await new Promise<string>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout }).once("line", resolve);
+    child.once("exit", (code) => reject(new SymmkitError("SYMMKIT_STORE_CLOSED", `the store process exited with ${code}`)));
+  });
+  return { child, port: Number(first.split(" ")[1]) };
+}

@@ -1,0 +1,18 @@
+// The program behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/dist/sync_kernels.cuh).
+import type { ProgramSpec } from "../runtime/module.js";
+
+export const SYMM_VIEW_BYTES = 160;
+export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
+
+export const barrierLoopExpr = (prev: boolean, next: boolean): string => `symmkit::barrier_loop<${prev}, ${next}>`;
+
+export const SYNC_KERNELS: ProgramSpec = {
+  name: "symmkit/dist/sync_kernels",
+  source: '#include "symmkit/dist/sync_kernels.cuh"\n',
+  nameExpressions: [
+    "symmkit::exchange_pattern",
+    "symmkit::barrier_unless",
+    "symmkit::ping_pong",
+    ...[false, true].flatMap((p) => [false, true].map((n) => barrierLoopExpr(p, n))),
+  ],
+};
