@@ -3,7 +3,7 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", ".gpustage/", "bench/results/"] },
+  { ignores: ["dist/", "node_modules/", ".gpustage/", ".cache/", "bench/results/"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -16,7 +16,10 @@ export interface DistEnv {
 function int(env: Readonly<Record<string, string | undefined>>, name: string, min: number): number {
   const v = env[name];
   if (v === undefined || !/^\d+$/.test(v) || Number(v) < min) {
-    throw new SymmkitError("SYMMKIT_ENVIRONMENT", `${name} must be an integer >= ${min}, got ${v ?? "nothing"}; start ranks with symmkit run`);
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      `${name} must be an integer >= ${min}, got ${v ?? "nothing"}; start ranks with symmkit run`,
+    );
   }
   return Number(v);
 }
@@ -25,7 +28,16 @@ function int(env: Readonly<Record<string, string | undefined>>, name: string, mi
 export function readDistEnv(env: Readonly<Record<string, string | undefined>> = process.env): DistEnv {
   const launcherPid = env.SYMMKIT_LAUNCHER_PID ? Number(env.SYMMKIT_LAUNCHER_PID) : undefined;
   if (env.WORLD_SIZE === undefined) {
-    return { rank: 0, worldSize: 1, localRank: 0, localWorldSize: 1, masterAddr: "127.0.0.1", masterPort: 0, token: undefined, launcherPid };
+    return {
+      rank: 0,
+      worldSize: 1,
+      localRank: 0,
+      localWorldSize: 1,
+      masterAddr: "127.0.0.1",
+      masterPort: 0,
+      token: undefined,
+      launcherPid,
+    };
   }
   const worldSize = int(env, "WORLD_SIZE", 1);
   const rank = int(env, "RANK", 0);

@@ -36,13 +36,17 @@ export interface ReceivedFd {
 
 export class FdTimeoutError extends SymmkitError {
   constructor(timeoutMs: number, path: string) {
-    super("SYMMKIT_STORE_TIMEOUT", `no file descriptor arrived on ${path} within ${timeoutMs} ms; did a peer rank fail?`);
+    super(
+      "SYMMKIT_STORE_TIMEOUT",
+      `no file descriptor arrived on ${path} within ${timeoutMs} ms; did a peer rank fail?`,
+    );
   }
 }
 
 function writeSockaddr(block: NativeBlock, offset: number, path: string): number {
   const bytes = Buffer.from(path, "utf8");
-  if (bytes.length > MAX_PATH) throw new InvalidArgumentError(`socket path ${path} is longer than ${MAX_PATH} bytes`);
+  if (bytes.length > MAX_PATH)
+    throw new InvalidArgumentError(`socket path ${path} is longer than ${MAX_PATH} bytes`);
   block.view.setUint16(offset, AF_UNIX, true);
   block.u8.set(bytes, offset + 2);
   block.u8[offset + 2 + bytes.length] = 0;
@@ -90,7 +94,8 @@ export class FdChannel {
 
   /** Sends `fd` (which stays open here) with `tag` to the channel bound at `to`. */
   send(to: string, fd: number, tag: Uint8Array): void {
-    if (tag.length > MAX_TAG_BYTES) throw new InvalidArgumentError(`tag of ${tag.length} bytes exceeds ${MAX_TAG_BYTES}`);
+    if (tag.length > MAX_TAG_BYTES)
+      throw new InvalidArgumentError(`tag of ${tag.length} bytes exceeds ${MAX_TAG_BYTES}`);
     const name = MSGHDR + IOVEC + CMSG_SPACE_ONE_FD;
     const payload = name + SOCKADDR_UN + 2;
     const b = new NativeBlock(payload + Math.max(1, tag.length));
@@ -131,15 +136,27 @@ export class FdChannel {
         try {
           if (err) throw err instanceof Error ? err : new Error(JSON.stringify(err));
           const n = Number(res);
-          if (n < 0) throw errno === EAGAIN ? new FdTimeoutError(timeoutMs, this.path) : new OsError("recvmsg", errno);
+          if (n < 0)
+            throw errno === EAGAIN ? new FdTimeoutError(timeoutMs, this.path) : new OsError("recvmsg", errno);
           const flags = b.view.getInt32(48, true);
-          if (flags & (MSG_CTRUNC | MSG_TRUNC)) throw new SymmkitError("SYMMKIT_OS_ERROR", "recvmsg: message truncated");
+          if (flags & (MSG_CTRUNC | MSG_TRUNC))
+            throw new SymmkitError("SYMMKIT_OS_ERROR", "recvmsg: message truncated");
           const cmsg = MSGHDR + IOVEC;
           const cmsgLen = Number(b.view.getBigUint64(cmsg, true));
-          if (cmsgLen < CMSG_LEN_ONE_FD || b.view.getInt32(cmsg + 8, true) !== SOL_SOCKET || b.view.getInt32(cmsg + 12, true) !== SCM_RIGHTS) {
-            throw new SymmkitError("SYMMKIT_OS_ERROR", "recvmsg: a message arrived without a file descriptor");
+          if (
+            cmsgLen < CMSG_LEN_ONE_FD ||
+            b.view.getInt32(cmsg + 8, true) !== SOL_SOCKET ||
+            b.view.getInt32(cmsg + 12, true) !== SCM_RIGHTS
+          ) {
+            throw new SymmkitError(
+              "SYMMKIT_OS_ERROR",
+              "recvmsg: a message arrived without a file descriptor",
+            );
           }
-          resolve({ fd: b.view.getInt32(cmsg + 16, true), tag: Buffer.from(b.u8.subarray(payload, payload + n)) });
+          resolve({
+            fd: b.view.getInt32(cmsg + 16, true),
+            tag: Buffer.from(b.u8.subarray(payload, payload + n)),
+          });
         } catch (e) {
           reject(e instanceof Error ? e : new Error(String(e)));
         } finally {

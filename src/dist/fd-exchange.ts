@@ -25,7 +25,12 @@ export class FdExchange {
   }
 
   /** `store` is the world's; `node` numbers the host. Collective over the ranks of the host. */
-  static async open(store: ScopedStore, globalRank: number, localRank: number, node: number): Promise<FdExchange> {
+  static async open(
+    store: ScopedStore,
+    globalRank: number,
+    localRank: number,
+    node: number,
+  ): Promise<FdExchange> {
     const dirKey = `fd/node${node}/dir`;
     let dir: string;
     if (localRank === 0) {
@@ -46,7 +51,11 @@ export class FdExchange {
       await this.#store.wait([`fd/ready/${to}`]);
       this.#ready.add(to);
     }
-    this.#channel.send(path.join(this.#dir, `rank${to}.sock`), fd, Buffer.from(JSON.stringify({ key, from })));
+    this.#channel.send(
+      path.join(this.#dir, `rank${to}.sock`),
+      fd,
+      Buffer.from(JSON.stringify({ key, from })),
+    );
   }
 
   /** The descriptor `from` sent under `key` (ours to close). */
@@ -60,7 +69,11 @@ export class FdExchange {
         return fd;
       }
       const left = deadline - Date.now();
-      if (left <= 0) throw new SymmkitError("SYMMKIT_STORE_TIMEOUT", `rank ${from} never sent ${key} (waited ${timeoutMs} ms)`);
+      if (left <= 0)
+        throw new SymmkitError(
+          "SYMMKIT_STORE_TIMEOUT",
+          `rank ${from} never sent ${key} (waited ${timeoutMs} ms)`,
+        );
       const got = await this.#channel.receive(left);
       const tag = JSON.parse(got.tag.toString()) as { key: string; from: number };
       this.#stash.set(`${tag.key}|${tag.from}`, got.fd);

@@ -30,7 +30,14 @@ export interface RankExit {
   readonly signal: NodeJS.Signals | null;
 }
 
-const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGSEGV: 11, SIGABRT: 6 };
+const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGKILL: 9,
+  SIGTERM: 15,
+  SIGSEGV: 11,
+  SIGABRT: 6,
+};
 
 export function exitCodeOf(e: RankExit): number {
   if (e.signal) return 128 + (SIGNAL_NUMBERS[e.signal] ?? 1);
@@ -43,15 +50,19 @@ export function describeExit(e: RankExit): string {
 
 function validate(o: LaunchOptions): void {
   const int = (v: number, name: string, min: number): void => {
-    if (!Number.isInteger(v) || v < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got ${v}`);
+    if (!Number.isInteger(v) || v < min)
+      throw new InvalidArgumentError(`${name} must be an integer >= ${min}, got ${v}`);
   };
   int(o.nprocPerNode, "--nproc-per-node", 1);
   int(o.nnodes, "--nnodes", 1);
   int(o.nodeRank, "--node-rank", 0);
   int(o.masterPort, "--master-port", 0);
-  if (o.nodeRank >= o.nnodes) throw new InvalidArgumentError(`--node-rank ${o.nodeRank} must be below --nnodes ${o.nnodes}`);
-  if (o.nnodes > 1 && o.masterPort === 0) throw new InvalidArgumentError("a multi-node job needs an explicit --master-port");
-  if (o.command.length === 0) throw new InvalidArgumentError("nothing to run: give a script, or a command after --");
+  if (o.nodeRank >= o.nnodes)
+    throw new InvalidArgumentError(`--node-rank ${o.nodeRank} must be below --nnodes ${o.nnodes}`);
+  if (o.nnodes > 1 && o.masterPort === 0)
+    throw new InvalidArgumentError("a multi-node job needs an explicit --master-port");
+  if (o.command.length === 0)
+    throw new InvalidArgumentError("nothing to run: give a script, or a command after --");
 }
 
 /** The job token: random for one node; shared through SYMMKIT_JOB_TOKEN across nodes. */
@@ -59,7 +70,10 @@ function jobToken(o: LaunchOptions): string {
   const given = process.env.SYMMKIT_JOB_TOKEN;
   if (given) return given;
   if (o.nnodes > 1) {
-    throw new SymmkitError("SYMMKIT_ENVIRONMENT", "a multi-node job needs SYMMKIT_JOB_TOKEN set to the same secret on every node");
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      "a multi-node job needs SYMMKIT_JOB_TOKEN set to the same secret on every node",
+    );
   }
   return crypto.randomBytes(24).toString("hex");
 }
@@ -72,12 +86,17 @@ export async function launch(o: LaunchOptions): Promise<number> {
   const token = jobToken(o);
   const server =
     o.nodeRank === 0
-      ? await StoreServer.start({ token, port: o.masterPort, host: o.nnodes > 1 ? o.masterAddr : "127.0.0.1" })
+      ? await StoreServer.start({
+          token,
+          port: o.masterPort,
+          host: o.nnodes > 1 ? o.masterAddr : "127.0.0.1",
+        })
       : undefined;
   const port = server?.port ?? o.masterPort;
   const world = o.nnodes * o.nprocPerNode;
   const [file, ...args] = o.command as [string, ...string[]];
-  const argv = file.endsWith(".js") || file.endsWith(".mjs") ? [process.execPath, file, ...args] : [file, ...args];
+  const argv =
+    file.endsWith(".js") || file.endsWith(".mjs") ? [process.execPath, file, ...args] : [file, ...args];
 
   const children: { rank: number; proc: ChildProcess; exited: boolean }[] = [];
   let firstFailure: RankExit | undefined;
@@ -178,9 +197,17 @@ export async function launch(o: LaunchOptions): Promise<number> {
 
 /** Parses `symmkit run` arguments: options up to the script (or `--`), the rest is the command. */
 export function parseRunArgs(argv: readonly string[]): LaunchOptions {
-  const o = { nprocPerNode: 1, nnodes: 1, nodeRank: 0, masterAddr: "127.0.0.1", masterPort: 0, graceMs: 5000 };
+  const o = {
+    nprocPerNode: 1,
+    nnodes: 1,
+    nodeRank: 0,
+    masterAddr: "127.0.0.1",
+    masterPort: 0,
+    graceMs: 5000,
+  };
   const num = (flag: string, v: string | undefined): number => {
-    if (v === undefined || !/^\d+$/.test(v)) throw new InvalidArgumentError(`${flag} needs a non-negative integer, got ${v}`);
+    if (v === undefined || !/^\d+$/.test(v))
+      throw new InvalidArgumentError(`${flag} needs a non-negative integer, got ${v}`);
     return Number(v);
   };
   let i = 0;
@@ -191,7 +218,9 @@ export function parseRunArgs(argv: readonly string[]): LaunchOptions {
       break;
     }
     if (!a.startsWith("-")) break;
-    const [flag, inline] = a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
+    const [flag, inline] = a.includes("=")
+      ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]
+      : [a, undefined];
     const value = (): string | undefined => inline ?? argv[++i];
     switch (flag) {
       case "-n":

@@ -48,7 +48,13 @@ export class NcclComm {
   }
 
   /** Collective over the group: rank 0 makes the unique id, the store carries it, all init together. */
-  static async create(store: ScopedStore, rank: number, size: number, device: Device, name: string): Promise<NcclComm> {
+  static async create(
+    store: ScopedStore,
+    rank: number,
+    size: number,
+    device: Device,
+    name: string,
+  ): Promise<NcclComm> {
     const api = nccl();
     const key = `nccl/${name}/id`;
     let id: Uint8Array;
@@ -70,7 +76,10 @@ export class NcclComm {
     device.makeCurrent();
     const comm: [Ptr | null] = [null];
     try {
-      check(api.ncclCommInitRankConfig(comm, size, { internal: id }, rank, config.ptr), "ncclCommInitRankConfig");
+      check(
+        api.ncclCommInitRankConfig(comm, size, { internal: id }, rank, config.ptr),
+        "ncclCommInitRankConfig",
+      );
     } finally {
       config.free();
     }
@@ -82,35 +91,84 @@ export class NcclComm {
     return this.#comm;
   }
 
-  allReduce(send: Tensor, recv: Tensor, op: ReduceOp = "sum", stream: Stream = defaultStream(this.device)): void {
+  allReduce(
+    send: Tensor,
+    recv: Tensor,
+    op: ReduceOp = "sum",
+    stream: Stream = defaultStream(this.device),
+  ): void {
     this.#same(send, recv, send.numel, "allReduce");
-    this.#call(nccl().ncclAllReduce(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), NcclRedOp[op], this.handle, stream.handle), "ncclAllReduce");
+    this.#call(
+      nccl().ncclAllReduce(
+        send.ptr,
+        recv.ptr,
+        send.numel,
+        ncclType(send.dtype),
+        NcclRedOp[op],
+        this.handle,
+        stream.handle,
+      ),
+      "ncclAllReduce",
+    );
   }
 
   allGather(send: Tensor, recv: Tensor, stream: Stream = defaultStream(this.device)): void {
     this.#same(send, recv, send.numel * this.size, "allGather");
-    this.#call(nccl().ncclAllGather(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), this.handle, stream.handle), "ncclAllGather");
+    this.#call(
+      nccl().ncclAllGather(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), this.handle, stream.handle),
+      "ncclAllGather",
+    );
   }
 
-  reduceScatter(send: Tensor, recv: Tensor, op: ReduceOp = "sum", stream: Stream = defaultStream(this.device)): void {
+  reduceScatter(
+    send: Tensor,
+    recv: Tensor,
+    op: ReduceOp = "sum",
+    stream: Stream = defaultStream(this.device),
+  ): void {
     this.#same(recv, send, recv.numel * this.size, "reduceScatter");
     this.#call(
-      nccl().ncclReduceScatter(send.ptr, recv.ptr, recv.numel, ncclType(send.dtype), NcclRedOp[op], this.handle, stream.handle),
+      nccl().ncclReduceScatter(
+        send.ptr,
+        recv.ptr,
+        recv.numel,
+        ncclType(send.dtype),
+        NcclRedOp[op],
+        this.handle,
+        stream.handle,
+      ),
       "ncclReduceScatter",
     );
   }
 
   broadcast(send: Tensor, recv: Tensor, root: number, stream: Stream = defaultStream(this.device)): void {
     this.#same(send, recv, send.numel, "broadcast");
-    this.#call(nccl().ncclBroadcast(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), root, this.handle, stream.handle), "ncclBroadcast");
+    this.#call(
+      nccl().ncclBroadcast(
+        send.ptr,
+        recv.ptr,
+        send.numel,
+        ncclType(send.dtype),
+        root,
+        this.handle,
+        stream.handle,
+      ),
+      "ncclBroadcast",
+    );
   }
 
   send(t: Tensor, peer: number, stream: Stream = defaultStream(this.device)): void {
-    this.#call(nccl().ncclSend(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle), "ncclSend");
+    this.#call(
+      nccl().ncclSend(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle),
+      "ncclSend",
+    );
   }
 
   recv(t: Tensor, peer: number, stream: Stream = defaultStream(this.device)): void {
-    this.#call(nccl().ncclRecv(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle), "ncclRecv");
+    this.#call(
+      nccl().ncclRecv(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle),
+      "ncclRecv",
+    );
   }
 
   /** Runs `f`'s operations as one NCCL group (e.g. matched sends and receives). */
@@ -137,7 +195,11 @@ export class NcclComm {
       this.#checkAsync();
       if (Date.now() > deadline) {
         this.abort();
-        throw new NcclError("synchronize", 8, `NCCL work did not finish within ${timeoutMs} ms; the communicator was aborted`);
+        throw new NcclError(
+          "synchronize",
+          8,
+          `NCCL work did not finish within ${timeoutMs} ms; the communicator was aborted`,
+        );
       }
       if (spins > 100) sleepMs(1);
     }
@@ -154,10 +216,14 @@ export class NcclComm {
   }
 
   #same(a: Tensor, b: Tensor, bNumel: number, what: string): void {
-    if (a.dtype !== b.dtype) throw new InvalidArgumentError(`${what}: dtypes differ (${a.dtype}, ${b.dtype})`);
-    if (b.numel !== bNumel) throw new InvalidArgumentError(`${what}: expected ${bNumel} elements, got ${b.numel}`);
+    if (a.dtype !== b.dtype)
+      throw new InvalidArgumentError(`${what}: dtypes differ (${a.dtype}, ${b.dtype})`);
+    if (b.numel !== bNumel)
+      throw new InvalidArgumentError(`${what}: expected ${bNumel} elements, got ${b.numel}`);
     if (a.device !== this.device || b.device !== this.device) {
-      throw new InvalidArgumentError(`${what}: tensors must be on ${this.device.props.name} (cuda:${this.device.ordinal})`);
+      throw new InvalidArgumentError(
+        `${what}: tensors must be on ${this.device.props.name} (cuda:${this.device.ordinal})`,
+      );
     }
   }
 

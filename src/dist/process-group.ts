@@ -97,15 +97,25 @@ export class ProcessGroup {
    */
   async newGroup(ranks: readonly number[]): Promise<ProcessGroup | undefined> {
     const sorted = [...new Set(ranks)].sort((a, b) => a - b);
-    if (sorted.length !== ranks.length || sorted.some((r) => !Number.isInteger(r) || !this.ranks.includes(r))) {
-      throw new InvalidArgumentError(`newGroup(${JSON.stringify(ranks)}): ranks must be distinct members of this group ${JSON.stringify(this.ranks)}`);
+    if (
+      sorted.length !== ranks.length ||
+      sorted.some((r) => !Number.isInteger(r) || !this.ranks.includes(r))
+    ) {
+      throw new InvalidArgumentError(
+        `newGroup(${JSON.stringify(ranks)}): ranks must be distinct members of this group ${JSON.stringify(this.ranks)}`,
+      );
     }
     if (!sorted.includes(this.globalRank)) return undefined;
     const base = `${this.#name}/g${sorted.join("-")}`;
     const n = (this.#shared.groupsMade.get(base) ?? 0) + 1;
     this.#shared.groupsMade.set(base, n);
     const name = `${base}.${n}`;
-    const group = new ProcessGroup(this.#shared, sorted, name, new ScopedStore(this.#shared.client, name, sorted.length));
+    const group = new ProcessGroup(
+      this.#shared,
+      sorted,
+      name,
+      new ScopedStore(this.#shared.client, name, sorted.length),
+    );
     await group.barrier();
     return group;
   }
@@ -122,7 +132,9 @@ export class ProcessGroup {
     empty: (shape: Shape, dtype: DType, options: SymmetricOptions = {}): Promise<SymmetricTensor> => {
       const nodes = new Set(this.ranks.map((r) => Math.floor(r / this.localWorldSize)));
       if (nodes.size > 1) {
-        throw new InvalidArgumentError("symmetric memory spans the GPUs of one host; this group spans several (use NCCL between hosts)");
+        throw new InvalidArgumentError(
+          "symmetric memory spans the GPUs of one host; this group spans several (use NCCL between hosts)",
+        );
       }
       return SymmetricTensor.allocate(
         {
@@ -171,9 +183,16 @@ export class ProcessGroup {
       throw new InvalidArgumentError(`backend ${String(options.backend)}: only "cuda" is available`);
     }
     const visible = deviceCount();
-    if (visible === 0) throw new SymmkitError("SYMMKIT_NO_DEVICE", "no GPU is visible to this rank: the cuda backend needs one");
+    if (visible === 0)
+      throw new SymmkitError(
+        "SYMMKIT_NO_DEVICE",
+        "no GPU is visible to this rank: the cuda backend needs one",
+      );
     if (env.localRank >= visible) {
-      throw new SymmkitError("SYMMKIT_ENVIRONMENT", `LOCAL_RANK ${env.localRank} but this host shows ${visible} GPU(s): start at most ${visible} ranks per host`);
+      throw new SymmkitError(
+        "SYMMKIT_ENVIRONMENT",
+        `LOCAL_RANK ${env.localRank} but this host shows ${visible} GPU(s): start at most ${visible} ranks per host`,
+      );
     }
     const device = Device.get(env.localRank);
     const watch = SyncWatch.create(device, options.syncTimeoutMs ?? syncTimeoutFromEnv());
@@ -183,7 +202,18 @@ export class ProcessGroup {
     const hostStore = worldStore.scope(`node${node}`, env.localWorldSize);
     const fds = await FdExchange.open(worldStore, env.rank, env.localRank, node);
     cleanup.push(() => fds.close(() => hostStore.barrier("fd-close")));
-    const shared: Shared = { env, client, device, watch, fds, storeTimeoutMs, worldStore, hostStore, groupsMade: new Map(), cleanup };
+    const shared: Shared = {
+      env,
+      client,
+      device,
+      watch,
+      fds,
+      storeTimeoutMs,
+      worldStore,
+      hostStore,
+      groupsMade: new Map(),
+      cleanup,
+    };
     const ranks = Array.from({ length: env.worldSize }, (_, i) => i);
     const group = new ProcessGroup(shared, ranks, "world", worldStore);
     await group.barrier();
@@ -205,7 +235,10 @@ function dieWithLauncher(launcherPid: number): void {
   }
 }
 
-async function connectStore(env: DistEnv, timeoutMs: number): Promise<{ client: StoreClient; stop: () => Promise<void> | void }> {
+async function connectStore(
+  env: DistEnv,
+  timeoutMs: number,
+): Promise<{ client: StoreClient; stop: () => Promise<void> | void }> {
   if (env.worldSize === 1 && env.token === undefined) {
     const token = "solo";
     const server = await StoreServer.start({ token });
@@ -235,7 +268,9 @@ async function startStoreProcess(env: DistEnv): Promise<{ child: ChildProcess; p
   });
   const first = await new Promise<string>((resolve, reject) => {
     readline.createInterface({ input: child.stdout }).once("line", resolve);
-    child.once("exit", (code) => reject(new SymmkitError("SYMMKIT_STORE_CLOSED", `the store process exited with ${code}`)));
+    child.once("exit", (code) =>
+      reject(new SymmkitError("SYMMKIT_STORE_CLOSED", `the store process exited with ${code}`)),
+    );
   });
   return { child, port: Number(first.split(" ")[1]) };
 }

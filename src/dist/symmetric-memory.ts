@@ -141,19 +141,30 @@ export class SymmetricTensor implements AsyncDisposable {
   }
 
   /** Collective: every member calls it with the same shape, dtype and options, in the same order. */
-  static async allocate(ctx: SymmetricContext, id: number, shape: Shape, dtype: DType, options: SymmetricOptions = {}): Promise<SymmetricTensor> {
+  static async allocate(
+    ctx: SymmetricContext,
+    id: number,
+    shape: Shape,
+    dtype: DType,
+    options: SymmetricOptions = {},
+  ): Promise<SymmetricTensor> {
     const padBytes = options.padBytes ?? DEFAULT_PAD_BYTES;
     if (!Number.isInteger(padBytes) || padBytes < 4 || padBytes % 4 !== 0) {
       throw new InvalidArgumentError(`padBytes ${padBytes} must be a positive multiple of 4`);
     }
     if (ctx.worldSize > MAX_SYMMETRIC_WORLD) {
-      throw new InvalidArgumentError(`symmetric memory spans at most ${MAX_SYMMETRIC_WORLD} ranks, this group has ${ctx.worldSize}`);
+      throw new InvalidArgumentError(
+        `symmetric memory spans at most ${MAX_SYMMETRIC_WORLD} ranks, this group has ${ctx.worldSize}`,
+      );
     }
     const dataBytes = Math.ceil((numelOf(shape) * dtypeInfo(dtype).bytes) / DATA_ALIGN) * DATA_ALIGN;
     const device = ctx.device;
     device.makeCurrent();
     if (!device.props.virtualMemoryManagement || !device.props.posixFdHandles) {
-      throw new SymmkitError("SYMMKIT_UNSUPPORTED", `${device.props.name} lacks CUDA VMM with POSIX file descriptor handles`);
+      throw new SymmkitError(
+        "SYMMKIT_UNSUPPORTED",
+        `${device.props.name} lacks CUDA VMM with POSIX file descriptor handles`,
+      );
     }
     const d = driver();
     const prop = allocationProp(device);
@@ -161,7 +172,10 @@ export class SymmetricTensor implements AsyncDisposable {
     const own: [Ptr | null] = [null];
     try {
       const g: [number] = [0];
-      check(d.cuMemGetAllocationGranularity(g, prop.ptr, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "cuMemGetAllocationGranularity");
+      check(
+        d.cuMemGetAllocationGranularity(g, prop.ptr, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        "cuMemGetAllocationGranularity",
+      );
       size = Math.ceil((dataBytes + padBytes) / g[0]) * g[0];
       check(d.cuMemCreate(own, size, prop.ptr, 0), `cuMemCreate(${size} bytes)`);
     } finally {
@@ -181,13 +195,18 @@ export class SymmetricTensor implements AsyncDisposable {
       memset(mappings[ctx.rank]!.va, 0, 4, size / 4, stream);
       stream.synchronize();
       const fd: [number] = [-1];
-      check(d.cuMemExportToShareableHandle(fd, ownHandle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), "cuMemExportToShareableHandle");
+      check(
+        d.cuMemExportToShareableHandle(fd, ownHandle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        "cuMemExportToShareableHandle",
+      );
       exported = fd[0];
       for (let r = 0; r < ctx.worldSize; r++) {
         if (r === ctx.rank) continue;
         const theirs = (await ctx.store.get(`${key}/sig/${r}`)).toString();
         if (theirs !== signature) {
-          throw new InvalidArgumentError(`rank ${r} allocated ${theirs} where this rank allocated ${signature}; symmetric allocations must match`);
+          throw new InvalidArgumentError(
+            `rank ${r} allocated ${theirs} where this rank allocated ${signature}; symmetric allocations must match`,
+          );
         }
         await ctx.fds.send(ctx.ranks[r]!, exported, key, ctx.ranks[ctx.rank]!);
       }
@@ -196,7 +215,10 @@ export class SymmetricTensor implements AsyncDisposable {
         const theirFd = await ctx.fds.receive(key, ctx.ranks[r]!, ctx.storeTimeoutMs);
         const h: [Ptr | null] = [null];
         try {
-          check(d.cuMemImportFromShareableHandle(h, BigInt(theirFd), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), "cuMemImportFromShareableHandle");
+          check(
+            d.cuMemImportFromShareableHandle(h, BigInt(theirFd), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            "cuMemImportFromShareableHandle",
+          );
         } finally {
           closeFd(theirFd); // the imported handle keeps the memory
         }

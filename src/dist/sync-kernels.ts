@@ -4,7 +4,8 @@ import type { ProgramSpec } from "../runtime/module.js";
 export const SYMM_VIEW_BYTES = 160;
 export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
 
-export const barrierLoopExpr = (prev: boolean, next: boolean): string => `symmkit::barrier_loop<${prev}, ${next}>`;
+export const barrierLoopExpr = (prev: boolean, next: boolean): string =>
+  `symmkit::barrier_loop<${prev}, ${next}>`;
 
 export const SYNC_KERNELS: ProgramSpec = {
   name: "symmkit/dist/sync_kernels",

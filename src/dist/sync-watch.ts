@@ -18,7 +18,10 @@ export function syncTimeoutFromEnv(env: Readonly<Record<string, string | undefin
   if (v === undefined) return DEFAULT_SYNC_TIMEOUT_MS;
   const n = Number(v);
   if (!Number.isInteger(n) || n <= 0) {
-    throw new SymmkitError("SYMMKIT_ENVIRONMENT", `SYMMKIT_SYNC_TIMEOUT_MS must be a positive integer, got ${v}`);
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      `SYMMKIT_SYNC_TIMEOUT_MS must be a positive integer, got ${v}`,
+    );
   }
   return n;
 }

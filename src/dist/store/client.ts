@@ -23,7 +23,10 @@ export class StoreTimeoutError extends SymmkitError {
 
 export class StoreClosedError extends SymmkitError {
   constructor(detail: string) {
-    super("SYMMKIT_STORE_CLOSED", `the rendezvous store connection closed: ${detail}. Did the launcher or rank 0 exit?`);
+    super(
+      "SYMMKIT_STORE_CLOSED",
+      `the rendezvous store connection closed: ${detail}. Did the launcher or rank 0 exit?`,
+    );
   }
 }
 
@@ -79,7 +82,12 @@ export class StoreClient {
       try {
         const socket = await connectOnce(address.host, address.port, Math.max(1, deadline - Date.now()));
         const client = new StoreClient(socket, timeoutMs);
-        const r = await client.#request(new FrameWriter().u8(Op.Hello).str(address.token), "hello", [], timeoutMs);
+        const r = await client.#request(
+          new FrameWriter().u8(Op.Hello).str(address.token),
+          "hello",
+          [],
+          timeoutMs,
+        );
         if (r.status !== Status.Ok) {
           client.close();
           throw new StoreRefusedError(r.reader.key());
@@ -91,7 +99,11 @@ export class StoreClient {
         await new Promise((res) => setTimeout(res, Math.min(delay, Math.max(0, deadline - Date.now()))));
       }
     }
-    throw new StoreTimeoutError(`connecting to the store at ${address.host}:${address.port} (${lastError})`, [], timeoutMs);
+    throw new StoreTimeoutError(
+      `connecting to the store at ${address.host}:${address.port} (${lastError})`,
+      [],
+      timeoutMs,
+    );
   }
 
   close(): void {
@@ -111,7 +123,12 @@ export class StoreClient {
 
   /** The value of `key`, or undefined at once if it is not set. */
   async tryGet(key: string): Promise<Buffer | undefined> {
-    const r = await this.#request(new FrameWriter().u8(Op.TryGet).str(key), `tryGet(${key})`, [key], this.timeoutMs);
+    const r = await this.#request(
+      new FrameWriter().u8(Op.TryGet).str(key),
+      `tryGet(${key})`,
+      [key],
+      this.timeoutMs,
+    );
     return r.status === Status.Missing ? undefined : Buffer.from(r.reader.bytes());
   }
 
@@ -124,7 +141,11 @@ export class StoreClient {
    * Sets `key` to `desired` if it currently equals `expected` (undefined: if it is missing). Returns the
    * value after the operation, so the caller sees whether its write won.
    */
-  async compareSet(key: string, expected: string | Uint8Array | undefined, desired: string | Uint8Array): Promise<Buffer> {
+  async compareSet(
+    key: string,
+    expected: string | Uint8Array | undefined,
+    desired: string | Uint8Array,
+  ): Promise<Buffer> {
     const w = new FrameWriter().u8(Op.CompareSet).str(key);
     if (expected === undefined) w.u8(0);
     else w.u8(1).bytes(toBytes(expected));
@@ -153,18 +174,32 @@ export class StoreClient {
     await this.wait([`${base}/done`], options).catch(async (e: unknown) => {
       if (!(e instanceof StoreTimeoutError)) throw e;
       const arrived = (await this.tryGet(`${base}/arrived`))?.toString() ?? "0";
-      throw new StoreTimeoutError(`barrier ${name} (round ${round}): ${arrived} of ${count} arrived`, e.keys, e.timeoutMs);
+      throw new StoreTimeoutError(
+        `barrier ${name} (round ${round}): ${arrived} of ${count} arrived`,
+        e.keys,
+        e.timeoutMs,
+      );
     });
   }
 
-  async #ok(w: FrameWriter, what: string, keys: readonly string[] = [], timeoutMs = this.timeoutMs): Promise<FrameReader> {
+  async #ok(
+    w: FrameWriter,
+    what: string,
+    keys: readonly string[] = [],
+    timeoutMs = this.timeoutMs,
+  ): Promise<FrameReader> {
     const r = await this.#request(w, what, keys, timeoutMs);
     if (r.status === Status.Timeout) throw new StoreTimeoutError(what, r.reader.keys(), timeoutMs);
     if (r.status === Status.Refused) throw new StoreRefusedError(r.reader.key());
     return r.reader;
   }
 
-  #request(w: FrameWriter, what: string, keys: readonly string[], timeoutMs: number): Promise<{ status: Status; reader: FrameReader }> {
+  #request(
+    w: FrameWriter,
+    what: string,
+    keys: readonly string[],
+    timeoutMs: number,
+  ): Promise<{ status: Status; reader: FrameReader }> {
     if (this.#closed) return Promise.reject(this.#closed);
     const frame = w.frame();
     return new Promise((resolve, reject) => {

@@ -71,7 +71,8 @@ export class FrameWriter {
 
   frame(): Buffer {
     const body = Buffer.concat(this.#parts);
-    if (body.length > MAX_FRAME_BYTES) throw new ProtocolError(`frame of ${body.length} bytes exceeds ${MAX_FRAME_BYTES}`);
+    if (body.length > MAX_FRAME_BYTES)
+      throw new ProtocolError(`frame of ${body.length} bytes exceeds ${MAX_FRAME_BYTES}`);
     const len = Buffer.alloc(4);
     len.writeUInt32LE(body.length);
     return Buffer.concat([len, body]);

@@ -141,7 +141,8 @@ export class StoreServer {
         r.end();
         const cur = this.#data.get(key);
         const text = cur?.toString("utf8") ?? "0";
-        if (!/^-?\d+$/.test(text)) return new FrameWriter().u8(Status.Refused).str(`${key} does not hold a counter`).frame();
+        if (!/^-?\d+$/.test(text))
+          return new FrameWriter().u8(Status.Refused).str(`${key} does not hold a counter`).frame();
         const next = BigInt.asIntN(64, BigInt(text) + delta);
         this.#put(key, Buffer.from(next.toString(), "utf8"));
         return ok().i64(next).frame();
@@ -155,19 +156,25 @@ export class StoreServer {
         const cur = this.#data.get(key);
         const matches = cur === undefined ? !hasExpected : hasExpected && cur.equals(expected!);
         if (matches) this.#put(key, desired);
-        return ok().bytes(this.#data.get(key) ?? Buffer.alloc(0)).frame();
+        return ok()
+          .bytes(this.#data.get(key) ?? Buffer.alloc(0))
+          .frame();
       }
       case Op.Wait: {
         const keys = r.keys();
         const timeoutMs = r.u32();
         r.end();
         const missing = await this.#waitFor(keys, timeoutMs);
-        return missing.length > 0 ? new FrameWriter().u8(Status.Timeout).strings(missing).frame() : ok().frame();
+        return missing.length > 0
+          ? new FrameWriter().u8(Status.Timeout).strings(missing).frame()
+          : ok().frame();
       }
       case Op.Delete: {
         const key = r.key();
         r.end();
-        return ok().u8(this.#data.delete(key) ? 1 : 0).frame();
+        return ok()
+          .u8(this.#data.delete(key) ? 1 : 0)
+          .frame();
       }
       default:
         throw new ProtocolError(`unknown op ${String(op)}`);
