@@ -78,17 +78,27 @@ const commands: Record<string, Command> = {
   bench: async (args) => {
     const [what, ...rest] = args;
     const { values } = parseArgs({ args: rest, options: { json: { type: "string" } } });
-    if (what !== "launch")
-      throw new SymmkitError(
-        "SYMMKIT_INVALID_ARGUMENT",
-        `unknown benchmark ${String(what)}; available: launch`,
-      );
-    const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
     const { writeJson } = await import("./bench/report.js");
-    const r = benchLaunch();
-    console.log(formatLaunch(r));
-    if (values.json) writeJson(values.json, r);
-    return 0;
+    if (what === "launch") {
+      const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
+      const r = benchLaunch();
+      console.log(formatLaunch(r));
+      if (values.json) writeJson(values.json, r);
+      return 0;
+    }
+    if (what === "barrier") {
+      const { benchBarrier, formatBarrier } = await import("./bench/barrier.js");
+      const r = await benchBarrier();
+      if (r) {
+        console.log(formatBarrier(r));
+        if (values.json) writeJson(values.json, r);
+      }
+      return 0;
+    }
+    throw new SymmkitError(
+      "SYMMKIT_INVALID_ARGUMENT",
+      `unknown benchmark ${String(what)}; available: launch, barrier`,
+    );
   },
 };
 

@@ -195,6 +195,7 @@ export class ProcessGroup {
       );
     }
     const device = Device.get(env.localRank);
+    Device.setDefault(device);
     const watch = SyncWatch.create(device, options.syncTimeoutMs ?? syncTimeoutFromEnv());
     cleanup.push(() => watch.dispose());
     const worldStore = new ScopedStore(client, "world", env.worldSize);

@@ -48,6 +48,7 @@ export interface DeviceProperties {
 }
 
 let currentCtx: Ptr = 0n;
+let defaultOrdinal = 0;
 
 export class Device {
   static #devices = new Map<number, Device>();
@@ -78,8 +79,11 @@ export class Device {
     this.props = readProperties(d, ordinal, this.handle);
   }
 
-  /** The device with this ordinal (default 0); one object per device per process. */
-  static get(ordinal = 0): Device {
+  /**
+   * The device with this ordinal, or the process's default device (see setDefault; 0 unless set). One
+   * object per device per process.
+   */
+  static get(ordinal: number = defaultOrdinal): Device {
     let dev = Device.#devices.get(ordinal);
     if (!dev) {
       dev = new Device(ordinal);
@@ -87,6 +91,15 @@ export class Device {
     }
     dev.makeCurrent();
     return dev;
+  }
+
+  /**
+   * Makes this the device that tensors, streams and kernels use when none is named (init() makes it the
+   * GPU of LOCAL_RANK).
+   */
+  static setDefault(device: Device): void {
+    defaultOrdinal = device.ordinal;
+    device.makeCurrent();
   }
 
   makeCurrent(): void {
