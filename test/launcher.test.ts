@@ -124,6 +124,16 @@ test("ranks that ignore SIGTERM are killed after the grace period, with what the
   await noneAlive(r.pids);
 });
 
+test("a process that escaped a rank's group and holds its output does not keep the launcher alive", async () => {
+  const t0 = Date.now();
+  const r = await run(2, { 0: "hang", 1: "escape" });
+  assert.equal(r.code, 3);
+  assert.ok(Date.now() - t0 < 10_000, `launcher took ${Date.now() - t0} ms`);
+  const escaped = r.stdout.map((l) => /"escaped":(\d+)/.exec(l)?.[1]).find(Boolean);
+  if (escaped) process.kill(Number(escaped), "SIGKILL");
+  await noneAlive(r.pids);
+});
+
 test("SIGINT to the launcher stops every rank", async () => {
   let ready = 0;
   const r = await run(2, { 0: "hang", 1: "spawn-child" }, [], (line, p) => {

@@ -113,10 +113,19 @@ export async function launch(o: LaunchOptions): Promise<number> {
       }
     }
   };
+  const running = (): string =>
+    children
+      .filter((c) => !c.exited)
+      .map((c) => c.rank)
+      .join(", ");
   const teardown = (): void => {
     if (killTimer) return;
+    err(`symmkit run: stopping ranks ${running()} (SIGTERM, then SIGKILL after ${o.graceMs} ms)`);
     signalAll("SIGTERM");
-    killTimer = setTimeout(() => signalAll("SIGKILL"), o.graceMs);
+    killTimer = setTimeout(() => {
+      if (running()) err(`symmkit run: ranks ${running()} still running after ${o.graceMs} ms: SIGKILL`);
+      signalAll("SIGKILL");
+    }, o.graceMs);
   };
   const onSignal = (sig: NodeJS.Signals): void => {
     interrupted ??= sig;
@@ -152,6 +161,13 @@ export async function launch(o: LaunchOptions): Promise<number> {
     children.push(entry);
     readline.createInterface({ input: proc.stdout }).on("line", (l) => out(`[rank ${rank}] ${l}`));
     readline.createInterface({ input: proc.stderr }).on("line", (l) => err(`[rank ${rank}] ${l}`));
+    // A process the rank started outside its group could hold these pipes open after the rank is gone:
+    // give them a moment to drain, then stop reading, so the launcher never waits on them.
+    const release = (): NodeJS.Timeout =>
+      setTimeout(() => {
+        proc.stdout.destroy();
+        proc.stderr.destroy();
+      }, 1000).unref();
     return new Promise<RankExit>((resolve) => {
       proc.on("error", (e) => {
         err(`symmkit run: rank ${rank} could not start ${argv[0]}: ${e.message}`);
@@ -162,6 +178,7 @@ export async function launch(o: LaunchOptions): Promise<number> {
       });
       proc.on("exit", (code, signal) => {
         entry.exited = true;
+        release();
         const e: RankExit = { rank, pid: proc.pid!, code, signal };
         if ((code !== 0 || signal) && !firstFailure) {
           firstFailure = e;

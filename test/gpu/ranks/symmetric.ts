@@ -119,9 +119,12 @@ async function ncclCheck(): Promise<void> {
 
 async function cycleCheck(): Promise<void> {
   const fds = (): number => fs.readdirSync("/proc/self/fd").length;
+  // A rank's physical memory is freed when the last peer that imported it lets go, so each rank measures
+  // only once every rank has finished disposing.
   const warm = await group.symmetric.empty([1 << 20], "f32");
   await warm.dispose();
   device.synchronize();
+  await group.barrier();
   const memBefore = device.memoryInfo().freeBytes;
   const fdsBefore = fds();
   for (let i = 0; i < 100; i++) {
@@ -129,6 +132,7 @@ async function cycleCheck(): Promise<void> {
     await s.dispose();
   }
   device.synchronize();
+  await group.barrier();
   const memAfter = device.memoryInfo().freeBytes;
   const fdsAfter = fds();
   assert.equal(memAfter, memBefore, `GPU memory moved by ${memBefore - memAfter} bytes over 100 cycles`);
