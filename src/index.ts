@@ -38,4 +38,12 @@ export {
 } from "./runtime/jit/compiler.js";
 export { hostUniform, hostNormal, hostRandInt, philox4x32_10 } from "./runtime/random.js";
 export { compileCatalog, PROGRAMS } from "./catalog.js";
+export { init, ProcessGroup, type InitOptions } from "./dist/process-group.js";
+export { SymmetricTensor, type SymmetricOptions } from "./dist/symmetric-memory.js";
+export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./dist/sync-kernels.js";
+export { SymmTimeoutError, SyncWatch } from "./dist/sync-watch.js";
+export { NcclComm, type ReduceOp } from "./dist/nccl-comm.js";
+export { StoreClient, StoreTimeoutError, StoreClosedError, StoreRefusedError } from "./dist/store/client.js";
+export { StoreServer } from "./dist/store/server.js";
+export { launch, parseRunArgs, type LaunchOptions } from "./dist/launcher.js";
 export { DEVICE_INCLUDE_DIR, VERSION } from "./paths.js";

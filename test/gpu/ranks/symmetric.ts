@@ -117,6 +117,77 @@ async function ncclCheck(): Promise<void> {
   log(`nccl ok: all-reduce f32 max error ${worst.toExponential(2)}, exact integers 0 ulp`);
 }
 
+/** all-gather, reduce-scatter, broadcast and paired send/recv against host references (exact integers). */
+async function ncclCollectivesCheck(): Promise<void> {
+  const comm = await group.nccl();
+  const n = 1031;
+  const value = (r: number, i: number): number => ((r * 131 + i * 7) % 2000) - 1000;
+  const mine = Tensor.fromHost(
+    new Float32Array(n).map((_, i) => value(rank, i)),
+    "f32",
+  );
+  const gathered = Tensor.full([n * world], NaN, "f32");
+  comm.allGather(mine, gathered);
+  const full = Tensor.fromHost(
+    new Float32Array(n * world).map((_, i) => value(rank, i)),
+    "f32",
+  );
+  const scattered = Tensor.full([n], NaN, "f32");
+  comm.reduceScatter(full, scattered, "sum");
+  const root = world - 1;
+  const bcast = Tensor.full([n], NaN, "f32");
+  comm.broadcast(mine, bcast, root);
+  const right = (rank + 1) % world;
+  const left = (rank + world - 1) % world;
+  const fromLeft = Tensor.full([n], NaN, "f32");
+  comm.group(() => {
+    comm.send(mine, right);
+    comm.recv(fromLeft, left);
+  });
+  comm.synchronize();
+  const g = gathered.toHost() as Float32Array;
+  g.forEach((v, i) => assert.equal(v, value(Math.floor(i / n), i % n), `all-gather element ${i}`));
+  const sc = scattered.toHost() as Float32Array;
+  sc.forEach((v, i) => {
+    let s = 0;
+    for (let r = 0; r < world; r++) s += value(r, rank * n + i);
+    assert.equal(v, s, `reduce-scatter element ${i}`);
+  });
+  (bcast.toHost() as Float32Array).forEach((v, i) =>
+    assert.equal(v, value(root, i), `broadcast element ${i}`),
+  );
+  (fromLeft.toHost() as Float32Array).forEach((v, i) => assert.equal(v, value(left, i), `recv element ${i}`));
+  for (const t of [mine, gathered, full, scattered, bcast, fromLeft]) t.dispose();
+  log("nccl collectives ok: all-gather, reduce-scatter, broadcast, send/recv exact");
+}
+
+/** A group of the even ranks: its own symmetric memory and barriers; odd ranks are not members. */
+async function subgroupCheck(): Promise<void> {
+  const evens = Array.from({ length: world }, (_, i) => i).filter((r) => r % 2 === 0);
+  const sub = await group.newGroup(evens);
+  if (rank % 2 === 1) {
+    assert.equal(sub, undefined);
+    log("subgroup ok: not a member");
+    return;
+  }
+  assert.ok(sub);
+  assert.deepEqual(sub.ranks, evens);
+  assert.equal(sub.rank, evens.indexOf(rank));
+  const n = 513;
+  const sym = await sub.symmetric.empty([sub.worldSize * n], "u32");
+  const k = mod.kernel("symmkit::exchange_pattern", [SYMM_VIEW_PARAM, "u64", "u32"]);
+  k.launch({ grid: 2, block: 256 }, sym.deviceView(), n, 77);
+  sub.synchronize();
+  const got = sym.tensor.toHost() as Uint32Array;
+  for (let src = 0; src < sub.worldSize; src++) {
+    for (let i = 0; i < n; i++)
+      assert.equal(got[src * n + i], exchangeWord(src, sub.rank, i, 77), `subgroup word ${i} from ${src}`);
+  }
+  await sym.dispose();
+  await sub.destroy();
+  log(`subgroup ok: ranks ${evens.join(",")} exchanged through their own symmetric buffer`);
+}
+
 async function cycleCheck(): Promise<void> {
   const fds = (): number => fs.readdirSync("/proc/self/fd").length;
   // A rank's physical memory is freed when the last peer that imported it lets go, so each rank measures
@@ -146,6 +217,8 @@ await exchangeCheck(4097, 20);
 await exchangeCheck(1_000_003, 3);
 await barrierCheck();
 await ncclCheck();
+await ncclCollectivesCheck();
+await subgroupCheck();
 await cycleCheck();
 await group.destroy();
 log("all symmetric checks passed");
