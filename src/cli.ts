@@ -36,7 +36,7 @@ const commands: Record<string, Command> = {
   },
   demo: async () => {
     const { demo } = await import("./demo.js");
-    return demo() ? 0 : 1;
+    return demo();
   },
   doctor: async (args) => {
     const { values } = parseArgs({ args, options: { json: { type: "boolean" } } });
@@ -116,13 +116,13 @@ async function main(argv: string[]): Promise<number> {
   return cmd(args);
 }
 
+// Exit explicitly: a command that failed may leave connections open (the store, sockets), and a rank
+// that keeps running after its error would hold the whole job. Writes to pipes are synchronous on Linux.
 main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
+  (code) => process.exit(code),
   (e: unknown) => {
     if (e instanceof SymmkitError) process.stderr.write(`symmkit: ${e.code}: ${e.message}\n`);
     else process.stderr.write(`symmkit: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-    process.exitCode = 1;
+    process.exit(1);
   },
 );

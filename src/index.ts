@@ -38,7 +38,19 @@ export {
 } from "./runtime/jit/compiler.js";
 export { hostUniform, hostNormal, hostRandInt, philox4x32_10 } from "./runtime/random.js";
 export { compileCatalog, PROGRAMS } from "./catalog.js";
-export { init, ProcessGroup, type InitOptions } from "./dist/process-group.js";
+export { ProcessGroup, initCuda } from "./dist/process-group.js";
+export { init, detectBackend, type Backend, type AnyProcessGroup, type InitOptions } from "./init.js";
+export { CpuProcessGroup } from "./cpu/process-group.js";
+export { CpuCollectives } from "./cpu/collectives.js";
+export { CpuSymmetricTensor } from "./cpu/symmetric.js";
+export { HostTensor } from "./cpu/host-tensor.js";
+export {
+  REDUCE_OPS,
+  REDUCE_DTYPES,
+  ALL_REDUCE_ALGORITHMS,
+  type ReduceOp as CollectiveReduceOp,
+  type AllReduceAlgorithm,
+} from "./ops/validate.js";
 export { SymmetricTensor, type SymmetricOptions } from "./dist/symmetric-memory.js";
 export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./dist/sync-kernels.js";
 export { SymmTimeoutError, SyncWatch } from "./dist/sync-watch.js";

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
+  f32ToBf16Bits,
   decodeBF16,
   decodeE4M3,
   decodeE5M2,
@@ -128,4 +129,22 @@ test("encode/decodeToF32 round trips and integer checks", () => {
   assert.throws(() => encode("u8", [256]), InvalidArgumentError);
   assert.throws(() => encode("i32", [1.5]), InvalidArgumentError);
   assert.throws(() => encode("u32", [-1]), InvalidArgumentError);
+});
+
+test("the fast float32 -> bf16 path agrees with the exact encoder on every kind of float32", () => {
+  const f = new Float32Array(1);
+  const u = new Uint32Array(f.buffer);
+  const specials = [
+    0, 0x80000000, 0x7f800000, 0xff800000, 0x7f7fffff, 0x00000001, 0x3f808000, 0x3f818000, 0x3f807fff,
+  ];
+  const bits = [...specials, ...Array.from({ length: 200_000 }, (_, i) => Math.imul(i, 0x9e3779b1) >>> 0)];
+  for (const b of bits) {
+    u[0] = b;
+    const x = f[0]!;
+    if (Number.isNaN(x)) {
+      assert.ok(Number.isNaN(decodeBF16(f32ToBf16Bits(x))));
+      continue;
+    }
+    assert.equal(f32ToBf16Bits(x), encodeBF16(x), `bits 0x${b.toString(16)}`);
+  }
 });

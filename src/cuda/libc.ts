@@ -14,6 +14,10 @@ export const LIBC_DECLARATIONS = {
   prctl:
     "int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5)",
   strerror: "const char *strerror(int errnum)",
+  memfd_create: "int memfd_create(const char *name, unsigned int flags)",
+  ftruncate: "int ftruncate(int fd, int64_t length)",
+  mmap: "void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)",
+  munmap: "int munmap(void *addr, size_t length)",
 } as const;
 
 export interface Libc {
@@ -26,6 +30,10 @@ export interface Libc {
   };
   close(fd: number): number;
   prctl(option: number, a2: number, a3: number, a4: number, a5: number): number;
+  memfd_create(name: string, flags: number): number;
+  ftruncate(fd: number, length: number): number;
+  mmap(addr: Ptr | null, length: number, prot: number, flags: number, fd: number, offset: number): Ptr | null;
+  munmap(addr: Ptr, length: number): number;
   strerror(errnum: number): string;
 }
 
@@ -39,6 +47,12 @@ export const MSG_CMSG_CLOEXEC = 0x40000000;
 export const MSG_CTRUNC = 0x8;
 export const MSG_TRUNC = 0x20;
 export const PR_SET_PDEATHSIG = 1;
+export const MFD_CLOEXEC = 1;
+export const PROT_READ = 1;
+export const PROT_WRITE = 2;
+export const MAP_SHARED = 1;
+/** mmap's failure value, (void *) -1. */
+export const MAP_FAILED = 0xffffffffffffffffn;
 
 let bound: Libc | undefined;
 

@@ -1,5 +1,6 @@
 // File descriptors between the ranks of one host, addressed by global rank. Each rank binds a socket in
-// a directory that local rank 0 creates (mode 0700) and publishes through the store. Messages are tagged
+// a private directory (mode 0700): the one symmkit run made for the host (SYMMKIT_FD_DIR, removed by
+// the launcher even when ranks crash), or else one local rank 0 makes and publishes through the store. Messages are tagged
 // with (key, sender); a message for a key nobody is waiting for yet is kept until asked for, so ranks
 // may run ahead of each other.
 import fs from "node:fs";
@@ -33,7 +34,10 @@ export class FdExchange {
   ): Promise<FdExchange> {
     const dirKey = `fd/node${node}/dir`;
     let dir: string;
-    if (localRank === 0) {
+    const given = process.env.SYMMKIT_FD_DIR;
+    if (given) {
+      dir = given;
+    } else if (localRank === 0) {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-fd-"));
       fs.chmodSync(dir, 0o700);
       await store.set(dirKey, dir);
@@ -42,7 +46,7 @@ export class FdExchange {
     }
     const channel = FdChannel.bind(path.join(dir, `rank${globalRank}.sock`));
     await store.set(`fd/ready/${globalRank}`, "1");
-    return new FdExchange(channel, dir, store, localRank === 0);
+    return new FdExchange(channel, dir, store, !given && localRank === 0);
   }
 
   /** Sends `fd` (still ours afterwards) to `to` under `key`. */

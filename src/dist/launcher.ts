@@ -4,6 +4,9 @@
 // started; no process outlives the launcher.
 import { spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import readline from "node:readline";
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import { StoreServer } from "./store/server.js";
@@ -94,6 +97,9 @@ export async function launch(o: LaunchOptions): Promise<number> {
       : undefined;
   const port = server?.port ?? o.masterPort;
   const world = o.nnodes * o.nprocPerNode;
+  // The ranks' private socket directory: made here so that it goes away with the job, however it ends.
+  const fdDir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-job-"));
+  fs.chmodSync(fdDir, 0o700);
   const [file, ...args] = o.command as [string, ...string[]];
   const argv =
     file.endsWith(".js") || file.endsWith(".mjs") ? [process.execPath, file, ...args] : [file, ...args];
@@ -153,6 +159,7 @@ export async function launch(o: LaunchOptions): Promise<number> {
         MASTER_PORT: String(port),
         SYMMKIT_JOB_TOKEN: token,
         SYMMKIT_LAUNCHER_PID: String(process.pid),
+        SYMMKIT_FD_DIR: fdDir,
         // NVLink multicast can take a shared host out of service: off unless the user says otherwise.
         NCCL_NVLS_ENABLE: process.env.NCCL_NVLS_ENABLE ?? "0",
       },
@@ -201,6 +208,7 @@ export async function launch(o: LaunchOptions): Promise<number> {
   process.off("SIGTERM", onSignal);
   process.off("exit", lastResort);
   await server?.close();
+  fs.rmSync(fdDir, { recursive: true, force: true });
   if (interrupted) {
     err(`symmkit run: stopped by ${interrupted}`);
     return 128 + (SIGNAL_NUMBERS[interrupted] ?? 1);

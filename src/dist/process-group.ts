@@ -1,22 +1,14 @@
 // init() and ProcessGroup: who this rank is, the store every rank shares, the GPU it drives (from
 // LOCAL_RANK), NCCL, and symmetric memory. A group made by newGroup() shares the process's store
 // connection and descriptor exchange; it has its own key space, communicator and allocations.
-import { spawn, type ChildProcess } from "node:child_process";
-import path from "node:path";
-import readline from "node:readline";
-import { fileURLToPath } from "node:url";
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
-import { libc, PR_SET_PDEATHSIG } from "../cuda/libc.js";
 import { Device, deviceCount } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import type { Shape } from "../runtime/tensor.js";
-import { readDistEnv, type DistEnv } from "./env.js";
-import { FdExchange } from "./fd-exchange.js";
+import { joinJob, type Job } from "./job.js";
 import { NcclComm } from "./nccl-comm.js";
 import { ScopedStore } from "./scoped-store.js";
-import { DEFAULT_STORE_TIMEOUT_MS, StoreClient } from "./store/client.js";
-import { StoreServer } from "./store/server.js";
 import { SymmetricTensor, type SymmetricOptions } from "./symmetric-memory.js";
 import { SyncWatch, syncTimeoutFromEnv } from "./sync-watch.js";
 
@@ -30,17 +22,10 @@ export interface InitOptions {
 }
 
 /** What the world group owns and every subgroup shares. */
-interface Shared {
-  readonly env: DistEnv;
-  readonly client: StoreClient;
+interface Shared extends Job {
   readonly device: Device;
   readonly watch: SyncWatch;
-  readonly fds: FdExchange;
-  readonly storeTimeoutMs: number;
-  readonly worldStore: ScopedStore;
-  readonly hostStore: ScopedStore;
   readonly groupsMade: Map<string, number>;
-  readonly cleanup: (() => Promise<void> | void)[];
 }
 
 export class ProcessGroup {
@@ -172,16 +157,13 @@ export class ProcessGroup {
 
   /** Made by init(). */
   static async world(options: InitOptions): Promise<ProcessGroup> {
-    const env = readDistEnv();
-    const storeTimeoutMs = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
-    const cleanup: (() => Promise<void> | void)[] = [];
-    if (env.launcherPid !== undefined) dieWithLauncher(env.launcherPid);
-    const { client, stop } = await connectStore(env, storeTimeoutMs);
-    cleanup.push(stop);
-    cleanup.push(() => client.close());
     if (options.backend !== undefined && options.backend !== "cuda") {
-      throw new InvalidArgumentError(`backend ${String(options.backend)}: only "cuda" is available`);
+      throw new InvalidArgumentError(`backend ${String(options.backend)} is not the cuda backend`);
     }
+    const job = await joinJob(
+      options.storeTimeoutMs === undefined ? {} : { storeTimeoutMs: options.storeTimeoutMs },
+    );
+    const { env } = job;
     const visible = deviceCount();
     if (visible === 0)
       throw new SymmkitError(
@@ -197,81 +179,16 @@ export class ProcessGroup {
     const device = Device.get(env.localRank);
     Device.setDefault(device);
     const watch = SyncWatch.create(device, options.syncTimeoutMs ?? syncTimeoutFromEnv());
-    cleanup.push(() => watch.dispose());
-    const worldStore = new ScopedStore(client, "world", env.worldSize);
-    const node = Math.floor(env.rank / env.localWorldSize);
-    const hostStore = worldStore.scope(`node${node}`, env.localWorldSize);
-    const fds = await FdExchange.open(worldStore, env.rank, env.localRank, node);
-    cleanup.push(() => fds.close(() => hostStore.barrier("fd-close")));
-    const shared: Shared = {
-      env,
-      client,
-      device,
-      watch,
-      fds,
-      storeTimeoutMs,
-      worldStore,
-      hostStore,
-      groupsMade: new Map(),
-      cleanup,
-    };
+    job.cleanup.push(() => watch.dispose());
+    const shared: Shared = { ...job, device, watch, groupsMade: new Map() };
     const ranks = Array.from({ length: env.worldSize }, (_, i) => i);
-    const group = new ProcessGroup(shared, ranks, "world", worldStore);
+    const group = new ProcessGroup(shared, ranks, "world", job.worldStore);
     await group.barrier();
     return group;
   }
 }
 
-/** Joins the job: reads the environment, connects the store, takes the GPU of LOCAL_RANK. */
-export function init(options: InitOptions = {}): Promise<ProcessGroup> {
+/** Joins the job on the cuda backend: reads the environment, connects the store, takes LOCAL_RANK's GPU. */
+export function initCuda(options: InitOptions = {}): Promise<ProcessGroup> {
   return ProcessGroup.world(options);
-}
-
-/** If the launcher dies, so does this rank (Linux parent-death signal). */
-function dieWithLauncher(launcherPid: number): void {
-  libc().prctl(PR_SET_PDEATHSIG, 15, 0, 0, 0);
-  if (process.ppid !== launcherPid) {
-    process.stderr.write("symmkit: the launcher is gone; exiting\n");
-    process.exit(1);
-  }
-}
-
-async function connectStore(
-  env: DistEnv,
-  timeoutMs: number,
-): Promise<{ client: StoreClient; stop: () => Promise<void> | void }> {
-  if (env.worldSize === 1 && env.token === undefined) {
-    const token = "solo";
-    const server = await StoreServer.start({ token });
-    const client = await StoreClient.connect({ host: "127.0.0.1", port: server.port, token }, { timeoutMs });
-    return { client, stop: () => server.close() };
-  }
-  if (env.token === undefined) {
-    throw new SymmkitError(
-      "SYMMKIT_ENVIRONMENT",
-      "no SYMMKIT_JOB_TOKEN: start the ranks with symmkit run, or give every rank the same SYMMKIT_JOB_TOKEN",
-    );
-  }
-  let child: ChildProcess | undefined;
-  let port = env.masterPort;
-  if (env.launcherPid === undefined && env.rank === 0) {
-    ({ child, port } = await startStoreProcess(env));
-  }
-  const client = await StoreClient.connect({ host: env.masterAddr, port, token: env.token }, { timeoutMs });
-  return { client, stop: () => void child?.stdin?.end() };
-}
-
-async function startStoreProcess(env: DistEnv): Promise<{ child: ChildProcess; port: number }> {
-  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "store", "standalone.js");
-  const child = spawn(process.execPath, [script], {
-    stdio: ["pipe", "pipe", "inherit"],
-    env: { ...process.env, MASTER_PORT: String(env.masterPort) },
-  });
-  const first = await new Promise<string>((resolve, reject) => {
-    readline.createInterface({ input: child.stdout }).once("line", resolve);
-    child.once("exit", (code) =>
-      reject(new SymmkitError("SYMMKIT_STORE_CLOSED", `the store process exited with ${code}`)),
-    );
-  });
-  return { child, port: Number(first.split(" ")[1]) };
 }

@@ -17,3 +17,8 @@ export const SYNC_KERNELS: ProgramSpec = {
     ...[false, true].flatMap((p) => [false, true].map((n) => barrierLoopExpr(p, n))),
   ],
 };
+
+/** The word exchange_pattern makes rank `src` write at index i of its region in rank `dst`'s buffer. */
+export function exchangeWord(src: number, dst: number, i: number, salt: number): number {
+  return (Math.imul(src, 0x9e3779b1) ^ Math.imul(dst, 0x85ebca77) ^ Math.imul(i, 0xc2b2ae3d) ^ salt) >>> 0;
+}

@@ -39,14 +39,14 @@ export class SymmTimeoutError extends SymmkitError {
   constructor(
     readonly record: TimeoutRecord,
     readonly timeoutMs: number,
-    cause: unknown,
+    options: { cause?: unknown; note?: string } = {},
   ) {
     super(
       "SYMMKIT_SYMM_TIMEOUT",
       `rank ${record.rank} (block ${record.block}, thread ${record.thread}, phase ${record.phase}) waited ` +
         `${record.waitedMs.toFixed(0)} ms for rank ${record.peer}, which never signalled (timeout ${timeoutMs} ms). ` +
-        `Is rank ${record.peer} alive and running the same kernels? The CUDA context is unusable after this.`,
-      { cause },
+        `Is rank ${record.peer} alive and running the same operations?${options.note ? ` ${options.note}` : ""}`,
+      { cause: options.cause },
     );
   }
 }
@@ -105,7 +105,11 @@ export class SyncWatch implements Disposable {
       return f();
     } catch (e) {
       const r = e instanceof CudaError ? this.record() : undefined;
-      if (r) throw new SymmTimeoutError(r, this.timeoutMs, e);
+      if (r)
+        throw new SymmTimeoutError(r, this.timeoutMs, {
+          cause: e,
+          note: "The CUDA context is unusable after this.",
+        });
       throw e;
     }
   }

@@ -124,6 +124,17 @@ export const decodeBF16 = (b: number): number => decodeMini(b, BF16);
 export const decodeE4M3 = (b: number): number => decodeMini(b, E4M3);
 export const decodeE5M2 = (b: number): number => decodeMini(b, E5M2);
 
+const f32Scratch = new Float32Array(1);
+const u32Scratch = new Uint32Array(f32Scratch.buffer);
+
+/** bf16 bits of a float32 value, rounded to nearest even: the fast path for values already float32. */
+export function f32ToBf16Bits(x: number): number {
+  f32Scratch[0] = x;
+  const b = u32Scratch[0]!;
+  if ((b & 0x7fffffff) > 0x7f800000) return 0x7fc0 | ((b >>> 16) & 0x8000); // NaN, quiet
+  return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
 type FloatCodec = { encode(x: number): number; decode(b: number): number };
 
 const CODECS: Partial<Record<DType, FloatCodec>> = {

@@ -4,8 +4,13 @@
 // memory and open descriptors flat. Exits non-zero on the first wrong result.
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import { init } from "../../../src/dist/process-group.js";
-import { SYNC_KERNELS, SYMM_VIEW_PARAM, barrierLoopExpr } from "../../../src/dist/sync-kernels.js";
+import { initCuda as init } from "../../../src/dist/process-group.js";
+import {
+  SYNC_KERNELS,
+  SYMM_VIEW_PARAM,
+  barrierLoopExpr,
+  exchangeWord,
+} from "../../../src/dist/sync-kernels.js";
 import type { SymmetricTensor } from "../../../src/dist/symmetric-memory.js";
 import { copyDeviceToHost } from "../../../src/runtime/memory.js";
 import { Graph } from "../../../src/runtime/graph.js";
@@ -21,10 +26,6 @@ if (rank === 0) await group.store.set("seed", String(process.env.SYMMKIT_TEST_SE
 const seed = BigInt((await group.store.get("seed")).toString());
 const mod = sharedModule(SYNC_KERNELS, device);
 const stream = defaultStream(device);
-
-function exchangeWord(src: number, dst: number, i: number, salt: number): number {
-  return (Math.imul(src, 0x9e3779b1) ^ Math.imul(dst, 0x85ebca77) ^ Math.imul(i, 0xc2b2ae3d) ^ salt) >>> 0;
-}
 
 async function exchangeCheck(n: number, rounds: number): Promise<void> {
   const sym = await group.symmetric.empty([world * n], "u32");

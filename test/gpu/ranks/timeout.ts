@@ -1,6 +1,6 @@
 // One rank of the timeout check: the last rank skips a barrier every other rank enters. The others must
 // fail with SymmTimeoutError naming it, within the deadline plus 5 s. Run with SYMMKIT_SYNC_TIMEOUT_MS.
-import { init } from "../../../src/dist/process-group.js";
+import { initCuda as init } from "../../../src/dist/process-group.js";
 import { SYNC_KERNELS, SYMM_VIEW_PARAM } from "../../../src/dist/sync-kernels.js";
 import { SymmTimeoutError } from "../../../src/dist/sync-watch.js";
 import { sharedModule } from "../../../src/runtime/module.js";

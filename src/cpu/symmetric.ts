@@ -1,0 +1,130 @@
+// Symmetric tensors of the CPU backend: every rank creates a shared region (data, then signal pad),
+// sends its descriptor to each local peer and maps theirs: the GPU path's export/import/map, with memfd
+// instead of CUDA VMM. The pad is zero before any peer can map it.
+import { InvalidArgumentError } from "../errors.js";
+import { dtypeInfo, type DType } from "../runtime/dtype.js";
+import { numelOf, type Shape } from "../runtime/tensor.js";
+import { closeFd } from "../dist/fd-channel.js";
+import type { FdExchange } from "../dist/fd-exchange.js";
+import type { ScopedStore } from "../dist/scoped-store.js";
+import { HostTensor } from "./host-tensor.js";
+import { SharedRegion } from "./shared-memory.js";
+import { SLOT_GROUPS } from "./sync.js";
+
+const DATA_ALIGN = 64;
+
+export interface CpuSymmetricContext {
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly ranks: readonly number[];
+  readonly store: ScopedStore;
+  readonly fds: FdExchange;
+  readonly storeTimeoutMs: number;
+}
+
+export class CpuSymmetricTensor implements AsyncDisposable {
+  readonly tensor: HostTensor;
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Each rank's signal pad, mapped here. */
+  readonly pads: readonly Int32Array[];
+  readonly #regions: SharedRegion[];
+  readonly #dataBytes: number;
+  readonly #ctx: CpuSymmetricContext;
+  readonly #id: number;
+  #alive = true;
+
+  private constructor(
+    ctx: CpuSymmetricContext,
+    id: number,
+    regions: SharedRegion[],
+    dataBytes: number,
+    shape: Shape,
+    dtype: DType,
+  ) {
+    this.#ctx = ctx;
+    this.#id = id;
+    this.#regions = regions;
+    this.#dataBytes = dataBytes;
+    this.rank = ctx.rank;
+    this.worldSize = ctx.worldSize;
+    this.pads = regions.map((r) => new Int32Array(r.buffer, dataBytes, SLOT_GROUPS * ctx.worldSize));
+    this.tensor = this.peer(ctx.rank, shape, dtype);
+  }
+
+  /** Collective: every member calls it with the same shape and dtype, in the same order. */
+  static async allocate(
+    ctx: CpuSymmetricContext,
+    id: number,
+    shape: Shape,
+    dtype: DType,
+  ): Promise<CpuSymmetricTensor> {
+    const dataBytes = Math.max(
+      DATA_ALIGN,
+      Math.ceil((numelOf(shape) * dtypeInfo(dtype).bytes) / DATA_ALIGN) * DATA_ALIGN,
+    );
+    const bytes = dataBytes + 4 * SLOT_GROUPS * ctx.worldSize;
+    const key = `cpu-symm/${id}`;
+    const signature = JSON.stringify({ shape, dtype, bytes });
+    await ctx.store.set(`${key}/sig/${ctx.rank}`, signature);
+    const { region, fd } = SharedRegion.create(bytes, `symmkit-${key}`);
+    const regions = new Array<SharedRegion>(ctx.worldSize);
+    regions[ctx.rank] = region;
+    try {
+      for (let r = 0; r < ctx.worldSize; r++) {
+        if (r === ctx.rank) continue;
+        const theirs = (await ctx.store.get(`${key}/sig/${r}`)).toString();
+        if (theirs !== signature) {
+          throw new InvalidArgumentError(
+            `rank ${r} allocated ${theirs} where this rank allocated ${signature}; symmetric allocations must match`,
+          );
+        }
+        await ctx.fds.send(ctx.ranks[r]!, fd, key, ctx.ranks[ctx.rank]!);
+      }
+      for (let r = 0; r < ctx.worldSize; r++) {
+        if (r === ctx.rank) continue;
+        const theirFd = await ctx.fds.receive(key, ctx.ranks[r]!, ctx.storeTimeoutMs);
+        try {
+          regions[r] = SharedRegion.map(theirFd, bytes);
+        } finally {
+          closeFd(theirFd); // the mapping keeps the memory
+        }
+      }
+      await ctx.store.barrier(`${key}/mapped`);
+    } catch (e) {
+      for (const reg of regions) reg?.close();
+      throw e;
+    } finally {
+      closeFd(fd);
+    }
+    return new CpuSymmetricTensor(ctx, id, regions, dataBytes, shape, dtype);
+  }
+
+  /** Rank `r`'s buffer, mapped here, seen with `shape` and `dtype` (default: this tensor's). */
+  peer(r: number, shape: Shape = this.tensor.shape, dtype: DType = this.tensor.dtype): HostTensor {
+    const region = this.#regions[r];
+    if (!region) throw new InvalidArgumentError(`rank ${r} is not in this group of ${this.worldSize}`);
+    if (numelOf(shape) * dtypeInfo(dtype).bytes > this.#dataBytes) {
+      throw new InvalidArgumentError(
+        `${JSON.stringify(shape)} ${dtype} does not fit in ${this.#dataBytes} bytes`,
+      );
+    }
+    return HostTensor.over(region.buffer, 0, shape, dtype, () => this.#alive);
+  }
+
+  get capacityBytes(): number {
+    return this.#dataBytes;
+  }
+
+  /** Collective: once every member is done with every buffer, unmaps them. */
+  async dispose(): Promise<void> {
+    if (!this.#alive) return;
+    this.#alive = false;
+    await this.#ctx.store.barrier(`cpu-symm/${this.#id}/free`);
+    for (const r of this.#regions) r.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.dispose();
+  }
+}

@@ -1,0 +1,88 @@
+// Joining a job, for either backend: the launch environment, the rendezvous store (served by the
+// launcher, by a child process of rank 0, or in-process for a lone rank), the parent-death signal, and
+// the exchange of file descriptors between the ranks of a host.
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+import readline from "node:readline";
+import { fileURLToPath } from "node:url";
+import { SymmkitError } from "../errors.js";
+import { libc, PR_SET_PDEATHSIG } from "../cuda/libc.js";
+import { readDistEnv, type DistEnv } from "./env.js";
+import { FdExchange } from "./fd-exchange.js";
+import { ScopedStore } from "./scoped-store.js";
+import { DEFAULT_STORE_TIMEOUT_MS, StoreClient } from "./store/client.js";
+import { StoreServer } from "./store/server.js";
+
+export interface Job {
+  readonly env: DistEnv;
+  readonly client: StoreClient;
+  readonly storeTimeoutMs: number;
+  readonly worldStore: ScopedStore;
+  /** The ranks of this host. */
+  readonly hostStore: ScopedStore;
+  readonly fds: FdExchange;
+  /** Undone in reverse order when the world group is destroyed. */
+  readonly cleanup: (() => Promise<void> | void)[];
+}
+
+export async function joinJob(options: { storeTimeoutMs?: number } = {}): Promise<Job> {
+  const env = readDistEnv();
+  const storeTimeoutMs = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+  const cleanup: (() => Promise<void> | void)[] = [];
+  if (env.launcherPid !== undefined) dieWithLauncher(env.launcherPid);
+  const { client, stop } = await connectStore(env, storeTimeoutMs);
+  cleanup.push(stop, () => client.close());
+  const worldStore = new ScopedStore(client, "world", env.worldSize);
+  const node = Math.floor(env.rank / env.localWorldSize);
+  const hostStore = worldStore.scope(`node${node}`, env.localWorldSize);
+  const fds = await FdExchange.open(worldStore, env.rank, env.localRank, node);
+  cleanup.push(() => fds.close(() => hostStore.barrier("fd-close")));
+  return { env, client, storeTimeoutMs, worldStore, hostStore, fds, cleanup };
+}
+
+/** If the launcher dies, so does this rank (Linux parent-death signal). */
+function dieWithLauncher(launcherPid: number): void {
+  libc().prctl(PR_SET_PDEATHSIG, 15, 0, 0, 0);
+  if (process.ppid !== launcherPid) {
+    process.stderr.write("symmkit: the launcher is gone; exiting\n");
+    process.exit(1);
+  }
+}
+
+async function connectStore(
+  env: DistEnv,
+  timeoutMs: number,
+): Promise<{ client: StoreClient; stop: () => Promise<void> | void }> {
+  if (env.worldSize === 1 && env.token === undefined) {
+    const token = "solo";
+    const server = await StoreServer.start({ token });
+    const client = await StoreClient.connect({ host: "127.0.0.1", port: server.port, token }, { timeoutMs });
+    return { client, stop: () => server.close() };
+  }
+  if (env.token === undefined) {
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      "no SYMMKIT_JOB_TOKEN: start the ranks with symmkit run, or give every rank the same SYMMKIT_JOB_TOKEN",
+    );
+  }
+  let child: ChildProcess | undefined;
+  let port = env.masterPort;
+  if (env.launcherPid === undefined && env.rank === 0) ({ child, port } = await startStoreProcess(env));
+  const client = await StoreClient.connect({ host: env.masterAddr, port, token: env.token }, { timeoutMs });
+  return { client, stop: () => void child?.stdin?.end() };
+}
+
+async function startStoreProcess(env: DistEnv): Promise<{ child: ChildProcess; port: number }> {
+  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "store", "standalone.js");
+  const child = spawn(process.execPath, [script], {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: { ...process.env, MASTER_PORT: String(env.masterPort) },
+  });
+  const first = await new Promise<string>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout }).once("line", resolve);
+    child.once("exit", (code) =>
+      reject(new SymmkitError("SYMMKIT_STORE_CLOSED", `the store process exited with ${code}`)),
+    );
+  });
+  return { child, port: Number(first.split(" ")[1]) };
+}

@@ -1,0 +1,34 @@
+// init(): joins the job on the backend that fits this machine: cuda where a GPU is visible, cpu
+// otherwise, or the one asked for.
+import { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
+import { ProcessGroup, type InitOptions as CudaInitOptions } from "./dist/process-group.js";
+import { LibraryNotFoundError } from "./errors.js";
+import { deviceCount } from "./runtime/device.js";
+
+export type Backend = "cuda" | "cpu";
+export type AnyProcessGroup = ProcessGroup | CpuProcessGroup;
+export type InitOptions = Omit<CudaInitOptions, "backend"> &
+  Omit<CpuInitOptions, "backend"> & { backend?: Backend | "auto" };
+
+/** The backend "auto" picks here, and why. */
+export function detectBackend(): { backend: Backend; reason: string } {
+  try {
+    const n = deviceCount();
+    if (n > 0) return { backend: "cuda", reason: `${n} GPU(s) visible` };
+    return { backend: "cpu", reason: "the NVIDIA driver sees no GPU" };
+  } catch (e) {
+    if (e instanceof LibraryNotFoundError)
+      return { backend: "cpu", reason: "the NVIDIA driver (libcuda) is not installed" };
+    return { backend: "cpu", reason: (e instanceof Error ? e.message : String(e)).split("\n")[0] ?? "" };
+  }
+}
+
+export function init(options: InitOptions & { backend: "cpu" }): Promise<CpuProcessGroup>;
+export function init(options: InitOptions & { backend: "cuda" }): Promise<ProcessGroup>;
+export function init(options?: InitOptions): Promise<AnyProcessGroup>;
+export async function init(options: InitOptions = {}): Promise<AnyProcessGroup> {
+  const backend = !options.backend || options.backend === "auto" ? detectBackend().backend : options.backend;
+  const { backend: _ignored, ...rest } = options;
+  void _ignored;
+  return backend === "cuda" ? ProcessGroup.world(rest) : CpuProcessGroup.world(rest);
+}
