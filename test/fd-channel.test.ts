@@ -18,6 +18,7 @@ test("a file descriptor crosses between two processes in both directions and rea
   const child = spawn(process.execPath, [path.join(here, "fixtures", "fd-peer.js"), dir], {
     stdio: ["ignore", "pipe", "inherit"],
   });
+  const exited = new Promise((r) => child.once("exit", r)); // listen now: the child may be gone before we look
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   assert.equal((await lines.next()).value, "ready");
 
@@ -36,7 +37,7 @@ test("a file descriptor crosses between two processes in both directions and rea
   const n = fs.readSync(back.fd, buf, 0, 64, 0);
   assert.equal(buf.subarray(0, n).toString(), `child ${child.pid}`);
   closeFd(back.fd);
-  await new Promise((r) => child.on("exit", r));
+  await exited;
   ch.close();
   fs.rmSync(dir, { recursive: true });
 });

@@ -15,6 +15,7 @@ test("Atomics on a shared memfd region are atomic across processes", async () =>
   const child = spawn(process.execPath, [path.join(here, "fixtures", "atomics-peer.js"), String(n)], {
     stdio: ["ignore", "inherit", "inherit", fd],
   });
+  const exited = new Promise((r) => child.once("exit", r)); // listen now: the child may finish first
   Atomics.add(a, 2, 1);
   while (Atomics.load(a, 2) < 2);
   for (let i = 0; i < n; i++) {
@@ -24,7 +25,7 @@ test("Atomics on a shared memfd region are atomic across processes", async () =>
       if (Atomics.compareExchange(a, 1, v, v + 1) === v) break;
     }
   }
-  await new Promise((r) => child.on("exit", r));
+  await exited;
   assert.equal(Atomics.load(a, 0), 2 * n, "add");
   assert.equal(Atomics.load(a, 1), 2 * n, "compare-exchange");
   region.close();
