@@ -5,8 +5,9 @@ import type { KernelCache } from "./runtime/jit/cache.js";
 import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
 import { SYNC_KERNELS } from "./dist/sync-kernels.js";
+import { COLL_PROGRAMS } from "./ops/coll-programs.js";
 
-export const PROGRAMS: readonly ProgramSpec[] = [TENSOR_KERNELS, SYNC_KERNELS];
+export const PROGRAMS: readonly ProgramSpec[] = [TENSOR_KERNELS, SYNC_KERNELS, ...COLL_PROGRAMS];
 
 export interface CatalogResult {
   readonly program: string;

@@ -20,6 +20,8 @@ commands:
                            the cubins (for cuobjdump)
   bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph
   bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
+  bench all-reduce [--sizes 4K:64M] [--dtype bf16] [--json F]
+                           under symmkit run: symmkit's all-reduce against NCCL, graph-timed
   help                     this text
 `;
 
@@ -77,7 +79,14 @@ const commands: Record<string, Command> = {
   },
   bench: async (args) => {
     const [what, ...rest] = args;
-    const { values } = parseArgs({ args: rest, options: { json: { type: "string" } } });
+    const { values } = parseArgs({
+      args: rest,
+      options: {
+        json: { type: "string" },
+        sizes: { type: "string", default: "4K:64M" },
+        dtype: { type: "string", default: "bf16" },
+      },
+    });
     const { writeJson } = await import("./bench/report.js");
     if (what === "launch") {
       const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
@@ -95,9 +104,20 @@ const commands: Record<string, Command> = {
       }
       return 0;
     }
+    if (what === "all-reduce") {
+      const { benchAllReduce, formatCollectives, parseSizes } = await import("./bench/collectives.js");
+      const { dtypeInfo } = await import("./runtime/dtype.js");
+      const dtype = dtypeInfo(values.dtype as "bf16").name;
+      const r = await benchAllReduce({ sizes: parseSizes(values.sizes), dtype });
+      if (r) {
+        console.log(formatCollectives(r));
+        if (values.json) writeJson(values.json, r);
+      }
+      return 0;
+    }
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",
-      `unknown benchmark ${String(what)}; available: launch, barrier`,
+      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce`,
     );
   },
 };

@@ -1,12 +1,18 @@
 // init(): joins the job on the backend that fits this machine: cuda where a GPU is visible, cpu
 // otherwise, or the one asked for.
 import { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
+import { GpuCollectives } from "./ops/gpu-collectives.js";
 import { ProcessGroup, type InitOptions as CudaInitOptions } from "./dist/process-group.js";
 import { LibraryNotFoundError } from "./errors.js";
 import { deviceCount } from "./runtime/device.js";
 
 export type Backend = "cuda" | "cpu";
-export type AnyProcessGroup = ProcessGroup | CpuProcessGroup;
+/** A cuda group with symmkit's collectives on symmetric memory. */
+export type CudaProcessGroup = ProcessGroup<GpuCollectives>;
+export type AnyProcessGroup = CudaProcessGroup | CpuProcessGroup;
+
+/** Each rank's symmetric staging buffer on GPUs: the largest plain tensor a collective takes (default 64 MiB). */
+export const DEFAULT_GPU_STAGING_BYTES = 64 * 1024 * 1024;
 export type InitOptions = Omit<CudaInitOptions, "backend"> &
   Omit<CpuInitOptions, "backend"> & { backend?: Backend | "auto" };
 
@@ -24,11 +30,18 @@ export function detectBackend(): { backend: Backend; reason: string } {
 }
 
 export function init(options: InitOptions & { backend: "cpu" }): Promise<CpuProcessGroup>;
-export function init(options: InitOptions & { backend: "cuda" }): Promise<ProcessGroup>;
+export function init(options: InitOptions & { backend: "cuda" }): Promise<CudaProcessGroup>;
 export function init(options?: InitOptions): Promise<AnyProcessGroup>;
 export async function init(options: InitOptions = {}): Promise<AnyProcessGroup> {
   const backend = !options.backend || options.backend === "auto" ? detectBackend().backend : options.backend;
   const { backend: _ignored, ...rest } = options;
   void _ignored;
-  return backend === "cuda" ? ProcessGroup.world(rest) : CpuProcessGroup.world(rest);
+  if (backend === "cpu") return CpuProcessGroup.world(rest);
+  const stagingBytes = rest.stagingBytes ?? stagingFromEnv() ?? DEFAULT_GPU_STAGING_BYTES;
+  return ProcessGroup.world(rest, (group) => GpuCollectives.create(group, stagingBytes));
+}
+
+function stagingFromEnv(): number | undefined {
+  const v = process.env.SYMMKIT_STAGING_BYTES;
+  return v === undefined ? undefined : Number(v);
 }

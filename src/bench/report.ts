@@ -6,6 +6,9 @@ import path from "node:path";
 import { PACKAGE_ROOT, VERSION } from "../paths.js";
 import type { Device } from "../runtime/device.js";
 import { driverVersion } from "../runtime/device.js";
+import { Event } from "../runtime/event.js";
+import { Graph } from "../runtime/graph.js";
+import type { Stream } from "../runtime/stream.js";
 
 export function gitRevision(): string {
   if (process.env.SYMMKIT_GIT_REVISION) return process.env.SYMMKIT_GIT_REVISION;
@@ -65,4 +68,38 @@ export function table(header: readonly string[], rows: readonly (readonly string
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (r: readonly string[]): string => r.map((c, i) => c.padStart(widths[i]!)).join("  ");
   return [line(header), ...rows.map(line)].join("\n");
+}
+
+/**
+ * GPU microseconds per operation: `perGraph` calls of `enqueue` captured in one CUDA graph, replayed
+ * `replays` times after 3 warm-ups, median over replays. `beforeReplay` runs on the host before each
+ * (e.g. a store barrier so that all ranks start together); `sync` waits for the stream.
+ */
+export async function graphTimeUs(
+  stream: Stream,
+  enqueue: () => void,
+  options: { perGraph: number; replays?: number; beforeReplay?: () => Promise<void>; sync?: () => void },
+): Promise<number> {
+  const g = Graph.capture(stream, () => {
+    for (let k = 0; k < options.perGraph; k++) enqueue();
+  });
+  const start = Event.create(stream.device);
+  const end = Event.create(stream.device);
+  const per: number[] = [];
+  try {
+    for (let r = 0; r < (options.replays ?? 20) + 3; r++) {
+      await options.beforeReplay?.();
+      start.record(stream);
+      g.launch(stream);
+      end.record(stream);
+      if (options.sync) options.sync();
+      else stream.synchronize();
+      if (r >= 3) per.push((end.elapsedMsSince(start) * 1000) / options.perGraph);
+    }
+  } finally {
+    g.dispose();
+    start.dispose();
+    end.dispose();
+  }
+  return median(per);
 }

@@ -21,14 +21,26 @@ export interface InitOptions {
   readonly syncTimeoutMs?: number;
 }
 
+/** What a group's collectives must offer the group: a collective dispose. */
+export interface GroupCollectives {
+  dispose(): Promise<void>;
+}
+
+/**
+ * Makes a group's collectives. They live above this layer (src/ops); init() hands the factory in, and
+ * every group, subgroups included, gets its own.
+ */
+export type CollectivesFactory<C extends GroupCollectives> = (group: ProcessGroup<C>) => Promise<C>;
+
 /** What the world group owns and every subgroup shares. */
-interface Shared extends Job {
+interface Shared<C extends GroupCollectives> extends Job {
   readonly device: Device;
   readonly watch: SyncWatch;
   readonly groupsMade: Map<string, number>;
+  readonly makeCollectives: CollectivesFactory<C> | undefined;
 }
 
-export class ProcessGroup {
+export class ProcessGroup<C extends GroupCollectives = GroupCollectives> {
   readonly backend = "cuda" as const;
   /** Rank within this group. */
   readonly rank: number;
@@ -36,13 +48,14 @@ export class ProcessGroup {
   /** Global rank of each member, in group-rank order. */
   readonly ranks: readonly number[];
   readonly store: ScopedStore;
-  readonly #shared: Shared;
+  readonly #shared: Shared<C>;
   readonly #name: string;
   #comm: NcclComm | undefined;
+  #collectives: C | undefined;
   #allocations = 0;
   #destroyed = false;
 
-  private constructor(shared: Shared, ranks: readonly number[], name: string, store: ScopedStore) {
+  private constructor(shared: Shared<C>, ranks: readonly number[], name: string, store: ScopedStore) {
     this.#shared = shared;
     this.ranks = ranks;
     this.rank = ranks.indexOf(shared.env.rank);
@@ -71,6 +84,26 @@ export class ProcessGroup {
     return this.#shared.watch;
   }
 
+  /** The group's collectives (allReduce, allGather, reduceScatter), made when the group was. */
+  get collectives(): C {
+    if (!this.#collectives || this.#destroyed) {
+      throw new SymmkitError(
+        "SYMMKIT_INVALID_ARGUMENT",
+        this.#destroyed
+          ? "this process group was destroyed"
+          : "this group has no collectives: join with init() from symmkit",
+      );
+    }
+    return this.#collectives;
+  }
+
+  /** Collective: runs the collectives factory, then meets the other members. */
+  async #ready(): Promise<this> {
+    if (this.#shared.makeCollectives) this.#collectives = await this.#shared.makeCollectives(this);
+    await this.barrier();
+    return this;
+  }
+
   /** Every member reaches this point (through the store; GPU work is not waited for). */
   barrier(): Promise<void> {
     return this.store.barrier("barrier");
@@ -80,7 +113,7 @@ export class ProcessGroup {
    * A group of the given global ranks, for its members (others get undefined). Members must call this
    * with the same list, in the same order relative to their other newGroup calls.
    */
-  async newGroup(ranks: readonly number[]): Promise<ProcessGroup | undefined> {
+  async newGroup(ranks: readonly number[]): Promise<ProcessGroup<C> | undefined> {
     const sorted = [...new Set(ranks)].sort((a, b) => a - b);
     if (
       sorted.length !== ranks.length ||
@@ -149,6 +182,7 @@ export class ProcessGroup {
   async destroy(): Promise<void> {
     if (this.#destroyed) return;
     this.#destroyed = true;
+    await this.#collectives?.dispose();
     this.#comm?.destroy();
     await this.barrier();
     if (this.#name !== "world") return;
@@ -156,7 +190,10 @@ export class ProcessGroup {
   }
 
   /** Made by init(). */
-  static async world(options: InitOptions): Promise<ProcessGroup> {
+  static async world<C extends GroupCollectives = GroupCollectives>(
+    options: InitOptions,
+    makeCollectives?: CollectivesFactory<C>,
+  ): Promise<ProcessGroup<C>> {
     if (options.backend !== undefined && options.backend !== "cuda") {
       throw new InvalidArgumentError(`backend ${String(options.backend)} is not the cuda backend`);
     }
@@ -180,11 +217,9 @@ export class ProcessGroup {
     Device.setDefault(device);
     const watch = SyncWatch.create(device, options.syncTimeoutMs ?? syncTimeoutFromEnv());
     job.cleanup.push(() => watch.dispose());
-    const shared: Shared = { ...job, device, watch, groupsMade: new Map() };
+    const shared: Shared<C> = { ...job, device, watch, groupsMade: new Map(), makeCollectives };
     const ranks = Array.from({ length: env.worldSize }, (_, i) => i);
-    const group = new ProcessGroup(shared, ranks, "world", job.worldStore);
-    await group.barrier();
-    return group;
+    return new ProcessGroup<C>(shared, ranks, "world", job.worldStore).#ready();
   }
 }
 

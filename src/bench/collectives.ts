@@ -1,0 +1,170 @@
+// `symmkit run -n N -- symmkit bench all-reduce`: symmkit's all-reduce algorithms against NCCL in the same
+// run, GPU time from CUDA-graph replays of back-to-back operations (median of many replays), each
+// implementation validated first: bit for bit against the host reference (f32 accumulation in rank
+// order) up to 4 MiB, and above that symmkit's algorithms bit for bit against each other and NCCL within
+// bf16 rounding. The input is a symmetric tensor (zero-copy, as a user reaches peak speed).
+import { SymmkitError } from "../errors.js";
+import { ProcessGroup } from "../dist/process-group.js";
+import { GpuCollectives } from "../ops/gpu-collectives.js";
+import { reduceInto } from "../ops/reduce.js";
+import type { GpuAllReduceAlgorithm } from "../ops/gpu-collectives.js";
+import { deviceCount } from "../runtime/device.js";
+import { decodeToF32, encode, type DType, type RawArray } from "../runtime/dtype.js";
+import { hostUniform } from "../runtime/random.js";
+import { Stream } from "../runtime/stream.js";
+import { freshSeed, Tensor } from "../runtime/tensor.js";
+import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
+
+export interface CollectiveRow {
+  readonly bytes: number;
+  readonly count: number;
+  readonly dtype: DType;
+  /** Microseconds per operation, by implementation. */
+  readonly us: Readonly<Record<string, number>>;
+}
+
+export interface CollectiveBenchResult {
+  readonly environment: BenchEnvironment;
+  readonly collective: "all-reduce";
+  readonly implementations: readonly string[];
+  readonly rows: readonly CollectiveRow[];
+}
+
+const IMPLEMENTATIONS: readonly GpuAllReduceAlgorithm[] = ["one_shot", "two_shot", "nccl"];
+
+/** "4K:64M" -> 4 KiB, 16 KiB, ..., 64 MiB (powers of 4). */
+export function parseSizes(spec: string): number[] {
+  const unit = (s: string): number => {
+    const m = /^(\d+)([KMG]?)$/i.exec(s);
+    if (!m) throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `size ${s}: expected e.g. 4K, 1M, 1G`);
+    return (
+      Number(m[1]) *
+      { "": 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[m[2]!.toUpperCase() as "" | "K" | "M" | "G"]
+    );
+  };
+  const [a, b] = spec.split(":");
+  const lo = unit(a!);
+  const hi = b === undefined ? lo : unit(b);
+  const out: number[] = [];
+  for (let s = lo; s <= hi; s *= 4) out.push(s);
+  return out;
+}
+
+export async function benchAllReduce(options: {
+  sizes: number[];
+  dtype: DType;
+}): Promise<CollectiveBenchResult | undefined> {
+  const largest = Math.max(...options.sizes);
+  const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
+    GpuCollectives.create(g, Math.max(largest, 1 << 20)),
+  );
+  const { device, rank, worldSize: world } = group;
+  const coll = group.collectives;
+  const comm = await group.nccl();
+  const stream = Stream.create(device);
+  if (rank === 0) await group.store.set("bench/seed", String(freshSeed()));
+  const seed = BigInt((await group.store.get("bench/seed")).toString());
+  const rows: CollectiveRow[] = [];
+  const say = (s: string): void => void (rank === 0 && process.stdout.write(`${s}\n`));
+  for (const bytes of options.sizes) {
+    const count = Math.floor(bytes / 2);
+    say(`all-reduce ${bytes} bytes: validating and timing ${IMPLEMENTATIONS.join(", ")} ...`);
+    const sym = await group.symmetric.empty([count], options.dtype);
+    const x = Tensor.rand([count], options.dtype, { seed, offset: rank, low: -1, high: 1, device, stream });
+    sym.tensor.copyFrom(x, stream);
+    const outs = IMPLEMENTATIONS.map(() => Tensor.empty([count], options.dtype, { device }));
+    IMPLEMENTATIONS.forEach((algorithm, i) => coll.allReduce(sym, { algorithm, output: outs[i]!, stream }));
+    group.synchronize(stream);
+    comm.synchronize(stream);
+    validate(
+      outs.map((o) => o.toHost({ stream })),
+      options.dtype,
+      count,
+      world,
+      seed,
+      bytes,
+    );
+    await group.barrier();
+    const us: Record<string, number> = {};
+    for (const [i, algorithm] of IMPLEMENTATIONS.entries()) {
+      us[algorithm] = await graphTimeUs(
+        stream,
+        () => coll.allReduce(sym, { algorithm, output: outs[i]!, stream }),
+        {
+          perGraph: bytes <= 1 << 20 ? 20 : 5,
+          beforeReplay: () => group.barrier(),
+          sync: () => group.synchronize(stream),
+        },
+      );
+    }
+    rows.push({ bytes, count, dtype: options.dtype, us });
+    for (const t of [x, ...outs]) t.dispose();
+    await sym.dispose();
+  }
+  stream.dispose();
+  const result =
+    rank === 0
+      ? {
+          environment: benchEnvironment(device, world, deviceCount()),
+          collective: "all-reduce" as const,
+          implementations: IMPLEMENTATIONS,
+          rows,
+        }
+      : undefined;
+  await group.destroy();
+  return result;
+}
+
+function validate(
+  outs: RawArray[],
+  dtype: DType,
+  count: number,
+  world: number,
+  seed: bigint,
+  bytes: number,
+): void {
+  const fail = (what: string): never => {
+    throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `all-reduce ${bytes} bytes: ${what} (seed ${seed})`);
+  };
+  const [oneShot, twoShot, nccl] = outs as [RawArray, RawArray, RawArray];
+  for (let i = 0; i < count; i++)
+    if (oneShot[i] !== twoShot[i]) fail(`one-shot and two-shot differ at element ${i}`);
+  if (bytes <= 4 << 20) {
+    const want = encode(dtype, new Float32Array(count));
+    const inputs = Array.from({ length: world }, (_, r) => encode(dtype, hostUniform(count, seed, r, -1, 1)));
+    reduceInto(dtype, "sum", inputs, 0, want, 0, count);
+    for (let i = 0; i < count; i++)
+      if (oneShot[i] !== want[i]) fail(`element ${i} is ${oneShot[i]}, the reference ${want[i]}`);
+  }
+  const a = decodeToF32(dtype, oneShot);
+  const b = decodeToF32(dtype, nccl);
+  for (let i = 0; i < count; i++)
+    if (Math.abs(a[i]! - b[i]!) > 0.02 * world) fail(`element ${i}: symmkit ${a[i]}, NCCL ${b[i]}`);
+}
+
+export function formatCollectives(r: CollectiveBenchResult): string {
+  const world = r.environment.worldSize;
+  const bus = (2 * (world - 1)) / world;
+  const header = [
+    "bytes",
+    "count",
+    ...r.implementations.flatMap((i) => [`${i} us`, `${i} busbw`]),
+    "best/nccl",
+  ];
+  const rows = r.rows.map((row) => {
+    const best = Math.min(...r.implementations.filter((i) => i !== "nccl").map((i) => row.us[i]!));
+    return [
+      String(row.bytes),
+      String(row.count),
+      ...r.implementations.flatMap((i) => [
+        row.us[i]!.toFixed(1),
+        ((row.bytes / row.us[i]! / 1e3) * bus).toFixed(1),
+      ]),
+      (best / row.us.nccl!).toFixed(2),
+    ];
+  });
+  return [
+    `${r.collective}, ${r.rows[0]?.dtype ?? ""}, ${world} x ${r.environment.device}`,
+    table(header, rows),
+  ].join("\n");
+}

@@ -1,0 +1,54 @@
+// The collective kernels symmkit ships (device/include/symmkit/coll/collectives.cuh), named by
+// collective and construction: one program per (kernel, dtype, op), instantiated for world sizes 2..8.
+// A rank compiles only the programs it uses; CI compiles all of them (src/catalog.ts).
+import { DTYPES, type DType } from "../runtime/dtype.js";
+import type { ProgramSpec } from "../runtime/module.js";
+import { REDUCE_DTYPES, REDUCE_OPS, type ReduceOp } from "./validate.js";
+
+export type ReducingKernel = "one_shot_all_reduce" | "two_shot_all_reduce" | "reduce_scatter_pull";
+export const REDUCING_KERNELS: readonly ReducingKernel[] = [
+  "one_shot_all_reduce",
+  "two_shot_all_reduce",
+  "reduce_scatter_pull",
+];
+export const WORLD_SIZES = [2, 3, 4, 5, 6, 7, 8] as const;
+
+const OP_TYPES: Record<ReduceOp, string> = {
+  sum: "symmkit::OpSum",
+  max: "symmkit::OpMax",
+  min: "symmkit::OpMin",
+};
+const SOURCE = '#include "symmkit/coll/collectives.cuh"\n';
+
+export function reducingExpr(kernel: ReducingKernel, dtype: DType, op: ReduceOp, world: number): string {
+  return `symmkit::${kernel}<${DTYPES[dtype].cType}, ${OP_TYPES[op]}, ${world}>`;
+}
+
+export function allGatherExpr(world: number): string {
+  return `symmkit::all_gather_pull<${world}>`;
+}
+
+export function reducingProgram(kernel: ReducingKernel, dtype: DType, op: ReduceOp): ProgramSpec {
+  return {
+    name: `symmkit/coll/${kernel}/${dtype}/${op}`,
+    source: SOURCE,
+    nameExpressions: WORLD_SIZES.map((w) => reducingExpr(kernel, dtype, op, w)),
+  };
+}
+
+export const ALL_GATHER_PROGRAM: ProgramSpec = {
+  name: "symmkit/coll/all_gather_pull",
+  source: SOURCE,
+  nameExpressions: WORLD_SIZES.map(allGatherExpr),
+};
+
+/** Every (kernel, dtype, op) the package ships. */
+export const COLL_PROGRAMS: readonly ProgramSpec[] = [
+  ...REDUCING_KERNELS.flatMap((k) =>
+    REDUCE_DTYPES.flatMap((d) => REDUCE_OPS.map((op) => reducingProgram(k, d, op))),
+  ),
+  ALL_GATHER_PROGRAM,
+];
+
+/** Parameters of every collective kernel: the SymmView blob, the output, the element count, the phase. */
+export const COLL_PARAMS = [{ bytes: 160, align: 8 }, "ptr", "u64", "u32"] as const;

@@ -1,0 +1,227 @@
+// The collectives on GPU symmetric memory: validate (src/ops/validate.ts, shared with the CPU backend),
+// stage the input in the group's symmetric buffer unless it already is symmetric, pick an algorithm,
+// launch the kernel specialised for the dtype, op and world size, or hand over to NCCL.
+import { InvalidArgumentError } from "../errors.js";
+import type { NcclComm } from "../dist/nccl-comm.js";
+import type { ProcessGroup } from "../dist/process-group.js";
+import type { SymmetricTensor } from "../dist/symmetric-memory.js";
+import { copyDeviceToDevice } from "../runtime/memory.js";
+import type { Kernel } from "../runtime/kernel.js";
+import { sharedModule, type Module } from "../runtime/module.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
+import { Tensor } from "../runtime/tensor.js";
+import {
+  ALL_GATHER_PROGRAM,
+  allGatherExpr,
+  COLL_PARAMS,
+  reducingExpr,
+  reducingProgram,
+  type ReducingKernel,
+} from "./coll-programs.js";
+import {
+  checkAlgorithm,
+  checkCapacity,
+  checkDivisible,
+  checkNumel,
+  checkReduction,
+  checkSameDtype,
+  type ReduceOp,
+} from "./validate.js";
+
+export const GPU_ALL_REDUCE_ALGORITHMS = ["auto", "one_shot", "two_shot", "nccl"] as const;
+export type GpuAllReduceAlgorithm = (typeof GPU_ALL_REDUCE_ALGORITHMS)[number];
+export const GPU_PULL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
+export type GpuPullAlgorithm = (typeof GPU_PULL_ALGORITHMS)[number];
+
+/** Until `symmkit tune` measures the machine: one-shot up to this size, two-shot above. */
+export const ONE_SHOT_MAX_BYTES = 256 * 1024;
+const THREADS = 512;
+const MAX_BLOCKS = 32;
+
+export type CollectiveInput = Tensor | SymmetricTensor;
+
+export interface CollectiveOptions {
+  readonly stream?: Stream;
+}
+
+export class GpuCollectives {
+  readonly #group: ProcessGroup<GpuCollectives>;
+  readonly #staging: SymmetricTensor;
+  readonly #comm: NcclComm;
+  #phase = 0;
+
+  private constructor(group: ProcessGroup<GpuCollectives>, staging: SymmetricTensor, comm: NcclComm) {
+    this.#group = group;
+    this.#staging = staging;
+    this.#comm = comm;
+  }
+
+  /** Collective: allocates the group's symmetric staging buffer and its NCCL communicator. */
+  static async create(group: ProcessGroup<GpuCollectives>, stagingBytes: number): Promise<GpuCollectives> {
+    const staging = await group.symmetric.empty([stagingBytes], "u8");
+    return new GpuCollectives(group, staging, await group.nccl());
+  }
+
+  get capacityBytes(): number {
+    return this.#staging.tensor.nbytes;
+  }
+
+  /** Sum (or max, min) of `input` over all ranks, into `output` (default: a new tensor). */
+  allReduce(
+    input: CollectiveInput,
+    options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuAllReduceAlgorithm; output?: Tensor } = {},
+  ): Tensor {
+    const what = "allReduce";
+    const x = this.#local(input, what);
+    const op = options.op ?? "sum";
+    const algorithm = options.algorithm ?? "auto";
+    checkReduction(what, op, x.dtype);
+    checkAlgorithm(what, algorithm, GPU_ALL_REDUCE_ALGORITHMS);
+    const output = options.output ?? Tensor.empty(x.shape, x.dtype, { device: this.#group.device });
+    checkSameDtype(what, x, output);
+    checkNumel(what, "output", output, x.numel);
+    this.#onDevice(what, output);
+    const stream = options.stream ?? defaultStream(this.#group.device);
+    if (algorithm === "nccl") {
+      this.#comm.allReduce(x, output, op, stream);
+      return output;
+    }
+    if (this.#group.worldSize === 1) {
+      copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
+      return output;
+    }
+    const kernel: ReducingKernel =
+      algorithm === "two_shot" || (algorithm === "auto" && x.nbytes > ONE_SHOT_MAX_BYTES)
+        ? "two_shot_all_reduce"
+        : "one_shot_all_reduce";
+    const view = this.#stage(input, x, what, stream);
+    const perRank = kernel === "two_shot_all_reduce" ? Math.ceil(x.nbytes / this.#group.worldSize) : x.nbytes;
+    this.#launch(this.#reducing(kernel, x, op), perRank, stream, view, output, x.numel);
+    return output;
+  }
+
+  /** Every rank's `input`, in rank order, into `output` (world x input elements). */
+  allGather(
+    input: CollectiveInput,
+    output: Tensor,
+    options: CollectiveOptions & { algorithm?: GpuPullAlgorithm } = {},
+  ): Tensor {
+    const what = "allGather";
+    const x = this.#local(input, what);
+    const algorithm = options.algorithm ?? "auto";
+    checkAlgorithm(what, algorithm, GPU_PULL_ALGORITHMS);
+    checkSameDtype(what, x, output);
+    checkNumel(what, "output", output, x.numel * this.#group.worldSize);
+    this.#onDevice(what, output);
+    const stream = options.stream ?? defaultStream(this.#group.device);
+    if (algorithm === "nccl") {
+      this.#comm.allGather(x, output, stream);
+      return output;
+    }
+    if (this.#group.worldSize === 1) {
+      copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
+      return output;
+    }
+    const view = this.#stage(input, x, what, stream);
+    const k = this.#module(ALL_GATHER_PROGRAM).kernel(allGatherExpr(this.#group.worldSize), COLL_PARAMS);
+    this.#launch(k, x.nbytes * this.#group.worldSize, stream, view, output, x.nbytes);
+    return output;
+  }
+
+  /** Chunk `rank` of the reduction of every rank's `input` (world x output elements), into `output`. */
+  reduceScatter(
+    input: CollectiveInput,
+    output: Tensor,
+    options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuPullAlgorithm } = {},
+  ): Tensor {
+    const what = "reduceScatter";
+    const x = this.#local(input, what);
+    const op = options.op ?? "sum";
+    const algorithm = options.algorithm ?? "auto";
+    checkReduction(what, op, x.dtype);
+    checkAlgorithm(what, algorithm, GPU_PULL_ALGORITHMS);
+    checkSameDtype(what, x, output);
+    checkDivisible(what, x, this.#group.worldSize);
+    checkNumel(what, "output", output, x.numel / this.#group.worldSize);
+    this.#onDevice(what, output);
+    const stream = options.stream ?? defaultStream(this.#group.device);
+    if (algorithm === "nccl") {
+      this.#comm.reduceScatter(x, output, op, stream);
+      return output;
+    }
+    if (this.#group.worldSize === 1) {
+      copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
+      return output;
+    }
+    const view = this.#stage(input, x, what, stream);
+    this.#launch(
+      this.#reducing("reduce_scatter_pull", x, op),
+      output.nbytes,
+      stream,
+      view,
+      output,
+      output.numel,
+    );
+    return output;
+  }
+
+  /** The local tensor of an input, checked to be on this group's GPU. */
+  #local(input: CollectiveInput, what: string): Tensor {
+    const x = input instanceof Tensor ? input : input.tensor;
+    if (
+      !(input instanceof Tensor) &&
+      (input.worldSize !== this.#group.worldSize || input.rank !== this.#group.rank)
+    ) {
+      throw new InvalidArgumentError(`${what}: the symmetric tensor belongs to another group`);
+    }
+    this.#onDevice(what, x);
+    return x;
+  }
+
+  #onDevice(what: string, t: Tensor): void {
+    if (t.device !== this.#group.device) {
+      throw new InvalidArgumentError(
+        `${what}: tensors must be on cuda:${this.#group.device.ordinal}, this one is on cuda:${t.device.ordinal}`,
+      );
+    }
+  }
+
+  /** The SymmView of the input: the user's own symmetric tensor, or the staging buffer after a copy. */
+  #stage(input: CollectiveInput, x: Tensor, what: string, stream: Stream): Uint8Array {
+    if (!(input instanceof Tensor)) return input.deviceView();
+    checkCapacity(what, x.nbytes, this.capacityBytes);
+    copyDeviceToDevice(this.#staging.tensor.ptr, x.ptr, x.nbytes, stream);
+    return this.#staging.deviceView();
+  }
+
+  #module(spec: Parameters<typeof sharedModule>[0]): Module {
+    return sharedModule(spec, this.#group.device);
+  }
+
+  #reducing(kernel: ReducingKernel, x: Tensor, op: ReduceOp): Kernel<typeof COLL_PARAMS> {
+    return this.#module(reducingProgram(kernel, x.dtype, op)).kernel(
+      reducingExpr(kernel, x.dtype, op, this.#group.worldSize),
+      COLL_PARAMS,
+    );
+  }
+
+  /** One launch: enough blocks of 512 threads for `bytes` of 16-byte vectors, at most 32. */
+  #launch(
+    k: Kernel<typeof COLL_PARAMS>,
+    bytes: number,
+    stream: Stream,
+    view: Uint8Array,
+    output: Tensor,
+    count: number,
+  ): void {
+    const blocks = Math.max(1, Math.min(MAX_BLOCKS, Math.ceil(bytes / 16 / THREADS)));
+    const phase = this.#phase;
+    this.#phase += 2;
+    k.launch({ grid: blocks, block: THREADS, stream }, view, output, count, phase >>> 0);
+  }
+
+  /** Collective: releases the staging buffer. */
+  dispose(): Promise<void> {
+    return this.#staging.dispose();
+  }
+}
