@@ -6,7 +6,7 @@ import type { NcclComm } from "../dist/nccl-comm.js";
 import type { ProcessGroup } from "../dist/process-group.js";
 import type { SymmetricTensor } from "../dist/symmetric-memory.js";
 import { copyDeviceToDevice } from "../runtime/memory.js";
-import type { Kernel } from "../runtime/kernel.js";
+import type { Kernel, ParamType } from "../runtime/kernel.js";
 import { sharedModule, type Module } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
@@ -16,6 +16,7 @@ import {
   COLL_PARAMS,
   reducingExpr,
   reducingProgram,
+  TWO_SHOT_PARAMS,
   type ReducingKernel,
 } from "./coll-programs.js";
 import {
@@ -90,13 +91,30 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    const kernel: ReducingKernel =
-      algorithm === "two_shot" || (algorithm === "auto" && x.nbytes > ONE_SHOT_MAX_BYTES)
-        ? "two_shot_all_reduce"
-        : "one_shot_all_reduce";
+    const twoShot = algorithm === "two_shot" || (algorithm === "auto" && x.nbytes > ONE_SHOT_MAX_BYTES);
     const view = this.#stage(input, x, what, stream);
-    const perRank = kernel === "two_shot_all_reduce" ? Math.ceil(x.nbytes / this.#group.worldSize) : x.nbytes;
-    this.#launch(this.#reducing(kernel, x, op), perRank, stream, view, output, x.numel);
+    if (!twoShot) {
+      const k = this.#reducing("one_shot_all_reduce", x, op, COLL_PARAMS);
+      k.launch(
+        { grid: this.#blocks(x.nbytes), block: THREADS, stream },
+        view,
+        output,
+        x.numel,
+        this.#nextPhase(),
+      );
+      return output;
+    }
+    // Two-shot stores the reduced chunks into every rank's scratch buffer: the staging buffer, or a
+    // symmetric input itself only when the call is in place.
+    const inPlace = !(input instanceof Tensor) && output.ptr === input.tensor.ptr;
+    let scratch = view;
+    if (!(input instanceof Tensor) && !inPlace) {
+      checkCapacity(`${what} (two-shot scratch)`, x.nbytes, this.capacityBytes);
+      scratch = this.#staging.deviceView();
+    }
+    const k = this.#reducing("two_shot_all_reduce", x, op, TWO_SHOT_PARAMS);
+    const grid = this.#blocks(Math.ceil(x.nbytes / this.#group.worldSize));
+    k.launch({ grid, block: THREADS, stream }, view, scratch, output, x.numel, this.#nextPhase());
     return output;
   }
 
@@ -124,7 +142,13 @@ export class GpuCollectives {
     }
     const view = this.#stage(input, x, what, stream);
     const k = this.#module(ALL_GATHER_PROGRAM).kernel(allGatherExpr(this.#group.worldSize), COLL_PARAMS);
-    this.#launch(k, x.nbytes * this.#group.worldSize, stream, view, output, x.nbytes);
+    k.launch(
+      { grid: this.#blocks(x.nbytes * this.#group.worldSize), block: THREADS, stream },
+      view,
+      output,
+      x.nbytes,
+      this.#nextPhase(),
+    );
     return output;
   }
 
@@ -154,13 +178,13 @@ export class GpuCollectives {
       return output;
     }
     const view = this.#stage(input, x, what, stream);
-    this.#launch(
-      this.#reducing("reduce_scatter_pull", x, op),
-      output.nbytes,
-      stream,
+    const k = this.#reducing("reduce_scatter_pull", x, op, COLL_PARAMS);
+    k.launch(
+      { grid: this.#blocks(output.nbytes), block: THREADS, stream },
       view,
       output,
       output.numel,
+      this.#nextPhase(),
     );
     return output;
   }
@@ -198,26 +222,28 @@ export class GpuCollectives {
     return sharedModule(spec, this.#group.device);
   }
 
-  #reducing(kernel: ReducingKernel, x: Tensor, op: ReduceOp): Kernel<typeof COLL_PARAMS> {
+  #reducing<const Ps extends readonly ParamType[]>(
+    kernel: ReducingKernel,
+    x: Tensor,
+    op: ReduceOp,
+    params: Ps,
+  ): Kernel<Ps> {
     return this.#module(reducingProgram(kernel, x.dtype, op)).kernel(
       reducingExpr(kernel, x.dtype, op, this.#group.worldSize),
-      COLL_PARAMS,
+      params,
     );
   }
 
-  /** One launch: enough blocks of 512 threads for `bytes` of 16-byte vectors, at most 32. */
-  #launch(
-    k: Kernel<typeof COLL_PARAMS>,
-    bytes: number,
-    stream: Stream,
-    view: Uint8Array,
-    output: Tensor,
-    count: number,
-  ): void {
-    const blocks = Math.max(1, Math.min(MAX_BLOCKS, Math.ceil(bytes / 16 / THREADS)));
-    const phase = this.#phase;
-    this.#phase += 2;
-    k.launch({ grid: blocks, block: THREADS, stream }, view, output, count, phase >>> 0);
+  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most 32. */
+  #blocks(bytes: number): number {
+    return Math.max(1, Math.min(MAX_BLOCKS, Math.ceil(bytes / 16 / THREADS)));
+  }
+
+  /** Each launch takes two phase numbers (start and end barrier), for timeout records. */
+  #nextPhase(): number {
+    const p = this.#phase;
+    this.#phase = (this.#phase + 2) >>> 0;
+    return p;
   }
 
   /** Collective: releases the staging buffer. */

@@ -122,6 +122,10 @@ for (const dtype of ["f32", "bf16"] as const) {
   group.synchronize();
   (await group.nccl()).synchronize();
   same(ours.toHost(), theirs.toHost(), `symmetric input vs NCCL, ${dtype}`);
+  await group.barrier(); // every rank has read its input before any rank reduces in place
+  c.allReduce(sym, { algorithm: "two_shot", output: sym.tensor });
+  group.synchronize();
+  same(sym.tensor.toHost(), theirs.toHost(), `in-place two-shot on a symmetric tensor, ${dtype}`);
   await sym.dispose();
 }
 console.log("NCCL agrees bit for bit on exact data; symmetric inputs work without a copy");

@@ -13,10 +13,12 @@
 //          kernel began) before anyone reads a peer's buffer.
 //   one-shot, all-gather, reduce-scatter end with symm_sync<true, false>: nobody restages its buffer
 //          (the next call's copy) while a peer may still be reading it.
-//   two-shot: rank r reduces vector chunk r of all buffers and stores the result into chunk r of every
-//          buffer; symm_sync<true, true> publishes those stores; then each rank reads only its own
-//          buffer. No end barrier: a peer that runs ahead only rewrites its own buffer, and writes into
-//          ours only after the next call's start barrier, which we reach after finishing this one.
+//   two-shot: rank r reduces vector chunk r of the inputs and stores the result into chunk r of every
+//          rank's scratch buffer (the staging buffer, or the input itself when the call is in place, so
+//          that a caller's symmetric input is never overwritten otherwise); symm_sync<true, true>
+//          publishes those stores; then each rank reads only its own scratch buffer. No end barrier: a
+//          peer that runs ahead only rewrites its own buffers, and writes into ours only after the next
+//          call's start barrier, which we reach after finishing this one.
 // All pads are idle again at the end, so every kernel here may be captured and replayed as a CUDA graph.
 #pragma once
 #include "symmkit/sync/barrier.cuh"
@@ -93,7 +95,8 @@ __global__ void one_shot_all_reduce(const __grid_constant__ SymmView v, T* out, 
 }
 
 template <typename T, typename Op, u32 W>
-__global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, T* out, u64 n, u32 phase) {
+__global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __grid_constant__ SymmView scratch, T* out, u64 n,
+                                    u32 phase) {
   symm_sync<false, true>(v, flat_block(), phase);
   const u64 nvec = n / Vec16<T>::N;
   const u64 chunk = (nvec + W - 1) / W;
@@ -104,12 +107,12 @@ __global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, T* out, 
     reduce_vector<T, Op, W>(v, 0, i, f);
     const u32x4 packed = Vec16<T>::pack(f);
 #pragma unroll
-    for (u32 r = 0; r < W; ++r) st_128(static_cast<T*>(v.buffers[r]) + i * Vec16<T>::N, packed);
+    for (u32 r = 0; r < W; ++r) st_128(static_cast<T*>(scratch.buffers[r]) + i * Vec16<T>::N, packed);
   }
   // The tail is small: every rank reduces it itself, before the barrier, into its own output.
   for (u64 j = nvec * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) out[j] = reduce_element<T, Op, W>(v, j);
   symm_sync<true, true>(v, flat_block(), phase + 1);
-  const T* mine = static_cast<const T*>(v.buffers[v.rank]);
+  const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   if (out == mine) return;
   if (aligned16(out)) {
     for (u64 i = global_thread(); i < nvec; i += grid_threads()) st_128(out + i * Vec16<T>::N, ld_128(mine + i * Vec16<T>::N));
