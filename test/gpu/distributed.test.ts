@@ -45,11 +45,15 @@ for (const n of [2, 3, 4]) {
 
 for (const n of [2, 3, 4]) {
   const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
-  test(`symmkit's GPU collectives at world size ${n}: reference, NCCL, graphs, repeated calls, bad inputs`, { skip }, () => {
-    const r = run(n, "collectives.js");
-    assert.equal(r.status, 0);
-    assert.equal(r.out.match(/gpu collectives ok/g)?.length, n);
-  });
+  test(
+    `symmkit's GPU collectives at world size ${n}: reference, NCCL, graphs, repeated calls, bad inputs`,
+    { skip },
+    () => {
+      const r = run(n, "collectives.js");
+      assert.equal(r.status, 0);
+      assert.equal(r.out.match(/gpu collectives ok/g)?.length, n);
+    },
+  );
 }
 
 test(
