@@ -37,7 +37,6 @@ export type GpuPullAlgorithm = (typeof GPU_PULL_ALGORITHMS)[number];
 /** Until `symmkit tune` measures the machine: one-shot up to this size, two-shot above. */
 export const ONE_SHOT_MAX_BYTES = 256 * 1024;
 const THREADS = 512;
-const MAX_BLOCKS = 32;
 
 export type CollectiveInput = Tensor | SymmetricTensor;
 
@@ -234,9 +233,9 @@ export class GpuCollectives {
     );
   }
 
-  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most 32. */
+  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most one per SM. */
   #blocks(bytes: number): number {
-    return Math.max(1, Math.min(MAX_BLOCKS, Math.ceil(bytes / 16 / THREADS)));
+    return Math.max(1, Math.min(this.#group.device.props.smCount, Math.ceil(bytes / 16 / THREADS)));
   }
 
   /** Each launch takes two phase numbers (start and end barrier), for timeout records. */

@@ -109,16 +109,21 @@ __global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __
 #pragma unroll
     for (u32 r = 0; r < W; ++r) st_128(static_cast<T*>(scratch.buffers[r]) + i * Vec16<T>::N, packed);
   }
-  // The tail is small: every rank reduces it itself, before the barrier, into its own output.
-  for (u64 j = nvec * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) out[j] = reduce_element<T, Op, W>(v, j);
+  // The n % N tail elements belong to the last rank, like a chunk: reading them and writing the results
+  // stay with one rank, which keeps an in-place call (scratch = the input) free of races.
+  if (v.rank == W - 1) {
+    for (u64 j = nvec * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) {
+      const T t = reduce_element<T, Op, W>(v, j);
+#pragma unroll
+      for (u32 r = 0; r < W; ++r) static_cast<T*>(scratch.buffers[r])[j] = t;
+    }
+  }
   symm_sync<true, true>(v, flat_block(), phase + 1);
   const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   if (out == mine) return;
-  if (aligned16(out)) {
-    for (u64 i = global_thread(); i < nvec; i += grid_threads()) st_128(out + i * Vec16<T>::N, ld_128(mine + i * Vec16<T>::N));
-  } else {
-    for (u64 j = global_thread(); j < nvec * Vec16<T>::N; j += grid_threads()) out[j] = mine[j];
-  }
+  const u64 nv = aligned16(out) ? nvec : 0;
+  for (u64 i = global_thread(); i < nv; i += grid_threads()) st_128(out + i * Vec16<T>::N, ld_128(mine + i * Vec16<T>::N));
+  for (u64 j = nv * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) out[j] = mine[j];
 }
 
 /** out[r * n_bytes ...] = rank r's buffer[0, n_bytes): any dtype, as bytes (n_bytes a multiple of 16 or not). */
