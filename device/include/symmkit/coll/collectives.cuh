@@ -18,7 +18,10 @@
 //          that a caller's symmetric input is never overwritten otherwise); symm_sync<true, true>
 //          publishes those stores; then each rank reads only its own scratch buffer. No end barrier: a
 //          peer that runs ahead only rewrites its own buffers, and writes into ours only after the next
-//          call's start barrier, which we reach after finishing this one.
+//          call's start barrier, which we reach after finishing this one. Barriers pair blocks of the
+//          same index only, so work that crosses the middle barrier is split into tiles of blockDim.x
+//          vectors, tile t always to block t % grid: its writer and its readers met at that barrier.
+//          (The start and end barriers need no such rule: whole kernels order the staging copies.)
 // All pads are idle again at the end, so every kernel here may be captured and replayed as a CUDA graph.
 #pragma once
 #include "symmkit/sync/barrier.cuh"
@@ -94,36 +97,60 @@ __global__ void one_shot_all_reduce(const __grid_constant__ SymmView v, T* out, 
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }
 
+/** The first tile at or after `from` that belongs to this block: tile t belongs to block t % grid. */
+__device__ __forceinline__ u64 first_tile(u64 from) {
+  const u64 blocks = static_cast<u64>(gridDim.x) * gridDim.y * gridDim.z;
+  return from + (flat_block() + blocks - from % blocks) % blocks;
+}
+
 template <typename T, typename Op, u32 W>
 __global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __grid_constant__ SymmView scratch, T* out, u64 n,
                                     u32 phase) {
+  // Vectors go in tiles of blockDim.x; tile t belongs to block t % grid on every rank and in both phases,
+  // so the block that reads a tile after the middle barrier is the one that met, at that barrier, the
+  // block that wrote it (barriers pair blocks of the same index only).
+  const u64 tile = blockDim.x;
+  const u64 blocks = static_cast<u64>(gridDim.x) * gridDim.y * gridDim.z;
   symm_sync<false, true>(v, flat_block(), phase);
   const u64 nvec = n / Vec16<T>::N;
   const u64 chunk = (nvec + W - 1) / W;
   const u64 begin = min(nvec, chunk * v.rank);
   const u64 end = min(nvec, begin + chunk);
-  for (u64 i = begin + global_thread(); i < end; i += grid_threads()) {
+  for (u64 t = first_tile(begin / tile); t * tile < end; t += blocks) {
+    const u64 i = t * tile + threadIdx.x;
+    if (i < begin || i >= end) continue;
     float f[Vec16<T>::N];
     reduce_vector<T, Op, W>(v, 0, i, f);
     const u32x4 packed = Vec16<T>::pack(f);
 #pragma unroll
     for (u32 r = 0; r < W; ++r) st_128(static_cast<T*>(scratch.buffers[r]) + i * Vec16<T>::N, packed);
   }
-  // The n % N tail elements belong to the last rank, like a chunk: reading them and writing the results
-  // stay with one rank, which keeps an in-place call (scratch = the input) free of races.
-  if (v.rank == W - 1) {
-    for (u64 j = nvec * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) {
-      const T t = reduce_element<T, Op, W>(v, j);
+  // The n % N tail elements belong to the last rank and to block 0 (which reads them back below): one
+  // rank reads and writes them, which keeps an in-place call (scratch = the input) free of races.
+  if (v.rank == W - 1 && flat_block() == 0) {
+    for (u64 j = nvec * Vec16<T>::N + threadIdx.x; j < n; j += blockDim.x) {
+      const T x = reduce_element<T, Op, W>(v, j);
 #pragma unroll
-      for (u32 r = 0; r < W; ++r) static_cast<T*>(scratch.buffers[r])[j] = t;
+      for (u32 r = 0; r < W; ++r) static_cast<T*>(scratch.buffers[r])[j] = x;
     }
   }
   symm_sync<true, true>(v, flat_block(), phase + 1);
   const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   if (out == mine) return;
-  const u64 nv = aligned16(out) ? nvec : 0;
-  for (u64 i = global_thread(); i < nv; i += grid_threads()) st_128(out + i * Vec16<T>::N, ld_128(mine + i * Vec16<T>::N));
-  for (u64 j = nv * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) out[j] = mine[j];
+  const bool vec = aligned16(out);
+  for (u64 t = flat_block(); t * tile < nvec; t += blocks) {
+    const u64 i = t * tile + threadIdx.x;
+    if (i >= nvec) continue;
+    if (vec) {
+      st_128(out + i * Vec16<T>::N, ld_128(mine + i * Vec16<T>::N));
+    } else {
+#pragma unroll
+      for (u32 k = 0; k < Vec16<T>::N; ++k) out[i * Vec16<T>::N + k] = mine[i * Vec16<T>::N + k];
+    }
+  }
+  if (flat_block() == 0) {
+    for (u64 j = nvec * Vec16<T>::N + threadIdx.x; j < n; j += blockDim.x) out[j] = mine[j];
+  }
 }
 
 /** out[r * n_bytes ...] = rank r's buffer[0, n_bytes): any dtype, as bytes (n_bytes a multiple of 16 or not). */
