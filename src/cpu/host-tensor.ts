@@ -5,8 +5,10 @@ import { DisposedError, InvalidArgumentError } from "../errors.js";
 import { decodeToF32, dtypeInfo, encode, rawArray, type DType, type RawArray } from "../runtime/dtype.js";
 import { hostNormal, hostRandInt, hostUniform } from "../runtime/random.js";
 import {
+  checkView,
   freshSeed,
   numelOf,
+  sliceRows,
   type NormalOptions,
   type Shape,
   type UniformOptions,
@@ -174,33 +176,18 @@ export class HostTensor implements Disposable {
   }
 
   view(shape: Shape): HostTensor {
-    if (numelOf(shape) !== this.numel) {
-      throw new InvalidArgumentError(
-        `view: ${JSON.stringify(this.shape)} has ${this.numel} elements, ${JSON.stringify(shape)} ${numelOf(shape)}`,
-      );
-    }
+    checkView(this.shape, this.numel, shape);
     void this.raw;
     return new HostTensor(this.#buffer, this.#byteOffset, shape, this.dtype, this.#alive);
   }
 
   slice(start: number, end: number = this.shape[0] ?? 0): HostTensor {
-    const rows = this.shape[0];
-    if (rows === undefined) throw new InvalidArgumentError("slice: a 0-d tensor has no rows");
-    if (
-      !Number.isSafeInteger(start) ||
-      !Number.isSafeInteger(end) ||
-      start < 0 ||
-      end > rows ||
-      start > end
-    ) {
-      throw new InvalidArgumentError(`slice(${start}, ${end}) out of range for ${rows} rows`);
-    }
+    const s = sliceRows(this.shape, this.numel, start, end);
     void this.raw;
-    const rowElems = rows === 0 ? 0 : this.numel / rows;
     return new HostTensor(
       this.#buffer,
-      this.#byteOffset + start * rowElems * this.elementBytes,
-      [end - start, ...this.shape.slice(1)],
+      this.#byteOffset + s.elementOffset * this.elementBytes,
+      s.shape,
       this.dtype,
       this.#alive,
     );

@@ -5,7 +5,7 @@ import { InvalidArgumentError } from "../errors.js";
 import type { DType } from "../runtime/dtype.js";
 import type { Shape } from "../runtime/tensor.js";
 import { joinJob, type Job } from "../dist/job.js";
-import { ScopedStore } from "../dist/scoped-store.js";
+import { ScopedStore, subgroup } from "../dist/scoped-store.js";
 import { syncTimeoutFromEnv } from "../dist/sync-watch.js";
 import { CpuCollectives } from "./collectives.js";
 import { CpuSymmetricTensor } from "./symmetric.js";
@@ -123,26 +123,14 @@ export class CpuProcessGroup {
 
   /** A group of the given global ranks, for its members (others get undefined); see ProcessGroup.newGroup. */
   async newGroup(ranks: readonly number[]): Promise<CpuProcessGroup | undefined> {
-    const sorted = [...new Set(ranks)].sort((a, b) => a - b);
-    if (
-      sorted.length !== ranks.length ||
-      sorted.some((r) => !Number.isInteger(r) || !this.ranks.includes(r))
-    ) {
-      throw new InvalidArgumentError(
-        `newGroup(${JSON.stringify(ranks)}): ranks must be distinct members of this group ${JSON.stringify(this.ranks)}`,
-      );
-    }
-    if (!sorted.includes(this.globalRank)) return undefined;
-    const base = `${this.#name}/g${sorted.join("-")}`;
-    const n = (this.#shared.groupsMade.get(base) ?? 0) + 1;
-    this.#shared.groupsMade.set(base, n);
-    const name = `${base}.${n}`;
-    return CpuProcessGroup.#open(
-      this.#shared,
-      sorted,
-      name,
-      new ScopedStore(this.#shared.client, name, sorted.length),
+    const sub = subgroup(
+      { name: this.#name, ranks: this.ranks, self: this.globalRank },
+      ranks,
+      this.#shared.groupsMade,
     );
+    if (!sub) return undefined;
+    const store = new ScopedStore(this.#shared.client, sub.name, sub.ranks.length);
+    return CpuProcessGroup.#open(this.#shared, sub.ranks, sub.name, store);
   }
 
   /** Collective. Frees the staging buffer; the world group also leaves the job. */

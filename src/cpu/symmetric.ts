@@ -65,32 +65,13 @@ export class CpuSymmetricTensor implements AsyncDisposable {
     );
     const bytes = dataBytes + 4 * SLOT_GROUPS * ctx.worldSize;
     const key = `cpu-symm/${id}`;
-    const signature = JSON.stringify({ shape, dtype, bytes });
-    await ctx.store.set(`${key}/sig/${ctx.rank}`, signature);
     const { region, fd } = SharedRegion.create(bytes, `symmkit-${key}`);
     const regions = new Array<SharedRegion>(ctx.worldSize);
     regions[ctx.rank] = region;
     try {
-      for (let r = 0; r < ctx.worldSize; r++) {
-        if (r === ctx.rank) continue;
-        const theirs = (await ctx.store.get(`${key}/sig/${r}`)).toString();
-        if (theirs !== signature) {
-          throw new InvalidArgumentError(
-            `rank ${r} allocated ${theirs} where this rank allocated ${signature}; symmetric allocations must match`,
-          );
-        }
-        await ctx.fds.send(ctx.ranks[r]!, fd, key, ctx.ranks[ctx.rank]!);
-      }
-      for (let r = 0; r < ctx.worldSize; r++) {
-        if (r === ctx.rank) continue;
-        const theirFd = await ctx.fds.receive(key, ctx.ranks[r]!, ctx.storeTimeoutMs);
-        try {
-          regions[r] = SharedRegion.map(theirFd, bytes);
-        } finally {
-          closeFd(theirFd); // the mapping keeps the memory
-        }
-      }
-      await ctx.store.barrier(`${key}/mapped`);
+      await ctx.fds.share(ctx, key, JSON.stringify({ shape, dtype, bytes }), fd, (r, theirFd) => {
+        regions[r] = SharedRegion.map(theirFd, bytes);
+      });
     } catch (e) {
       for (const reg of regions) reg?.close();
       throw e;

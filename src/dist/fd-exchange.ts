@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { SymmkitError } from "../errors.js";
+import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import { closeFd, FdChannel } from "./fd-channel.js";
 import type { ScopedStore } from "./scoped-store.js";
 
@@ -82,6 +82,49 @@ export class FdExchange {
       const tag = JSON.parse(got.tag.toString()) as { key: string; from: number };
       this.#stash.set(`${tag.key}|${tag.from}`, got.fd);
     }
+  }
+
+  /**
+   * Collective over a group's members, for memory each of them allocated: checks that every member made
+   * the same allocation (`signature`), sends `fd` to each peer, and hands each peer's descriptor to
+   * `take` (closed right after: what `take` imports or maps keeps the memory alive). Returns once every
+   * member has taken every descriptor, so that each may then close its own `fd`.
+   */
+  async share(
+    group: {
+      readonly store: ScopedStore;
+      readonly rank: number;
+      readonly worldSize: number;
+      readonly ranks: readonly number[];
+      readonly storeTimeoutMs: number;
+    },
+    key: string,
+    signature: string,
+    fd: number,
+    take: (rank: number, fd: number) => void,
+  ): Promise<void> {
+    const { store, rank, worldSize, ranks } = group;
+    await store.set(`${key}/sig/${rank}`, signature);
+    for (let r = 0; r < worldSize; r++) {
+      if (r === rank) continue;
+      const theirs = (await store.get(`${key}/sig/${r}`)).toString();
+      if (theirs !== signature) {
+        throw new InvalidArgumentError(
+          `rank ${r} allocated ${theirs} where this rank allocated ${signature}; symmetric allocations must match`,
+        );
+      }
+      await this.send(ranks[r]!, fd, key, ranks[rank]!);
+    }
+    for (let r = 0; r < worldSize; r++) {
+      if (r === rank) continue;
+      const theirs = await this.receive(key, ranks[r]!, group.storeTimeoutMs);
+      try {
+        take(r, theirs);
+      } finally {
+        closeFd(theirs);
+      }
+    }
+    await store.barrier(`${key}/taken`);
   }
 
   /** Closes the socket, any descriptor nobody asked for, and (local rank 0, after all) the directory. */

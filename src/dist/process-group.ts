@@ -8,7 +8,7 @@ import { defaultStream, type Stream } from "../runtime/stream.js";
 import type { Shape } from "../runtime/tensor.js";
 import { joinJob, type Job } from "./job.js";
 import { NcclComm } from "./nccl-comm.js";
-import { ScopedStore } from "./scoped-store.js";
+import { ScopedStore, subgroup } from "./scoped-store.js";
 import { SymmetricTensor, type SymmetricOptions } from "./symmetric-memory.js";
 import { SyncWatch, syncTimeoutFromEnv } from "./sync-watch.js";
 
@@ -114,28 +114,14 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> {
    * with the same list, in the same order relative to their other newGroup calls.
    */
   async newGroup(ranks: readonly number[]): Promise<ProcessGroup<C> | undefined> {
-    const sorted = [...new Set(ranks)].sort((a, b) => a - b);
-    if (
-      sorted.length !== ranks.length ||
-      sorted.some((r) => !Number.isInteger(r) || !this.ranks.includes(r))
-    ) {
-      throw new InvalidArgumentError(
-        `newGroup(${JSON.stringify(ranks)}): ranks must be distinct members of this group ${JSON.stringify(this.ranks)}`,
-      );
-    }
-    if (!sorted.includes(this.globalRank)) return undefined;
-    const base = `${this.#name}/g${sorted.join("-")}`;
-    const n = (this.#shared.groupsMade.get(base) ?? 0) + 1;
-    this.#shared.groupsMade.set(base, n);
-    const name = `${base}.${n}`;
-    const group = new ProcessGroup(
-      this.#shared,
-      sorted,
-      name,
-      new ScopedStore(this.#shared.client, name, sorted.length),
+    const sub = subgroup(
+      { name: this.#name, ranks: this.ranks, self: this.globalRank },
+      ranks,
+      this.#shared.groupsMade,
     );
-    await group.barrier();
-    return group;
+    if (!sub) return undefined;
+    const store = new ScopedStore(this.#shared.client, sub.name, sub.ranks.length);
+    return new ProcessGroup<C>(this.#shared, sub.ranks, sub.name, store).#ready();
   }
 
   /** This group's NCCL communicator (collective on first use). */

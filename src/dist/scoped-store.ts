@@ -1,5 +1,6 @@
 // A group's view of the rendezvous store: every key under the group's prefix, barriers counted over the
 // group's members.
+import { InvalidArgumentError } from "../errors.js";
 import type { StoreClient } from "./store/client.js";
 
 export class ScopedStore {
@@ -40,4 +41,30 @@ export class ScopedStore {
   scope(sub: string, size: number): ScopedStore {
     return new ScopedStore(this.client, this.key(sub), size);
   }
+}
+
+/**
+ * newGroup's rule for both backends: `ranks` must be distinct members of the parent; a member gets the
+ * sorted ranks and a name unique per (parent, ranks, how many such groups it made), so that members that
+ * call newGroup in the same order agree on it; a non-member gets undefined.
+ */
+export function subgroup(
+  parent: { readonly name: string; readonly ranks: readonly number[]; readonly self: number },
+  ranks: readonly number[],
+  made: Map<string, number>,
+): { readonly name: string; readonly ranks: number[] } | undefined {
+  const sorted = [...new Set(ranks)].sort((a, b) => a - b);
+  if (
+    sorted.length !== ranks.length ||
+    sorted.some((r) => !Number.isInteger(r) || !parent.ranks.includes(r))
+  ) {
+    throw new InvalidArgumentError(
+      `newGroup(${JSON.stringify(ranks)}): ranks must be distinct members of this group ${JSON.stringify(parent.ranks)}`,
+    );
+  }
+  if (!sorted.includes(parent.self)) return undefined;
+  const base = `${parent.name}/g${sorted.join("-")}`;
+  const n = (made.get(base) ?? 0) + 1;
+  made.set(base, n);
+  return { name: `${base}.${n}`, ranks: sorted };
 }

@@ -182,9 +182,6 @@ export class SymmetricTensor implements AsyncDisposable {
       prop.free();
     }
     const key = `symm/${id}`;
-    // Peers must agree on what they allocate: a mismatch would map buffers of different sizes.
-    const signature = JSON.stringify({ shape, dtype, padBytes, size });
-    await ctx.store.set(`${key}/sig/${ctx.rank}`, signature);
     const mappings: Mapping[] = new Array<Mapping>(ctx.worldSize);
     const ownHandle = ptrOrZero(own[0]);
     let exported = -1;
@@ -200,33 +197,17 @@ export class SymmetricTensor implements AsyncDisposable {
         "cuMemExportToShareableHandle",
       );
       exported = fd[0];
-      for (let r = 0; r < ctx.worldSize; r++) {
-        if (r === ctx.rank) continue;
-        const theirs = (await ctx.store.get(`${key}/sig/${r}`)).toString();
-        if (theirs !== signature) {
-          throw new InvalidArgumentError(
-            `rank ${r} allocated ${theirs} where this rank allocated ${signature}; symmetric allocations must match`,
-          );
-        }
-        await ctx.fds.send(ctx.ranks[r]!, exported, key, ctx.ranks[ctx.rank]!);
-      }
-      for (let r = 0; r < ctx.worldSize; r++) {
-        if (r === ctx.rank) continue;
-        const theirFd = await ctx.fds.receive(key, ctx.ranks[r]!, ctx.storeTimeoutMs);
+      // Peers must agree on what they allocate: a mismatch would map buffers of different sizes.
+      const signature = JSON.stringify({ shape, dtype, padBytes, size });
+      await ctx.fds.share(ctx, key, signature, exported, (r, theirFd) => {
         const h: [Ptr | null] = [null];
-        try {
-          check(
-            d.cuMemImportFromShareableHandle(h, BigInt(theirFd), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
-            "cuMemImportFromShareableHandle",
-          );
-        } finally {
-          closeFd(theirFd); // the imported handle keeps the memory
-        }
+        check(
+          d.cuMemImportFromShareableHandle(h, BigInt(theirFd), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "cuMemImportFromShareableHandle",
+        );
         const handle = ptrOrZero(h[0]);
         mappings[r] = { handle, va: mapHandle(handle, size, device) };
-      }
-      // Our descriptor stays open until every peer has imported it.
-      await ctx.store.barrier(`${key}/imported`);
+      });
     } catch (e) {
       for (const m of mappings) if (m) unmap(m, size);
       throw e;

@@ -67,6 +67,31 @@ export function numelOf(shape: Shape): number {
   return n;
 }
 
+/** Checks that `to` has as many elements as `from` (a view of the same memory). */
+export function checkView(from: Shape, numel: number, to: Shape): void {
+  if (numelOf(to) !== numel) {
+    throw new InvalidArgumentError(
+      `view: ${JSON.stringify(from)} has ${numel} elements, ${JSON.stringify(to)} ${numelOf(to)}`,
+    );
+  }
+}
+
+/** Rows [start, end) along the first dimension: their element offset and shape. */
+export function sliceRows(
+  shape: Shape,
+  numel: number,
+  start: number,
+  end: number,
+): { elementOffset: number; shape: number[] } {
+  const rows = shape[0];
+  if (rows === undefined) throw new InvalidArgumentError("slice: a 0-d tensor has no rows");
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end > rows || start > end) {
+    throw new InvalidArgumentError(`slice(${start}, ${end}) out of range for ${rows} rows`);
+  }
+  const rowElems = rows === 0 ? 0 : numel / rows;
+  return { elementOffset: start * rowElems, shape: [end - start, ...shape.slice(1)] };
+}
+
 /** A seed for callers that give none: unpredictable, so two runs do not silently share data. */
 export function freshSeed(): bigint {
   return crypto.randomBytes(8).readBigUInt64LE();
@@ -280,35 +305,19 @@ export class Tensor implements Disposable {
 
   /** The same memory with another shape of the same element count. */
   view(shape: Shape): Tensor {
-    if (numelOf(shape) !== this.numel) {
-      throw new InvalidArgumentError(
-        `view: ${JSON.stringify(this.shape)} has ${this.numel} elements, ${JSON.stringify(shape)} ${numelOf(shape)}`,
-      );
-    }
+    checkView(this.shape, this.numel, shape);
     void this.ptr;
     return new Tensor(this.#mem, this.#byteOffset, shape, this.dtype, false);
   }
 
   /** Rows [start, end) along the first dimension: a contiguous range of the same memory. */
   slice(start: number, end: number = this.shape[0] ?? 0): Tensor {
-    const rows = this.shape[0];
-    if (rows === undefined) throw new InvalidArgumentError("slice: a 0-d tensor has no rows");
-    if (
-      !Number.isSafeInteger(start) ||
-      !Number.isSafeInteger(end) ||
-      start < 0 ||
-      end > rows ||
-      start > end
-    ) {
-      throw new InvalidArgumentError(`slice(${start}, ${end}) out of range for ${rows} rows`);
-    }
+    const s = sliceRows(this.shape, this.numel, start, end);
     void this.ptr;
-    const rowElems = rows === 0 ? 0 : this.numel / rows;
-    const shape = [end - start, ...this.shape.slice(1)];
     return new Tensor(
       this.#mem,
-      this.#byteOffset + start * rowElems * this.elementBytes,
-      shape,
+      this.#byteOffset + s.elementOffset * this.elementBytes,
+      s.shape,
       this.dtype,
       false,
     );
