@@ -2,6 +2,7 @@
 // otherwise, or the one asked for.
 import { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
 import { GpuCollectives } from "./ops/gpu-collectives.js";
+import { stagingBytesFromEnv } from "./dist/env.js";
 import { ProcessGroup, type InitOptions as CudaInitOptions } from "./dist/process-group.js";
 import { LibraryNotFoundError } from "./errors.js";
 import { deviceCount } from "./runtime/device.js";
@@ -37,11 +38,6 @@ export async function init(options: InitOptions = {}): Promise<AnyProcessGroup> 
   const { backend: _ignored, ...rest } = options;
   void _ignored;
   if (backend === "cpu") return CpuProcessGroup.world(rest);
-  const stagingBytes = rest.stagingBytes ?? stagingFromEnv() ?? DEFAULT_GPU_STAGING_BYTES;
+  const stagingBytes = rest.stagingBytes ?? stagingBytesFromEnv() ?? DEFAULT_GPU_STAGING_BYTES;
   return ProcessGroup.world(rest, (group) => GpuCollectives.create(group, stagingBytes));
-}
-
-function stagingFromEnv(): number | undefined {
-  const v = process.env.SYMMKIT_STAGING_BYTES;
-  return v === undefined ? undefined : Number(v);
 }

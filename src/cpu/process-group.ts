@@ -4,6 +4,7 @@
 import { InvalidArgumentError } from "../errors.js";
 import type { DType } from "../runtime/dtype.js";
 import type { Shape } from "../runtime/tensor.js";
+import { stagingBytesFromEnv } from "../dist/env.js";
 import { joinJob, type Job } from "../dist/job.js";
 import { ScopedStore, subgroup } from "../dist/scoped-store.js";
 import { syncTimeoutFromEnv } from "../dist/sync-watch.js";
@@ -52,7 +53,7 @@ export class CpuProcessGroup {
     const job = await joinJob(
       options.storeTimeoutMs === undefined ? {} : { storeTimeoutMs: options.storeTimeoutMs },
     );
-    const stagingBytes = options.stagingBytes ?? stagingFromEnv();
+    const stagingBytes = options.stagingBytes ?? stagingBytesFromEnv() ?? DEFAULT_CPU_STAGING_BYTES;
     const shared: Shared = {
       ...job,
       syncTimeoutMs: options.syncTimeoutMs ?? syncTimeoutFromEnv(),
@@ -142,13 +143,4 @@ export class CpuProcessGroup {
     if (this.#name !== "world") return;
     for (const f of this.#shared.cleanup.reverse()) await f();
   }
-}
-
-function stagingFromEnv(): number {
-  const v = process.env.SYMMKIT_STAGING_BYTES;
-  if (v === undefined) return DEFAULT_CPU_STAGING_BYTES;
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n <= 0)
-    throw new InvalidArgumentError(`SYMMKIT_STAGING_BYTES must be a positive integer, got ${v}`);
-  return n;
 }

@@ -60,3 +60,19 @@ export function readDistEnv(env: Readonly<Record<string, string | undefined>> = 
     launcherPid,
   };
 }
+
+/** SYMMKIT_STAGING_BYTES: each rank's staging buffer for collectives, or undefined when unset. */
+export function stagingBytesFromEnv(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): number | undefined {
+  const v = env.SYMMKIT_STAGING_BYTES;
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n <= 0) {
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      `SYMMKIT_STAGING_BYTES must be a positive integer, got ${v}`,
+    );
+  }
+  return n;
+}
