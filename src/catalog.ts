@@ -6,8 +6,14 @@ import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
 import { SYNC_KERNELS } from "./dist/sync-kernels.js";
 import { COLL_PROGRAMS } from "./ops/coll-programs.js";
+import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
 
-export const PROGRAMS: readonly ProgramSpec[] = [TENSOR_KERNELS, SYNC_KERNELS, ...COLL_PROGRAMS];
+export const PROGRAMS: readonly ProgramSpec[] = [
+  TENSOR_KERNELS,
+  SYNC_KERNELS,
+  ...COLL_PROGRAMS,
+  ...GEMM_PROGRAMS,
+];
 
 export interface CatalogResult {
   readonly program: string;

@@ -22,6 +22,8 @@ commands:
   bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
   bench all-reduce [--sizes 4K:64M] [--dtype bf16] [--json F]
                            under symmkit run: symmkit's all-reduce against NCCL, graph-timed
+  bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--json F]
+                           one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s
   help                     this text
 `;
 
@@ -85,6 +87,7 @@ const commands: Record<string, Command> = {
         json: { type: "string" },
         sizes: { type: "string", default: "4K:64M" },
         dtype: { type: "string", default: "bf16" },
+        shapes: { type: "string" },
       },
     });
     const { writeJson } = await import("./bench/report.js");
@@ -115,9 +118,22 @@ const commands: Record<string, Command> = {
       }
       return 0;
     }
+    if (what === "gemm") {
+      const { benchGemm, formatGemm, parseShapes, DEFAULT_GEMM_SHAPES } = await import("./bench/gemm.js");
+      const elem = values.dtype;
+      if (elem !== "bf16" && elem !== "fp8e4m3")
+        throw new SymmkitError(
+          "SYMMKIT_INVALID_ARGUMENT",
+          `bench gemm: --dtype bf16 or fp8e4m3, not ${elem}`,
+        );
+      const r = await benchGemm({ shapes: parseShapes(values.shapes ?? DEFAULT_GEMM_SHAPES), elem });
+      console.log(formatGemm(r));
+      if (values.json) writeJson(values.json, r);
+      return 0;
+    }
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",
-      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce`,
+      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce, gemm`,
     );
   },
 };

@@ -5,6 +5,7 @@ export type ErrorCode =
   | "SYMMKIT_CUDA_ERROR"
   | "SYMMKIT_NVRTC_ERROR"
   | "SYMMKIT_NCCL_ERROR"
+  | "SYMMKIT_CUBLAS_ERROR"
   | "SYMMKIT_NVML_ERROR"
   | "SYMMKIT_LIBRARY_NOT_FOUND"
   | "SYMMKIT_SYMBOL_MISSING"
@@ -78,5 +79,12 @@ export class InvalidArgumentError extends SymmkitError {
 export class DisposedError extends SymmkitError {
   constructor(what: string) {
     super("SYMMKIT_DISPOSED", `${what} was already disposed; create a new one`);
+  }
+}
+
+/** The request is valid but this device, library or implementation cannot serve it; the message says which can. */
+export class UnsupportedError extends SymmkitError {
+  constructor(message: string) {
+    super("SYMMKIT_UNSUPPORTED", message);
   }
 }

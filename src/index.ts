@@ -59,3 +59,16 @@ export { StoreClient, StoreTimeoutError, StoreClosedError, StoreRefusedError } f
 export { StoreServer } from "./dist/store/server.js";
 export { launch, parseRunArgs, type LaunchOptions } from "./dist/launcher.js";
 export { DEVICE_INCLUDE_DIR, VERSION } from "./paths.js";
+export {
+  matmul,
+  checkMatmul,
+  MATMUL_IMPLS,
+  type MatmulImpl,
+  type MatmulOptions,
+  type BLayout,
+} from "./ops/matmul.js";
+export { HopperGemm, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
+export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm-programs.js";
+export { CublasLtMatmul } from "./ops/cublaslt-matmul.js";
+export { CublasError } from "./cuda/cublaslt.js";
+export { encodeTensorMap2d, type TensorMap2d } from "./runtime/tensor-map.js";

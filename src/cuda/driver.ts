@@ -98,6 +98,11 @@ export const DRIVER_DECLARATIONS = {
     "CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)",
   cuMemUnmap: "CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)",
   cuMemSetAccess: "CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, void *desc, size_t count)",
+  cuStreamWriteValue32_v2:
+    "CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)",
+  // tensorMap is a 64-byte aligned native block; the arrays are rank (strides: rank - 1) entries long.
+  cuTensorMapEncodeTiled:
+    "CUresult cuTensorMapEncodeTiled(void *tensorMap, int dataType, uint32_t rank, CUdeviceptr globalAddress, const void *globalDim, const void *globalStrides, const void *boxDim, const void *elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill)",
   // config, kernelParams and extra are addresses of native blocks the caller owns (runtime/kernel.ts).
   cuLaunchKernelEx: "CUresult cuLaunchKernelEx(void *config, CUfunction f, void *kernelParams, void *extra)",
 } as const;
@@ -161,6 +166,21 @@ export interface Driver {
   cuFuncGetAttribute(v: Out<number>, attrib: number, f: Ptr): number;
   cuFuncSetAttribute(f: Ptr, attrib: number, value: number): number;
   cuLaunchKernelEx(config: Ptr, f: Ptr, params: Ptr, extra: Ptr): number;
+  cuStreamWriteValue32_v2(s: Ptr, addr: Ptr, value: number, flags: number): number;
+  cuTensorMapEncodeTiled(
+    map: Ptr,
+    dataType: number,
+    rank: number,
+    address: Ptr,
+    dims: BigUint64Array,
+    strides: BigUint64Array,
+    box: Uint32Array,
+    elementStrides: Uint32Array,
+    interleave: number,
+    swizzle: number,
+    l2Promotion: number,
+    oobFill: number,
+  ): number;
   cuMemGetAllocationGranularity(g: Out<number>, prop: Ptr, option: number): number;
   cuMemCreate(h: Out<Ptr | null>, size: number, prop: Ptr, flags: number): number;
   cuMemRelease(h: Ptr): number;
@@ -225,6 +245,12 @@ export const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 export const CU_MEMHOSTALLOC_PORTABLE = 0x1;
 export const CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
 export const CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+/** CUtensorMapDataType, CUtensorMapSwizzle and CUtensorMapL2promotion (cuda.h). */
+export const TensorMapDataType = { UINT8: 0, FLOAT32: 7, BFLOAT16: 9 } as const;
+export const TensorMapSwizzle = { NONE: 0, B32: 1, B64: 2, B128: 3 } as const;
+export const TensorMapL2Promotion = { NONE: 0, B64: 1, B128: 2, B256: 3 } as const;
+/** cuStreamWriteValue32 flag: write without waiting for earlier memory operations to be flushed. */
+export const CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
 /** CUmemAllocationProp / CUmemAccessDesc values (cuda.h 13.0; the structs are 32 and 12 bytes). */
 export const CU_MEM_ALLOCATION_TYPE_PINNED = 1;
 export const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1;

@@ -1,0 +1,90 @@
+// symmkit/gemm/tma.cuh: shared-memory mbarriers and TMA tensor loads (sm_90).
+//
+// Contract: an mbarrier lives in shared memory and completes a phase when its pending arrivals reach
+// zero and the bytes it expects (expect_tx) have landed; waiters name the phase by its parity. A TMA load
+// (async proxy) writes shared memory and then signals the mbarrier with the bytes it wrote (the full box,
+// also where the box hangs past the tensor and is filled with zeros); a thread that saw the phase
+// complete may read the data with ordinary loads or wgmma. Memory written by the generic proxy in global
+// memory (by another GPU or by a copy engine) reaches a later TMA load only through an acquire followed
+// by fence_proxy_async(). Every wait is bounded: a pipeline wait that outlives kPipelineTimeoutNs is a
+// deadlock (a bug, not a slow peer), and traps rather than hangs. Nothing here keeps state across
+// launches: barriers are initialised by each launch, so graph replays start clean.
+#pragma once
+#include "symmkit/core/memory.cuh"
+
+namespace symmkit {
+namespace gemm {
+
+/** A TMA descriptor (CUtensorMap, 128 bytes), passed by value as a __grid_constant__ parameter. */
+struct alignas(64) TensorMap {
+  u64 opaque[16];
+};
+
+constexpr u64 kPipelineTimeoutNs = 10ull * 1000 * 1000 * 1000;
+
+__device__ __forceinline__ u32 smem_addr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(u64* bar, u32 arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
+}
+
+/** Makes initialised barriers visible to the async proxy (TMA) and the other threads. */
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+/** Arrives and tells the barrier to expect `bytes` more from TMA in the current phase. */
+__device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+/** Waits for the phase of parity `parity` to complete (try_wait already suspends for a while). */
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+  if (mbar_try_wait(bar, parity)) return;
+  const u64 start = global_timer_ns();
+  for (u32 polls = 1;; ++polls) {
+    if (mbar_try_wait(bar, parity)) return;
+    if ((polls & 255u) == 0 && global_timer_ns() - start > kPipelineTimeoutNs) __trap();
+  }
+}
+
+/** 2D tiled TMA load of the box at element coordinates (x = contiguous dimension, y = rows). */
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64* bar, i32 x, i32 y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+}
+
+/** Orders this thread's earlier generic-proxy accesses (e.g. an acquire) before its later TMA accesses. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async;" ::: "memory"); }
+
+/** Moves this warpgroup's register budget (all its warps must execute it). */
+template <u32 Regs>
+__device__ __forceinline__ void set_max_registers_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Regs));
+}
+template <u32 Regs>
+__device__ __forceinline__ void set_max_registers_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Regs));
+}
+
+/** Barrier over `threads` threads (a multiple of 32) using hardware barrier `id` (1..15; 0 is __syncthreads). */
+__device__ __forceinline__ void named_barrier(u32 id, u32 threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace gemm
+}  // namespace symmkit

@@ -1,0 +1,154 @@
+// `symmkit bench gemm`: symmkit's Hopper GEMM against cuBLASLt in the same run, on one GPU. Each shape
+// is validated first (relative Frobenius error of symmkit against cuBLASLt on the same random inputs),
+// then timed as GPU time from CUDA-graph replays of back-to-back GEMMs (median of the replays).
+import { SymmkitError } from "../errors.js";
+import { Device } from "../runtime/device.js";
+import { Stream } from "../runtime/stream.js";
+import { freshSeed, Tensor } from "../runtime/tensor.js";
+import { CublasLtMatmul, type LtElem } from "../ops/cublaslt-matmul.js";
+import { HopperGemm } from "../ops/hopper-gemm.js";
+import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
+
+export type GemmShape = readonly [number, number, number];
+
+export interface GemmRow {
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly elem: LtElem;
+  /** Relative Frobenius difference of symmkit's output from cuBLASLt's. */
+  readonly relDiff: number;
+  readonly us: { readonly symmkit: number; readonly cublaslt: number };
+  readonly tflops: { readonly symmkit: number; readonly cublaslt: number };
+}
+
+export interface GemmBenchResult {
+  readonly environment: BenchEnvironment;
+  readonly seed: string;
+  readonly kernel: { readonly registers: number; readonly localBytes: number };
+  readonly rows: readonly GemmRow[];
+}
+
+export const DEFAULT_GEMM_SHAPES =
+  "8192x8192x8192,4096x16384x6656,2048x16384x8192,16384x6656x4096,8192x16384x16384";
+
+/** "8192x8192x8192,4096x16384x6656" -> [[8192, 8192, 8192], [4096, 16384, 6656]] (m x n x k). */
+export function parseShapes(spec: string): GemmShape[] {
+  return spec.split(",").map((s) => {
+    const parts = s.trim().split("x").map(Number);
+    if (parts.length !== 3 || parts.some((x) => !Number.isSafeInteger(x) || x < 1)) {
+      throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `shape ${s}: expected MxNxK, e.g. 8192x8192x8192`);
+    }
+    return parts as unknown as GemmShape;
+  });
+}
+
+/** ||x - y|| / ||y|| over two decoded outputs. */
+export function relFrobenius(x: Float32Array, y: Float32Array): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < x.length; i++) {
+    const d = x[i]! - y[i]!;
+    num += d * d;
+    den += y[i]! * y[i]!;
+  }
+  return Math.sqrt(num / den);
+}
+
+export async function benchGemm(options: {
+  shapes: readonly GemmShape[];
+  elem: LtElem;
+  log?: (line: string) => void;
+}): Promise<GemmBenchResult> {
+  const device = Device.get();
+  const stream = Stream.create(device);
+  const log = options.log ?? ((l: string) => console.error(l));
+  const seed = freshSeed();
+  const gemm = new HopperGemm(device, {
+    elem: options.elem,
+    order: "grouped",
+    ready: "none",
+    epilogue: "store",
+  });
+  const lt = CublasLtMatmul.for(device);
+  const rows: GemmRow[] = [];
+  for (const [m, n, k] of options.shapes) {
+    const gen = { device, stream, seed, low: -1, high: 1 };
+    const a = Tensor.rand([m, k], options.elem, { ...gen, offset: 0 });
+    const b = Tensor.rand([n, k], options.elem, { ...gen, offset: 1n << 40n });
+    const dS = Tensor.full([m, n], NaN, "bf16", { device, stream });
+    const dL = Tensor.full([m, n], NaN, "bf16", { device, stream });
+    try {
+      const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
+      const runS = (): void => gemm.launch({ ...common, d: dS.ptr });
+      const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB: "nk" });
+      runS();
+      runL();
+      stream.synchronize();
+      const relDiff = relFrobenius(dS.toHost({ decode: true }), dL.toHost({ decode: true }));
+      if (!(relDiff < (options.elem === "bf16" ? 1e-2 : 3e-2))) {
+        throw new SymmkitError(
+          "SYMMKIT_INVALID_ARGUMENT",
+          `gemm ${m}x${n}x${k} ${options.elem}: symmkit differs from cuBLASLt by ${relDiff} (relative Frobenius); not timing a wrong kernel`,
+        );
+      }
+      const flops = 2 * m * n * k;
+      const perGraph = Math.max(3, Math.min(200, Math.ceil(20e-3 / (flops / 600e12))));
+      const usS = await graphTimeUs(stream, runS, { perGraph, replays: 10 });
+      const usL = await graphTimeUs(stream, runL, { perGraph, replays: 10 });
+      const row: GemmRow = {
+        m,
+        n,
+        k,
+        elem: options.elem,
+        relDiff,
+        us: { symmkit: usS, cublaslt: usL },
+        tflops: { symmkit: flops / usS / 1e6, cublaslt: flops / usL / 1e6 },
+      };
+      rows.push(row);
+      log(
+        `gemm ${m}x${n}x${k} ${options.elem}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
+      );
+    } finally {
+      for (const t of [a, b, dS, dL]) t.dispose();
+    }
+  }
+  const attrs = gemm.kernel.attributes();
+  stream.dispose();
+  return {
+    environment: benchEnvironment(device, 1, 1),
+    seed: seed.toString(),
+    kernel: { registers: attrs.registers, localBytes: attrs.localBytes },
+    rows,
+  };
+}
+
+export function formatGemm(r: GemmBenchResult): string {
+  const head = `${r.environment.device}, symmkit GEMM: ${r.kernel.registers} registers/thread, ${r.kernel.localBytes} B local`;
+  return `${head}\n${table(
+    [
+      "m",
+      "n",
+      "k",
+      "dtype",
+      "symmkit us",
+      "cuBLASLt us",
+      "symmkit TFLOP/s",
+      "cuBLASLt TFLOP/s",
+      "ratio",
+      "rel diff",
+    ],
+    r.rows.map((x) => [
+      String(x.m),
+      String(x.n),
+      String(x.k),
+      x.elem,
+      x.us.symmkit.toFixed(1),
+      x.us.cublaslt.toFixed(1),
+      x.tflops.symmkit.toFixed(0),
+      x.tflops.cublaslt.toFixed(0),
+      (x.tflops.symmkit / x.tflops.cublaslt).toFixed(3),
+      x.relDiff.toExponential(2),
+    ]),
+  )}`;
+}

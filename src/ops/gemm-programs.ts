@@ -1,0 +1,96 @@
+// The Hopper GEMM kernels symmkit ships (device/include/symmkit/gemm/hopper_gemm.cuh): one program per
+// (element type, tile order, ready policy, epilogue), so a process compiles only the variants it uses;
+// CI compiles all of them (src/catalog.ts).
+import type { ProgramSpec } from "../runtime/module.js";
+
+export const GEMM_ELEMS = ["bf16", "fp8e4m3"] as const;
+export type GemmElem = (typeof GEMM_ELEMS)[number];
+/** grouped: groups of tile-rows for L2 reuse; list: the caller's tile ids, in the caller's order. */
+export const GEMM_ORDERS = ["grouped", "list"] as const;
+export type GemmOrder = (typeof GEMM_ORDERS)[number];
+/** none: A is there; row-flags: wait per tile for flags covering its rows of A. */
+export const GEMM_READY = ["none", "row-flags"] as const;
+export type GemmReady = (typeof GEMM_READY)[number];
+/** store: bf16 into d; signal: bf16 into d, then +1 on the tile's signal; accumulate-f32: atomic f32 adds. */
+export const GEMM_EPILOGUES = ["store", "signal", "accumulate-f32"] as const;
+export type GemmEpilogue = (typeof GEMM_EPILOGUES)[number];
+
+export interface GemmVariant {
+  readonly elem: GemmElem;
+  readonly order: GemmOrder;
+  readonly ready: GemmReady;
+  readonly epilogue: GemmEpilogue;
+}
+
+const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
+const ORDER_TYPES: Record<GemmOrder, string> = {
+  grouped: "symmkit::gemm::GroupedOrder",
+  list: "symmkit::gemm::ListOrder",
+};
+const READY_TYPES: Record<GemmReady, string> = {
+  none: "symmkit::gemm::NoWait",
+  "row-flags": "symmkit::gemm::RowFlagsReady",
+};
+const EPILOGUE_TYPES: Record<GemmEpilogue, string> = {
+  store: "symmkit::gemm::StoreBf16",
+  signal: "symmkit::gemm::SignalingStore",
+  "accumulate-f32": "symmkit::gemm::AccumulateF32",
+};
+
+export function gemmExpr(v: GemmVariant): string {
+  return `symmkit::gemm::hopper_gemm<${ELEM_TYPES[v.elem]}, ${ORDER_TYPES[v.order]}, ${READY_TYPES[v.ready]}, ${EPILOGUE_TYPES[v.epilogue]}>`;
+}
+
+export function gemmProgram(v: GemmVariant): ProgramSpec {
+  return {
+    name: `symmkit/gemm/hopper/${v.elem}/${v.order}-${v.ready}-${v.epilogue}`,
+    source: '#include "symmkit/gemm/hopper_gemm.cuh"\n',
+    nameExpressions: [gemmExpr(v)],
+  };
+}
+
+export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =>
+  GEMM_ORDERS.flatMap((order) =>
+    GEMM_READY.flatMap((ready) => GEMM_EPILOGUES.map((epilogue) => ({ elem, order, ready, epilogue }))),
+  ),
+);
+
+export const GEMM_PROGRAMS: readonly ProgramSpec[] = GEMM_VARIANTS.map(gemmProgram);
+
+/** Tile shape, threads and dynamic shared memory of hopper_gemm (kTileM, kTileN, kThreads, kSharedBytes). */
+export const GEMM_TILE_M = 128;
+export const GEMM_TILE_N = 256;
+export const GEMM_THREADS = 384;
+export const GEMM_SHARED_BYTES = 4 * (128 + 256) * 128 + 2 * 4 * 8 + 1024;
+
+/** hopper_gemm's parameters: two CUtensorMaps by value, then GemmArgs (128 bytes). */
+export const GEMM_PARAMS = [
+  { bytes: 128, align: 64 },
+  { bytes: 128, align: 64 },
+  { bytes: 128, align: 8 },
+] as const;
+
+/** Byte offsets of GemmArgs' fields (hopper_gemm.cuh asserts the size; the GPU tests read every field back). */
+export const GEMM_ARGS_LAYOUT = {
+  d: 0,
+  ldd: 8,
+  m: 16,
+  n: 20,
+  k: 24,
+  tilesM: 28,
+  tilesN: 32,
+  groupM: 36,
+  tileList: 40,
+  tileCount: 48,
+  flagRows: 52,
+  readyFlags: 56,
+  readyValue: 64,
+  tileSignals: 72,
+  scaleA: 80,
+  scaleB: 88,
+  envTimeoutNs: 96,
+  envAbortFlag: 104,
+  envRecord: 112,
+  envRank: 120,
+  bytes: 128,
+} as const;

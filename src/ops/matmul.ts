@@ -1,0 +1,158 @@
+// matmul(a, b): D[m, n] = A[m, k] * B, bf16 or fp8 e4m3 inputs, f32 accumulation, bf16 output, on
+// symmkit's Hopper GEMM or on cuBLASLt. Every check runs before anything is launched or written.
+import { InvalidArgumentError, UnsupportedError } from "../errors.js";
+import type { Ptr } from "../cuda/native.js";
+import type { Device } from "../runtime/device.js";
+import type { Stream } from "../runtime/stream.js";
+import { Tensor } from "../runtime/tensor.js";
+import { dtypeInfo, type DType } from "../runtime/dtype.js";
+import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
+import { HopperGemm } from "./hopper-gemm.js";
+import type { GemmVariant } from "./gemm-programs.js";
+
+export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;
+export type MatmulImpl = (typeof MATMUL_IMPLS)[number];
+export type { BLayout };
+
+export interface MatmulOptions {
+  /** Default "symmkit". */
+  readonly impl?: MatmulImpl;
+  /** How B is stored: "nk" (default) row-major [n, k], as nn.Linear keeps weights; "kn" row-major [k, n]. */
+  readonly layoutB?: BLayout;
+  /** bf16 [m, n]; allocated when absent. Must not overlap a or b. */
+  readonly out?: Tensor;
+  /** fp8 only: per-tensor scales, f32 tensors of one element on the same device (default 1). */
+  readonly scaleA?: Tensor;
+  readonly scaleB?: Tensor;
+  readonly stream?: Stream;
+}
+
+/** The shape and addresses matmul launches with, after every check. */
+export interface MatmulProblem {
+  readonly elem: LtElem;
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly layoutB: BLayout;
+}
+
+interface Span {
+  readonly ptr: Ptr;
+  readonly nbytes: number;
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+}
+
+const fail = (msg: string): never => {
+  throw new InvalidArgumentError(`matmul: ${msg}`);
+};
+
+function isElem(d: DType): d is LtElem {
+  return d === "bf16" || d === "fp8e4m3";
+}
+
+function overlaps(x: Span, y: Span): boolean {
+  return x.ptr < y.ptr + BigInt(y.nbytes) && y.ptr < x.ptr + BigInt(x.nbytes);
+}
+
+/** Checks shapes, dtypes, layouts and alignment; needs no GPU (the tensors are described, not touched). */
+export function checkMatmul(
+  a: Span,
+  b: Span,
+  out: Span | undefined,
+  options: Pick<MatmulOptions, "impl" | "layoutB"> & { readonly scaleA?: Span; readonly scaleB?: Span },
+): MatmulProblem {
+  const impl = options.impl ?? "symmkit";
+  if (!(MATMUL_IMPLS as readonly string[]).includes(impl))
+    fail(`impl ${impl} is not one of ${MATMUL_IMPLS.join(", ")}`);
+  const layoutB = options.layoutB ?? "nk";
+  if (layoutB !== "nk" && layoutB !== "kn") fail(`layoutB ${String(layoutB)} is not "nk" or "kn"`);
+  if (a.shape.length !== 2 || b.shape.length !== 2)
+    fail(`a and b must be 2-D, got ${JSON.stringify(a.shape)} and ${JSON.stringify(b.shape)}`);
+  if (!isElem(a.dtype)) fail(`a is ${a.dtype}; matmul takes bf16 or fp8e4m3`);
+  if (b.dtype !== a.dtype) fail(`a is ${a.dtype} but b is ${b.dtype}`);
+  const elem = a.dtype as LtElem;
+  const [m, k] = a.shape as [number, number];
+  const [n, kb] = (layoutB === "nk" ? b.shape : [b.shape[1], b.shape[0]]) as [number, number];
+  if (kb !== k) {
+    fail(
+      `a is [${m}, ${k}] but b (layout ${layoutB}) is ${JSON.stringify(b.shape)}: the k dimensions differ`,
+    );
+  }
+  if (m < 1 || n < 1 || k < 1) fail(`empty problem ${m}x${n}x${k}`);
+  const es = dtypeInfo(elem).bytes;
+  if ((k * es) % 16 !== 0) fail(`k = ${k}: rows of a must be a multiple of 16 bytes`);
+  if ((n * 2) % 16 !== 0 || (layoutB === "kn" && (n * es) % 16 !== 0))
+    fail(`n = ${n}: rows of b and of the output must be a multiple of 16 bytes`);
+  for (const [name, t] of [
+    ["a", a],
+    ["b", b],
+    ["out", out],
+  ] as const) {
+    if (t && t.ptr % 16n !== 0n) fail(`${name} must start on a 16-byte boundary`);
+  }
+  if (out) {
+    if (out.dtype !== "bf16") fail(`out must be bf16, got ${out.dtype}`);
+    if (out.shape.length !== 2 || out.shape[0] !== m || out.shape[1] !== n)
+      fail(`out must be [${m}, ${n}], got ${JSON.stringify(out.shape)}`);
+    if (overlaps(out, a) || overlaps(out, b)) fail("out overlaps an input");
+  }
+  for (const [name, s] of [
+    ["scaleA", options.scaleA],
+    ["scaleB", options.scaleB],
+  ] as const) {
+    if (!s) continue;
+    if (elem !== "fp8e4m3") fail(`${name} applies to fp8 inputs only`);
+    if (s.dtype !== "f32" || s.nbytes !== 4)
+      fail(`${name} must be one f32, got ${s.dtype} ${JSON.stringify(s.shape)}`);
+  }
+  if (impl === "symmkit" && layoutB === "kn") {
+    throw new UnsupportedError(
+      'matmul: the symmkit GEMM takes B as [n, k] (layoutB "nk") for now; use impl "cublaslt" for [k, n]',
+    );
+  }
+  if (impl === "cublaslt" && elem === "fp8e4m3" && layoutB === "kn")
+    fail('cuBLASLt fp8 needs B as [n, k] (layoutB "nk")');
+  return { elem, m, n, k, layoutB };
+}
+
+const gemms = new Map<string, HopperGemm>();
+
+function plainGemm(device: Device, elem: LtElem): HopperGemm {
+  const variant: GemmVariant = { elem, order: "grouped", ready: "none", epilogue: "store" };
+  const key = `${device.ordinal}/${elem}`;
+  let g = gemms.get(key);
+  if (!g) {
+    g = new HopperGemm(device, variant);
+    gemms.set(key, g);
+  }
+  return g;
+}
+
+export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tensor {
+  const device = a.device;
+  for (const [name, t] of [
+    ["b", b],
+    ["out", options.out],
+    ["scaleA", options.scaleA],
+    ["scaleB", options.scaleB],
+  ] as const) {
+    if (t && t.device !== device) fail(`${name} is on device ${t.device.ordinal}, a on ${device.ordinal}`);
+  }
+  const p = checkMatmul(a, b, options.out, options);
+  const out = options.out ?? Tensor.empty([p.m, p.n], "bf16", { device });
+  const common = {
+    a: a.ptr,
+    b: b.ptr,
+    d: out.ptr,
+    m: p.m,
+    n: p.n,
+    k: p.k,
+    ...(options.scaleA ? { scaleA: options.scaleA.ptr } : {}),
+    ...(options.scaleB ? { scaleB: options.scaleB.ptr } : {}),
+    ...(options.stream ? { stream: options.stream } : {}),
+  };
+  if ((options.impl ?? "symmkit") === "symmkit") plainGemm(device, p.elem).launch(common);
+  else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
+  return out;
+}

@@ -1,0 +1,378 @@
+// symmkit's Hopper GEMM and the cuBLASLt binding on one GPU: relative error against an fp64 host
+// reference and against each other on fresh random inputs, odd shapes, poisoned outputs with guard
+// bytes around them, fp8 with scales, CUDA graph capture, and every fusion hook (tile list, ready flags
+// raised by a second stream after a delay, signalling store into another buffer, f32 accumulation).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { InvalidArgumentError, UnsupportedError } from "../../src/errors.js";
+import { check, CU_STREAM_WRITE_VALUE_DEFAULT } from "../../src/cuda/driver.js";
+import { Device, driver } from "../../src/runtime/device.js";
+import { copyDeviceToDevice, DeviceMemory, memset } from "../../src/runtime/memory.js";
+import { Graph } from "../../src/runtime/graph.js";
+import { Module } from "../../src/runtime/module.js";
+import { Stream } from "../../src/runtime/stream.js";
+import { Tensor } from "../../src/runtime/tensor.js";
+import { decodeToF32, encode } from "../../src/runtime/dtype.js";
+import { matmul } from "../../src/ops/matmul.js";
+import { gemmTiles, HopperGemm } from "../../src/ops/hopper-gemm.js";
+import { CublasLtMatmul } from "../../src/ops/cublaslt-matmul.js";
+import { relFrobenius } from "../../src/bench/gemm.js";
+import { skipReason, testSeed } from "./gpu.js";
+
+const hopper = !skipReason && Device.get(0).props.arch.startsWith("sm_90");
+const skip = skipReason || (!hopper && "the symmkit GEMM needs a Hopper GPU (sm_90a)");
+if (skip && !skipReason) console.log(`# GEMM tests skipped: ${skip}`);
+const seed = skip ? 0n : testSeed();
+let offset = 0n;
+const nextOffset = (): bigint => (offset += 1n << 40n);
+
+const GUARD = 4096;
+const GUARD_BYTE = 0x5a;
+
+/** An output tensor with guard bytes on both sides, poisoned with NaN (0xffff) before the run. */
+class Guarded {
+  readonly mem: DeviceMemory;
+  readonly t: Tensor;
+  constructor(shape: [number, number], dtype: "bf16" | "f32", device: Device) {
+    const bytes = shape[0] * shape[1] * (dtype === "bf16" ? 2 : 4);
+    this.mem = DeviceMemory.alloc(bytes + 2 * GUARD, device);
+    memset(this.mem.ptr, GUARD_BYTE, 1, this.mem.bytes);
+    memset(this.mem.ptr + BigInt(GUARD), 0xff, 1, bytes);
+    this.t = Tensor.fromMemory(this.mem, shape, dtype, GUARD);
+  }
+  check(what: string): void {
+    const all = Tensor.fromMemory(this.mem, [this.mem.bytes], "u8").toHost() as Uint8Array;
+    const tail = this.mem.bytes - GUARD;
+    for (let i = 0; i < GUARD; i++) {
+      assert.equal(all[i], GUARD_BYTE, `${what}: guard byte ${i} before the output was overwritten`);
+      assert.equal(all[tail + i], GUARD_BYTE, `${what}: guard byte ${i} after the output was overwritten`);
+    }
+  }
+  values(): Float32Array {
+    return this.t.toHost({ decode: true });
+  }
+  dispose(): void {
+    this.mem.dispose();
+  }
+}
+
+function reference(
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+  bKn = false,
+): Float64Array {
+  const out = new Float64Array(m * n);
+  const bt = new Float64Array(n * k);
+  for (let j = 0; j < n; j++) for (let p = 0; p < k; p++) bt[j * k + p] = bKn ? b[p * n + j]! : b[j * k + p]!;
+  for (let i = 0; i < m; i++) {
+    const row = i * k;
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      const col = j * k;
+      for (let p = 0; p < k; p++) s += a[row + p]! * bt[col + p]!;
+      out[i * n + j] = s;
+    }
+  }
+  return out;
+}
+
+function relError(x: Float32Array, ref: Float64Array, scale = 1): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < x.length; i++) {
+    const r = ref[i]! * scale;
+    num += (x[i]! - r) ** 2;
+    den += r * r;
+  }
+  return Math.sqrt(num / den);
+}
+
+function noNaN(x: Float32Array, what: string): void {
+  const i = x.findIndex((v) => Number.isNaN(v));
+  assert.equal(i, -1, `${what}: element ${i} was never written`);
+}
+
+function inputs(m: number, n: number, k: number, elem: "bf16" | "fp8e4m3", range = 1) {
+  const device = Device.get(0);
+  const opts = { device, seed, low: -range, high: range };
+  const a = Tensor.rand([m, k], elem, { ...opts, offset: nextOffset() });
+  const b = Tensor.rand([n, k], elem, { ...opts, offset: nextOffset() });
+  return { device, a, b, ha: a.toHost({ decode: true }), hb: b.toHost({ decode: true }) };
+}
+
+const BF16_SHAPES: [number, number, number][] = [
+  [128, 256, 64],
+  [1, 8, 16],
+  [200, 264, 72],
+  [333, 520, 1000],
+  [5000, 16, 64],
+  [8, 4104, 136],
+  [300, 296, 16],
+  [129, 257 + 7, 4104],
+];
+
+test("bf16: symmkit and cuBLASLt against fp64, odd shapes, guards", { skip }, () => {
+  for (const [m, n, k] of BF16_SHAPES) {
+    const { device, a, b, ha, hb } = inputs(m, n, k, "bf16");
+    const ref = reference(ha, hb, m, n, k);
+    const outS = new Guarded([m, n], "bf16", device);
+    const outL = new Guarded([m, n], "bf16", device);
+    matmul(a, b, { out: outS.t });
+    matmul(a, b, { out: outL.t, impl: "cublaslt" });
+    const s = outS.values();
+    const l = outL.values();
+    noNaN(s, `symmkit ${m}x${n}x${k}`);
+    noNaN(l, `cuBLASLt ${m}x${n}x${k}`);
+    outS.check(`symmkit ${m}x${n}x${k}`);
+    outL.check(`cuBLASLt ${m}x${n}x${k}`);
+    const eS = relError(s, ref);
+    const eL = relError(l, ref);
+    const eSL = relFrobenius(s, l);
+    console.log(
+      `# bf16 ${m}x${n}x${k}: symmkit ${eS.toExponential(2)}, cuBLASLt ${eL.toExponential(2)} vs fp64; apart ${eSL.toExponential(2)}`,
+    );
+    // Rounding the output to bf16 alone costs about 2^-9 / sqrt(3) = 1.1e-3.
+    assert.ok(eS < 4e-3, `symmkit ${m}x${n}x${k}: relative error ${eS}`);
+    assert.ok(eL < 4e-3, `cuBLASLt ${m}x${n}x${k}: relative error ${eL}`);
+    assert.ok(eSL < 6e-3, `symmkit vs cuBLASLt ${m}x${n}x${k}: ${eSL}`);
+    for (const t of [a, b]) t.dispose();
+    outS.dispose();
+    outL.dispose();
+  }
+});
+
+test("bf16 through cuBLASLt with B as [k, n]", { skip }, () => {
+  const [m, n, k] = [96, 200, 136];
+  const { a, ha, hb, b } = inputs(m, n, k, "bf16");
+  // B^T from the [n, k] values: exact (a permutation of bf16 values).
+  const kn = new Float32Array(k * n);
+  for (let j = 0; j < n; j++) for (let p = 0; p < k; p++) kn[p * n + j] = hb[j * k + p]!;
+  const bKn = Tensor.fromHost(encode("bf16", kn), "bf16", { shape: [k, n] });
+  const out = matmul(a, bKn, { impl: "cublaslt", layoutB: "kn" });
+  const e = relError(out.toHost({ decode: true }), reference(ha, kn, m, n, k, true));
+  assert.ok(e < 4e-3, `relative error ${e}`);
+  assert.throws(() => matmul(a, bKn, { layoutB: "kn" }), UnsupportedError);
+  for (const t of [a, b, bKn, out]) t.dispose();
+});
+
+test("fp8 e4m3 with per-tensor scales: symmkit and cuBLASLt against fp64", { skip }, () => {
+  for (const [m, n, k] of [
+    [256, 512, 128],
+    [200, 264, 1008],
+    [77, 8, 32],
+  ] as [number, number, number][]) {
+    const { device, a, b, ha, hb } = inputs(m, n, k, "fp8e4m3", 2);
+    const scaleA = Tensor.fromHost([0.5], "f32", { device });
+    const scaleB = Tensor.fromHost([3], "f32", { device });
+    const ref = reference(ha, hb, m, n, k);
+    const outS = new Guarded([m, n], "bf16", device);
+    const outL = new Guarded([m, n], "bf16", device);
+    matmul(a, b, { out: outS.t, scaleA, scaleB });
+    matmul(a, b, { out: outL.t, scaleA, scaleB, impl: "cublaslt" });
+    const s = outS.values();
+    const l = outL.values();
+    noNaN(s, "symmkit fp8");
+    outS.check("symmkit fp8");
+    outL.check("cuBLASLt fp8");
+    const eS = relError(s, ref, 1.5);
+    const eL = relError(l, ref, 1.5);
+    console.log(
+      `# fp8 ${m}x${n}x${k}: symmkit ${eS.toExponential(2)}, cuBLASLt ${eL.toExponential(2)} vs fp64`,
+    );
+    assert.ok(eS < 1e-2, `symmkit fp8 ${m}x${n}x${k}: relative error ${eS}`);
+    assert.ok(eL < 1e-2, `cuBLASLt fp8 ${m}x${n}x${k}: relative error ${eL}`);
+    for (const t of [a, b, scaleA, scaleB]) t.dispose();
+    outS.dispose();
+    outL.dispose();
+  }
+});
+
+test("graph capture: both implementations replayed", { skip }, () => {
+  const [m, n, k] = [384, 768, 512];
+  const { device, a, b } = inputs(m, n, k, "bf16");
+  const eagerS = matmul(a, b);
+  const eagerL = matmul(a, b, { impl: "cublaslt" });
+  const stream = Stream.create(device);
+  const gS = Tensor.empty([m, n], "bf16", { device });
+  const gL = Tensor.empty([m, n], "bf16", { device });
+  const g = Graph.capture(stream, () => {
+    matmul(a, b, { out: gS, stream });
+    matmul(a, b, { out: gL, stream, impl: "cublaslt" });
+  });
+  for (let r = 0; r < 3; r++) {
+    gS.fill(NaN, stream);
+    gL.fill(NaN, stream);
+    g.launch(stream);
+    stream.synchronize();
+    assert.deepEqual(gS.toHost(), eagerS.toHost(), `symmkit replay ${r} differs from the eager run`);
+    assert.deepEqual(gL.toHost(), eagerL.toHost(), `cuBLASLt replay ${r} differs from the eager run`);
+  }
+  g.dispose();
+  stream.dispose();
+  for (const t of [a, b, eagerS, eagerL, gS, gL]) t.dispose();
+});
+
+test("hook: tile list (reversed, then a subset)", { skip }, () => {
+  const [m, n, k] = [640, 1000, 256];
+  const { device, a, b } = inputs(m, n, k, "bf16");
+  const plain = matmul(a, b).toHost() as Uint16Array;
+  const { tilesM, tilesN } = gemmTiles(m, n);
+  const all = [...Array(tilesM * tilesN).keys()];
+  const g = new HopperGemm(device, { elem: "bf16", order: "list", ready: "none", epilogue: "store" });
+  for (const ids of [all.reverse(), all.filter((t) => t % 3 === 1)]) {
+    const list = Tensor.fromHost(new Uint32Array(ids), "u32");
+    const out = new Guarded([m, n], "bf16", device);
+    g.launch({
+      a: a.ptr,
+      b: b.ptr,
+      d: out.t.ptr,
+      m,
+      n,
+      k,
+      tileList: list.ptr,
+      tileCount: ids.length,
+      ctas: 5,
+    });
+    const got = out.t.toHost() as Uint16Array;
+    out.check("tile list");
+    const chosen = new Set(ids);
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        const tile = Math.floor(i / 128) * tilesN + Math.floor(j / 256);
+        const want = chosen.has(tile) ? plain[i * n + j] : 0xffff;
+        if (got[i * n + j] !== want)
+          assert.fail(`tile list: (${i}, ${j}) in tile ${tile} is ${got[i * n + j]}, expected ${want}`);
+      }
+    }
+    list.dispose();
+    out.dispose();
+  }
+  for (const t of [a, b]) t.dispose();
+});
+
+const SPIN = {
+  name: "symmkit/test/spin",
+  source: `#include "symmkit/core/memory.cuh"
+__global__ void spin_ns(unsigned long long ns) {
+  const unsigned long long t0 = symmkit::global_timer_ns();
+  while (symmkit::global_timer_ns() - t0 < ns) {}
+}`,
+  nameExpressions: ["spin_ns"],
+};
+
+test("hook: ready flags raised by another stream after a delay", { skip }, () => {
+  const [m, n, k] = [512, 512, 256];
+  const flagRows = 64;
+  const { device, a, b, ha, hb } = inputs(m, n, k, "bf16");
+  const ref = reference(ha, hb, m, n, k);
+  // The GEMM reads `late`, which holds zeros until the second stream copies A in and raises the flags.
+  const late = Tensor.zeros([m, k], "bf16", { device });
+  const flags = Tensor.zeros([m / flagRows], "u32", { device });
+  device.synchronize();
+  const spin = Module.compile(SPIN, device).kernel("spin_ns", ["u64"] as const);
+  const gemmStream = Stream.create(device);
+  const copyStream = Stream.create(device);
+  const g = new HopperGemm(device, { elem: "bf16", order: "grouped", ready: "row-flags", epilogue: "store" });
+  const out = new Guarded([m, n], "bf16", device);
+  device.synchronize();
+  g.launch({
+    a: late.ptr,
+    b: b.ptr,
+    d: out.t.ptr,
+    m,
+    n,
+    k,
+    readyFlags: flags.ptr,
+    flagRows,
+    readyValue: 7,
+    stream: gemmStream,
+  });
+  spin.launch({ grid: 1, block: 1, stream: copyStream }, 50_000_000);
+  copyDeviceToDevice(late.ptr, a.ptr, a.nbytes, copyStream);
+  for (let f = 0; f < m / flagRows; f++) {
+    check(
+      driver().cuStreamWriteValue32_v2(
+        copyStream.handle,
+        flags.ptr + BigInt(4 * f),
+        7,
+        CU_STREAM_WRITE_VALUE_DEFAULT,
+      ),
+      "cuStreamWriteValue32_v2",
+    );
+  }
+  g.watch.translate(() => gemmStream.synchronize());
+  const e = relError(out.values(), ref);
+  out.check("ready flags");
+  assert.ok(e < 4e-3, `ready flags: relative error ${e} (the GEMM read A before it arrived?)`);
+  for (const s of [gemmStream, copyStream]) s.dispose();
+  for (const t of [a, b, late, flags]) t.dispose();
+  out.dispose();
+});
+
+test("hook: signalling store into another buffer, and f32 accumulation", { skip }, () => {
+  const [m, n, k] = [300, 600, 192];
+  const { device, a, b, ha, hb } = inputs(m, n, k, "bf16");
+  const ref = reference(ha, hb, m, n, k);
+  const plain = matmul(a, b).toHost() as Uint16Array;
+  const { tilesM, tilesN } = gemmTiles(m, n);
+  const signals = Tensor.zeros([tilesM * tilesN], "u32", { device });
+  const sg = new HopperGemm(device, { elem: "bf16", order: "grouped", ready: "none", epilogue: "signal" });
+  const other = new Guarded([m, n], "bf16", device);
+  for (let r = 0; r < 2; r++)
+    sg.launch({ a: a.ptr, b: b.ptr, d: other.t.ptr, m, n, k, tileSignals: signals.ptr });
+  assert.deepEqual(other.t.toHost(), plain, "the signalling store wrote other values than the plain store");
+  other.check("signalling store");
+  assert.deepEqual(
+    [...(signals.toHost() as Uint32Array)],
+    Array(tilesM * tilesN).fill(2),
+    "each tile signals once per launch",
+  );
+
+  const acc = new Guarded([m, n], "f32", device);
+  acc.t.fill(0);
+  const ag = new HopperGemm(device, {
+    elem: "bf16",
+    order: "grouped",
+    ready: "none",
+    epilogue: "accumulate-f32",
+  });
+  for (let r = 0; r < 2; r++) ag.launch({ a: a.ptr, b: b.ptr, d: acc.t.ptr, m, n, k });
+  const e = relError(acc.values(), ref, 2);
+  acc.check("f32 accumulation");
+  assert.ok(e < 1e-5, `f32 accumulation of two GEMMs: relative error ${e}`);
+  for (const t of [a, b, signals]) t.dispose();
+  other.dispose();
+  acc.dispose();
+});
+
+test("bad input: typed errors before anything runs", { skip }, () => {
+  const device = Device.get(0);
+  const mem = DeviceMemory.alloc(1 << 16, device);
+  const a = Tensor.fromMemory(mem, [64, 32], "bf16", 0);
+  const b = Tensor.fromMemory(mem, [48, 32], "bf16", 8192);
+  const out = Tensor.fromMemory(mem, [64, 48], "bf16", 16384);
+  const misaligned = Tensor.fromMemory(mem, [64, 32], "bf16", 32768 + 2);
+  const overlapping = Tensor.fromMemory(mem, [64, 48], "bf16", 4096);
+  const f32 = Tensor.fromMemory(mem, [48, 32], "f32", 32768);
+  const narrow = Tensor.fromMemory(mem, [48, 24], "bf16", 8192);
+  const wrongOut = Tensor.fromMemory(mem, [64, 40], "bf16", 16384);
+  out.fill(1);
+  assert.throws(() => matmul(a, f32), InvalidArgumentError);
+  assert.throws(() => matmul(a, narrow), InvalidArgumentError);
+  assert.throws(() => matmul(a, b, { out: wrongOut }), InvalidArgumentError);
+  assert.throws(() => matmul(misaligned, b), InvalidArgumentError);
+  assert.throws(() => matmul(a, b, { out: overlapping }), InvalidArgumentError);
+  assert.throws(() => matmul(a, b, { scaleA: f32.view([48 * 32]).slice(0, 1) }), InvalidArgumentError);
+  assert.ok(
+    [...decodeToF32("bf16", out.toHost())].every((v) => v === 1),
+    "out was written",
+  );
+  mem.dispose();
+});
+
+test("cuBLASLt context is one per device", { skip }, () => {
+  assert.equal(CublasLtMatmul.for(Device.get(0)), CublasLtMatmul.for(Device.get(0)));
+});

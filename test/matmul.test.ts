@@ -1,0 +1,102 @@
+// matmul's checks need no GPU: shapes, dtypes, layouts, alignment and overlap are judged from the
+// tensors' descriptions, and every bad input is a typed error before anything could be launched.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { InvalidArgumentError, UnsupportedError } from "../src/errors.js";
+import { checkMatmul } from "../src/ops/matmul.js";
+import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm-programs.js";
+import { gemmTiles } from "../src/ops/hopper-gemm.js";
+import { parseShapes, relFrobenius } from "../src/bench/gemm.js";
+import type { DType } from "../src/runtime/dtype.js";
+
+const span = (ptr: bigint, shape: number[], dtype: DType = "bf16") => ({
+  ptr,
+  shape,
+  dtype,
+  nbytes: shape.reduce((x, y) => x * y, 1) * (dtype === "f32" ? 4 : dtype === "fp8e4m3" ? 1 : 2),
+});
+
+const A = span(0x10000n, [64, 32]);
+const B = span(0x20000n, [48, 32]);
+const OUT = span(0x30000n, [64, 48]);
+
+test("checkMatmul accepts the plain cases", () => {
+  assert.deepEqual(checkMatmul(A, B, OUT, {}), { elem: "bf16", m: 64, n: 48, k: 32, layoutB: "nk" });
+  assert.deepEqual(checkMatmul(A, span(0x20000n, [32, 48]), undefined, { impl: "cublaslt", layoutB: "kn" }), {
+    elem: "bf16",
+    m: 64,
+    n: 48,
+    k: 32,
+    layoutB: "kn",
+  });
+  const a8 = span(0x10000n, [64, 32], "fp8e4m3");
+  const b8 = span(0x20000n, [48, 32], "fp8e4m3");
+  const s = span(0x40000n, [1], "f32");
+  assert.equal(checkMatmul(a8, b8, OUT, { scaleA: s, scaleB: s }).elem, "fp8e4m3");
+});
+
+test("checkMatmul rejects bad input with typed errors", () => {
+  const bad: [string, () => unknown, new (m: string) => Error][] = [
+    ["dtype mismatch", () => checkMatmul(A, span(0x20000n, [48, 32], "f32"), OUT, {}), InvalidArgumentError],
+    ["k mismatch", () => checkMatmul(A, span(0x20000n, [48, 24]), OUT, {}), InvalidArgumentError],
+    ["not 2-D", () => checkMatmul(span(0x10000n, [64, 32, 1]), B, OUT, {}), InvalidArgumentError],
+    ["f32 inputs", () => checkMatmul(span(0x10000n, [64, 32], "f32"), B, OUT, {}), InvalidArgumentError],
+    [
+      "k rows not 16 bytes",
+      () => checkMatmul(span(0x10000n, [64, 12]), span(0x20000n, [48, 12]), undefined, {}),
+      InvalidArgumentError,
+    ],
+    [
+      "n rows not 16 bytes",
+      () => checkMatmul(A, span(0x20000n, [44, 32]), undefined, {}),
+      InvalidArgumentError,
+    ],
+    ["misaligned a", () => checkMatmul(span(0x10002n, [64, 32]), B, OUT, {}), InvalidArgumentError],
+    ["wrong out shape", () => checkMatmul(A, B, span(0x30000n, [48, 64]), {}), InvalidArgumentError],
+    ["out not bf16", () => checkMatmul(A, B, span(0x30000n, [64, 48], "f32"), {}), InvalidArgumentError],
+    ["out overlaps a", () => checkMatmul(A, B, span(0x10000n + 64n, [64, 48]), {}), InvalidArgumentError],
+    [
+      "scale on bf16",
+      () => checkMatmul(A, B, OUT, { scaleA: span(0x40000n, [1], "f32") }),
+      InvalidArgumentError,
+    ],
+    ["unknown impl", () => checkMatmul(A, B, OUT, { impl: "magic" as "symmkit" }), InvalidArgumentError],
+    [
+      "kn on symmkit",
+      () => checkMatmul(A, span(0x20000n, [32, 48]), OUT, { layoutB: "kn" }),
+      UnsupportedError,
+    ],
+    [
+      "fp8 kn on cuBLASLt",
+      () =>
+        checkMatmul(span(0x10000n, [64, 32], "fp8e4m3"), span(0x20000n, [32, 48], "fp8e4m3"), undefined, {
+          impl: "cublaslt",
+          layoutB: "kn",
+        }),
+      InvalidArgumentError,
+    ],
+  ];
+  for (const [what, f, cls] of bad) {
+    assert.throws(f, (e: Error) => {
+      assert.ok(e instanceof cls, `${what}: got ${e.constructor.name}: ${e.message}`);
+      return true;
+    });
+  }
+});
+
+test("GEMM variants: one program per variant, distinct names", () => {
+  assert.equal(GEMM_VARIANTS.length, 2 * 2 * 2 * 3);
+  assert.equal(new Set(GEMM_PROGRAMS.map((p) => p.name)).size, GEMM_PROGRAMS.length);
+  assert.equal(new Set(GEMM_VARIANTS.map(gemmExpr)).size, GEMM_VARIANTS.length);
+  assert.deepEqual(gemmTiles(129, 257), { tilesM: 2, tilesN: 2 });
+});
+
+test("bench gemm helpers", () => {
+  assert.deepEqual(parseShapes("8192x8192x8192, 1x2x3"), [
+    [8192, 8192, 8192],
+    [1, 2, 3],
+  ]);
+  assert.throws(() => parseShapes("8192x8192"), /MxNxK/);
+  assert.equal(relFrobenius(new Float32Array([3, 4]), new Float32Array([3, 4])), 0);
+  assert.ok(Math.abs(relFrobenius(new Float32Array([0, 0]), new Float32Array([3, 4])) - 1) < 1e-12);
+});
