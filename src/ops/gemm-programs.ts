@@ -11,7 +11,7 @@ export type GemmOrder = (typeof GEMM_ORDERS)[number];
 /** none: A is there; row-flags: wait per tile for flags covering its rows of A. */
 export const GEMM_READY = ["none", "row-flags"] as const;
 export type GemmReady = (typeof GEMM_READY)[number];
-/** store: bf16 into d; signal: bf16 into d, then +1 on the tile's signal; accumulate-f32: atomic f32 adds. */
+/** store: bf16 into d by TMA stores; signal: bf16 into d, then +1 on the tile's signal; accumulate-f32: atomic f32 adds. */
 export const GEMM_EPILOGUES = ["store", "signal", "accumulate-f32"] as const;
 export type GemmEpilogue = (typeof GEMM_EPILOGUES)[number];
 
@@ -61,10 +61,13 @@ export const GEMM_PROGRAMS: readonly ProgramSpec[] = GEMM_VARIANTS.map(gemmProgr
 export const GEMM_TILE_M = 128;
 export const GEMM_TILE_N = 256;
 export const GEMM_THREADS = 384;
-export const GEMM_SHARED_BYTES = 4 * (128 + 256) * 128 + 2 * 4 * 8 + 1024;
+export const GEMM_SHARED_BYTES = 4 * (128 + 256) * 128 + 4 * 64 * 64 * 2 + 2 * 4 * 8 + 1024;
+/** The TMA-store epilogue's sub-tile: 64 rows by 64 columns. */
+export const GEMM_STORE_BOX = 64;
 
-/** hopper_gemm's parameters: two CUtensorMaps by value, then GemmArgs (128 bytes). */
+/** hopper_gemm's parameters: CUtensorMaps of A, B and D by value, then GemmArgs (128 bytes). */
 export const GEMM_PARAMS = [
+  { bytes: 128, align: 64 },
   { bytes: 128, align: 64 },
   { bytes: 128, align: 64 },
   { bytes: 128, align: 8 },

@@ -12,6 +12,7 @@ import {
   GEMM_ARGS_LAYOUT as L,
   GEMM_PARAMS,
   GEMM_SHARED_BYTES,
+  GEMM_STORE_BOX,
   GEMM_THREADS,
   GEMM_TILE_M,
   GEMM_TILE_N,
@@ -23,6 +24,7 @@ import {
 const ELEM_BYTES = { bf16: 1 * 2, fp8e4m3: 1 } as const;
 const TILE_K_BYTES = 128;
 const GROUP_M = 8;
+const UNUSED_MAP = new Uint8Array(128);
 
 export interface GemmLaunch {
   /** Row-major [m, k]. */
@@ -95,10 +97,16 @@ export class HopperGemm {
       throw new InvalidArgumentError(`gemm: k = ${k} ${v.elem} rows must be a multiple of 16 bytes`);
     const ldd = p.ldd ?? n;
     const outBytes = v.epilogue === "accumulate-f32" ? 4 : 2;
-    if (!Number.isInteger(ldd) || ldd < n || ldd % 2 !== 0 || n % 2 !== 0)
-      throw new InvalidArgumentError(`gemm: n = ${n} and ldd = ${ldd} must be even, ldd >= n`);
-    if (p.d % BigInt(2 * outBytes) !== 0n)
-      throw new InvalidArgumentError(`gemm: d must be ${2 * outBytes}-byte aligned`);
+    // TMA stores need 16-byte rows and base; the pair stores of the other epilogues need 2 elements.
+    const tma = v.epilogue === "store";
+    const unit = tma ? 16 / outBytes : 2;
+    if (!Number.isInteger(ldd) || ldd < n || ldd % unit !== 0 || n % 2 !== 0) {
+      throw new InvalidArgumentError(
+        `gemm: n = ${n} must be even and ldd = ${ldd} >= n a multiple of ${unit} for epilogue ${v.epilogue}`,
+      );
+    }
+    if (p.d % BigInt(tma ? 16 : 2 * outBytes) !== 0n)
+      throw new InvalidArgumentError(`gemm: d must be ${tma ? 16 : 2 * outBytes}-byte aligned`);
     const { tilesM, tilesN } = gemmTiles(m, n);
     const tileCount = this.#tileCount(p, tilesM * tilesN);
 
@@ -127,6 +135,20 @@ export class HopperGemm {
       boxRows: GEMM_TILE_N,
       swizzle: "B128",
     });
+
+    const mapD = tma
+      ? encodeTensorMap2d({
+          address: p.d,
+          dataType: "BFLOAT16",
+          elementBytes: 2,
+          rows: m,
+          cols: n,
+          rowStrideBytes: ldd * 2,
+          boxCols: GEMM_STORE_BOX,
+          boxRows: GEMM_STORE_BOX,
+          swizzle: "B128",
+        })
+      : UNUSED_MAP;
 
     const a = this.#view;
     this.#args.fill(0);
@@ -158,6 +180,7 @@ export class HopperGemm {
       },
       mapA,
       mapB,
+      mapD,
       this.#args,
     );
   }

@@ -8,8 +8,11 @@
 // releases the stage once wgmma_wait<1> proves the previous stage's MMAs retired, so one k-block of MMAs
 // is always in flight. Stage ring: kStages deep; the producer waits for phase parity ph ^ 1 on empty
 // (the first pass finds it complete), consumers wait for parity ph on full. After the last k-block a
-// consumer drains its MMAs, releases the stage, and hands each accumulator pair to the Epilogue policy,
-// then Epilogue::tile_done once both consumers stored the tile (named barrier 1 over 256 threads).
+// consumer drains its MMAs, releases the stage, and either stores its 64 x 256 share through shared
+// memory with TMA stores (StoreBf16: sub-tile buffers double-buffered per consumer, named barriers 2 and
+// 3, each buffer waited for with bulk_wait_read before it is rewritten, and all of them before the CTA
+// exits) or hands each accumulator pair to Epilogue::store, then Epilogue::tile_done once both consumers
+// stored the tile (named barrier 1 over 256 threads).
 // Bounds: TMA fills rows and columns past the tensor with zeros (so partial tiles and a K tail add
 // nothing) and the epilogue skips rows >= m and columns >= n. Every wait is bounded (gemm/tma.cuh for
 // the pipeline, sync/wait.cuh for ready flags). Barriers are initialised by each launch and no state
@@ -28,8 +31,13 @@ constexpr u32 kTileKBytes = 128;  // one 128-byte swizzle row of K per tile row
 constexpr u32 kStages = 4;
 constexpr u32 kThreads = 384;
 constexpr u32 kStageBytes = (kTileM + kTileN) * kTileKBytes;
-/** Dynamic shared memory a launch needs: the ring, its barriers, and slack to align the ring to 1 KiB. */
-constexpr u32 kSharedBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
+/** TMA-store epilogue: each consumer stores 64 x 64 bf16 sub-tiles through two 8 KiB buffers. */
+constexpr u32 kSubTileCols = 64;
+constexpr u32 kSubTileBytes = 64 * kSubTileCols * 2;
+constexpr u32 kEpilogueBytes = 2 * 2 * kSubTileBytes;
+/** Dynamic shared memory a launch needs: the ring, the epilogue buffers, the barriers, and slack to
+ * align the ring to 1 KiB (the 128-byte swizzle repeats every 1 KiB). */
+constexpr u32 kSharedBytes = kStages * kStageBytes + kEpilogueBytes + 2 * kStages * 8 + 1024;
 
 /** Launch arguments besides the tensor maps. A policy ignores the fields it does not use. The layout is
  * shared with src/ops/gemm-programs.ts (GEMM_ARGS_LAYOUT). */
@@ -106,17 +114,16 @@ __device__ __forceinline__ void store_bf16x2(const GemmArgs& a, u32 row, u32 col
   *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.d) + row * a.ldd + col) = pair;
 }
 
-/** bf16 into d (local memory, or a peer's symmetric buffer mapped here). */
+/** bf16 into d through shared memory and TMA stores (map_d), which drain while the next tile's main
+ * loop runs. */
 struct StoreBf16 {
-  static __device__ __forceinline__ void store(const GemmArgs& a, u32 row, u32 col, float v0, float v1) {
-    store_bf16x2(a, row, col, v0, v1);
-  }
-  static __device__ __forceinline__ void tile_done(const GemmArgs&, u32, u32) {}
+  static constexpr bool kTmaStore = true;
 };
 
 /** bf16 into d, then tile_signals[tile] += 1 with release semantics at system scope, so a peer that
  * acquires the counter sees the whole tile. */
 struct SignalingStore {
+  static constexpr bool kTmaStore = false;
   static __device__ __forceinline__ void store(const GemmArgs& a, u32 row, u32 col, float v0, float v1) {
     store_bf16x2(a, row, col, v0, v1);
   }
@@ -132,6 +139,7 @@ struct SignalingStore {
 /** f32 atomic accumulation into d (float, row stride ldd): several GEMMs, or several ranks through their
  * peers' mappings, may add into one buffer. */
 struct AccumulateF32 {
+  static constexpr bool kTmaStore = false;
   static __device__ __forceinline__ void store(const GemmArgs& a, u32 row, u32 col, float v0, float v1) {
     float* p = static_cast<float*>(a.d) + row * a.ldd + col;
     atomicAdd(p, v0);
@@ -142,9 +150,40 @@ struct AccumulateF32 {
 
 // ---- The kernel -------------------------------------------------------------------------------------
 
+/** Offset of byte `b` (0..127) of row `r` in a 128B-swizzled tile: 16-byte units XOR the row mod 8. */
+__device__ __forceinline__ u32 swizzle128(u32 r, u32 b) { return r * 128 + ((((b >> 4) ^ r) & 7) << 4) + (b & 15); }
+
+/** A consumer's 64 x 256 share through its two sub-tile buffers. Thread wg_thread holds rows
+ * 16 * warp + lane / 4 (+8) and, in sub-tile c, columns 8 * j + 2 * (lane % 4) (+1) for j in 0..7. */
+__device__ __forceinline__ void tma_store_epilogue(const TensorMap* map_d, u8* buffers, const float (&acc)[128],
+                                                   float scale, u32 consumer, u32 wg_thread, i32 x, i32 y) {
+  const u32 warp = wg_thread / 32, lane = wg_thread % 32;
+  const u32 r = warp * 16 + lane / 4;
+#pragma unroll
+  for (u32 c = 0; c < kTileN / kSubTileCols; ++c) {
+    u8* buf = buffers + (c % 2) * kSubTileBytes;
+    if (wg_thread == 0) bulk_wait_read<1>();  // the store issued from this buffer two sub-tiles ago
+    named_barrier(2 + consumer, 128);
+#pragma unroll
+    for (u32 j = 0; j < 8; ++j) {
+      const float* v = &acc[4 * (8 * c + j)];
+      const u32 b = 16 * j + 4 * (lane % 4);
+      *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r, b)) = __floats2bfloat162_rn(v[0] * scale, v[1] * scale);
+      *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r + 8, b)) = __floats2bfloat162_rn(v[2] * scale, v[3] * scale);
+    }
+    fence_proxy_async_shared();
+    named_barrier(2 + consumer, 128);
+    if (wg_thread == 0) {
+      tma_store_2d(map_d, buf, x + c * kSubTileCols, y);
+      bulk_commit();
+    }
+  }
+}
+
 template <typename Elem, typename Order, typename Ready, typename Epilogue>
 __global__ void __launch_bounds__(kThreads, 1)
-    hopper_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b, const GemmArgs args) {
+    hopper_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
+                const __grid_constant__ TensorMap map_d, const GemmArgs args) {
   constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
   constexpr u32 kBytesA = kTileM * kTileKBytes;
   constexpr u32 kBytesB = kTileN * kTileKBytes;
@@ -154,7 +193,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   u8* ring = reinterpret_cast<u8*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
   u8* tiles_a = ring;
   u8* tiles_b = ring + kStages * kBytesA;
-  u64* full = reinterpret_cast<u64*>(tiles_b + kStages * kBytesB);
+  u8* epilogue = tiles_b + kStages * kBytesB;
+  u64* full = reinterpret_cast<u64*>(epilogue + kEpilogueBytes);
   u64* empty = full + kStages;
 
   const u32 warpgroup = threadIdx.x / 128;
@@ -223,17 +263,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
 
-    const u32 row = tm * kTileM + consumer * 64 + warp * 16 + lane / 4;
-    const u32 col0 = tn * kTileN + (lane % 4) * 2;
+    if constexpr (Epilogue::kTmaStore) {
+      tma_store_epilogue(&map_d, epilogue + consumer * 2 * kSubTileBytes, acc, scale, consumer, wg_thread,
+                         tn * kTileN, tm * kTileM + consumer * 64);
+    } else {
+      const u32 row = tm * kTileM + consumer * 64 + warp * 16 + lane / 4;
+      const u32 col0 = tn * kTileN + (lane % 4) * 2;
 #pragma unroll
-    for (u32 j = 0; j < 32; ++j) {
-      const u32 col = col0 + j * 8;
-      if (col < args.n) {
-        if (row < args.m) Epilogue::store(args, row, col, acc[4 * j] * scale, acc[4 * j + 1] * scale);
-        if (row + 8 < args.m) Epilogue::store(args, row + 8, col, acc[4 * j + 2] * scale, acc[4 * j + 3] * scale);
+      for (u32 j = 0; j < 32; ++j) {
+        const u32 col = col0 + j * 8;
+        if (col < args.n) {
+          if (row < args.m) Epilogue::store(args, row, col, acc[4 * j] * scale, acc[4 * j + 1] * scale);
+          if (row + 8 < args.m) Epilogue::store(args, row + 8, col, acc[4 * j + 2] * scale, acc[4 * j + 3] * scale);
+        }
       }
+      Epilogue::tile_done(args, tm * args.tiles_n + tn, threadIdx.x - 128);
     }
-    Epilogue::tile_done(args, tm * args.tiles_n + tn, threadIdx.x - 128);
+  }
+  // A TMA store reads shared memory after it is issued: the CTA must not exit before that is done.
+  if constexpr (Epilogue::kTmaStore) {
+    if (wg_thread == 0) bulk_wait_read<0>();
   }
 }
 

@@ -6,7 +6,9 @@
 // also where the box hangs past the tensor and is filled with zeros); a thread that saw the phase
 // complete may read the data with ordinary loads or wgmma. Memory written by the generic proxy in global
 // memory (by another GPU or by a copy engine) reaches a later TMA load only through an acquire followed
-// by fence_proxy_async(). Every wait is bounded: a pipeline wait that outlives kPipelineTimeoutNs is a
+// by fence_proxy_async(). A TMA store reads shared memory asynchronously after it is issued: its source
+// may be rewritten only after bulk_wait_read, and its global writes are complete only after bulk_wait;
+// shared memory written by ordinary stores reaches it only through fence_proxy_async_shared(). Every wait is bounded: a pipeline wait that outlives kPipelineTimeoutNs is a
 // deadlock (a bug, not a slow peer), and traps rather than hangs. Nothing here keeps state across
 // launches: barriers are initialised by each launch, so graph replays start clean.
 #pragma once
@@ -66,6 +68,28 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
       ::"r"(smem_addr(dst)), "l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(smem_addr(bar))
       : "memory");
+}
+
+/** 2D tiled TMA store of the box at (x, y) from shared memory; clipped at the tensor's bounds. */
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* src, i32 x, i32 y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+               ::"l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(smem_addr(src))
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+/** Waits until at most N of this thread's committed bulk stores still read shared memory. */
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+/** Waits until at most N of this thread's committed bulk stores are incomplete (written to global). */
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+/** Makes this thread's generic writes to shared memory visible to a later TMA store (async proxy). */
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 /** Orders this thread's earlier generic-proxy accesses (e.g. an acquire) before its later TMA accesses. */
