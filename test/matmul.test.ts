@@ -2,7 +2,7 @@
 // tensors' descriptions, and every bad input is a typed error before anything could be launched.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { InvalidArgumentError, UnsupportedError } from "../src/errors.js";
+import { InvalidArgumentError } from "../src/errors.js";
 import { checkMatmul } from "../src/ops/matmul.js";
 import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm-programs.js";
 import { gemmTiles } from "../src/ops/hopper-gemm.js";
@@ -22,7 +22,7 @@ const OUT = span(0x30000n, [64, 48]);
 
 test("checkMatmul accepts the plain cases", () => {
   assert.deepEqual(checkMatmul(A, B, OUT, {}), { elem: "bf16", m: 64, n: 48, k: 32, layoutB: "nk" });
-  assert.deepEqual(checkMatmul(A, span(0x20000n, [32, 48]), undefined, { impl: "cublaslt", layoutB: "kn" }), {
+  assert.deepEqual(checkMatmul(A, span(0x20000n, [32, 48]), undefined, { layoutB: "kn" }), {
     elem: "bf16",
     m: 64,
     n: 48,
@@ -62,9 +62,12 @@ test("checkMatmul rejects bad input with typed errors", () => {
     ],
     ["unknown impl", () => checkMatmul(A, B, OUT, { impl: "magic" as "symmkit" }), InvalidArgumentError],
     [
-      "kn on symmkit",
-      () => checkMatmul(A, span(0x20000n, [32, 48]), OUT, { layoutB: "kn" }),
-      UnsupportedError,
+      "fp8 kn on symmkit",
+      () =>
+        checkMatmul(span(0x10000n, [64, 32], "fp8e4m3"), span(0x20000n, [32, 48], "fp8e4m3"), undefined, {
+          layoutB: "kn",
+        }),
+      InvalidArgumentError,
     ],
     [
       "fp8 kn on cuBLASLt",
@@ -85,7 +88,7 @@ test("checkMatmul rejects bad input with typed errors", () => {
 });
 
 test("GEMM variants: one program per variant, distinct names", () => {
-  assert.equal(GEMM_VARIANTS.length, 2 * 2 * 2 * 3);
+  assert.equal(GEMM_VARIANTS.length, (2 + 1) * 2 * 2 * 3);
   assert.equal(new Set(GEMM_PROGRAMS.map((p) => p.name)).size, GEMM_PROGRAMS.length);
   assert.equal(new Set(GEMM_VARIANTS.map(gemmExpr)).size, GEMM_VARIANTS.length);
   assert.deepEqual(gemmTiles(129, 257), { tilesM: 2, tilesN: 2 });

@@ -66,6 +66,7 @@ export async function benchGemm(options: {
   const seed = freshSeed();
   const gemm = new HopperGemm(device, {
     elem: options.elem,
+    layoutB: "nk",
     order: "grouped",
     ready: "none",
     epilogue: "store",

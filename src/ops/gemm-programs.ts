@@ -1,5 +1,5 @@
 // The Hopper GEMM kernels symmkit ships (device/include/symmkit/gemm/hopper_gemm.cuh): one program per
-// (element type, tile order, ready policy, epilogue), so a process compiles only the variants it uses;
+// (element type, layout of B, tile order, ready policy, epilogue), so a process compiles only the variants it uses;
 // CI compiles all of them (src/catalog.ts).
 import type { ProgramSpec } from "../runtime/module.js";
 
@@ -15,8 +15,13 @@ export type GemmReady = (typeof GEMM_READY)[number];
 export const GEMM_EPILOGUES = ["store", "signal", "accumulate-f32"] as const;
 export type GemmEpilogue = (typeof GEMM_EPILOGUES)[number];
 
+/** How B is stored: "nk" row-major [n, k] (K-major), "kn" row-major [k, n] (bf16 only). */
+export const GEMM_B_LAYOUTS = ["nk", "kn"] as const;
+export type GemmBLayout = (typeof GEMM_B_LAYOUTS)[number];
+
 export interface GemmVariant {
   readonly elem: GemmElem;
+  readonly layoutB: GemmBLayout;
   readonly order: GemmOrder;
   readonly ready: GemmReady;
   readonly epilogue: GemmEpilogue;
@@ -38,20 +43,26 @@ const EPILOGUE_TYPES: Record<GemmEpilogue, string> = {
 };
 
 export function gemmExpr(v: GemmVariant): string {
-  return `symmkit::gemm::hopper_gemm<${ELEM_TYPES[v.elem]}, ${ORDER_TYPES[v.order]}, ${READY_TYPES[v.ready]}, ${EPILOGUE_TYPES[v.epilogue]}>`;
+  const kMajor = v.layoutB === "nk" ? "true" : "false";
+  return `symmkit::gemm::hopper_gemm<${ELEM_TYPES[v.elem]}, ${ORDER_TYPES[v.order]}, ${READY_TYPES[v.ready]}, ${EPILOGUE_TYPES[v.epilogue]}, ${kMajor}>`;
 }
 
 export function gemmProgram(v: GemmVariant): ProgramSpec {
   return {
-    name: `symmkit/gemm/hopper/${v.elem}/${v.order}-${v.ready}-${v.epilogue}`,
+    name: `symmkit/gemm/hopper/${v.elem}-${v.layoutB}/${v.order}-${v.ready}-${v.epilogue}`,
     source: '#include "symmkit/gemm/hopper_gemm.cuh"\n',
     nameExpressions: [gemmExpr(v)],
   };
 }
 
+/** wgmma reads fp8 operands K-major only, so fp8 ships with B as [n, k] alone. */
 export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =>
-  GEMM_ORDERS.flatMap((order) =>
-    GEMM_READY.flatMap((ready) => GEMM_EPILOGUES.map((epilogue) => ({ elem, order, ready, epilogue }))),
+  GEMM_B_LAYOUTS.filter((l) => elem === "bf16" || l === "nk").flatMap((layoutB) =>
+    GEMM_ORDERS.flatMap((order) =>
+      GEMM_READY.flatMap((ready) =>
+        GEMM_EPILOGUES.map((epilogue) => ({ elem, layoutB, order, ready, epilogue })),
+      ),
+    ),
   ),
 );
 

@@ -29,7 +29,7 @@ const UNUSED_MAP = new Uint8Array(128);
 export interface GemmLaunch {
   /** Row-major [m, k]. */
   readonly a: Ptr;
-  /** Row-major [n, k]. */
+  /** Row-major [n, k], or [k, n] for a variant with layoutB "kn". */
   readonly b: Ptr;
   /** Row-major [m, n] with row stride ldd elements: bf16, or f32 for the accumulate-f32 epilogue. */
   readonly d: Ptr;
@@ -95,6 +95,8 @@ export class HopperGemm {
     }
     if ((k * es) % 16 !== 0)
       throw new InvalidArgumentError(`gemm: k = ${k} ${v.elem} rows must be a multiple of 16 bytes`);
+    if (v.layoutB === "kn" && (n * es) % 16 !== 0)
+      throw new InvalidArgumentError(`gemm: n = ${n}: rows of B [k, n] must be a multiple of 16 bytes`);
     const ldd = p.ldd ?? n;
     const outBytes = v.epilogue === "accumulate-f32" ? 4 : 2;
     // TMA stores need 16-byte rows and base; the pair stores of the other epilogues need 2 elements.
@@ -124,17 +126,32 @@ export class HopperGemm {
       boxRows: GEMM_TILE_M,
       swizzle: "B128",
     });
-    const mapB = encodeTensorMap2d({
-      address: p.b,
-      dataType,
-      elementBytes: es,
-      rows: n,
-      cols: k,
-      rowStrideBytes: rowBytes,
-      boxCols: box,
-      boxRows: GEMM_TILE_N,
-      swizzle: "B128",
-    });
+    // B [k, n] is loaded N-major in boxes of 64 n (128 bytes) by one k-block of rows.
+    const mapB = encodeTensorMap2d(
+      v.layoutB === "nk"
+        ? {
+            address: p.b,
+            dataType,
+            elementBytes: es,
+            rows: n,
+            cols: k,
+            rowStrideBytes: rowBytes,
+            boxCols: box,
+            boxRows: GEMM_TILE_N,
+            swizzle: "B128",
+          }
+        : {
+            address: p.b,
+            dataType,
+            elementBytes: es,
+            rows: k,
+            cols: n,
+            rowStrideBytes: n * es,
+            boxCols: TILE_K_BYTES / es,
+            boxRows: box,
+            swizzle: "B128",
+          },
+    );
 
     const mapD = tma
       ? encodeTensorMap2d({

@@ -1,6 +1,6 @@
 // matmul(a, b): D[m, n] = A[m, k] * B, bf16 or fp8 e4m3 inputs, f32 accumulation, bf16 output, on
 // symmkit's Hopper GEMM or on cuBLASLt. Every check runs before anything is launched or written.
-import { InvalidArgumentError, UnsupportedError } from "../errors.js";
+import { InvalidArgumentError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import type { Stream } from "../runtime/stream.js";
@@ -106,21 +106,16 @@ export function checkMatmul(
     if (s.dtype !== "f32" || s.nbytes !== 4)
       fail(`${name} must be one f32, got ${s.dtype} ${JSON.stringify(s.shape)}`);
   }
-  if (impl === "symmkit" && layoutB === "kn") {
-    throw new UnsupportedError(
-      'matmul: the symmkit GEMM takes B as [n, k] (layoutB "nk") for now; use impl "cublaslt" for [k, n]',
-    );
-  }
-  if (impl === "cublaslt" && elem === "fp8e4m3" && layoutB === "kn")
-    fail('cuBLASLt fp8 needs B as [n, k] (layoutB "nk")');
+  // Hopper's fp8 MMA (and cuBLASLt's fp8 kernels) read both operands K-major.
+  if (elem === "fp8e4m3" && layoutB === "kn") fail('fp8 needs B as [n, k] (layoutB "nk")');
   return { elem, m, n, k, layoutB };
 }
 
 const gemms = new Map<string, HopperGemm>();
 
-function plainGemm(device: Device, elem: LtElem): HopperGemm {
-  const variant: GemmVariant = { elem, order: "grouped", ready: "none", epilogue: "store" };
-  const key = `${device.ordinal}/${elem}`;
+function plainGemm(device: Device, elem: LtElem, layoutB: BLayout): HopperGemm {
+  const variant: GemmVariant = { elem, layoutB, order: "grouped", ready: "none", epilogue: "store" };
+  const key = `${device.ordinal}/${elem}/${layoutB}`;
   let g = gemms.get(key);
   if (!g) {
     g = new HopperGemm(device, variant);
@@ -152,7 +147,7 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
     ...(options.scaleB ? { scaleB: options.scaleB.ptr } : {}),
     ...(options.stream ? { stream: options.stream } : {}),
   };
-  if ((options.impl ?? "symmkit") === "symmkit") plainGemm(device, p.elem).launch(common);
+  if ((options.impl ?? "symmkit") === "symmkit") plainGemm(device, p.elem, p.layoutB).launch(common);
   else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
   return out;
 }

@@ -4,7 +4,7 @@
 // raised by a second stream after a delay, signalling store into another buffer, f32 accumulation).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { InvalidArgumentError, UnsupportedError } from "../../src/errors.js";
+import { InvalidArgumentError } from "../../src/errors.js";
 import { check, CU_STREAM_WRITE_VALUE_DEFAULT } from "../../src/cuda/driver.js";
 import { Device, driver } from "../../src/runtime/device.js";
 import { copyDeviceToDevice, DeviceMemory, memset } from "../../src/runtime/memory.js";
@@ -144,18 +144,32 @@ test("bf16: symmkit and cuBLASLt against fp64, odd shapes, guards", { skip }, ()
   }
 });
 
-test("bf16 through cuBLASLt with B as [k, n]", { skip }, () => {
-  const [m, n, k] = [96, 200, 136];
-  const { a, ha, hb, b } = inputs(m, n, k, "bf16");
-  // B^T from the [n, k] values: exact (a permutation of bf16 values).
-  const kn = new Float32Array(k * n);
-  for (let j = 0; j < n; j++) for (let p = 0; p < k; p++) kn[p * n + j] = hb[j * k + p]!;
-  const bKn = Tensor.fromHost(encode("bf16", kn), "bf16", { shape: [k, n] });
-  const out = matmul(a, bKn, { impl: "cublaslt", layoutB: "kn" });
-  const e = relError(out.toHost({ decode: true }), reference(ha, kn, m, n, k, true));
-  assert.ok(e < 4e-3, `relative error ${e}`);
-  assert.throws(() => matmul(a, bKn, { layoutB: "kn" }), UnsupportedError);
-  for (const t of [a, b, bKn, out]) t.dispose();
+test("bf16 with B as [k, n]: symmkit and cuBLASLt against fp64", { skip }, () => {
+  for (const [m, n, k] of [
+    [96, 200, 136],
+    [128, 256, 64],
+    [333, 520, 1000],
+    [1, 8, 16],
+  ] as [number, number, number][]) {
+    const { device, a, ha, hb, b } = inputs(m, n, k, "bf16");
+    // B^T from the [n, k] values: exact (a permutation of bf16 values).
+    const kn = new Float32Array(k * n);
+    for (let j = 0; j < n; j++) for (let p = 0; p < k; p++) kn[p * n + j] = hb[j * k + p]!;
+    const bKn = Tensor.fromHost(encode("bf16", kn), "bf16", { shape: [k, n], device });
+    const ref = reference(ha, kn, m, n, k, true);
+    for (const impl of ["symmkit", "cublaslt"] as const) {
+      const out = new Guarded([m, n], "bf16", device);
+      matmul(a, bKn, { impl, layoutB: "kn", out: out.t });
+      const v = out.values();
+      noNaN(v, `${impl} [k, n] ${m}x${n}x${k}`);
+      out.check(`${impl} [k, n] ${m}x${n}x${k}`);
+      const e = relError(v, ref);
+      console.log(`# bf16 B [k, n] ${m}x${n}x${k}: ${impl} ${e.toExponential(2)} vs fp64`);
+      assert.ok(e < 4e-3, `${impl} B [k, n] ${m}x${n}x${k}: relative error ${e}`);
+      out.dispose();
+    }
+    for (const t of [a, b, bKn]) t.dispose();
+  }
 });
 
 test("fp8 e4m3 with per-tensor scales: symmkit and cuBLASLt against fp64", { skip }, () => {
@@ -221,7 +235,13 @@ test("hook: tile list (reversed, then a subset)", { skip }, () => {
   const plain = matmul(a, b).toHost() as Uint16Array;
   const { tilesM, tilesN } = gemmTiles(m, n);
   const all = [...Array(tilesM * tilesN).keys()];
-  const g = new HopperGemm(device, { elem: "bf16", order: "list", ready: "none", epilogue: "store" });
+  const g = new HopperGemm(device, {
+    elem: "bf16",
+    layoutB: "nk",
+    order: "list",
+    ready: "none",
+    epilogue: "store",
+  });
   for (const ids of [all.reverse(), all.filter((t) => t % 3 === 1)]) {
     const list = Tensor.fromHost(new Uint32Array(ids), "u32");
     const out = new Guarded([m, n], "bf16", device);
@@ -275,7 +295,13 @@ test("hook: ready flags raised by another stream after a delay", { skip }, () =>
   const spin = Module.compile(SPIN, device).kernel("spin_ns", ["u64"] as const);
   const gemmStream = Stream.create(device);
   const copyStream = Stream.create(device);
-  const g = new HopperGemm(device, { elem: "bf16", order: "grouped", ready: "row-flags", epilogue: "store" });
+  const g = new HopperGemm(device, {
+    elem: "bf16",
+    layoutB: "nk",
+    order: "grouped",
+    ready: "row-flags",
+    epilogue: "store",
+  });
   const out = new Guarded([m, n], "bf16", device);
   device.synchronize();
   g.launch({
@@ -319,7 +345,13 @@ test("hook: signalling store into another buffer, and f32 accumulation", { skip 
   const plain = matmul(a, b).toHost() as Uint16Array;
   const { tilesM, tilesN } = gemmTiles(m, n);
   const signals = Tensor.zeros([tilesM * tilesN], "u32", { device });
-  const sg = new HopperGemm(device, { elem: "bf16", order: "grouped", ready: "none", epilogue: "signal" });
+  const sg = new HopperGemm(device, {
+    elem: "bf16",
+    layoutB: "nk",
+    order: "grouped",
+    ready: "none",
+    epilogue: "signal",
+  });
   const other = new Guarded([m, n], "bf16", device);
   for (let r = 0; r < 2; r++)
     sg.launch({ a: a.ptr, b: b.ptr, d: other.t.ptr, m, n, k, tileSignals: signals.ptr });
@@ -335,6 +367,7 @@ test("hook: signalling store into another buffer, and f32 accumulation", { skip 
   acc.t.fill(0);
   const ag = new HopperGemm(device, {
     elem: "bf16",
+    layoutB: "nk",
     order: "grouped",
     ready: "none",
     epilogue: "accumulate-f32",

@@ -1,6 +1,9 @@
 // symmkit/gemm/hopper_gemm.cuh: persistent, warp-specialised Hopper GEMM, D[m, n] = A[m, k] * B[n, k]^T
 // (both operands K-major), f32 accumulation, with compile-time fusion hooks.
 //
+// B may also be stored [k, n] (kBKMajor = false, bf16 only): TMA then loads it N-major and wgmma
+// transposes it on the fly.
+//
 // Contract. One CTA per SM walks tiles of 128 x 256 in the order the Order policy gives. Warpgroup 0 is
 // the producer: one thread waits for a free stage (empty mbarrier), asks the Ready policy whether the
 // tile's rows of A may be read, and issues two TMA loads that complete the stage's full mbarrier.
@@ -180,7 +183,7 @@ __device__ __forceinline__ void tma_store_epilogue(const TensorMap* map_d, u8* b
   }
 }
 
-template <typename Elem, typename Order, typename Ready, typename Epilogue>
+template <typename Elem, typename Order, typename Ready, typename Epilogue, bool kBKMajor = true>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
                 const __grid_constant__ TensorMap map_d, const GemmArgs args) {
@@ -188,6 +191,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr u32 kBytesA = kTileM * kTileKBytes;
   constexpr u32 kBytesB = kTileN * kTileKBytes;
   constexpr u32 kSteps = kTileKBytes / 32;  // wgmma k-steps per k-block: 32 bytes of K each
+  // B stored [k, n] arrives as kTileN / 64 boxes of 64 n (128 bytes) by kTileK rows of k.
+  constexpr u32 kBoxBytesB = kTileK * 128;
+  static_assert(kBKMajor || sizeof(Elem) == 2, "wgmma reads fp8 operands K-major only");
 
   extern __shared__ u8 shared_raw[];
   u8* ring = reinterpret_cast<u8*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
@@ -224,7 +230,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(empty + s, ((it / kStages) & 1) ^ 1);
         mbar_arrive_expect_tx(full + s, kStageBytes);
         tma_load_2d(tiles_a + s * kBytesA, &map_a, full + s, kb * kTileK, tm * kTileM);
-        tma_load_2d(tiles_b + s * kBytesB, &map_b, full + s, kb * kTileK, tn * kTileN);
+        if constexpr (kBKMajor) {
+          tma_load_2d(tiles_b + s * kBytesB, &map_b, full + s, kb * kTileK, tn * kTileN);
+        } else {
+#pragma unroll
+          for (u32 j = 0; j < kTileN / 64; ++j)
+            tma_load_2d(tiles_b + s * kBytesB + j * kBoxBytesB, &map_b, full + s, tn * kTileN + j * 64, kb * kTileK);
+        }
       }
     }
     return;
@@ -253,7 +265,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
 #pragma unroll
       for (u32 step = 0; step < kSteps; ++step) {
-        mma_m64n256(acc, kmajor_sw128_desc(a0 + 32 * step), kmajor_sw128_desc(b0 + 32 * step), 1u, Elem{});
+        if constexpr (kBKMajor)
+          mma_m64n256(acc, kmajor_sw128_desc(a0 + 32 * step), kmajor_sw128_desc(b0 + 32 * step), 1u, Elem{});
+        else
+          mma_m64n256_bt(acc, kmajor_sw128_desc(a0 + 32 * step), mnmajor_sw128_desc(b0 + 2048 * step, kBoxBytesB), 1u);
       }
       wgmma_commit();
       wgmma_wait<1>();

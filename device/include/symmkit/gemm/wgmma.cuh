@@ -5,8 +5,9 @@
 // overwritten only after wgmma_wait<N>() has retired the groups that read it, and the accumulators may
 // be read or written by ordinary code only after wgmma_wait<0>(). wgmma_fence() must precede the first
 // wgmma of a batch whenever the accumulator registers were touched by ordinary code in between.
-// Descriptors describe K-major tiles written by TMA with the 128-byte swizzle: rows of 128 bytes, in
-// groups of 8 rows (1024 bytes, the swizzle atom), each tile 1024-byte aligned.
+// Descriptors describe tiles written by TMA with the 128-byte swizzle: rows of 128 bytes, in groups of
+// 8 rows (1024 bytes, the swizzle atom), each tile 1024-byte aligned; K-major (rows are K) for A and B,
+// or MN-major (rows are N) for a B stored as [k, n].
 #pragma once
 #include "symmkit/core/types.cuh"
 
@@ -20,6 +21,14 @@ __device__ __forceinline__ u64 kmajor_sw128_desc(u32 smem) {
          | (static_cast<u64>(1) << 16)              // leading byte offset: unused for swizzled K-major
          | (static_cast<u64>(1024 >> 4) << 32)      // stride byte offset: one 8-row atom
          | (static_cast<u64>(1) << 62);             // 128-byte swizzle
+}
+
+/** Descriptor of an MN-major, 128B-swizzled tile: rows of 128 bytes hold 64 consecutive N (or M)
+ * elements of one k; 8 such rows (k) form a 1 KiB atom (SBO apart), and blocks of 64 N are `mn_block`
+ * bytes apart (LBO). A 16-deep k-step covers two atoms. */
+__device__ __forceinline__ u64 mnmajor_sw128_desc(u32 smem, u32 mn_block) {
+  return static_cast<u64>((smem & 0x3ffffu) >> 4) | (static_cast<u64>(mn_block >> 4) << 16) |
+         (static_cast<u64>(1024 >> 4) << 32) | (static_cast<u64>(1) << 62);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -72,6 +81,11 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
 /** bf16 x bf16 -> f32, k = 16 (32 bytes of K per k-step). */
 __device__ __forceinline__ void mma_m64n256(float (&d)[128], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
   SYMMKIT_WGMMA_M64N256("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "1, 1, 0, 0");
+}
+
+/** bf16 with B N-major in shared memory (mnmajor_sw128_desc), k = 16. */
+__device__ __forceinline__ void mma_m64n256_bt(float (&d)[128], u64 desc_a, u64 desc_b, u32 accumulate) {
+  SYMMKIT_WGMMA_M64N256("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", "1, 1, 0, 1");
 }
 
 /** e4m3 x e4m3 -> f32, k = 32 (32 bytes of K per k-step). */
