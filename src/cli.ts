@@ -22,7 +22,7 @@ commands:
   bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
   bench all-reduce [--sizes 4K:64M] [--dtype bf16] [--json F]
                            under symmkit run: symmkit's all-reduce against NCCL, graph-timed
-  bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--json F]
+  bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--layout-b nk|kn] [--json F]
                            one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s
   help                     this text
 `;
@@ -88,6 +88,7 @@ const commands: Record<string, Command> = {
         sizes: { type: "string", default: "4K:64M" },
         dtype: { type: "string", default: "bf16" },
         shapes: { type: "string" },
+        "layout-b": { type: "string", default: "nk" },
       },
     });
     const { writeJson } = await import("./bench/report.js");
@@ -126,7 +127,10 @@ const commands: Record<string, Command> = {
           "SYMMKIT_INVALID_ARGUMENT",
           `bench gemm: --dtype bf16 or fp8e4m3, not ${elem}`,
         );
-      const r = await benchGemm({ shapes: parseShapes(values.shapes ?? DEFAULT_GEMM_SHAPES), elem });
+      const layoutB = values["layout-b"];
+      if (layoutB !== "nk" && layoutB !== "kn")
+        throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `bench gemm: --layout-b nk or kn, not ${layoutB}`);
+      const r = await benchGemm({ shapes: parseShapes(values.shapes ?? DEFAULT_GEMM_SHAPES), elem, layoutB });
       console.log(formatGemm(r));
       if (values.json) writeJson(values.json, r);
       return 0;

@@ -5,7 +5,7 @@ import { SymmkitError } from "../errors.js";
 import { Device } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
-import { CublasLtMatmul, type LtElem } from "../ops/cublaslt-matmul.js";
+import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
 import { HopperGemm } from "../ops/hopper-gemm.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
@@ -16,6 +16,7 @@ export interface GemmRow {
   readonly n: number;
   readonly k: number;
   readonly elem: LtElem;
+  readonly layoutB: BLayout;
   /** Relative Frobenius difference of symmkit's output from cuBLASLt's. */
   readonly relDiff: number;
   readonly us: { readonly symmkit: number; readonly cublaslt: number };
@@ -58,15 +59,18 @@ export function relFrobenius(x: Float32Array, y: Float32Array): number {
 export async function benchGemm(options: {
   shapes: readonly GemmShape[];
   elem: LtElem;
+  /** How B is stored (default "nk"). */
+  layoutB?: BLayout;
   log?: (line: string) => void;
 }): Promise<GemmBenchResult> {
+  const layoutB = options.layoutB ?? "nk";
   const device = Device.get();
   const stream = Stream.create(device);
   const log = options.log ?? ((l: string) => console.error(l));
   const seed = freshSeed();
   const gemm = new HopperGemm(device, {
     elem: options.elem,
-    layoutB: "nk",
+    layoutB,
     order: "grouped",
     ready: "none",
     epilogue: "store",
@@ -76,13 +80,13 @@ export async function benchGemm(options: {
   for (const [m, n, k] of options.shapes) {
     const gen = { device, stream, seed, low: -1, high: 1 };
     const a = Tensor.rand([m, k], options.elem, { ...gen, offset: 0 });
-    const b = Tensor.rand([n, k], options.elem, { ...gen, offset: 1n << 40n });
+    const b = Tensor.rand(layoutB === "nk" ? [n, k] : [k, n], options.elem, { ...gen, offset: 1n << 40n });
     const dS = Tensor.full([m, n], NaN, "bf16", { device, stream });
     const dL = Tensor.full([m, n], NaN, "bf16", { device, stream });
     try {
       const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
       const runS = (): void => gemm.launch({ ...common, d: dS.ptr });
-      const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB: "nk" });
+      const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });
       runS();
       runL();
       stream.synchronize();
@@ -90,7 +94,7 @@ export async function benchGemm(options: {
       if (!(relDiff < (options.elem === "bf16" ? 1e-2 : 3e-2))) {
         throw new SymmkitError(
           "SYMMKIT_INVALID_ARGUMENT",
-          `gemm ${m}x${n}x${k} ${options.elem}: symmkit differs from cuBLASLt by ${relDiff} (relative Frobenius); not timing a wrong kernel`,
+          `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit differs from cuBLASLt by ${relDiff} (relative Frobenius); not timing a wrong kernel`,
         );
       }
       const flops = 2 * m * n * k;
@@ -102,13 +106,14 @@ export async function benchGemm(options: {
         n,
         k,
         elem: options.elem,
+        layoutB,
         relDiff,
         us: { symmkit: usS, cublaslt: usL },
         tflops: { symmkit: flops / usS / 1e6, cublaslt: flops / usL / 1e6 },
       };
       rows.push(row);
       log(
-        `gemm ${m}x${n}x${k} ${options.elem}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
+        `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
       );
     } finally {
       for (const t of [a, b, dS, dL]) t.dispose();
@@ -132,6 +137,7 @@ export function formatGemm(r: GemmBenchResult): string {
       "n",
       "k",
       "dtype",
+      "B",
       "symmkit us",
       "cuBLASLt us",
       "symmkit TFLOP/s",
@@ -144,6 +150,7 @@ export function formatGemm(r: GemmBenchResult): string {
       String(x.n),
       String(x.k),
       x.elem,
+      x.layoutB,
       x.us.symmkit.toFixed(1),
       x.us.cublaslt.toFixed(1),
       x.tflops.symmkit.toFixed(0),
