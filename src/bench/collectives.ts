@@ -2,7 +2,8 @@
 // run, GPU time from CUDA-graph replays of back-to-back operations (median of many replays), each
 // implementation validated first: bit for bit against the host reference (f32 accumulation in rank
 // order) up to 4 MiB, and above that symmkit's algorithms bit for bit against each other and NCCL within
-// bf16 rounding. The input is a symmetric tensor (zero-copy, as a user reaches peak speed).
+// bf16 rounding. symmkit's algorithms run on a symmetric input (zero-copy, as a user reaches peak speed)
+// and again on a plain tensor, which the kernel copies into the staging buffer itself ("_plain").
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../dist/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
@@ -30,7 +31,14 @@ export interface CollectiveBenchResult {
   readonly rows: readonly CollectiveRow[];
 }
 
-const IMPLEMENTATIONS: readonly GpuAllReduceAlgorithm[] = ["one_shot", "two_shot", "nccl"];
+/** Each algorithm on a symmetric input (zero-copy), then symmkit's on a plain tensor (copied in by the kernel). */
+const IMPLEMENTATIONS: readonly { name: string; algorithm: GpuAllReduceAlgorithm; plain: boolean }[] = [
+  { name: "one_shot", algorithm: "one_shot", plain: false },
+  { name: "two_shot", algorithm: "two_shot", plain: false },
+  { name: "nccl", algorithm: "nccl", plain: false },
+  { name: "one_shot_plain", algorithm: "one_shot", plain: true },
+  { name: "two_shot_plain", algorithm: "two_shot", plain: true },
+];
 
 /** "4K:64M" -> 4 KiB, 16 KiB, ..., 64 MiB (powers of 4). */
 export function parseSizes(spec: string): number[] {
@@ -68,12 +76,18 @@ export async function benchAllReduce(options: {
   const say = (s: string): void => void (rank === 0 && process.stdout.write(`${s}\n`));
   for (const bytes of options.sizes) {
     const count = Math.floor(bytes / 2);
-    say(`all-reduce ${bytes} bytes: validating and timing ${IMPLEMENTATIONS.join(", ")} ...`);
+    say(
+      `all-reduce ${bytes} bytes: validating and timing ${IMPLEMENTATIONS.map((i) => i.name).join(", ")} ...`,
+    );
     const sym = await group.symmetric.empty([count], options.dtype);
     const x = Tensor.rand([count], options.dtype, { seed, offset: rank, low: -1, high: 1, device, stream });
     sym.tensor.copyFrom(x, stream);
     const outs = IMPLEMENTATIONS.map(() => Tensor.empty([count], options.dtype, { device }));
-    IMPLEMENTATIONS.forEach((algorithm, i) => coll.allReduce(sym, { algorithm, output: outs[i]!, stream }));
+    const run = (i: number): void => {
+      const { algorithm, plain } = IMPLEMENTATIONS[i]!;
+      coll.allReduce(plain ? x : sym, { algorithm, output: outs[i]!, stream });
+    };
+    IMPLEMENTATIONS.forEach((_, i) => run(i));
     group.synchronize(stream);
     comm.synchronize(stream);
     validate(
@@ -86,16 +100,12 @@ export async function benchAllReduce(options: {
     );
     await group.barrier();
     const us: Record<string, number> = {};
-    for (const [i, algorithm] of IMPLEMENTATIONS.entries()) {
-      us[algorithm] = await graphTimeUs(
-        stream,
-        () => coll.allReduce(sym, { algorithm, output: outs[i]!, stream }),
-        {
-          perGraph: bytes <= 1 << 20 ? 20 : 5,
-          beforeReplay: () => group.barrier(),
-          sync: () => group.synchronize(stream),
-        },
-      );
+    for (const [i, { name }] of IMPLEMENTATIONS.entries()) {
+      us[name] = await graphTimeUs(stream, () => run(i), {
+        perGraph: bytes <= 1 << 20 ? 20 : 5,
+        beforeReplay: () => group.barrier(),
+        sync: () => group.synchronize(stream),
+      });
     }
     rows.push({ bytes, count, dtype: options.dtype, us });
     for (const t of [x, ...outs]) t.dispose();
@@ -107,7 +117,7 @@ export async function benchAllReduce(options: {
       ? {
           environment: benchEnvironment(device, world, deviceCount()),
           collective: "all-reduce" as const,
-          implementations: IMPLEMENTATIONS,
+          implementations: IMPLEMENTATIONS.map((i) => i.name),
           rows,
         }
       : undefined;
@@ -126,9 +136,14 @@ function validate(
   const fail = (what: string): never => {
     throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `all-reduce ${bytes} bytes: ${what} (seed ${seed})`);
   };
-  const [oneShot, twoShot, nccl] = outs as [RawArray, RawArray, RawArray];
-  for (let i = 0; i < count; i++)
-    if (oneShot[i] !== twoShot[i]) fail(`one-shot and two-shot differ at element ${i}`);
+  const [oneShot, twoShot, nccl, ...plain] = outs as [RawArray, RawArray, RawArray, ...RawArray[]];
+  for (const [name, other] of [
+    ["two-shot", twoShot],
+    ...plain.map((p, j) => [`plain input ${j}`, p] as const),
+  ] as const) {
+    for (let i = 0; i < count; i++)
+      if (oneShot[i] !== other[i]) fail(`one-shot and ${name} differ at element ${i}`);
+  }
   if (bytes <= 4 << 20) {
     const want = encode(dtype, new Float32Array(count));
     const inputs = Array.from({ length: world }, (_, r) => encode(dtype, hostUniform(count, seed, r, -1, 1)));

@@ -50,12 +50,14 @@ export const COLL_PROGRAMS: readonly ProgramSpec[] = [
   ALL_GATHER_PROGRAM,
 ];
 
-/** Parameters of the collective kernels: the SymmView blob, the output, the element count, the phase. */
-export const COLL_PARAMS = [{ bytes: 160, align: 8 }, "ptr", "u64", "u32"] as const;
+/** Parameters of the collective kernels: the SymmView blob, the plain input to copy in (0 when the input
+ * is the symmetric buffer itself), the output, the element count, the phase. */
+export const COLL_PARAMS = [{ bytes: 160, align: 8 }, "ptr", "ptr", "u64", "u32"] as const;
 /** two_shot_all_reduce also takes the SymmView of its scratch buffers, after the input's. */
 export const TWO_SHOT_PARAMS = [
   { bytes: 160, align: 8 },
   { bytes: 160, align: 8 },
+  "ptr",
   "ptr",
   "u64",
   "u32",

@@ -1,6 +1,7 @@
 // The collectives on GPU symmetric memory: validate (src/ops/validate.ts, shared with the CPU backend),
-// stage the input in the group's symmetric buffer unless it already is symmetric, pick an algorithm,
-// launch the kernel specialised for the dtype, op and world size, or hand over to NCCL.
+// pick an algorithm, launch the kernel specialised for the dtype, op and world size (which copies a
+// plain input into the group's symmetric staging buffer itself, so a call is one kernel), or hand over
+// to NCCL.
 import { InvalidArgumentError } from "../errors.js";
 import type { NcclComm } from "../dist/nccl-comm.js";
 import type { ProcessGroup } from "../dist/process-group.js";
@@ -91,12 +92,13 @@ export class GpuCollectives {
       return output;
     }
     const twoShot = algorithm === "two_shot" || (algorithm === "auto" && x.nbytes > ONE_SHOT_MAX_BYTES);
-    const view = this.#stage(input, x, what, stream);
+    const [view, staged] = this.#stage(input, x, what);
     if (!twoShot) {
       const k = this.#reducing("one_shot_all_reduce", x, op, COLL_PARAMS);
       k.launch(
         { grid: this.#blocks(x.nbytes), block: THREADS, stream },
         view,
+        staged,
         output,
         x.numel,
         this.#nextPhase(),
@@ -113,7 +115,7 @@ export class GpuCollectives {
     }
     const k = this.#reducing("two_shot_all_reduce", x, op, TWO_SHOT_PARAMS);
     const grid = this.#blocks(Math.ceil(x.nbytes / this.#group.worldSize));
-    k.launch({ grid, block: THREADS, stream }, view, scratch, output, x.numel, this.#nextPhase());
+    k.launch({ grid, block: THREADS, stream }, view, scratch, staged, output, x.numel, this.#nextPhase());
     return output;
   }
 
@@ -139,11 +141,12 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    const view = this.#stage(input, x, what, stream);
+    const [view, staged] = this.#stage(input, x, what);
     const k = this.#module(ALL_GATHER_PROGRAM).kernel(allGatherExpr(this.#group.worldSize), COLL_PARAMS);
     k.launch(
       { grid: this.#blocks(x.nbytes * this.#group.worldSize), block: THREADS, stream },
       view,
+      staged,
       output,
       x.nbytes,
       this.#nextPhase(),
@@ -176,11 +179,12 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    const view = this.#stage(input, x, what, stream);
+    const [view, staged] = this.#stage(input, x, what);
     const k = this.#reducing("reduce_scatter_pull", x, op, COLL_PARAMS);
     k.launch(
       { grid: this.#blocks(output.nbytes), block: THREADS, stream },
       view,
+      staged,
       output,
       output.numel,
       this.#nextPhase(),
@@ -209,12 +213,12 @@ export class GpuCollectives {
     }
   }
 
-  /** The SymmView of the input: the user's own symmetric tensor, or the staging buffer after a copy. */
-  #stage(input: CollectiveInput, x: Tensor, what: string, stream: Stream): Uint8Array {
-    if (!(input instanceof Tensor)) return input.deviceView();
+  /** The SymmView the kernel reads and the plain tensor it copies in first (0n: the input is the user's
+   * own symmetric tensor, read in place). */
+  #stage(input: CollectiveInput, x: Tensor, what: string): [Uint8Array, bigint] {
+    if (!(input instanceof Tensor)) return [input.deviceView(), 0n];
     checkCapacity(what, x.nbytes, this.capacityBytes);
-    copyDeviceToDevice(this.#staging.tensor.ptr, x.ptr, x.nbytes, stream);
-    return this.#staging.deviceView();
+    return [this.#staging.deviceView(), x.ptr];
   }
 
   #module(spec: Parameters<typeof sharedModule>[0]): Module {

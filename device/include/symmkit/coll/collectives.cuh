@@ -1,18 +1,25 @@
 // symmkit/coll/collectives.cuh: all-reduce (one-shot, two-shot), all-gather and reduce-scatter on
 // symmetric memory, pulling from the peers' buffers over NVLink.
 //
-// Contract. Every rank's input sits in its own symmetric buffer (v.buffers[rank]) when the kernel
-// starts: staged by an earlier copy in stream order, or the user's own symmetric tensor. World size W is
-// a template parameter, so the loads from all ranks are independent and in flight together.
+// Contract. Every rank's input is in its own symmetric buffer (v.buffers[rank]) before anyone reads a
+// peer's: either the user's own symmetric tensor (in == nullptr), or copied there by the kernel itself
+// from the plain tensor `in` (the op's staging buffer). World size W is a template parameter, so the
+// loads from all ranks are independent and in flight together.
+// Elements go in groups of N = 16 / sizeof(T): group i is elements [i * N, min(n, i * N + N)), moved as
+// one 16-byte vector when whole and aligned, element by element otherwise (the tail, a misaligned view).
+// Which block handles group i depends only on i and the launch shape, never on alignment, so the block
+// that copies group i in on one rank is the block with the same index that reads it on every rank.
 // Reductions accumulate in float32 in rank order 0, 1, ..., W-1 and round once to T (plain adds and
-// compares, never contracted into FMA): every rank computes bitwise the same result, and the host
-// reference (src/ops/reduce.ts) the same again. Data moves in 16-byte vectors; the n % (16 / sizeof(T))
-// tail elements go element by element.
+// compares, never contracted into FMA): every rank computes bitwise the same result, vector or element
+// path alike, and the host reference (src/ops/reduce.ts) the same again.
 // Synchronisation (sync/barrier.cuh), per block b with its own pad slots:
-//   start  symm_sync<false, true>: every rank has staged its input (the copies were complete before its
-//          kernel began) before anyone reads a peer's buffer.
+//   start  symm_sync<true, true> after a copy-in: block b's copied groups are released to, and acquired
+//          by, block b of every peer, which is the only block that reads them (same mapping). Without a
+//          copy-in, symm_sync<false, true>: the data was complete before the kernel began.
 //   one-shot, all-gather, reduce-scatter end with symm_sync<true, false>: nobody restages its buffer
-//          (the next call's copy) while a peer may still be reading it.
+//          (the next call's copy-in) while a peer may still be reading it: a kernel completes only when
+//          every block met its peers' at this barrier, so whatever the next call's mapping, its copy-in
+//          starts after every peer finished reading.
 //   two-shot: rank r reduces vector chunk r of the inputs and stores the result into chunk r of every
 //          rank's scratch buffer (the staging buffer, or the input itself when the call is in place, so
 //          that a caller's symmetric input is never overwritten otherwise); symm_sync<true, true>
@@ -21,7 +28,9 @@
 //          call's start barrier, which we reach after finishing this one. Barriers pair blocks of the
 //          same index only, so work that crosses the middle barrier is split into tiles of blockDim.x
 //          vectors, tile t always to block t % grid: its writer and its readers met at that barrier.
-//          (The start and end barriers need no such rule: whole kernels order the staging copies.)
+//          The copy-in uses the same tile rule. No end barrier is needed for the next call's copy-in
+//          either: it rewrites our own buffer, which peers read only before the middle barrier, and no
+//          peer kernel completes before all our blocks arrived there.
 // All pads are idle again at the end, so every kernel here may be captured and replayed as a CUDA graph.
 #pragma once
 #include "symmkit/sync/barrier.cuh"
@@ -84,16 +93,68 @@ __device__ __forceinline__ T reduce_element(const SymmView& v, u64 j) {
   return from_float<T>(acc);
 }
 
-template <typename T, typename Op, u32 W>
-__global__ void one_shot_all_reduce(const __grid_constant__ SymmView v, T* out, u64 n, u32 phase) {
-  symm_sync<false, true>(v, flat_block(), phase);
-  const u64 nvec = aligned16(out) ? n / Vec16<T>::N : 0;  // a misaligned output (a view) goes element by element
-  for (u64 i = global_thread(); i < nvec; i += grid_threads()) {
-    float f[Vec16<T>::N];
-    reduce_vector<T, Op, W>(v, 0, i, f);
-    st_128(out + i * Vec16<T>::N, Vec16<T>::pack(f));
+/** Elements [i * N, ...) of group i that exist: N, or fewer for the last group. */
+template <typename T>
+__device__ __forceinline__ u32 group_size(u64 i, u64 n) {
+  return static_cast<u32>(min(static_cast<u64>(Vec16<T>::N), n - i * Vec16<T>::N));
+}
+
+/** dst[group i] = src[group i]. */
+template <typename T>
+__device__ __forceinline__ void copy_group(T* dst, const T* src, u64 i, u64 n) {
+  const u64 e = i * Vec16<T>::N;
+  const u32 c = group_size<T>(i, n);
+  if (c == Vec16<T>::N && aligned16(dst + e) && aligned16(src + e)) {
+    st_128(dst + e, ld_128(src + e));
+  } else {
+    for (u32 k = 0; k < c; ++k) dst[e + k] = src[e + k];
   }
-  for (u64 j = nvec * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) out[j] = reduce_element<T, Op, W>(v, j);
+}
+
+/** f = op over ranks of group i of every rank's buffer from element `base`; returns the group's size. */
+template <typename T, typename Op, u32 W>
+__device__ __forceinline__ u32 reduce_group(const SymmView& v, u64 base, u64 i, u64 n, float (&f)[Vec16<T>::N]) {
+  const u32 c = group_size<T>(i, n);
+  if (c == Vec16<T>::N && ((base * sizeof(T)) & 15) == 0) {
+    reduce_vector<T, Op, W>(v, base, i, f);
+  } else {
+    for (u32 k = 0; k < c; ++k) f[k] = to_float<T>(reduce_element<T, Op, W>(v, base + i * Vec16<T>::N + k));
+  }
+  return c;
+}
+
+/** dst[group i] = f, rounded to T (c elements). */
+template <typename T>
+__device__ __forceinline__ void store_group(T* dst, u64 i, const float (&f)[Vec16<T>::N], u32 c) {
+  const u64 e = i * Vec16<T>::N;
+  if (c == Vec16<T>::N && aligned16(dst + e)) {
+    st_128(dst + e, Vec16<T>::pack(f));
+  } else {
+    for (u32 k = 0; k < c; ++k) dst[e + k] = from_float<T>(f[k]);
+  }
+}
+
+__device__ __forceinline__ u64 ceil_div(u64 a, u64 b) { return (a + b - 1) / b; }
+
+/** The start barrier: releases this block's copy-in when there was one (see the contract). */
+__device__ __forceinline__ void start_barrier(const SymmView& v, bool copied_in, u32 phase) {
+  if (copied_in) symm_sync<true, true>(v, flat_block(), phase);
+  else symm_sync<false, true>(v, flat_block(), phase);
+}
+
+template <typename T, typename Op, u32 W>
+__global__ void one_shot_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, u32 phase) {
+  const u64 groups = ceil_div(n, Vec16<T>::N);
+  if (in) {
+    T* own = static_cast<T*>(v.buffers[v.rank]);
+    for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(own, in, i, n);
+  }
+  start_barrier(v, in != nullptr, phase);
+  for (u64 i = global_thread(); i < groups; i += grid_threads()) {
+    float f[Vec16<T>::N];
+    const u32 c = reduce_group<T, Op, W>(v, 0, i, n, f);
+    store_group(out, i, f, c);
+  }
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }
 
@@ -104,86 +165,76 @@ __device__ __forceinline__ u64 first_tile(u64 from) {
 }
 
 template <typename T, typename Op, u32 W>
-__global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __grid_constant__ SymmView scratch, T* out, u64 n,
-                                    u32 phase) {
-  // Vectors go in tiles of blockDim.x; tile t belongs to block t % grid on every rank and in both phases,
-  // so the block that reads a tile after the middle barrier is the one that met, at that barrier, the
-  // block that wrote it (barriers pair blocks of the same index only).
+__global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __grid_constant__ SymmView scratch, const T* in,
+                                    T* out, u64 n, u32 phase) {
+  // Groups go in tiles of blockDim.x; tile t belongs to block t % grid on every rank, in the copy-in and
+  // in both phases (barriers pair blocks of the same index only).
   const u64 tile = blockDim.x;
   const u64 blocks = static_cast<u64>(gridDim.x) * gridDim.y * gridDim.z;
-  symm_sync<false, true>(v, flat_block(), phase);
-  const u64 nvec = n / Vec16<T>::N;
-  const u64 chunk = (nvec + W - 1) / W;
-  const u64 begin = min(nvec, chunk * v.rank);
-  const u64 end = min(nvec, begin + chunk);
+  const u64 groups = ceil_div(n, Vec16<T>::N);
+  if (in) {
+    T* own = static_cast<T*>(v.buffers[v.rank]);
+    for (u64 t = flat_block(); t * tile < groups; t += blocks) {
+      const u64 i = t * tile + threadIdx.x;
+      if (i < groups) copy_group(own, in, i, n);
+    }
+  }
+  start_barrier(v, in != nullptr, phase);
+  const u64 chunk = ceil_div(groups, W);
+  const u64 begin = min(groups, chunk * v.rank);
+  const u64 end = min(groups, begin + chunk);
   for (u64 t = first_tile(begin / tile); t * tile < end; t += blocks) {
     const u64 i = t * tile + threadIdx.x;
     if (i < begin || i >= end) continue;
     float f[Vec16<T>::N];
-    reduce_vector<T, Op, W>(v, 0, i, f);
-    const u32x4 packed = Vec16<T>::pack(f);
+    const u32 c = reduce_group<T, Op, W>(v, 0, i, n, f);
 #pragma unroll
-    for (u32 r = 0; r < W; ++r) st_128(static_cast<T*>(scratch.buffers[r]) + i * Vec16<T>::N, packed);
-  }
-  // The n % N tail elements belong to the last rank and to block 0 (which reads them back below): one
-  // rank reads and writes them, which keeps an in-place call (scratch = the input) free of races.
-  if (v.rank == W - 1 && flat_block() == 0) {
-    for (u64 j = nvec * Vec16<T>::N + threadIdx.x; j < n; j += blockDim.x) {
-      const T x = reduce_element<T, Op, W>(v, j);
-#pragma unroll
-      for (u32 r = 0; r < W; ++r) static_cast<T*>(scratch.buffers[r])[j] = x;
-    }
+    for (u32 r = 0; r < W; ++r) store_group(static_cast<T*>(scratch.buffers[r]), i, f, c);
   }
   symm_sync<true, true>(v, flat_block(), phase + 1);
   const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   if (out == mine) return;
-  const bool vec = aligned16(out);
-  for (u64 t = flat_block(); t * tile < nvec; t += blocks) {
+  for (u64 t = flat_block(); t * tile < groups; t += blocks) {
     const u64 i = t * tile + threadIdx.x;
-    if (i >= nvec) continue;
-    if (vec) {
-      st_128(out + i * Vec16<T>::N, ld_128(mine + i * Vec16<T>::N));
-    } else {
-#pragma unroll
-      for (u32 k = 0; k < Vec16<T>::N; ++k) out[i * Vec16<T>::N + k] = mine[i * Vec16<T>::N + k];
-    }
-  }
-  if (flat_block() == 0) {
-    for (u64 j = nvec * Vec16<T>::N + threadIdx.x; j < n; j += blockDim.x) out[j] = mine[j];
+    if (i < groups) copy_group(out, mine, i, n);
   }
 }
 
-/** out[r * n_bytes ...] = rank r's buffer[0, n_bytes): any dtype, as bytes (n_bytes a multiple of 16 or not). */
+/** out[r * n_bytes ...] = rank r's buffer[0, n_bytes): any dtype, as bytes. */
 template <u32 W>
-__global__ void all_gather_pull(const __grid_constant__ SymmView v, u8* out, u64 n_bytes, u32 phase) {
-  symm_sync<false, true>(v, flat_block(), phase);
-  const u64 nvec = n_bytes / 16;
+__global__ void all_gather_pull(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 n_bytes, u32 phase) {
+  const u64 groups = ceil_div(n_bytes, 16);
+  if (in) {
+    u8* own = static_cast<u8*>(v.buffers[v.rank]);
+    for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(own, in, i, n_bytes);
+  }
+  start_barrier(v, in != nullptr, phase);
 #pragma unroll
   for (u32 r = 0; r < W; ++r) {
     const u8* src = static_cast<const u8*>(v.buffers[r]);
-    u8* dst = out + r * n_bytes;
-    if (aligned16(dst)) {
-      for (u64 i = global_thread(); i < nvec; i += grid_threads()) st_128(dst + 16 * i, ld_128(src + 16 * i));
-      for (u64 j = nvec * 16 + global_thread(); j < n_bytes; j += grid_threads()) dst[j] = src[j];
-    } else {
-      for (u64 j = global_thread(); j < n_bytes; j += grid_threads()) dst[j] = src[j];
-    }
+    for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(out + r * n_bytes, src, i, n_bytes);
   }
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }
 
-/** out[0, n) = op over ranks of buffer[rank * n, (rank + 1) * n). */
+/** out[0, n) = op over ranks of buffer[rank * n, (rank + 1) * n); the input is W * n elements. */
 template <typename T, typename Op, u32 W>
-__global__ void reduce_scatter_pull(const __grid_constant__ SymmView v, T* out, u64 n, u32 phase) {
-  symm_sync<false, true>(v, flat_block(), phase);
-  const u64 base = static_cast<u64>(v.rank) * n;
-  const u64 nvec = (base % Vec16<T>::N) == 0 && aligned16(out) ? n / Vec16<T>::N : 0;
-  for (u64 i = global_thread(); i < nvec; i += grid_threads()) {
-    float f[Vec16<T>::N];
-    reduce_vector<T, Op, W>(v, base, i, f);
-    st_128(out + i * Vec16<T>::N, Vec16<T>::pack(f));
+__global__ void reduce_scatter_pull(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, u32 phase) {
+  const u64 groups = ceil_div(n, Vec16<T>::N);
+  if (in) {
+    T* own = static_cast<T*>(v.buffers[v.rank]);
+#pragma unroll
+    for (u32 s = 0; s < W; ++s) {
+      for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(own + s * n, in + s * n, i, n);
+    }
   }
-  for (u64 j = nvec * Vec16<T>::N + global_thread(); j < n; j += grid_threads()) out[j] = reduce_element<T, Op, W>(v, base + j);
+  start_barrier(v, in != nullptr, phase);
+  const u64 base = static_cast<u64>(v.rank) * n;
+  for (u64 i = global_thread(); i < groups; i += grid_threads()) {
+    float f[Vec16<T>::N];
+    const u32 c = reduce_group<T, Op, W>(v, base, i, n, f);
+    store_group(out, i, f, c);
+  }
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }
 
