@@ -35,8 +35,15 @@ export type GpuAllReduceAlgorithm = (typeof GPU_ALL_REDUCE_ALGORITHMS)[number];
 export const GPU_PULL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
 export type GpuPullAlgorithm = (typeof GPU_PULL_ALGORITHMS)[number];
 
-/** Until `symmkit tune` measures the machine: one-shot up to this size, two-shot above. */
-export const ONE_SHOT_MAX_BYTES = 256 * 1024;
+/**
+ * auto's rule until `symmkit tune` measures the machine: one-shot up to this many bytes, two-shot above,
+ * by world size. From bf16 runs on 2 and 4 H200s (bench/results/h200x2, h200x4): on 2 GPUs one-shot won
+ * at every size from 4 KiB to 64 MiB (it moves half the bytes over NVLink that two-shot does there); on 4
+ * the two are level at 256 KiB and two-shot wins from 1 MiB. 3 GPUs, unmeasured, follow 4.
+ */
+export function oneShotMaxBytes(world: number): number {
+  return world === 2 ? Number.MAX_SAFE_INTEGER : 256 * 1024;
+}
 const THREADS = 512;
 
 export type CollectiveInput = Tensor | SymmetricTensor;
@@ -91,7 +98,8 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    const twoShot = algorithm === "two_shot" || (algorithm === "auto" && x.nbytes > ONE_SHOT_MAX_BYTES);
+    const twoShot =
+      algorithm === "two_shot" || (algorithm === "auto" && x.nbytes > oneShotMaxBytes(this.#group.worldSize));
     const [view, staged] = this.#stage(input, x, what);
     if (!twoShot) {
       const k = this.#reducing("one_shot_all_reduce", x, op, COLL_PARAMS);
@@ -114,7 +122,10 @@ export class GpuCollectives {
       scratch = this.#staging.deviceView();
     }
     const k = this.#reducing("two_shot_all_reduce", x, op, TWO_SHOT_PARAMS);
-    const grid = this.#blocks(Math.ceil(x.nbytes / this.#group.worldSize));
+    // Two blocks per SM where they fit together (every block of a grid must be resident at once: they
+    // meet their peers at barriers): twice the loads in flight.
+    const perSm = Math.min(2, k.maxActiveBlocksPerSm(THREADS));
+    const grid = this.#blocks(Math.ceil(x.nbytes / this.#group.worldSize), perSm);
     k.launch({ grid, block: THREADS, stream }, view, scratch, staged, output, x.numel, this.#nextPhase());
     return output;
   }
@@ -237,9 +248,9 @@ export class GpuCollectives {
     );
   }
 
-  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most one per SM. */
-  #blocks(bytes: number): number {
-    return Math.max(1, Math.min(this.#group.device.props.smCount, Math.ceil(bytes / 16 / THREADS)));
+  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most `perSm` per SM. */
+  #blocks(bytes: number, perSm = 1): number {
+    return Math.max(1, Math.min(perSm * this.#group.device.props.smCount, Math.ceil(bytes / 16 / THREADS)));
   }
 
   /** Each launch takes two phase numbers (start and end barrier), for timeout records. */
