@@ -98,8 +98,6 @@ export const DRIVER_DECLARATIONS = {
     "CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)",
   cuMemUnmap: "CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)",
   cuMemSetAccess: "CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, void *desc, size_t count)",
-  cuOccupancyMaxActiveBlocksPerMultiprocessor:
-    "CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(_Out_ int *numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)",
   cuStreamWriteValue32_v2:
     "CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)",
   // tensorMap is a 64-byte aligned native block; the arrays are rank (strides: rank - 1) entries long.
@@ -169,12 +167,6 @@ export interface Driver {
   cuFuncSetAttribute(f: Ptr, attrib: number, value: number): number;
   cuLaunchKernelEx(config: Ptr, f: Ptr, params: Ptr, extra: Ptr): number;
   cuStreamWriteValue32_v2(s: Ptr, addr: Ptr, value: number, flags: number): number;
-  cuOccupancyMaxActiveBlocksPerMultiprocessor(
-    n: Out<number>,
-    f: Ptr,
-    blockSize: number,
-    shared: number,
-  ): number;
   cuTensorMapEncodeTiled(
     map: Ptr,
     dataType: number,

@@ -122,10 +122,7 @@ export class GpuCollectives {
       scratch = this.#staging.deviceView();
     }
     const k = this.#reducing("two_shot_all_reduce", x, op, TWO_SHOT_PARAMS);
-    // Two blocks per SM where they fit together (every block of a grid must be resident at once: they
-    // meet their peers at barriers): twice the loads in flight.
-    const perSm = Math.min(2, k.maxActiveBlocksPerSm(THREADS));
-    const grid = this.#blocks(Math.ceil(x.nbytes / this.#group.worldSize), perSm);
+    const grid = this.#blocks(Math.ceil(x.nbytes / this.#group.worldSize));
     k.launch({ grid, block: THREADS, stream }, view, scratch, staged, output, x.numel, this.#nextPhase());
     return output;
   }
@@ -248,9 +245,9 @@ export class GpuCollectives {
     );
   }
 
-  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most `perSm` per SM. */
-  #blocks(bytes: number, perSm = 1): number {
-    return Math.max(1, Math.min(perSm * this.#group.device.props.smCount, Math.ceil(bytes / 16 / THREADS)));
+  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most one per SM. */
+  #blocks(bytes: number): number {
+    return Math.max(1, Math.min(this.#group.device.props.smCount, Math.ceil(bytes / 16 / THREADS)));
   }
 
   /** Each launch takes two phase numbers (start and end barrier), for timeout records. */

@@ -208,7 +208,6 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
   readonly #config: NativeBlock;
   #dynamicSharedLimit = 48 * 1024;
   #defaultStream: Stream | undefined;
-  readonly #occupancy = new Map<string, number>();
 
   /** Made by Module.kernel(); `fn` is the CUfunction. */
   constructor(device: Device, fn: Ptr, name: string, params: Ps) {
@@ -259,21 +258,6 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
       `cuFuncSetAttribute(${this.name}, MAX_DYNAMIC_SHARED_SIZE_BYTES)`,
     );
     this.#dynamicSharedLimit = bytes;
-  }
-
-  /** How many blocks of `blockSize` threads (and `sharedBytes` of dynamic shared memory) fit on one SM. */
-  maxActiveBlocksPerSm(blockSize: number, sharedBytes = 0): number {
-    const key = `${blockSize}/${sharedBytes}`;
-    const known = this.#occupancy.get(key);
-    if (known !== undefined) return known;
-    const n: [number] = [0];
-    this.device.makeCurrent();
-    check(
-      driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(n, this.handle, blockSize, sharedBytes),
-      `cuOccupancyMaxActiveBlocksPerMultiprocessor(${this.name})`,
-    );
-    this.#occupancy.set(key, n[0]);
-    return n[0];
   }
 
   attributes(): KernelAttributes {
