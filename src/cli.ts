@@ -22,6 +22,9 @@ commands:
   bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
   bench all-reduce [--sizes 4K:64M] [--dtype bf16] [--json F]
                            under symmkit run: symmkit's all-reduce against NCCL, graph-timed
+  bench all-gather [--sizes 4K:64M] [--json F]
+                           under symmkit run: pull and copy-engine all-gather against NCCL
+                           (sizes per rank; bf16)
   bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--layout-b nk|kn] [--json F]
                            one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s
   help                     this text
@@ -119,6 +122,15 @@ const commands: Record<string, Command> = {
       }
       return 0;
     }
+    if (what === "all-gather") {
+      const { benchAllGather, formatCollectives, parseSizes } = await import("./bench/collectives.js");
+      const r = await benchAllGather({ sizes: parseSizes(values.sizes), dtype: "bf16" });
+      if (r) {
+        console.log(formatCollectives(r));
+        if (values.json) writeJson(values.json, r);
+      }
+      return 0;
+    }
     if (what === "gemm") {
       const { benchGemm, formatGemm, parseShapes, DEFAULT_GEMM_SHAPES } = await import("./bench/gemm.js");
       const elem = values.dtype;
@@ -137,7 +149,7 @@ const commands: Record<string, Command> = {
     }
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",
-      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce, gemm`,
+      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce, all-gather, gemm`,
     );
   },
 };

@@ -26,7 +26,7 @@ export interface CollectiveRow {
 
 export interface CollectiveBenchResult {
   readonly environment: BenchEnvironment;
-  readonly collective: "all-reduce";
+  readonly collective: "all-reduce" | "all-gather";
   readonly implementations: readonly string[];
   readonly rows: readonly CollectiveRow[];
 }
@@ -125,6 +125,69 @@ export async function benchAllReduce(options: {
   return result;
 }
 
+/** all-gather per rank of `bytes` (sizes are per-rank inputs): pull, copy engine and NCCL on a symmetric
+ * input, validated bit for bit against each other and the inputs first. */
+export async function benchAllGather(options: {
+  sizes: number[];
+  dtype: DType;
+}): Promise<CollectiveBenchResult | undefined> {
+  const largest = Math.max(...options.sizes);
+  const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
+    GpuCollectives.create(g, Math.max(largest, 1 << 20)),
+  );
+  const { device, rank, worldSize: world } = group;
+  const coll = group.collectives;
+  const stream = Stream.create(device);
+  const algorithms = ["pull", "copy_engine", "nccl"] as const;
+  const rows: CollectiveRow[] = [];
+  for (const bytes of options.sizes) {
+    const count = Math.floor(bytes / 2);
+    if (rank === 0) process.stdout.write(`all-gather ${bytes} bytes per rank ...\n`);
+    const sym = await group.symmetric.empty([count], options.dtype);
+    sym.tensor.fill(rank + 1, stream);
+    const outs = algorithms.map(() => Tensor.empty([count * world], options.dtype, { device }));
+    const run = (i: number): void =>
+      void coll.allGather(sym, outs[i]!, { algorithm: algorithms[i]!, stream });
+    algorithms.forEach((_, i) => run(i));
+    group.synchronize(stream);
+    (await group.nccl()).synchronize(stream);
+    const got = outs.map((o) => o.toHost({ stream, decode: true }));
+    for (const [i, g] of got.entries()) {
+      for (let j = 0; j < g.length; j++) {
+        if (g[j] !== Math.floor(j / count) + 1)
+          throw new SymmkitError(
+            "SYMMKIT_INVALID_ARGUMENT",
+            `all-gather ${algorithms[i]} ${bytes}: element ${j} is ${g[j]}`,
+          );
+      }
+    }
+    await group.barrier();
+    const us: Record<string, number> = {};
+    for (const [i, name] of algorithms.entries()) {
+      us[name] = await graphTimeUs(stream, () => run(i), {
+        perGraph: bytes <= 1 << 20 ? 20 : 5,
+        beforeReplay: () => group.barrier(),
+        sync: () => group.synchronize(stream),
+      });
+    }
+    rows.push({ bytes: bytes * world, count: count * world, dtype: options.dtype, us });
+    for (const t of outs) t.dispose();
+    await sym.dispose();
+  }
+  stream.dispose();
+  const result =
+    rank === 0
+      ? {
+          environment: benchEnvironment(device, world, deviceCount()),
+          collective: "all-gather" as const,
+          implementations: [...algorithms],
+          rows,
+        }
+      : undefined;
+  await group.destroy();
+  return result;
+}
+
 function validate(
   outs: RawArray[],
   dtype: DType,
@@ -159,7 +222,8 @@ function validate(
 
 export function formatCollectives(r: CollectiveBenchResult): string {
   const world = r.environment.worldSize;
-  const bus = (2 * (world - 1)) / world;
+  // nccl-tests: all-reduce moves 2(W-1)/W of the bytes per rank, all-gather (W-1)/W of the output.
+  const bus = ((r.collective === "all-reduce" ? 2 : 1) * (world - 1)) / world;
   const header = [
     "bytes",
     "count",

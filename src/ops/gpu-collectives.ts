@@ -6,7 +6,8 @@ import { InvalidArgumentError } from "../errors.js";
 import type { NcclComm } from "../dist/nccl-comm.js";
 import type { ProcessGroup } from "../dist/process-group.js";
 import type { SymmetricTensor } from "../dist/symmetric-memory.js";
-import { copyDeviceToDevice } from "../runtime/memory.js";
+import { copyDeviceToDevice, memset, writeValue32 } from "../runtime/memory.js";
+import { barrierLoopExpr, SYMM_VIEW_PARAM, SYNC_KERNELS } from "../dist/sync-kernels.js";
 import type { Kernel, ParamType } from "../runtime/kernel.js";
 import { sharedModule, type Module } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
@@ -34,6 +35,9 @@ export const GPU_ALL_REDUCE_ALGORITHMS = ["auto", "one_shot", "two_shot", "nccl"
 export type GpuAllReduceAlgorithm = (typeof GPU_ALL_REDUCE_ALGORITHMS)[number];
 export const GPU_PULL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
 export type GpuPullAlgorithm = (typeof GPU_PULL_ALGORITHMS)[number];
+/** all-gather also runs on the copy engines: one copy per peer chunk, rank-rotated, with progress flags. */
+export const GPU_ALL_GATHER_ALGORITHMS = ["auto", "pull", "copy_engine", "nccl"] as const;
+export type GpuAllGatherAlgorithm = (typeof GPU_ALL_GATHER_ALGORITHMS)[number];
 
 /**
  * auto's rule until `symmkit tune` measures the machine: one-shot up to this many bytes, two-shot above,
@@ -127,16 +131,31 @@ export class GpuCollectives {
     return output;
   }
 
-  /** Every rank's `input`, in rank order, into `output` (world x input elements). */
+  /**
+   * Every rank's `input`, in rank order, into `output` (world x input elements). With `copy_engine`,
+   * `progressFlags` (u32, at least world elements) is zeroed when the call starts and flag r set to 1
+   * once rank r's chunk has landed in `output`, each by the stream itself (cuStreamWriteValue32): a
+   * kernel ordered after the call's start may wait on them (gemm's row-flags ready policy does).
+   */
   allGather(
     input: CollectiveInput,
     output: Tensor,
-    options: CollectiveOptions & { algorithm?: GpuPullAlgorithm } = {},
+    options: CollectiveOptions & { algorithm?: GpuAllGatherAlgorithm; progressFlags?: Tensor } = {},
   ): Tensor {
     const what = "allGather";
     const x = this.#local(input, what);
     const algorithm = options.algorithm ?? "auto";
-    checkAlgorithm(what, algorithm, GPU_PULL_ALGORITHMS);
+    checkAlgorithm(what, algorithm, GPU_ALL_GATHER_ALGORITHMS);
+    const flags = options.progressFlags;
+    if (flags) {
+      if (algorithm !== "copy_engine")
+        throw new InvalidArgumentError(`${what}: progressFlags come with algorithm copy_engine only`);
+      if (flags.dtype !== "u32" || flags.numel < this.#group.worldSize)
+        throw new InvalidArgumentError(
+          `${what}: progressFlags must be u32 with at least ${this.#group.worldSize} elements`,
+        );
+      this.#onDevice(what, flags);
+    }
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel * this.#group.worldSize);
     this.#onDevice(what, output);
@@ -147,6 +166,10 @@ export class GpuCollectives {
     }
     if (this.#group.worldSize === 1) {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
+      return output;
+    }
+    if (algorithm === "copy_engine") {
+      this.#copyEngineAllGather(input, x, output, stream, flags);
       return output;
     }
     const [view, staged] = this.#stage(input, x, what);
@@ -198,6 +221,43 @@ export class GpuCollectives {
       this.#nextPhase(),
     );
     return output;
+  }
+
+  /**
+   * Copy-engine all-gather, all in stream order: (plain input: copy it into the staging buffer), zero the
+   * flags, a barrier kernel (release/acquire: every rank's buffer is complete before any peer copies
+   * from it), one cuMemcpyDtoDAsync per rank starting at our own (rotated, so the W copy engines pulling
+   * from one rank's buffer do not all start on the same rank), each followed by its flag, and a closing
+   * barrier kernel (nobody rewrites its buffer while a peer's copy engine may still read it). No SM does
+   * the copying.
+   */
+  #copyEngineAllGather(
+    input: CollectiveInput,
+    x: Tensor,
+    output: Tensor,
+    stream: Stream,
+    flags?: Tensor,
+  ): void {
+    const world = this.#group.worldSize;
+    const rank = this.#group.rank;
+    let source: SymmetricTensor;
+    if (input instanceof Tensor) {
+      checkCapacity("allGather", x.nbytes, this.capacityBytes);
+      copyDeviceToDevice(this.#staging.tensor.ptr, x.ptr, x.nbytes, stream);
+      source = this.#staging;
+    } else {
+      source = input;
+    }
+    if (flags) memset(flags.ptr, 0, 4, world, stream);
+    const barrier = this.#module(SYNC_KERNELS).kernel(barrierLoopExpr(true, true), [SYMM_VIEW_PARAM, "u32"]);
+    const view = source.deviceView();
+    barrier.launch({ grid: 1, block: 32, stream }, view, 1);
+    for (let k = 0; k < world; k++) {
+      const r = (rank + k) % world;
+      copyDeviceToDevice(output.ptr + BigInt(r * x.nbytes), source.bufferPtrs[r]!, x.nbytes, stream);
+      if (flags) writeValue32(flags.ptr + BigInt(4 * r), 1, stream);
+    }
+    barrier.launch({ grid: 1, block: 32, stream }, view, 1);
   }
 
   /** The local tensor of an input, checked to be on this group's GPU. */

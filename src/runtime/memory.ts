@@ -1,7 +1,12 @@
 // Device memory, pinned host memory and the copies between them. Memory is released by dispose(),
 // never by the garbage collector: GPU memory is too scarce to wait for a GC that does not see it.
 import { DisposedError, InvalidArgumentError } from "../errors.js";
-import { check, CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTALLOC_PORTABLE } from "../cuda/driver.js";
+import {
+  check,
+  CU_MEMHOSTALLOC_DEVICEMAP,
+  CU_MEMHOSTALLOC_PORTABLE,
+  CU_STREAM_WRITE_VALUE_DEFAULT,
+} from "../cuda/driver.js";
 import { koffi, ptrOrZero, type Ptr } from "../cuda/native.js";
 import { Device, driver } from "./device.js";
 import { defaultStream, type Stream } from "./stream.js";
@@ -186,4 +191,13 @@ export function memset(
   if (elementBytes === 1) check(d.cuMemsetD8Async(dst, bits, count, stream.handle), "cuMemsetD8Async");
   else if (elementBytes === 2) check(d.cuMemsetD16Async(dst, bits, count, stream.handle), "cuMemsetD16Async");
   else check(d.cuMemsetD32Async(dst, bits >>> 0, count, stream.handle), "cuMemsetD32Async");
+}
+
+/** The stream writes `value` to the u32 at `dst` once its earlier work is done (a graph node when captured). */
+export function writeValue32(dst: Ptr, value: number, stream: Stream = defaultStream()): void {
+  stream.device.makeCurrent();
+  check(
+    driver().cuStreamWriteValue32_v2(stream.handle, dst, value >>> 0, CU_STREAM_WRITE_VALUE_DEFAULT),
+    "cuStreamWriteValue32_v2",
+  );
 }

@@ -5,9 +5,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "../../src/errors.js";
-import { check, CU_STREAM_WRITE_VALUE_DEFAULT } from "../../src/cuda/driver.js";
-import { Device, driver } from "../../src/runtime/device.js";
-import { copyDeviceToDevice, DeviceMemory, memset } from "../../src/runtime/memory.js";
+import { Device } from "../../src/runtime/device.js";
+import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../../src/runtime/memory.js";
 import { Graph } from "../../src/runtime/graph.js";
 import { Module } from "../../src/runtime/module.js";
 import { Stream } from "../../src/runtime/stream.js";
@@ -318,17 +317,7 @@ test("hook: ready flags raised by another stream after a delay", { skip }, () =>
   });
   spin.launch({ grid: 1, block: 1, stream: copyStream }, 50_000_000);
   copyDeviceToDevice(late.ptr, a.ptr, a.nbytes, copyStream);
-  for (let f = 0; f < m / flagRows; f++) {
-    check(
-      driver().cuStreamWriteValue32_v2(
-        copyStream.handle,
-        flags.ptr + BigInt(4 * f),
-        7,
-        CU_STREAM_WRITE_VALUE_DEFAULT,
-      ),
-      "cuStreamWriteValue32_v2",
-    );
-  }
+  for (let f = 0; f < m / flagRows; f++) writeValue32(flags.ptr + BigInt(4 * f), 7, copyStream);
   g.watch.translate(() => gemmStream.synchronize());
   const e = relError(out.values(), ref);
   out.check("ready flags");

@@ -99,6 +99,19 @@ for (const dtype of ["f32", "bf16", "f16"] as const) {
       same(g.subarray(r * n, (r + 1) * n), inp, `allGather ${dtype} n=${n} from rank ${r}`),
     );
     guardsIntact(gWhole, n * world, 0, `allGather ${dtype} n=${n}`);
+    // The copy-engine all-gather, with its progress flags (poisoned first: the call zeroes, then raises).
+    const [ceWhole, ceGathered] = poisoned(dtype, n * world);
+    const progress = Tensor.full([world + 1], 7, "u32");
+    c.allGather(x, ceGathered, { algorithm: "copy_engine", progressFlags: progress });
+    group.synchronize();
+    same(ceGathered.toHost(), g, `copy-engine allGather ${dtype} n=${n}`);
+    guardsIntact(ceWhole, n * world, 0, `copy-engine allGather ${dtype} n=${n}`);
+    assert.deepEqual(
+      [...(progress.toHost() as Uint32Array)],
+      [...(Array(world).fill(1) as number[]), 7],
+      "progress flags",
+    );
+    for (const t of [ceWhole, progress]) t.dispose();
     const big = Array.from({ length: world }, (_, r) => hostInput(dtype, n * world, r, 1));
     const [sWhole, scattered] = poisoned(dtype, n);
     c.reduceScatter(Tensor.fromHost(big[rank]!, dtype), scattered);
@@ -139,23 +152,34 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
   const a = Tensor.empty([n], "bf16");
   const b = Tensor.empty([n], "bf16");
   const gathered = Tensor.empty([n * world], "bf16");
+  const ceGathered = Tensor.empty([n * world], "bf16");
+  const progress = Tensor.empty([world], "u32");
   const graph = Graph.capture(stream, () => {
     c.allReduce(x, { algorithm: "one_shot", output: a, stream });
     c.allGather(x, gathered, { stream });
     c.allReduce(x, { algorithm: "two_shot", output: b, stream });
+    c.allGather(x, ceGathered, { stream, algorithm: "copy_engine", progressFlags: progress });
   });
   for (let r = 0; r < 3; r++) {
     a.fill(0);
     b.fill(0);
+    ceGathered.fill(0);
+    progress.fill(0);
     graph.launch();
     group.synchronize(stream);
     const want = reference("bf16", "sum", inputs, 0, n);
     same(a.toHost(), want, `graph replay ${r}: one-shot`);
     same(b.toHost(), want, `graph replay ${r}: two-shot`);
     same(gathered.toHost().subarray(0, n), inputs[0]!, `graph replay ${r}: all-gather`);
+    same(ceGathered.toHost(), gathered.toHost(), `graph replay ${r}: copy-engine all-gather`);
+    assert.deepEqual(
+      [...(progress.toHost() as Uint32Array)],
+      Array(world).fill(1),
+      `graph replay ${r}: flags`,
+    );
   }
   graph.dispose();
-  console.log("graph of three collectives replayed 3 times: correct");
+  console.log("graph of four collectives replayed 3 times: correct");
 }
 
 // 1000 calls in a row, alternating sizes and algorithms, checked every time; a rank delayed now and then.
