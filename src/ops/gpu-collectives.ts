@@ -48,6 +48,13 @@ export type GpuAllGatherAlgorithm = (typeof GPU_ALL_GATHER_ALGORITHMS)[number];
 export function oneShotMaxBytes(world: number): number {
   return world === 2 ? Number.MAX_SAFE_INTEGER : 256 * 1024;
 }
+/**
+ * auto's all-gather rule: the copy engines from this many output bytes, the pull kernel below. On 4
+ * H200s (bench/results/h200x4/all-gather.json) the copy engines cost ~31 us at any small size (four copy
+ * nodes and two barrier kernels) but win from 64 MiB (192.6 against 315.5 us; NCCL 199.5), and the two
+ * are level at 16 MiB.
+ */
+export const COPY_ENGINE_ALL_GATHER_MIN_BYTES = 16 * 1024 * 1024;
 const THREADS = 512;
 
 export type CollectiveInput = Tensor | SymmetricTensor;
@@ -168,7 +175,10 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    if (algorithm === "copy_engine") {
+    if (
+      algorithm === "copy_engine" ||
+      (algorithm === "auto" && x.nbytes * this.#group.worldSize >= COPY_ENGINE_ALL_GATHER_MIN_BYTES)
+    ) {
       this.#copyEngineAllGather(input, x, output, stream, flags);
       return output;
     }
