@@ -4,15 +4,7 @@
 #   .gpustage/boot.sh bash bench/gpu-runtime.sh
 # Writes its logs and JSON under $OUT (default ./out); exits non-zero if any step failed.
 set -uo pipefail
-out=${OUT:-out}
-mkdir -p "$out"
-status=0
-step() {
-  local name=$1
-  shift
-  echo "== $name"
-  "$@" || { echo "!! $name failed"; status=1; }
-}
+source "$(dirname "$0")/lib.sh"
 step gpu nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 step doctor node dist/src/cli.js doctor
 step gpu-tests bash -c "node --test --test-concurrency=1 --test-reporter=spec dist/test/gpu/*.test.js 2>&1 | tee '$out/gpu-tests.txt'; exit \${PIPESTATUS[0]}"

@@ -95,41 +95,34 @@ const commands: Record<string, Command> = {
       },
     });
     const { writeJson } = await import("./bench/report.js");
-    if (what === "launch") {
-      const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
-      const r = benchLaunch();
-      console.log(formatLaunch(r));
-      if (values.json) writeJson(values.json, r);
-      return 0;
-    }
-    if (what === "barrier") {
-      const { benchBarrier, formatBarrier } = await import("./bench/barrier.js");
-      const r = await benchBarrier();
+    // Multi-rank benchmarks return their result on rank 0 only: the others print nothing.
+    const report = <R>(r: R | undefined, format: (r: R) => string): number => {
       if (r) {
-        console.log(formatBarrier(r));
+        console.log(format(r));
         if (values.json) writeJson(values.json, r);
       }
       return 0;
+    };
+    if (what === "launch") {
+      const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
+      return report(benchLaunch(), formatLaunch);
+    }
+    if (what === "barrier") {
+      const { benchBarrier, formatBarrier } = await import("./bench/barrier.js");
+      return report(await benchBarrier(), formatBarrier);
     }
     if (what === "all-reduce") {
       const { benchAllReduce, formatCollectives, parseSizes } = await import("./bench/collectives.js");
       const { dtypeInfo } = await import("./runtime/dtype.js");
       const dtype = dtypeInfo(values.dtype as "bf16").name;
-      const r = await benchAllReduce({ sizes: parseSizes(values.sizes), dtype });
-      if (r) {
-        console.log(formatCollectives(r));
-        if (values.json) writeJson(values.json, r);
-      }
-      return 0;
+      return report(await benchAllReduce({ sizes: parseSizes(values.sizes), dtype }), formatCollectives);
     }
     if (what === "all-gather") {
       const { benchAllGather, formatCollectives, parseSizes } = await import("./bench/collectives.js");
-      const r = await benchAllGather({ sizes: parseSizes(values.sizes), dtype: "bf16" });
-      if (r) {
-        console.log(formatCollectives(r));
-        if (values.json) writeJson(values.json, r);
-      }
-      return 0;
+      return report(
+        await benchAllGather({ sizes: parseSizes(values.sizes), dtype: "bf16" }),
+        formatCollectives,
+      );
     }
     if (what === "gemm") {
       const { benchGemm, formatGemm, parseShapes, DEFAULT_GEMM_SHAPES } = await import("./bench/gemm.js");
@@ -142,10 +135,10 @@ const commands: Record<string, Command> = {
       const layoutB = values["layout-b"];
       if (layoutB !== "nk" && layoutB !== "kn")
         throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `bench gemm: --layout-b nk or kn, not ${layoutB}`);
-      const r = await benchGemm({ shapes: parseShapes(values.shapes ?? DEFAULT_GEMM_SHAPES), elem, layoutB });
-      console.log(formatGemm(r));
-      if (values.json) writeJson(values.json, r);
-      return 0;
+      return report(
+        await benchGemm({ shapes: parseShapes(values.shapes ?? DEFAULT_GEMM_SHAPES), elem, layoutB }),
+        formatGemm,
+      );
     }
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",

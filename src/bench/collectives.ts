@@ -58,134 +58,152 @@ export function parseSizes(spec: string): number[] {
   return out;
 }
 
-export async function benchAllReduce(options: {
-  sizes: number[];
-  dtype: DType;
-}): Promise<CollectiveBenchResult | undefined> {
-  const largest = Math.max(...options.sizes);
+type BenchGroup = ProcessGroup<GpuCollectives>;
+
+/** One size of a collective benchmark: its inputs and outputs, made by the benchmark. */
+interface SizeCase {
+  readonly row: Omit<CollectiveRow, "us">;
+  /** Enqueues implementation i on the stream. */
+  readonly run: (i: number) => void;
+  /** Checks the outputs of one run of every implementation, once they completed. */
+  readonly validate: () => void;
+  readonly dispose: () => Promise<void>;
+}
+
+/**
+ * The frame every collective benchmark shares: the world group (staging for the largest size), a stream,
+ * then per size one validated run of every implementation and graph timing of each; the result on rank 0.
+ */
+async function benchCollective(
+  collective: CollectiveBenchResult["collective"],
+  implementations: readonly string[],
+  sizes: readonly number[],
+  prepare: (group: BenchGroup, stream: Stream, bytes: number) => Promise<SizeCase>,
+): Promise<CollectiveBenchResult | undefined> {
   const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, Math.max(largest, 1 << 20)),
+    GpuCollectives.create(g, Math.max(...sizes, 1 << 20)),
   );
   const { device, rank, worldSize: world } = group;
-  const coll = group.collectives;
   const comm = await group.nccl();
   const stream = Stream.create(device);
-  if (rank === 0) await group.store.set("bench/seed", String(freshSeed()));
-  const seed = BigInt((await group.store.get("bench/seed")).toString());
   const rows: CollectiveRow[] = [];
-  const say = (s: string): void => void (rank === 0 && process.stdout.write(`${s}\n`));
-  for (const bytes of options.sizes) {
-    const count = Math.floor(bytes / 2);
-    say(
-      `all-reduce ${bytes} bytes: validating and timing ${IMPLEMENTATIONS.map((i) => i.name).join(", ")} ...`,
-    );
-    const sym = await group.symmetric.empty([count], options.dtype);
-    const x = Tensor.rand([count], options.dtype, { seed, offset: rank, low: -1, high: 1, device, stream });
-    sym.tensor.copyFrom(x, stream);
-    const outs = IMPLEMENTATIONS.map(() => Tensor.empty([count], options.dtype, { device }));
-    const run = (i: number): void => {
-      const { algorithm, plain } = IMPLEMENTATIONS[i]!;
-      coll.allReduce(plain ? x : sym, { algorithm, output: outs[i]!, stream });
-    };
-    IMPLEMENTATIONS.forEach((_, i) => run(i));
+  for (const bytes of sizes) {
+    if (rank === 0)
+      process.stdout.write(
+        `${collective} ${bytes} bytes: validating and timing ${implementations.join(", ")} ...\n`,
+      );
+    const c = await prepare(group, stream, bytes);
+    implementations.forEach((_, i) => c.run(i));
     group.synchronize(stream);
     comm.synchronize(stream);
-    validate(
-      outs.map((o) => o.toHost({ stream })),
-      options.dtype,
-      count,
-      world,
-      seed,
-      bytes,
-    );
+    c.validate();
     await group.barrier();
     const us: Record<string, number> = {};
-    for (const [i, { name }] of IMPLEMENTATIONS.entries()) {
-      us[name] = await graphTimeUs(stream, () => run(i), {
+    for (const [i, name] of implementations.entries()) {
+      us[name] = await graphTimeUs(stream, () => c.run(i), {
         perGraph: bytes <= 1 << 20 ? 20 : 5,
         beforeReplay: () => group.barrier(),
         sync: () => group.synchronize(stream),
       });
     }
-    rows.push({ bytes, count, dtype: options.dtype, us });
-    for (const t of [x, ...outs]) t.dispose();
-    await sym.dispose();
+    rows.push({ ...c.row, us });
+    await c.dispose();
   }
   stream.dispose();
   const result =
     rank === 0
-      ? {
-          environment: benchEnvironment(device, world, deviceCount()),
-          collective: "all-reduce" as const,
-          implementations: IMPLEMENTATIONS.map((i) => i.name),
-          rows,
-        }
+      ? { environment: benchEnvironment(device, world, deviceCount()), collective, implementations, rows }
       : undefined;
   await group.destroy();
   return result;
 }
 
+export async function benchAllReduce(options: {
+  sizes: number[];
+  dtype: DType;
+}): Promise<CollectiveBenchResult | undefined> {
+  let seed: bigint | undefined;
+  return benchCollective(
+    "all-reduce",
+    IMPLEMENTATIONS.map((i) => i.name),
+    options.sizes,
+    async (group, stream, bytes) => {
+      const { device, rank, worldSize: world } = group;
+      if (seed === undefined) {
+        if (rank === 0) await group.store.set("bench/seed", String(freshSeed()));
+        seed = BigInt((await group.store.get("bench/seed")).toString());
+      }
+      const s = seed;
+      const count = Math.floor(bytes / 2);
+      const sym = await group.symmetric.empty([count], options.dtype);
+      const x = Tensor.rand([count], options.dtype, {
+        seed: s,
+        offset: rank,
+        low: -1,
+        high: 1,
+        device,
+        stream,
+      });
+      sym.tensor.copyFrom(x, stream);
+      const outs = IMPLEMENTATIONS.map(() => Tensor.empty([count], options.dtype, { device }));
+      return {
+        row: { bytes, count, dtype: options.dtype },
+        run: (i) => {
+          const { algorithm, plain } = IMPLEMENTATIONS[i]!;
+          group.collectives.allReduce(plain ? x : sym, { algorithm, output: outs[i]!, stream });
+        },
+        validate: () =>
+          validate(
+            outs.map((o) => o.toHost({ stream })),
+            options.dtype,
+            count,
+            world,
+            s,
+            bytes,
+          ),
+        dispose: async () => {
+          for (const t of [x, ...outs]) t.dispose();
+          await sym.dispose();
+        },
+      };
+    },
+  );
+}
+
 /** all-gather per rank of `bytes` (sizes are per-rank inputs): pull, copy engine and NCCL on a symmetric
- * input, validated bit for bit against each other and the inputs first. */
+ * input, validated exactly against the inputs first. */
 export async function benchAllGather(options: {
   sizes: number[];
   dtype: DType;
 }): Promise<CollectiveBenchResult | undefined> {
-  const largest = Math.max(...options.sizes);
-  const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, Math.max(largest, 1 << 20)),
-  );
-  const { device, rank, worldSize: world } = group;
-  const coll = group.collectives;
-  const stream = Stream.create(device);
   const algorithms = ["pull", "copy_engine", "nccl"] as const;
-  const rows: CollectiveRow[] = [];
-  for (const bytes of options.sizes) {
+  return benchCollective("all-gather", algorithms, options.sizes, async (group, stream, bytes) => {
+    const { device, rank, worldSize: world } = group;
     const count = Math.floor(bytes / 2);
-    if (rank === 0) process.stdout.write(`all-gather ${bytes} bytes per rank ...\n`);
     const sym = await group.symmetric.empty([count], options.dtype);
     sym.tensor.fill(rank + 1, stream);
     const outs = algorithms.map(() => Tensor.empty([count * world], options.dtype, { device }));
-    const run = (i: number): void =>
-      void coll.allGather(sym, outs[i]!, { algorithm: algorithms[i]!, stream });
-    algorithms.forEach((_, i) => run(i));
-    group.synchronize(stream);
-    (await group.nccl()).synchronize(stream);
-    const got = outs.map((o) => o.toHost({ stream, decode: true }));
-    for (const [i, g] of got.entries()) {
-      for (let j = 0; j < g.length; j++) {
-        if (g[j] !== Math.floor(j / count) + 1)
-          throw new SymmkitError(
-            "SYMMKIT_INVALID_ARGUMENT",
-            `all-gather ${algorithms[i]} ${bytes}: element ${j} is ${g[j]}`,
-          );
-      }
-    }
-    await group.barrier();
-    const us: Record<string, number> = {};
-    for (const [i, name] of algorithms.entries()) {
-      us[name] = await graphTimeUs(stream, () => run(i), {
-        perGraph: bytes <= 1 << 20 ? 20 : 5,
-        beforeReplay: () => group.barrier(),
-        sync: () => group.synchronize(stream),
-      });
-    }
-    rows.push({ bytes: bytes * world, count: count * world, dtype: options.dtype, us });
-    for (const t of outs) t.dispose();
-    await sym.dispose();
-  }
-  stream.dispose();
-  const result =
-    rank === 0
-      ? {
-          environment: benchEnvironment(device, world, deviceCount()),
-          collective: "all-gather" as const,
-          implementations: [...algorithms],
-          rows,
+    return {
+      row: { bytes: bytes * world, count: count * world, dtype: options.dtype },
+      run: (i) => void group.collectives.allGather(sym, outs[i]!, { algorithm: algorithms[i]!, stream }),
+      validate: () => {
+        for (const [i, o] of outs.entries()) {
+          const g = o.toHost({ stream, decode: true });
+          for (let j = 0; j < g.length; j++) {
+            if (g[j] !== Math.floor(j / count) + 1)
+              throw new SymmkitError(
+                "SYMMKIT_INVALID_ARGUMENT",
+                `all-gather ${algorithms[i]} ${bytes}: element ${j} is ${g[j]}`,
+              );
+          }
         }
-      : undefined;
-  await group.destroy();
-  return result;
+      },
+      dispose: async () => {
+        for (const t of outs) t.dispose();
+        await sym.dispose();
+      },
+    };
+  });
 }
 
 function validate(

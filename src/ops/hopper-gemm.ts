@@ -3,6 +3,7 @@
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
+import { dtypeInfo } from "../runtime/dtype.js";
 import type { Stream } from "../runtime/stream.js";
 import { encodeTensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule } from "../runtime/module.js";
@@ -21,7 +22,6 @@ import {
   type GemmVariant,
 } from "./gemm-programs.js";
 
-const ELEM_BYTES = { bf16: 1 * 2, fp8e4m3: 1 } as const;
 const TILE_K_BYTES = 128;
 const GROUP_M = 8;
 const UNUSED_MAP = new Uint8Array(128);
@@ -83,7 +83,7 @@ export class HopperGemm {
 
   launch(p: GemmLaunch): void {
     const v = this.variant;
-    const es = ELEM_BYTES[v.elem];
+    const es = dtypeInfo(v.elem).bytes;
     const { m, n, k } = p;
     for (const [what, x] of [
       ["m", m],
