@@ -20,11 +20,11 @@ commands:
                            the cubins (for cuobjdump)
   bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph
   bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
-  bench all-reduce [--sizes 4K:64M] [--dtype bf16] [--json F]
-                           under symmkit run: symmkit's all-reduce against NCCL, graph-timed
-  bench all-gather [--sizes 4K:64M] [--json F]
-                           under symmkit run: pull and copy-engine all-gather against NCCL
-                           (sizes per rank; bf16)
+  bench all-reduce|all-gather|reduce-scatter [--sizes 4K:64M] [--dtype bf16]
+        [--algorithms a,b] [--json F]
+                           under symmkit run: symmkit's algorithms (all, or those named)
+                           against NCCL, validated, graph-timed; sizes per rank (all-gather:
+                           input, reduce-scatter: output)
   bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--layout-b nk|kn] [--json F]
                            one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s
   help                     this text
@@ -89,6 +89,7 @@ const commands: Record<string, Command> = {
       options: {
         json: { type: "string" },
         sizes: { type: "string", default: "4K:64M" },
+        algorithms: { type: "string" },
         dtype: { type: "string", default: "bf16" },
         shapes: { type: "string" },
         "layout-b": { type: "string", default: "nk" },
@@ -111,18 +112,20 @@ const commands: Record<string, Command> = {
       const { benchBarrier, formatBarrier } = await import("./bench/barrier.js");
       return report(await benchBarrier(), formatBarrier);
     }
-    if (what === "all-reduce") {
-      const { benchAllReduce, formatCollectives, parseSizes } = await import("./bench/collectives.js");
+    if (what === "all-reduce" || what === "all-gather" || what === "reduce-scatter") {
+      const bench = await import("./bench/collectives.js");
       const { dtypeInfo } = await import("./runtime/dtype.js");
-      const dtype = dtypeInfo(values.dtype as "bf16").name;
-      return report(await benchAllReduce({ sizes: parseSizes(values.sizes), dtype }), formatCollectives);
-    }
-    if (what === "all-gather") {
-      const { benchAllGather, formatCollectives, parseSizes } = await import("./bench/collectives.js");
-      return report(
-        await benchAllGather({ sizes: parseSizes(values.sizes), dtype: "bf16" }),
-        formatCollectives,
-      );
+      const options = {
+        sizes: bench.parseSizes(values.sizes),
+        dtype: dtypeInfo(values.dtype as "bf16").name,
+        implementations: values.algorithms?.split(","),
+      };
+      const run = {
+        "all-reduce": bench.benchAllReduce,
+        "all-gather": bench.benchAllGather,
+        "reduce-scatter": bench.benchReduceScatter,
+      }[what];
+      return report(await run(options), bench.formatCollectives);
     }
     if (what === "gemm") {
       const { benchGemm, formatGemm, parseShapes, DEFAULT_GEMM_SHAPES } = await import("./bench/gemm.js");
@@ -142,7 +145,7 @@ const commands: Record<string, Command> = {
     }
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",
-      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce, all-gather, gemm`,
+      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce, all-gather, reduce-scatter, gemm`,
     );
   },
 };

@@ -9,11 +9,13 @@ import { HostTensor } from "./cpu/host-tensor.js";
 import { launch } from "./dist/launcher.js";
 import { detectBackend, init, type AnyProcessGroup, type CudaProcessGroup } from "./init.js";
 import { reduceInto } from "./ops/reduce.js";
+import type { GpuAllReduceAlgorithm } from "./ops/gpu-collectives.js";
 import { decodeToF32, encode, type DType, type RawArray } from "./runtime/dtype.js";
 import { hostUniform } from "./runtime/random.js";
 import { defaultStream } from "./runtime/stream.js";
 import { deviceCount } from "./runtime/device.js";
 import { freshSeed, Tensor } from "./runtime/tensor.js";
+import { startTogether } from "./bench/collectives.js";
 import { graphTimeUs, median, table } from "./bench/report.js";
 
 const CPU_RANKS = 4;
@@ -176,7 +178,9 @@ async function gpuDemo(group: CudaProcessGroup, seed: bigint, say: (s: string) =
     reduceInto(dtype, "sum", inputs, 0, want, 0, n);
     const x = Tensor.fromHost(inputs[rank]!, dtype);
     const out = Tensor.empty([n], dtype);
-    for (const algorithm of ["one_shot", "two_shot", "nccl"] as const) {
+    const algorithms: GpuAllReduceAlgorithm[] = ["one_shot", "two_shot", "nccl"];
+    if (bytes <= c.mailboxSlotBytes) algorithms.splice(2, 0, "lamport");
+    for (const algorithm of algorithms) {
       c.allReduce(x, { algorithm, output: out, stream });
       group.synchronize(stream);
       const got = out.toHost({ stream });
@@ -191,7 +195,7 @@ async function gpuDemo(group: CudaProcessGroup, seed: bigint, say: (s: string) =
       const us = await graphTimeUs(stream, () => c.allReduce(x, { algorithm, output: out, stream }), {
         perGraph: 10,
         replays: 10,
-        beforeReplay: () => group.barrier(),
+        beforeReplay: () => startTogether(group, stream),
         sync: () => group.synchronize(stream),
       });
       rows.push({ op: "all-reduce", algorithm, bytes, us, busFactor: (2 * (world - 1)) / world });

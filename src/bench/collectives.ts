@@ -1,16 +1,22 @@
-// `symmkit run -n N -- symmkit bench all-reduce`: symmkit's all-reduce algorithms against NCCL in the same
-// run, GPU time from CUDA-graph replays of back-to-back operations (median of many replays), each
-// implementation validated first: bit for bit against the host reference (f32 accumulation in rank
-// order) up to 4 MiB, and above that symmkit's algorithms bit for bit against each other and NCCL within
-// bf16 rounding. symmkit's algorithms run on a symmetric input (zero-copy, as a user reaches peak speed)
-// and again on a plain tensor, which the kernel copies into the staging buffer itself ("_plain").
+// `symmkit run -n N -- symmkit bench all-reduce|all-gather|reduce-scatter`: symmkit's algorithms against
+// NCCL in the same run, GPU time from CUDA-graph replays of back-to-back operations (median of many
+// replays), each implementation validated first. Reductions: bit for bit against the host reference (f32
+// accumulation in rank order) up to 4 MiB, and above that symmkit's algorithms bit for bit against each
+// other and NCCL within bf16 rounding; all-gather exactly. Inputs are symmetric tensors (zero-copy, as a
+// user reaches peak speed); all-reduce also runs on plain tensors, which the kernel copies into the
+// staging buffer itself ("_plain").
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../dist/process-group.js";
-import { GpuCollectives } from "../ops/gpu-collectives.js";
 import { reduceInto } from "../ops/reduce.js";
-import type { GpuAllReduceAlgorithm } from "../ops/gpu-collectives.js";
+import {
+  DEFAULT_MAILBOX_SLOT_BYTES,
+  GpuCollectives,
+  type GpuAllGatherAlgorithm,
+  type GpuAllReduceAlgorithm,
+  type GpuReduceScatterAlgorithm,
+} from "../ops/gpu-collectives.js";
 import { deviceCount } from "../runtime/device.js";
-import { decodeToF32, encode, type DType, type RawArray } from "../runtime/dtype.js";
+import { decodeToF32, dtypeInfo, encode, type DType } from "../runtime/dtype.js";
 import { hostUniform } from "../runtime/random.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
@@ -26,19 +32,57 @@ export interface CollectiveRow {
 
 export interface CollectiveBenchResult {
   readonly environment: BenchEnvironment;
-  readonly collective: "all-reduce" | "all-gather";
+  readonly collective: Collective;
   readonly implementations: readonly string[];
   readonly rows: readonly CollectiveRow[];
 }
 
-/** Each algorithm on a symmetric input (zero-copy), then symmkit's on a plain tensor (copied in by the kernel). */
-const IMPLEMENTATIONS: readonly { name: string; algorithm: GpuAllReduceAlgorithm; plain: boolean }[] = [
-  { name: "one_shot", algorithm: "one_shot", plain: false },
-  { name: "two_shot", algorithm: "two_shot", plain: false },
-  { name: "nccl", algorithm: "nccl", plain: false },
-  { name: "one_shot_plain", algorithm: "one_shot", plain: true },
-  { name: "two_shot_plain", algorithm: "two_shot", plain: true },
-];
+export type Collective = "all-reduce" | "all-gather" | "reduce-scatter";
+
+interface Implementation<A extends string> {
+  readonly name: string;
+  readonly algorithm: A;
+  /** Input a plain tensor (the kernel copies it in) instead of a symmetric one. */
+  readonly plain: boolean;
+}
+
+const impl = <A extends string>(algorithm: A, plain = false): Implementation<A> => ({
+  name: plain ? `${algorithm}_plain` : algorithm,
+  algorithm,
+  plain,
+});
+
+/** Every implementation each benchmark knows, on a symmetric input (zero-copy) unless "_plain". */
+export const BENCH_IMPLEMENTATIONS = {
+  "all-reduce": [
+    impl<GpuAllReduceAlgorithm>("one_shot"),
+    impl<GpuAllReduceAlgorithm>("two_shot"),
+    impl<GpuAllReduceAlgorithm>("lamport"),
+    impl<GpuAllReduceAlgorithm>("lamport_two_shot"),
+    impl<GpuAllReduceAlgorithm>("nccl"),
+    impl<GpuAllReduceAlgorithm>("one_shot", true),
+    impl<GpuAllReduceAlgorithm>("two_shot", true),
+  ],
+  "all-gather": (["pull", "ll", "copy_engine", "nccl"] as const).map((a) => impl<GpuAllGatherAlgorithm>(a)),
+  "reduce-scatter": (["pull", "lamport", "nccl"] as const).map((a) => impl<GpuReduceScatterAlgorithm>(a)),
+} as const;
+
+/** The implementations named in `names` (all when undefined), NCCL always among them. */
+function choose<A extends string>(
+  collective: Collective,
+  all: readonly Implementation<A>[],
+  names: readonly string[] | undefined,
+): Implementation<A>[] {
+  if (!names) return [...all];
+  const known = all.map((i) => i.name);
+  for (const n of names)
+    if (!known.includes(n))
+      throw new SymmkitError(
+        "SYMMKIT_INVALID_ARGUMENT",
+        `bench ${collective}: no implementation ${n}; available: ${known.join(", ")}`,
+      );
+  return all.filter((i) => i.name === "nccl" || names.includes(i.name));
+}
 
 /** "4K:64M" -> 4 KiB, 16 KiB, ..., 64 MiB (powers of 4). */
 export function parseSizes(spec: string): number[] {
@@ -60,6 +104,19 @@ export function parseSizes(spec: string): number[] {
 
 type BenchGroup = ProcessGroup<GpuCollectives>;
 
+/**
+ * Before each timed replay every rank enqueues a GPU barrier that then holds this long, and only then
+ * the start event and the graph: the ranks' graphs start within about one barrier latency of each
+ * other, and neither the host's launch latency nor the skew between the ranks' hosts is timed.
+ */
+const HOLD_NS = 200_000;
+
+/** beforeReplay for graphTimeUs on several ranks (see HOLD_NS). */
+export async function startTogether(group: BenchGroup, stream: Stream): Promise<void> {
+  await group.barrier();
+  group.collectives.barrier({ stream, holdNs: HOLD_NS });
+}
+
 /** One size of a collective benchmark: its inputs and outputs, made by the benchmark. */
 interface SizeCase {
   readonly row: Omit<CollectiveRow, "us">;
@@ -70,29 +127,44 @@ interface SizeCase {
   readonly dispose: () => Promise<void>;
 }
 
+export interface CollectiveBenchOptions {
+  readonly sizes: readonly number[];
+  readonly dtype: DType;
+  /** Implementation names (NCCL always runs); all when undefined. */
+  readonly implementations?: readonly string[] | undefined;
+}
+
 /**
- * The frame every collective benchmark shares: the world group (staging for the largest size), a stream,
- * then per size one validated run of every implementation and graph timing of each; the result on rank 0.
+ * The frame every collective benchmark shares: the world group (staging for the largest size, mailbox
+ * slots of at least `mailboxBytes`), a stream, the run's seed, then per size one validated run of every
+ * implementation and graph timing of each; the result on rank 0.
  */
-async function benchCollective(
-  collective: CollectiveBenchResult["collective"],
-  implementations: readonly string[],
-  sizes: readonly number[],
-  prepare: (group: BenchGroup, stream: Stream, bytes: number) => Promise<SizeCase>,
+async function benchCollective<A extends string>(
+  collective: Collective,
+  chosen: readonly Implementation<A>[],
+  o: CollectiveBenchOptions,
+  mailboxBytes: number,
+  prepare: (group: BenchGroup, stream: Stream, bytes: number, seed: bigint) => Promise<SizeCase>,
 ): Promise<CollectiveBenchResult | undefined> {
+  const implementations = chosen.map((i) => i.name);
   const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, Math.max(...sizes, 1 << 20)),
+    GpuCollectives.create(g, Math.max(...o.sizes, 1 << 20), {
+      mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
+    }),
   );
   const { device, rank, worldSize: world } = group;
   const comm = await group.nccl();
   const stream = Stream.create(device);
+  if (rank === 0) await group.store.set("bench/seed", String(freshSeed()));
+  const seed = BigInt((await group.store.get("bench/seed")).toString());
+  if (rank === 0) process.stdout.write(`seed ${seed}\n`);
   const rows: CollectiveRow[] = [];
-  for (const bytes of sizes) {
+  for (const bytes of o.sizes) {
     if (rank === 0)
       process.stdout.write(
         `${collective} ${bytes} bytes: validating and timing ${implementations.join(", ")} ...\n`,
       );
-    const c = await prepare(group, stream, bytes);
+    const c = await prepare(group, stream, bytes, seed);
     implementations.forEach((_, i) => c.run(i));
     group.synchronize(stream);
     comm.synchronize(stream);
@@ -102,7 +174,7 @@ async function benchCollective(
     for (const [i, name] of implementations.entries()) {
       us[name] = await graphTimeUs(stream, () => c.run(i), {
         perGraph: bytes <= 1 << 20 ? 20 : 5,
-        beforeReplay: () => group.barrier(),
+        beforeReplay: () => startTogether(group, stream),
         sync: () => group.synchronize(stream),
       });
     }
@@ -118,82 +190,103 @@ async function benchCollective(
   return result;
 }
 
-export async function benchAllReduce(options: {
-  sizes: number[];
-  dtype: DType;
-}): Promise<CollectiveBenchResult | undefined> {
-  let seed: bigint | undefined;
-  return benchCollective(
-    "all-reduce",
-    IMPLEMENTATIONS.map((i) => i.name),
-    options.sizes,
-    async (group, stream, bytes) => {
-      const { device, rank, worldSize: world } = group;
-      if (seed === undefined) {
-        if (rank === 0) await group.store.set("bench/seed", String(freshSeed()));
-        seed = BigInt((await group.store.get("bench/seed")).toString());
-      }
-      const s = seed;
-      const count = Math.floor(bytes / 2);
-      const sym = await group.symmetric.empty([count], options.dtype);
-      const x = Tensor.rand([count], options.dtype, {
-        seed: s,
-        offset: rank,
-        low: -1,
-        high: 1,
-        device,
-        stream,
-      });
-      sym.tensor.copyFrom(x, stream);
-      const outs = IMPLEMENTATIONS.map(() => Tensor.empty([count], options.dtype, { device }));
-      return {
-        row: { bytes, count, dtype: options.dtype },
-        run: (i) => {
-          const { algorithm, plain } = IMPLEMENTATIONS[i]!;
-          group.collectives.allReduce(plain ? x : sym, { algorithm, output: outs[i]!, stream });
-        },
-        validate: () =>
-          validate(
-            outs.map((o) => o.toHost({ stream })),
-            options.dtype,
-            count,
-            world,
-            s,
-            bytes,
-          ),
-        dispose: async () => {
-          for (const t of [x, ...outs]) t.dispose();
-          await sym.dispose();
-        },
-      };
-    },
-  );
+/** Uniform inputs in [-1, 1), different on every rank, the same for every implementation. */
+function randomInput(group: BenchGroup, stream: Stream, count: number, dtype: DType, seed: bigint): Tensor {
+  const { rank: offset, device } = group;
+  return Tensor.rand([count], dtype, { seed, offset, low: -1, high: 1, device, stream });
 }
 
-/** all-gather per rank of `bytes` (sizes are per-rank inputs): pull, copy engine and NCCL on a symmetric
- * input, validated exactly against the inputs first. */
-export async function benchAllGather(options: {
-  sizes: number[];
-  dtype: DType;
-}): Promise<CollectiveBenchResult | undefined> {
-  const algorithms = ["pull", "copy_engine", "nccl"] as const;
-  return benchCollective("all-gather", algorithms, options.sizes, async (group, stream, bytes) => {
-    const { device, rank, worldSize: world } = group;
-    const count = Math.floor(bytes / 2);
-    const sym = await group.symmetric.empty([count], options.dtype);
-    sym.tensor.fill(rank + 1, stream);
-    const outs = algorithms.map(() => Tensor.empty([count * world], options.dtype, { device }));
+/** Sizes are bytes per rank. Validation: see validateReduction. */
+export async function benchAllReduce(o: CollectiveBenchOptions): Promise<CollectiveBenchResult | undefined> {
+  const chosen = choose("all-reduce", BENCH_IMPLEMENTATIONS["all-reduce"], o.implementations);
+  const mailbox = chosen.some((i) => i.algorithm.startsWith("lamport")) ? Math.max(...o.sizes) : 0;
+  return benchCollective("all-reduce", chosen, o, mailbox, async (group, stream, bytes, seed) => {
+    const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
+    const sym = await group.symmetric.empty([count], o.dtype);
+    const x = randomInput(group, stream, count, o.dtype, seed);
+    sym.tensor.copyFrom(x, stream);
+    const outs = chosen.map(() => Tensor.empty([count], o.dtype, { device: group.device }));
     return {
-      row: { bytes: bytes * world, count: count * world, dtype: options.dtype },
-      run: (i) => void group.collectives.allGather(sym, outs[i]!, { algorithm: algorithms[i]!, stream }),
+      row: { bytes, count, dtype: o.dtype },
+      run: (i) => {
+        const { algorithm, plain } = chosen[i]!;
+        group.collectives.allReduce(plain ? x : sym, { algorithm, output: outs[i]!, stream });
+      },
+      validate: () =>
+        validateReduction("all-reduce", chosen, outs, stream, {
+          dtype: o.dtype,
+          count,
+          world: group.worldSize,
+          seed,
+          bytes,
+          at: 0,
+        }),
+      dispose: async () => {
+        for (const t of [x, ...outs]) t.dispose();
+        await sym.dispose();
+      },
+    };
+  });
+}
+
+/** Sizes are output bytes per rank (the input is world times that); validated as all-reduce is. */
+export async function benchReduceScatter(
+  o: CollectiveBenchOptions,
+): Promise<CollectiveBenchResult | undefined> {
+  const chosen = choose("reduce-scatter", BENCH_IMPLEMENTATIONS["reduce-scatter"], o.implementations);
+  const mailbox = chosen.some((i) => i.algorithm === "lamport") ? Math.max(...o.sizes) : 0;
+  return benchCollective("reduce-scatter", chosen, o, mailbox, async (group, stream, bytes, seed) => {
+    const world = group.worldSize;
+    const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
+    const sym = await group.symmetric.empty([count * world], o.dtype);
+    const x = randomInput(group, stream, count * world, o.dtype, seed);
+    sym.tensor.copyFrom(x, stream);
+    const outs = chosen.map(() => Tensor.empty([count], o.dtype, { device: group.device }));
+    return {
+      row: { bytes: bytes * world, count: count * world, dtype: o.dtype },
+      run: (i) =>
+        void group.collectives.reduceScatter(sym, outs[i]!, { algorithm: chosen[i]!.algorithm, stream }),
+      validate: () =>
+        validateReduction("reduce-scatter", chosen, outs, stream, {
+          dtype: o.dtype,
+          count,
+          world,
+          seed,
+          bytes,
+          at: group.rank * count,
+          inputCount: count * world,
+        }),
+      dispose: async () => {
+        for (const t of [x, ...outs]) t.dispose();
+        await sym.dispose();
+      },
+    };
+  });
+}
+
+/** all-gather per rank of `bytes` (sizes are per-rank inputs) on a symmetric input, validated exactly
+ * against the inputs first. */
+export async function benchAllGather(o: CollectiveBenchOptions): Promise<CollectiveBenchResult | undefined> {
+  const chosen = choose("all-gather", BENCH_IMPLEMENTATIONS["all-gather"], o.implementations);
+  const mailbox = chosen.some((i) => i.algorithm === "ll") ? Math.max(...o.sizes) : 0;
+  return benchCollective("all-gather", chosen, o, mailbox, async (group, stream, bytes) => {
+    const { device, rank, worldSize: world } = group;
+    const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
+    const sym = await group.symmetric.empty([count], o.dtype);
+    sym.tensor.fill(rank + 1, stream);
+    const outs = chosen.map(() => Tensor.empty([count * world], o.dtype, { device }));
+    return {
+      row: { bytes: bytes * world, count: count * world, dtype: o.dtype },
+      run: (i) =>
+        void group.collectives.allGather(sym, outs[i]!, { algorithm: chosen[i]!.algorithm, stream }),
       validate: () => {
-        for (const [i, o] of outs.entries()) {
-          const g = o.toHost({ stream, decode: true });
+        for (const [i, t] of outs.entries()) {
+          const g = t.toHost({ stream, decode: true });
           for (let j = 0; j < g.length; j++) {
             if (g[j] !== Math.floor(j / count) + 1)
               throw new SymmkitError(
                 "SYMMKIT_INVALID_ARGUMENT",
-                `all-gather ${algorithms[i]} ${bytes}: element ${j} is ${g[j]}`,
+                `all-gather ${chosen[i]!.name} ${bytes}: element ${j} is ${g[j]}`,
               );
           }
         }
@@ -206,36 +299,55 @@ export async function benchAllGather(options: {
   });
 }
 
-function validate(
-  outs: RawArray[],
-  dtype: DType,
-  count: number,
-  world: number,
-  seed: bigint,
-  bytes: number,
+/**
+ * symmkit's outputs bit for bit equal to each other; up to 4 MiB also to the host reference (f32
+ * accumulation in rank order of elements [at, at + count) of inputs of `inputCount` elements); NCCL
+ * within bf16 rounding of the sum.
+ */
+function validateReduction(
+  collective: Collective,
+  chosen: readonly Implementation<string>[],
+  outputs: readonly Tensor[],
+  stream: Stream,
+  c: {
+    dtype: DType;
+    count: number;
+    world: number;
+    seed: bigint;
+    bytes: number;
+    at: number;
+    inputCount?: number;
+  },
 ): void {
   const fail = (what: string): never => {
-    throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", `all-reduce ${bytes} bytes: ${what} (seed ${seed})`);
+    throw new SymmkitError(
+      "SYMMKIT_INVALID_ARGUMENT",
+      `${collective} ${c.bytes} bytes: ${what} (seed ${c.seed})`,
+    );
   };
-  const [oneShot, twoShot, nccl, ...plain] = outs as [RawArray, RawArray, RawArray, ...RawArray[]];
-  for (const [name, other] of [
-    ["two-shot", twoShot],
-    ...plain.map((p, j) => [`plain input ${j}`, p] as const),
-  ] as const) {
-    for (let i = 0; i < count; i++)
-      if (oneShot[i] !== other[i]) fail(`one-shot and ${name} differ at element ${i}`);
+  const outs = outputs.map((t) => t.toHost({ stream }));
+  const ours = chosen.flatMap((m, i) => (m.name === "nccl" ? [] : [[m.name, outs[i]!] as const]));
+  const nccl = outs[chosen.findIndex((m) => m.name === "nccl")]!;
+  if (ours.length === 0) return;
+  const [first, firstOut] = ours[0]!;
+  for (const [name, other] of ours.slice(1)) {
+    for (let i = 0; i < c.count; i++)
+      if (firstOut[i] !== other[i]) fail(`${first} and ${name} differ at element ${i}`);
   }
-  if (bytes <= 4 << 20) {
-    const want = encode(dtype, new Float32Array(count));
-    const inputs = Array.from({ length: world }, (_, r) => encode(dtype, hostUniform(count, seed, r, -1, 1)));
-    reduceInto(dtype, "sum", inputs, 0, want, 0, count);
-    for (let i = 0; i < count; i++)
-      if (oneShot[i] !== want[i]) fail(`element ${i} is ${oneShot[i]}, the reference ${want[i]}`);
+  if (c.bytes <= 4 << 20) {
+    const want = encode(c.dtype, new Float32Array(c.count));
+    const n = c.inputCount ?? c.count;
+    const inputs = Array.from({ length: c.world }, (_, r) =>
+      encode(c.dtype, hostUniform(n, c.seed, r, -1, 1)),
+    );
+    reduceInto(c.dtype, "sum", inputs, c.at, want, 0, c.count);
+    for (let i = 0; i < c.count; i++)
+      if (firstOut[i] !== want[i]) fail(`${first}: element ${i} is ${firstOut[i]}, the reference ${want[i]}`);
   }
-  const a = decodeToF32(dtype, oneShot);
-  const b = decodeToF32(dtype, nccl);
-  for (let i = 0; i < count; i++)
-    if (Math.abs(a[i]! - b[i]!) > 0.02 * world) fail(`element ${i}: symmkit ${a[i]}, NCCL ${b[i]}`);
+  const a = decodeToF32(c.dtype, firstOut);
+  const b = decodeToF32(c.dtype, nccl);
+  for (let i = 0; i < c.count; i++)
+    if (Math.abs(a[i]! - b[i]!) > 0.02 * c.world) fail(`element ${i}: symmkit ${a[i]}, NCCL ${b[i]}`);
 }
 
 export function formatCollectives(r: CollectiveBenchResult): string {

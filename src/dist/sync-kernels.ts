@@ -14,6 +14,7 @@ export const SYNC_KERNELS: ProgramSpec = {
     "symmkit::exchange_pattern",
     "symmkit::barrier_unless",
     "symmkit::ping_pong",
+    "symmkit::barrier_hold",
     ...[false, true].flatMap((p) => [false, true].map((n) => barrierLoopExpr(p, n))),
   ],
 };

@@ -1,24 +1,27 @@
 // The collectives on GPU symmetric memory: validate (src/ops/validate.ts, shared with the CPU backend),
-// pick an algorithm, launch the kernel specialised for the dtype, op and world size (which copies a
-// plain input into the group's symmetric staging buffer itself, so a call is one kernel), or hand over
-// to NCCL.
+// pick an algorithm, launch the kernel specialised for the dtype, op and world size, or hand over to
+// NCCL. Pull kernels copy a plain input into the group's symmetric staging buffer themselves, so a call
+// is one kernel; mailbox kernels (lamport, ll) push the input into every peer's mailbox, with no barrier.
 import { InvalidArgumentError } from "../errors.js";
 import type { NcclComm } from "../dist/nccl-comm.js";
 import type { ProcessGroup } from "../dist/process-group.js";
 import type { SymmetricTensor } from "../dist/symmetric-memory.js";
-import { copyDeviceToDevice, memset, writeValue32 } from "../runtime/memory.js";
+import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runtime/memory.js";
 import { barrierLoopExpr, SYMM_VIEW_PARAM, SYNC_KERNELS } from "../dist/sync-kernels.js";
 import type { Kernel, ParamType } from "../runtime/kernel.js";
 import { sharedModule, type Module } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import {
-  ALL_GATHER_PROGRAM,
   allGatherExpr,
+  allGatherProgram,
   COLL_PARAMS,
+  MAILBOX_PARAMS,
+  MAILBOX_STATE_BYTES,
   reducingExpr,
   reducingProgram,
   TWO_SHOT_PARAMS,
+  type AllGatherKernel,
   type ReducingKernel,
 } from "./coll-programs.js";
 import {
@@ -31,12 +34,22 @@ import {
   type ReduceOp,
 } from "./validate.js";
 
-export const GPU_ALL_REDUCE_ALGORITHMS = ["auto", "one_shot", "two_shot", "nccl"] as const;
+/** lamport: one-shot by pushing into peers' mailboxes (coll/mailbox.cuh), no barrier; lamport_two_shot:
+ * reduce-scatter and all-gather the same way, in one kernel. Up to what fits the mailbox slot. */
+export const GPU_ALL_REDUCE_ALGORITHMS = [
+  "auto",
+  "one_shot",
+  "two_shot",
+  "lamport",
+  "lamport_two_shot",
+  "nccl",
+] as const;
 export type GpuAllReduceAlgorithm = (typeof GPU_ALL_REDUCE_ALGORITHMS)[number];
-export const GPU_PULL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
-export type GpuPullAlgorithm = (typeof GPU_PULL_ALGORITHMS)[number];
-/** all-gather also runs on the copy engines: one copy per peer chunk, rank-rotated, with progress flags. */
-export const GPU_ALL_GATHER_ALGORITHMS = ["auto", "pull", "copy_engine", "nccl"] as const;
+export const GPU_REDUCE_SCATTER_ALGORITHMS = ["auto", "pull", "lamport", "nccl"] as const;
+export type GpuReduceScatterAlgorithm = (typeof GPU_REDUCE_SCATTER_ALGORITHMS)[number];
+/** all-gather also runs on the copy engines (one copy per peer chunk, rank-rotated, with progress flags)
+ * and as ll, pushing flagged words into peers' mailboxes (coll/mailbox.cuh), no barrier. */
+export const GPU_ALL_GATHER_ALGORITHMS = ["auto", "pull", "ll", "copy_engine", "nccl"] as const;
 export type GpuAllGatherAlgorithm = (typeof GPU_ALL_GATHER_ALGORITHMS)[number];
 
 /**
@@ -55,7 +68,17 @@ export function oneShotMaxBytes(world: number): number {
  * are level at 16 MiB.
  */
 export const COPY_ENGINE_ALL_GATHER_MIN_BYTES = 16 * 1024 * 1024;
+/** auto's rule for the mailbox (lamport, ll) algorithms: up to this many bytes pushed to each peer, and
+ * within the mailbox slot. */
+export const MAILBOX_AUTO_MAX_BYTES = 256 * 1024;
 const THREADS = 512;
+/** Mailbox kernels run blocks of 128 threads while that takes at most one block per SM (more SMs
+ * sending and polling at once: 4 KiB to 256 KiB all-reduce 5-30% faster than with 512 on 4 H200s),
+ * and blocks of 512 above (4 MiB 16-25% faster than with 128). */
+const MAILBOX_SMALL_THREADS = 128;
+/** Default mailbox slot: what one rank may push to one peer in one mailbox call. The mailbox takes
+ * 7 x world slots per rank (three Lamport buffers, two LL buffers of double-size slots). */
+export const DEFAULT_MAILBOX_SLOT_BYTES = 4 * 1024 * 1024;
 
 export type CollectiveInput = Tensor | SymmetricTensor;
 
@@ -63,26 +86,74 @@ export interface CollectiveOptions {
   readonly stream?: Stream;
 }
 
+export interface GpuCollectivesOptions {
+  /** Bytes one rank may push to one peer in one mailbox call (a multiple of 16). */
+  readonly mailboxSlotBytes?: number;
+}
+
+interface Mailbox {
+  readonly buffers: SymmetricTensor;
+  readonly view: Uint8Array;
+  readonly state: DeviceMemory;
+  readonly slotBytes: number;
+}
+
 export class GpuCollectives {
   readonly #group: ProcessGroup<GpuCollectives>;
   readonly #staging: SymmetricTensor;
+  readonly #mailbox: Mailbox;
   readonly #comm: NcclComm;
   #phase = 0;
 
-  private constructor(group: ProcessGroup<GpuCollectives>, staging: SymmetricTensor, comm: NcclComm) {
+  private constructor(
+    group: ProcessGroup<GpuCollectives>,
+    staging: SymmetricTensor,
+    mailbox: Mailbox,
+    comm: NcclComm,
+  ) {
     this.#group = group;
     this.#staging = staging;
+    this.#mailbox = mailbox;
     this.#comm = comm;
   }
 
-  /** Collective: allocates the group's symmetric staging buffer and its NCCL communicator. */
-  static async create(group: ProcessGroup<GpuCollectives>, stagingBytes: number): Promise<GpuCollectives> {
+  /**
+   * Collective: allocates the group's symmetric staging buffer, its mailbox and its NCCL communicator.
+   * The mailbox's Lamport buffers start as the sentinel (all bits set), its LL buffers and its call
+   * counts as zero; all of it is in place on this rank before create returns, and the group meets (in
+   * ProcessGroup) before anyone can push.
+   */
+  static async create(
+    group: ProcessGroup<GpuCollectives>,
+    stagingBytes: number,
+    options: GpuCollectivesOptions = {},
+  ): Promise<GpuCollectives> {
+    const slotBytes = options.mailboxSlotBytes ?? DEFAULT_MAILBOX_SLOT_BYTES;
+    if (!Number.isSafeInteger(slotBytes) || slotBytes <= 0 || slotBytes % 16 !== 0)
+      throw new InvalidArgumentError(`mailboxSlotBytes ${slotBytes} must be a positive multiple of 16`);
+    const world = group.worldSize;
     const staging = await group.symmetric.empty([stagingBytes], "u8");
-    return new GpuCollectives(group, staging, await group.nccl());
+    const buffers = await group.symmetric.empty([7 * world * slotBytes], "u8");
+    const state = DeviceMemory.alloc(MAILBOX_STATE_BYTES, group.device);
+    const stream = defaultStream(group.device);
+    memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * slotBytes) / 4, stream);
+    memset(state.ptr, 0, 4, MAILBOX_STATE_BYTES / 4, stream);
+    stream.synchronize();
+    return new GpuCollectives(
+      group,
+      staging,
+      { buffers, view: buffers.deviceView(), state, slotBytes },
+      await group.nccl(),
+    );
   }
 
   get capacityBytes(): number {
     return this.#staging.tensor.nbytes;
+  }
+
+  /** What one rank may push to one peer in a mailbox call (lamport, ll). */
+  get mailboxSlotBytes(): number {
+    return this.#mailbox.slotBytes;
   }
 
   /** Sum (or max, min) of `input` over all ranks, into `output` (default: a new tensor). */
@@ -93,9 +164,10 @@ export class GpuCollectives {
     const what = "allReduce";
     const x = this.#local(input, what);
     const op = options.op ?? "sum";
-    const algorithm = options.algorithm ?? "auto";
+    const requested = options.algorithm ?? "auto";
     checkReduction(what, op, x.dtype);
-    checkAlgorithm(what, algorithm, GPU_ALL_REDUCE_ALGORITHMS);
+    checkAlgorithm(what, requested, GPU_ALL_REDUCE_ALGORITHMS);
+    const algorithm = requested === "auto" ? this.#autoAllReduce(x.nbytes) : requested;
     const output = options.output ?? Tensor.empty(x.shape, x.dtype, { device: this.#group.device });
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel);
@@ -109,10 +181,18 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    const twoShot =
-      algorithm === "two_shot" || (algorithm === "auto" && x.nbytes > oneShotMaxBytes(this.#group.worldSize));
+    if (algorithm === "lamport") {
+      const k = this.#reducing("lamport_all_reduce", x, op, MAILBOX_PARAMS);
+      this.#pushLaunch(k, what, x, output, x.numel, x.nbytes, 16, stream);
+      return output;
+    }
+    if (algorithm === "lamport_two_shot") {
+      const k = this.#reducing("lamport_two_shot_all_reduce", x, op, MAILBOX_PARAMS);
+      this.#pushLaunch(k, what, x, output, x.numel, this.#twoShotSlotBytes(x.nbytes), 32, stream);
+      return output;
+    }
     const [view, staged] = this.#stage(input, x, what);
-    if (!twoShot) {
+    if (algorithm === "one_shot") {
       const k = this.#reducing("one_shot_all_reduce", x, op, COLL_PARAMS);
       k.launch(
         { grid: this.#blocks(x.nbytes), block: THREADS, stream },
@@ -182,8 +262,13 @@ export class GpuCollectives {
       this.#copyEngineAllGather(input, x, output, stream, flags);
       return output;
     }
+    if (algorithm === "ll" || (algorithm === "auto" && this.#mailboxFits(x.nbytes))) {
+      const k = this.#allGatherKernel("ll_all_gather", MAILBOX_PARAMS);
+      this.#pushLaunch(k, what, x, output, x.nbytes, x.nbytes, 8, stream);
+      return output;
+    }
     const [view, staged] = this.#stage(input, x, what);
-    const k = this.#module(ALL_GATHER_PROGRAM).kernel(allGatherExpr(this.#group.worldSize), COLL_PARAMS);
+    const k = this.#allGatherKernel("all_gather_pull", COLL_PARAMS);
     k.launch(
       { grid: this.#blocks(x.nbytes * this.#group.worldSize), block: THREADS, stream },
       view,
@@ -199,14 +284,14 @@ export class GpuCollectives {
   reduceScatter(
     input: CollectiveInput,
     output: Tensor,
-    options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuPullAlgorithm } = {},
+    options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuReduceScatterAlgorithm } = {},
   ): Tensor {
     const what = "reduceScatter";
     const x = this.#local(input, what);
     const op = options.op ?? "sum";
     const algorithm = options.algorithm ?? "auto";
     checkReduction(what, op, x.dtype);
-    checkAlgorithm(what, algorithm, GPU_PULL_ALGORITHMS);
+    checkAlgorithm(what, algorithm, GPU_REDUCE_SCATTER_ALGORITHMS);
     checkSameDtype(what, x, output);
     checkDivisible(what, x, this.#group.worldSize);
     checkNumel(what, "output", output, x.numel / this.#group.worldSize);
@@ -220,6 +305,11 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
+    if (algorithm === "lamport" || (algorithm === "auto" && this.#mailboxFits(output.nbytes))) {
+      const k = this.#reducing("lamport_reduce_scatter", x, op, MAILBOX_PARAMS);
+      this.#pushLaunch(k, what, x, output, output.numel, output.nbytes, 16, stream);
+      return output;
+    }
     const [view, staged] = this.#stage(input, x, what);
     const k = this.#reducing("reduce_scatter_pull", x, op, COLL_PARAMS);
     k.launch(
@@ -231,6 +321,18 @@ export class GpuCollectives {
       this.#nextPhase(),
     );
     return output;
+  }
+
+  /**
+   * A barrier on the GPUs: a kernel on `stream` that completes on each rank once every rank's has started
+   * (release/acquire: what any rank wrote before it is visible to every rank after it). With `holdNs`
+   * it then waits that long, so that work the host enqueues behind it starts on all ranks within about
+   * one barrier latency of each other (benchmarks use it to start timed work together).
+   */
+  barrier(options: CollectiveOptions & { holdNs?: number } = {}): void {
+    const stream = options.stream ?? defaultStream(this.#group.device);
+    const k = this.#module(SYNC_KERNELS).kernel("symmkit::barrier_hold", [SYMM_VIEW_PARAM, "u64"]);
+    k.launch({ grid: 1, block: 32, stream }, this.#staging.deviceView(), options.holdNs ?? 0);
   }
 
   /**
@@ -303,6 +405,68 @@ export class GpuCollectives {
     return sharedModule(spec, this.#group.device);
   }
 
+  #allGatherKernel<const Ps extends readonly ParamType[]>(kernel: AllGatherKernel, params: Ps): Kernel<Ps> {
+    return this.#module(allGatherProgram(kernel)).kernel(
+      allGatherExpr(kernel, this.#group.worldSize),
+      params,
+    );
+  }
+
+  #mailboxFits(bytesPerPeer: number): boolean {
+    return bytesPerPeer <= Math.min(MAILBOX_AUTO_MAX_BYTES, this.#mailbox.slotBytes);
+  }
+
+  /** lamport_two_shot sends each peer a reduce-scatter and an all-gather chunk of 16-byte groups. */
+  #twoShotSlotBytes(bytes: number): number {
+    return 2 * 16 * Math.ceil(Math.ceil(bytes / 16) / this.#group.worldSize);
+  }
+
+  /**
+   * auto's all-reduce rule until `symmkit tune` measures the machine, from bf16 runs on 4 H200s
+   * (bench/results/h200x4/all-reduce.json): lamport up to MAILBOX_AUTO_MAX_BYTES, then lamport_two_shot
+   * while it fits the mailbox, then the pull kernels (oneShotMaxBytes).
+   */
+  #autoAllReduce(bytes: number): "one_shot" | "two_shot" | "lamport" | "lamport_two_shot" {
+    if (this.#mailboxFits(bytes)) return "lamport";
+    if (this.#twoShotSlotBytes(bytes) <= this.#mailbox.slotBytes) return "lamport_two_shot";
+    return bytes > oneShotMaxBytes(this.#group.worldSize) ? "two_shot" : "one_shot";
+  }
+
+  /**
+   * A mailbox kernel: `n` elements (ll: bytes); `bytesPerPeer` what it sends each peer, checked against
+   * the slot before anything runs; one thread per `threadBytes` of it.
+   */
+  #pushLaunch(
+    k: Kernel<typeof MAILBOX_PARAMS>,
+    what: string,
+    x: Tensor,
+    output: Tensor,
+    n: number,
+    bytesPerPeer: number,
+    threadBytes: number,
+    stream: Stream,
+  ): void {
+    const m = this.#mailbox;
+    if (bytesPerPeer > m.slotBytes)
+      throw new InvalidArgumentError(
+        `${what}: ${bytesPerPeer} bytes per peer exceed the ${m.slotBytes}-byte mailbox slot; use another algorithm, or a larger mailboxSlotBytes`,
+      );
+    // #blocks counts 16-byte vectors, one per thread.
+    const vectorBytes = (bytesPerPeer * 16) / threadBytes;
+    const fewSms = vectorBytes <= 16 * MAILBOX_SMALL_THREADS * this.#group.device.props.smCount;
+    const threads = fewSms ? MAILBOX_SMALL_THREADS : THREADS;
+    k.launch(
+      { grid: this.#blocks(vectorBytes, threads), block: threads, stream },
+      m.view,
+      x,
+      output,
+      n,
+      m.state.ptr,
+      m.slotBytes,
+      this.#nextPhase(),
+    );
+  }
+
   #reducing<const Ps extends readonly ParamType[]>(
     kernel: ReducingKernel,
     x: Tensor,
@@ -315,9 +479,9 @@ export class GpuCollectives {
     );
   }
 
-  /** Enough blocks of 512 threads for `bytes` of 16-byte vectors, at most one per SM. */
-  #blocks(bytes: number): number {
-    return Math.max(1, Math.min(this.#group.device.props.smCount, Math.ceil(bytes / 16 / THREADS)));
+  /** Enough blocks of `threads` for `bytes` of 16-byte vectors, at most one per SM. */
+  #blocks(bytes: number, threads = THREADS): number {
+    return Math.max(1, Math.min(this.#group.device.props.smCount, Math.ceil(bytes / 16 / threads)));
   }
 
   /** Each launch takes two phase numbers (start and end barrier), for timeout records. */
@@ -327,8 +491,10 @@ export class GpuCollectives {
     return p;
   }
 
-  /** Collective: releases the staging buffer. */
-  dispose(): Promise<void> {
-    return this.#staging.dispose();
+  /** Collective: releases the staging buffer and the mailbox. */
+  async dispose(): Promise<void> {
+    await this.#staging.dispose();
+    await this.#mailbox.buffers.dispose();
+    this.#mailbox.state.dispose();
   }
 }

@@ -1,17 +1,19 @@
 // One rank of the GPU collectives check (test/gpu/distributed.test.ts): symmkit's all-reduce (one-shot,
-// two-shot), all-gather and reduce-scatter against the host reference bit for bit (f32 accumulation in
-// rank order), against NCCL on exactly representable data, bitwise identical on every rank, with
-// poisoned outputs and guard regions; misaligned outputs, symmetric inputs, graph capture and replay,
-// 1000 calls alternating sizes and algorithms, a rank delayed 50 ms, and bad inputs.
+// two-shot, lamport), all-gather (pull, ll, copy engine) and reduce-scatter (pull, lamport) against the
+// host reference bit for bit (f32 accumulation in rank order), against NCCL on exactly representable
+// data, bitwise identical on every rank, with poisoned outputs and guard regions; misaligned outputs,
+// symmetric inputs, in-place calls, inputs holding the mailbox sentinel, graph capture and replay, 1000
+// calls alternating sizes and algorithms, a rank delayed 50 ms, and bad inputs.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
 import { reduceInto } from "../../../src/ops/reduce.js";
+import type { GpuAllReduceAlgorithm } from "../../../src/ops/gpu-collectives.js";
 import type { ReduceOp } from "../../../src/ops/validate.js";
 import { Device, deviceCount } from "../../../src/runtime/device.js";
-import { encode, type DType, type RawArray } from "../../../src/runtime/dtype.js";
+import { decodeToF32, dtypeInfo, encode, type DType, type RawArray } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { hostUniform } from "../../../src/runtime/random.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
@@ -73,11 +75,20 @@ async function agree(t: Tensor, what: string): Promise<void> {
     assert.equal((await group.store.get(`${key}/${r}`)).toString(), h, `${what}: rank ${r} differs`);
 }
 
+/** Mailbox algorithms take what fits a slot (what one rank sends one peer). */
+const fits = (bytesPerPeer: number): boolean => bytesPerPeer <= c.mailboxSlotBytes;
+/** lamport_two_shot sends each peer a reduce-scatter and an all-gather chunk of 16-byte groups. */
+const fitsTwoShot = (bytes: number): boolean => fits(32 * Math.ceil(Math.ceil(bytes / 16) / world));
+
 for (const dtype of ["f32", "bf16", "f16"] as const) {
   for (const n of [1, 7, 4097, 1_000_003]) {
+    const bytes = n * dtypeInfo(dtype).bytes;
     const inputs = Array.from({ length: world }, (_, r) => hostInput(dtype, n, r));
     const x = Tensor.fromHost(inputs[rank]!, dtype);
-    for (const algorithm of ["one_shot", "two_shot"] as const) {
+    const algorithms: GpuAllReduceAlgorithm[] = ["one_shot", "two_shot"];
+    if (fits(bytes)) algorithms.push("lamport");
+    if (fitsTwoShot(bytes)) algorithms.push("lamport_two_shot");
+    for (const algorithm of algorithms) {
       for (const op of n === 4097 ? (["sum", "max", "min"] as const) : (["sum"] as const)) {
         for (const offset of n === 4097 ? [0, 1] : [0]) {
           const [whole, out] = poisoned(dtype, n, offset);
@@ -92,13 +103,23 @@ for (const dtype of ["f32", "bf16", "f16"] as const) {
       }
     }
     const [gWhole, gathered] = poisoned(dtype, n * world);
-    c.allGather(x, gathered);
+    c.allGather(x, gathered, { algorithm: "pull" });
     group.synchronize();
     const g = gathered.toHost();
     inputs.forEach((inp, r) =>
       same(g.subarray(r * n, (r + 1) * n), inp, `allGather ${dtype} n=${n} from rank ${r}`),
     );
     guardsIntact(gWhole, n * world, 0, `allGather ${dtype} n=${n}`);
+    if (fits(bytes)) {
+      for (const offset of [0, 1]) {
+        const [llWhole, llGathered] = poisoned(dtype, n * world, offset);
+        c.allGather(x, llGathered, { algorithm: "ll" });
+        group.synchronize();
+        same(llGathered.toHost(), g, `ll allGather ${dtype} n=${n} offset ${offset}`);
+        guardsIntact(llWhole, n * world, offset, `ll allGather ${dtype} n=${n} offset ${offset}`);
+        llWhole.dispose();
+      }
+    }
     // The copy-engine all-gather, with its progress flags (poisoned first: the call zeroes, then raises).
     const [ceWhole, ceGathered] = poisoned(dtype, n * world);
     const progress = Tensor.full([world + 1], 7, "u32");
@@ -113,16 +134,47 @@ for (const dtype of ["f32", "bf16", "f16"] as const) {
     );
     for (const t of [ceWhole, progress]) t.dispose();
     const big = Array.from({ length: world }, (_, r) => hostInput(dtype, n * world, r, 1));
-    const [sWhole, scattered] = poisoned(dtype, n);
-    c.reduceScatter(Tensor.fromHost(big[rank]!, dtype), scattered);
-    group.synchronize();
-    same(scattered.toHost(), reference(dtype, "sum", big, rank * n, n), `reduceScatter ${dtype} n=${n}`);
-    guardsIntact(sWhole, n, 0, `reduceScatter ${dtype} n=${n}`);
-    for (const t of [x, gWhole, sWhole]) t.dispose();
+    const bigX = Tensor.fromHost(big[rank]!, dtype);
+    for (const algorithm of ["pull", ...(fits(bytes) ? (["lamport"] as const) : [])] as const) {
+      const [sWhole, scattered] = poisoned(dtype, n);
+      c.reduceScatter(bigX, scattered, { algorithm });
+      group.synchronize();
+      const what = `reduceScatter ${algorithm} ${dtype} n=${n}`;
+      same(scattered.toHost(), reference(dtype, "sum", big, rank * n, n), what);
+      guardsIntact(sWhole, n, 0, what);
+      sWhole.dispose();
+    }
+    for (const t of [x, bigX, gWhole]) t.dispose();
   }
 }
 console.log(
-  "all-reduce (one-shot, two-shot; sum, max, min), all-gather, reduce-scatter: bit for bit with the reference, guards intact, ranks agree",
+  "all-reduce (one-shot, two-shot, lamport; sum, max, min), all-gather (pull, ll, copy engine), reduce-scatter (pull, lamport): bit for bit with the reference, guards intact, ranks agree",
+);
+
+// Lamport's sentinel (all bits set, a NaN) in the input travels as another NaN: the sum is NaN there and
+// exact elsewhere, on every rank; in place on a plain tensor.
+for (const dtype of ["f32", "bf16", "f16"] as const) {
+  const n = 4099;
+  const inputs = Array.from({ length: world }, (_, r) => {
+    const a = exactInput(dtype, n, r);
+    for (let i = r; i < n; i += 97) a[i] = dtype === "f32" ? 0xffffffff : 0xffff;
+    return a;
+  });
+  const want = decodeToF32(dtype, reference(dtype, "sum", inputs, 0, n));
+  for (const algorithm of ["lamport", "lamport_two_shot"] as const) {
+    const x = Tensor.fromHost(inputs[rank]!, dtype);
+    c.allReduce(x, { algorithm, output: x });
+    group.synchronize();
+    const got = decodeToF32(dtype, x.toHost());
+    const what = `${algorithm} ${dtype} with sentinels`;
+    for (let i = 0; i < n; i++)
+      if (!Object.is(got[i], want[i])) assert.fail(`${what}: element ${i} is ${got[i]}, expected ${want[i]}`);
+    await agree(x, what);
+    x.dispose();
+  }
+}
+console.log(
+  "lamport, lamport two-shot: inputs holding the sentinel give NaN where they should, exact sums elsewhere, in place",
 );
 
 // NCCL on exactly representable data gives the same bits; a symmetric input goes without a copy.
@@ -154,24 +206,38 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
   const gathered = Tensor.empty([n * world], "bf16");
   const ceGathered = Tensor.empty([n * world], "bf16");
   const progress = Tensor.empty([world], "u32");
+  const l = Tensor.empty([n], "bf16");
+  const l2 = Tensor.empty([n], "bf16");
+  const llGathered = Tensor.empty([n * world], "bf16");
+  const scattered = Tensor.empty([Math.floor(n / world)], "bf16");
+  const head = x.slice(0, scattered.numel * world);
   const graph = Graph.capture(stream, () => {
     c.allReduce(x, { algorithm: "one_shot", output: a, stream });
-    c.allGather(x, gathered, { stream });
+    c.allGather(x, gathered, { algorithm: "pull", stream });
+    c.allReduce(x, { algorithm: "lamport", output: l, stream });
+    c.allReduce(x, { algorithm: "lamport_two_shot", output: l2, stream });
     c.allReduce(x, { algorithm: "two_shot", output: b, stream });
     c.allGather(x, ceGathered, { stream, algorithm: "copy_engine", progressFlags: progress });
+    c.allGather(x, llGathered, { algorithm: "ll", stream });
+    c.reduceScatter(head, scattered, { algorithm: "lamport", stream });
   });
-  for (let r = 0; r < 3; r++) {
-    a.fill(0);
-    b.fill(0);
-    ceGathered.fill(0);
-    progress.fill(0);
+  for (let r = 0; r < 4; r++) {
+    for (const t of [a, b, l, l2, ceGathered, llGathered, scattered, progress]) t.fill(0);
     graph.launch();
     group.synchronize(stream);
     const want = reference("bf16", "sum", inputs, 0, n);
     same(a.toHost(), want, `graph replay ${r}: one-shot`);
     same(b.toHost(), want, `graph replay ${r}: two-shot`);
+    same(l.toHost(), want, `graph replay ${r}: lamport`);
+    same(l2.toHost(), want, `graph replay ${r}: lamport two-shot`);
     same(gathered.toHost().subarray(0, n), inputs[0]!, `graph replay ${r}: all-gather`);
     same(ceGathered.toHost(), gathered.toHost(), `graph replay ${r}: copy-engine all-gather`);
+    same(llGathered.toHost(), gathered.toHost(), `graph replay ${r}: ll all-gather`);
+    same(
+      scattered.toHost(),
+      reference("bf16", "sum", inputs, rank * scattered.numel, scattered.numel),
+      `graph replay ${r}: lamport reduce-scatter`,
+    );
     assert.deepEqual(
       [...(progress.toHost() as Uint32Array)],
       Array(world).fill(1),
@@ -179,12 +245,12 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
     );
   }
   graph.dispose();
-  console.log("graph of four collectives replayed 3 times: correct");
+  console.log("graph of eight collectives replayed 4 times: correct");
 }
 
 // 1000 calls in a row, alternating sizes and algorithms, checked every time; a rank delayed now and then.
 {
-  const sizes = [3, 4096, 777, 20_000];
+  const sizes = [3, 4096, 777, 20_000, 65_537];
   const expected = sizes.map((n) =>
     reference(
       "f32",
@@ -196,17 +262,29 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
   );
   const xs = sizes.map((n) => Tensor.fromHost(exactInput("f32", n, rank), "f32"));
   const outs = sizes.map((n) => Tensor.empty([n], "f32"));
+  const gathers = sizes.map((n) => Tensor.empty([n * world], "f32"));
+  const gatheredWant = sizes.map((n) => {
+    const all = new Float32Array(n * world);
+    for (let r = 0; r < world; r++) all.set(exactInput("f32", n, r) as Float32Array, r * n);
+    return all;
+  });
   for (let i = 0; i < 1000; i++) {
     const k = i % sizes.length;
     if (rank === world - 1 && i % 100 === 0) await sleep(50);
-    c.allReduce(xs[k]!, { algorithm: i % 3 === 0 ? "one_shot" : "two_shot", output: outs[k]! });
+    const algorithm = (["one_shot", "two_shot", "lamport", "lamport_two_shot"] as const)[i % 4]!;
+    c.allReduce(xs[k]!, { algorithm, output: outs[k]! });
+    // ll all-gathers in between: the mailbox protocols keep their own call counts.
+    if (i % 7 === 0) c.allGather(xs[k]!, gathers[k]!, { algorithm: "ll" });
     if (i % 10 === 9 || rank === world - 1) {
       group.synchronize();
-      same(outs[k]!.toHost(), expected[k]!, `call ${i}`);
+      same(outs[k]!.toHost(), expected[k]!, `call ${i} (${algorithm})`);
+      if (i % 7 === 0) same(gathers[k]!.toHost(), gatheredWant[k]!, `call ${i} (ll all-gather)`);
     }
   }
   group.synchronize();
-  console.log("1000 calls alternating sizes and algorithms, a rank delayed 50 ms every 100: correct");
+  console.log(
+    "1000 calls alternating sizes and algorithms (one-shot, two-shot, lamport, lamport two-shot, ll), a rank delayed 50 ms every 100: correct",
+  );
 }
 
 // Bad input: typed errors, nothing written.
@@ -224,6 +302,10 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
   rejects(
     () => c.allReduce(Tensor.zeros([5 << 20], "f32"), { output: Tensor.empty([5 << 20], "f32") }),
     /exceed the 16777216-byte/,
+  );
+  rejects(
+    () => c.allReduce(Tensor.zeros([(c.mailboxSlotBytes >> 2) + 1], "f32"), { algorithm: "lamport" }),
+    /exceed the \d+-byte mailbox slot/,
   );
   if (deviceCount() > 1) {
     const other = Device.get((group.device.ordinal + 1) % deviceCount());

@@ -26,6 +26,27 @@ __device__ __forceinline__ void st_128(void* p, const u32x4& v) {
   asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
+/** Relaxed 16-byte accesses at system scope (volatile): for data that is its own flag (coll/mailbox.cuh).
+ * Each 32-bit (or 64-bit) element is single-copy atomic; the vector as a whole is not. */
+__device__ __forceinline__ u32x4 ld_volatile_128(const void* p) {
+  u32x4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_volatile_128(void* p, const u32x4& v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+/** Two 64-bit elements, each single-copy atomic. */
+__device__ __forceinline__ void ld_volatile_2x64(const void* p, u64& a, u64& b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+
+__device__ __forceinline__ void st_volatile_2x64(void* p, u64 a, u64 b) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
 template <Order O>
 __device__ __forceinline__ u32 ld_sys(const u32* p) {
   static_assert(O == Order::Relaxed || O == Order::Acquire, "loads are relaxed or acquire");

@@ -1,6 +1,7 @@
 // symmkit/sync/wait.cuh: every spin-wait in symmkit is bounded.
 //
-// Contract: bounded_wait(env, peer, phase, done) returns once done() is true. It polls done() at full
+// Contract: bounded_wait(env, peer, phase, done) returns once done() is true (peer is read when giving
+// up, so done() may update it to name the rank it still waits for). It polls done() at full
 // speed and, every 1024 polls, reads the global timer and the host's abort flag (host-mapped memory, so
 // that read crosses PCIe and is kept off the fast path). Past env.timeout_ns, or when the host raised
 // the abort flag, the first thread to notice writes a TimeoutRecord (rank, block, peer, phase, time
@@ -48,7 +49,7 @@ __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u6
 }
 
 template <typename Done>
-__device__ __forceinline__ void bounded_wait(const WaitEnv& env, u32 peer, u32 phase, Done done) {
+__device__ __forceinline__ void bounded_wait(const WaitEnv& env, const u32& peer, u32 phase, Done done) {
   if (done()) return;
   const u64 start = global_timer_ns();
   for (u32 polls = 1;; ++polls) {

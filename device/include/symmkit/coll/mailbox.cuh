@@ -1,0 +1,320 @@
+// symmkit/coll/mailbox.cuh: collectives with no barrier, for small messages. Each rank pushes its data
+// straight into a mailbox slot of every peer, and the data carries its own "arrived" mark, so a reader
+// polls its own (local) memory and nobody waits for a round trip.
+//
+// Contract.
+// Mailbox: a symmetric allocation, v.buffers[r] is rank r's, `cap` bytes per slot (a multiple of 16):
+//   Lamport region, [0, 3 W cap): buffers b = 0, 1, 2, each W slots; slot s of buffer b at (b W + s) cap.
+//   LL region, from 3 W cap: buffers b = 0, 1, each W slots of 2 cap bytes.
+// In buffer b of rank p, slot s is written only by rank s (what s sends p in one call), and read by p.
+// MailboxState (device memory of this rank, zeroed at creation) counts the calls of each protocol; every
+// rank makes the same calls in the same order, so the counts agree without any exchange. The last block
+// of a call to finish bumps the count (end_call): the next call, later on the stream, sees it, and a CUDA
+// graph replays correctly because the count lives in memory, not in kernel arguments.
+//
+// Lamport (all-reduce, reduce-scatter; bf16, f16, f32). The mailbox holds the sentinel (all bits set, a
+// NaN in each of those types) wherever nothing has arrived. A sender stores its 16-byte groups with
+// relaxed system-scope stores, an input element equal to the sentinel sent as the sentinel with its low
+// bit flipped (still a NaN: sum keeps it NaN, max and min ignore NaNs either way); the reader polls each
+// group of its slots with relaxed system-scope loads until no element is the sentinel, then reduces in
+// rank order 0..W-1 in float32 (its own group from its input, cleaned the same way), so every rank gets
+// bitwise the same result. Elements are single-copy atomic; a group may arrive in parts, so the check is
+// per element. Call k uses buffer k % 3; between sending and waiting it also refills with the sentinel
+// the slots that call k - 1 wrote into our buffer (k - 1) % 3 (their size is kept in the state).
+// Why three buffers suffice: a rank finishes call k only after every peer's data of call k arrived, so
+// while we are in call k a peer is at most in call k + 1 (buffer (k + 1) % 3, untouched by us). Buffer
+// (k - 1) % 3 is next written in call k + 2, which a peer starts only after it saw our data of call k + 1,
+// which we send after this kernel (and its refill) completed.
+//
+// LL (all-gather, any dtype, as bytes). Each 16-byte line carries 8 payload bytes as two 64-bit words
+// (flag << 32 | 4 data bytes); 64-bit words are single-copy atomic, so a word whose flag is this call's
+// flag holds this call's data. flag = 1 + (count mod (2^32 - 1)) is never 0 (the mailbox starts zeroed)
+// and differs between calls k and k + 2, which share buffer k % 2: no refill is ever needed. Two buffers
+// suffice for the reason above (a peer is at most one call ahead).
+//
+// Every poll is bounded (sync/wait.cuh) and names the peer it still waits for.
+#pragma once
+#include "symmkit/coll/collectives.cuh"
+
+namespace symmkit {
+
+/** Per-rank call counts (layout shared with the host: 48 bytes, zeroed at creation). */
+struct MailboxState {
+  u64 calls[2];  // by protocol: kLamport, kLL
+  u64 used[3];   // Lamport: bytes per slot the call that used buffer b wrote
+  u32 arrived;   // blocks of the running call that have finished
+  u32 reserved;
+};
+constexpr u32 kLamport = 0;
+constexpr u32 kLL = 1;
+
+__device__ __forceinline__ u64 read_calls(const MailboxState* s, u32 protocol) {
+  return *reinterpret_cast<const volatile u64*>(&s->calls[protocol]);
+}
+
+/** The last block to finish counts the call (and, for Lamport, how much it wrote into buffer `buf`).
+ * __syncthreads first: every thread of the block has read the count before the block is counted. */
+__device__ __forceinline__ void end_call(MailboxState* s, u32 protocol, u32 buf, u64 used) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const u32 blocks = gridDim.x * gridDim.y * gridDim.z;
+    if (atomicAdd(&s->arrived, 1u) == blocks - 1) {
+      s->arrived = 0;
+      if (protocol == kLamport) s->used[buf] = used;
+      s->calls[protocol] += 1;
+    }
+  }
+}
+
+/** The sentinel (all bits set) of a 2- or 4-byte element type, lane-wise in 16-byte groups. */
+template <typename T>
+struct Sentinel {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Lamport collectives take 2- or 4-byte elements");
+  __device__ __forceinline__ static bool in_word(u32 w) {
+    if constexpr (sizeof(T) == 4) return w == ~0u;
+    else return (w & 0xffffu) == 0xffffu || (w >> 16) == 0xffffu;
+  }
+  __device__ __forceinline__ static bool any(const u32x4& v) {
+    return in_word(v.x) || in_word(v.y) || in_word(v.z) || in_word(v.w);
+  }
+  __device__ __forceinline__ static u32 clean_word(u32 w) {
+    if constexpr (sizeof(T) == 4) return w == ~0u ? w ^ 1u : w;
+    else return w ^ ((w & 0xffffu) == 0xffffu ? 1u : 0u) ^ ((w >> 16) == 0xffffu ? 0x10000u : 0u);
+  }
+  __device__ __forceinline__ static u32x4 clean(const u32x4& v) {
+    return u32x4{clean_word(v.x), clean_word(v.y), clean_word(v.z), clean_word(v.w)};
+  }
+};
+
+/** Group i of src as 16 raw bytes, zero past element n. */
+template <typename T>
+__device__ __forceinline__ u32x4 load_group(const T* src, u64 i, u64 n) {
+  const u64 e = i * Vec16<T>::N;
+  const u32 c = group_size<T>(i, n);
+  if (c == Vec16<T>::N && aligned16(src + e)) return ld_128(src + e);
+  u32x4 v{0, 0, 0, 0};
+  T* lanes = reinterpret_cast<T*>(&v);
+  for (u32 k = 0; k < c; ++k) lanes[k] = src[e + k];
+  return v;
+}
+
+template <u32 W>
+__device__ __forceinline__ u8* lamport_slot(const SymmView& v, u32 owner, u32 buf, u32 src, u64 cap) {
+  return static_cast<u8*>(v.buffers[owner]) + (static_cast<u64>(buf) * W + src) * cap;
+}
+
+/** Refills with the sentinel what the previous call received (see the contract). Nobody writes there
+ * during this call, so it runs between sending and waiting, off the critical path. */
+template <u32 W>
+__device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s, u32 rank, u32 prev, u64 cap) {
+  const u64 stale = s->used[prev] / 16;
+  const u32x4 ones{~0u, ~0u, ~0u, ~0u};
+#pragma unroll
+  for (u32 r = 0; r < W; ++r) {
+    if (r == rank) continue;
+    u8* slot = lamport_slot<W>(v, rank, prev, r, cap);
+    for (u64 j = global_thread(); j < stale; j += grid_threads()) st_128(slot + 16 * j, ones);
+  }
+}
+
+/** Waits until every peer's group at byte `at` of its slot in our buffer `buf` has arrived, then reduces
+ * them and ours (`mine`) in rank order into f. */
+template <typename T, typename Op, u32 W>
+__device__ __forceinline__ void reduce_arrived(const SymmView& v, const WaitEnv& env, u32 phase, u32 buf, u64 cap, u64 at,
+                                               const u32x4& mine, float (&f)[Vec16<T>::N]) {
+  const u32 rank = v.rank;
+  u32x4 raw[W];
+  u32 waiting = rank;
+  bounded_wait(env, waiting, phase, [&] {
+    bool arrived = true;
+#pragma unroll
+    for (u32 r = 0; r < W; ++r) {
+      if (r == rank) continue;
+      raw[r] = ld_volatile_128(lamport_slot<W>(v, rank, buf, r, cap) + at);
+      if (Sentinel<T>::any(raw[r])) {
+        arrived = false;
+        waiting = r;
+      }
+    }
+    return arrived;
+  });
+#pragma unroll
+  for (u32 r = 0; r < W; ++r)
+    if (r == rank) raw[r] = mine;
+  Vec16<T>::unpack(raw[0], f);
+#pragma unroll
+  for (u32 r = 1; r < W; ++r) {
+    float g[Vec16<T>::N];
+    Vec16<T>::unpack(raw[r], g);
+#pragma unroll
+    for (u32 k = 0; k < Vec16<T>::N; ++k) f[k] = Op()(f[k], g[k]);
+  }
+}
+
+/** Scatter: n elements per destination, rank p gets elements [p n, p n + n) of every input (reduce-scatter);
+ * otherwise every rank gets all n (all-reduce). */
+template <typename T, typename Op, u32 W, bool Scatter>
+__device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T* out, u64 n, MailboxState* s, u64 cap,
+                                               u32 phase) {
+  const u64 call = read_calls(s, kLamport);
+  const u32 buf = static_cast<u32>(call % 3);
+  const u32 prev = static_cast<u32>((call + 2) % 3);
+  const u32 rank = v.rank;
+  const u64 groups = ceil_div(n, Vec16<T>::N);
+  for (u64 i = global_thread(); i < groups; i += grid_threads()) {
+    u32x4 x;
+    if constexpr (!Scatter) x = Sentinel<T>::clean(load_group(in, i, n));
+#pragma unroll
+    for (u32 k = 1; k < W; ++k) {
+      const u32 p = (rank + k) % W;
+      if constexpr (Scatter) x = Sentinel<T>::clean(load_group(in + p * n, i, n));
+      st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * i, x);
+    }
+  }
+  refill<W>(v, s, rank, prev, cap);
+  const WaitEnv env = v.wait_env();
+  const T* own = in + (Scatter ? rank * n : 0);
+  for (u64 i = global_thread(); i < groups; i += grid_threads()) {
+    float f[Vec16<T>::N];
+    reduce_arrived<T, Op, W>(v, env, phase, buf, cap, 16 * i, Sentinel<T>::clean(load_group(own, i, n)), f);
+    store_group(out, i, f, group_size<T>(i, n));
+  }
+  end_call(s, kLamport, buf, groups * 16);
+}
+
+template <typename T, typename Op, u32 W>
+__global__ void lamport_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, MailboxState* s, u64 cap,
+                                   u32 phase) {
+  lamport_reduce<T, Op, W, false>(v, in, out, n, s, cap, phase);
+}
+
+/** out[0, n) = op over ranks of in[rank n, rank n + n); the input is W n elements. */
+template <typename T, typename Op, u32 W>
+__global__ void lamport_reduce_scatter(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, MailboxState* s,
+                                       u64 cap, u32 phase) {
+  lamport_reduce<T, Op, W, true>(v, in, out, n, s, cap, phase);
+}
+
+/**
+ * Two-shot all-reduce through the Lamport mailbox: groups are split into W chunks of `chunk` groups, rank
+ * p owning chunk p. Each rank pushes chunk p of its input into slot [0, chunk) of rank p (reduce-scatter),
+ * reduces its own chunk in rank order as soon as each group has arrived, and pushes the result into slot
+ * [chunk, 2 chunk) of every peer (all-gather), keeping the bits it sends as its own output; then it
+ * copies the peers' chunks out as they arrive. No step waits for more than the groups it needs, so there
+ * is no barrier; the grid fits on the GPU at once (the host keeps it to one block per SM), so every
+ * group's sender is running.
+ */
+template <typename T, typename Op, u32 W>
+__global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, MailboxState* s,
+                                            u64 cap, u32 phase) {
+  const u64 call = read_calls(s, kLamport);
+  const u32 buf = static_cast<u32>(call % 3);
+  const u32 prev = static_cast<u32>((call + 2) % 3);
+  const u32 rank = v.rank;
+  const u64 groups = ceil_div(n, Vec16<T>::N);
+  const u64 chunk = ceil_div(groups, W);
+  const u64 ag = 16 * chunk;  // where the all-gather half of a slot starts
+  for (u64 j = global_thread(); j < chunk; j += grid_threads()) {
+#pragma unroll
+    for (u32 k = 1; k < W; ++k) {
+      const u32 p = (rank + k) % W;
+      const u64 i = p * chunk + j;
+      if (i < groups) st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * j, Sentinel<T>::clean(load_group(in, i, n)));
+    }
+  }
+  refill<W>(v, s, rank, prev, cap);
+  const WaitEnv env = v.wait_env();
+  for (u64 j = global_thread(); j < chunk && rank * chunk + j < groups; j += grid_threads()) {
+    const u64 i = rank * chunk + j;
+    float f[Vec16<T>::N];
+    reduce_arrived<T, Op, W>(v, env, phase, buf, cap, 16 * j, Sentinel<T>::clean(load_group(in, i, n)), f);
+    // What every rank stores: the rounded group, cleaned of the sentinel like any other sent value.
+    const u32x4 sum = Sentinel<T>::clean(Vec16<T>::pack(f));
+#pragma unroll
+    for (u32 k = 1; k < W; ++k) st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + ag + 16 * j, sum);
+    Vec16<T>::unpack(sum, f);
+    store_group(out, i, f, group_size<T>(i, n));
+  }
+  for (u64 j = global_thread(); j < chunk; j += grid_threads()) {
+#pragma unroll
+    for (u32 r = 0; r < W; ++r) {
+      const u64 i = r * chunk + j;
+      if (r == rank || i >= groups) continue;
+      u32x4 got;
+      const u8* from = lamport_slot<W>(v, rank, buf, r, cap) + ag + 16 * j;
+      bounded_wait(env, r, phase, [&] {
+        got = ld_volatile_128(from);
+        return !Sentinel<T>::any(got);
+      });
+      float f[Vec16<T>::N];
+      Vec16<T>::unpack(got, f);
+      store_group(out, i, f, group_size<T>(i, n));
+    }
+  }
+  end_call(s, kLamport, buf, 2 * ag);
+}
+
+/** Bytes [8 i, 8 i + 8) of src, zero past n. */
+__device__ __forceinline__ u64 load_line(const u8* src, u64 i, u64 n) {
+  const u64 e = 8 * i;
+  if (e + 8 <= n && (reinterpret_cast<u64>(src + e) & 7) == 0) return *reinterpret_cast<const u64*>(src + e);
+  u64 d = 0;
+  for (u64 k = e; k < min(n, e + 8); ++k) d |= static_cast<u64>(src[k]) << (8 * (k - e));
+  return d;
+}
+
+__device__ __forceinline__ void store_line(u8* dst, u64 i, u64 n, u64 d) {
+  const u64 e = 8 * i;
+  if (e + 8 <= n && (reinterpret_cast<u64>(dst + e) & 7) == 0) {
+    *reinterpret_cast<u64*>(dst + e) = d;
+    return;
+  }
+  for (u64 k = e; k < min(n, e + 8); ++k) dst[k] = static_cast<u8>(d >> (8 * (k - e)));
+}
+
+/** out[r n_bytes, (r + 1) n_bytes) = rank r's input: any dtype, as bytes. */
+template <u32 W>
+__global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 n_bytes, MailboxState* s,
+                              u64 cap, u32 phase) {
+  const u64 call = read_calls(s, kLL);
+  const u64 flag = (1 + call % 0xffffffffull) << 32;
+  const u32 rank = v.rank;
+  u8* const region = static_cast<u8*>(v.buffers[rank]) + 3 * W * cap;
+  const u64 slots = (call % 2) * W;
+  const u64 lines = ceil_div(n_bytes, 8);
+  for (u64 i = global_thread(); i < lines; i += grid_threads()) {
+    const u64 d = load_line(in, i, n_bytes);
+#pragma unroll
+    for (u32 k = 1; k < W; ++k) {
+      const u32 p = (rank + k) % W;
+      u8* slot = static_cast<u8*>(v.buffers[p]) + 3 * W * cap + (slots + rank) * 2 * cap;
+      st_volatile_2x64(slot + 16 * i, flag | (d & 0xffffffffu), flag | (d >> 32));
+    }
+    store_line(out + rank * n_bytes, i, n_bytes, d);
+  }
+  const WaitEnv env = v.wait_env();
+  for (u64 i = global_thread(); i < lines; i += grid_threads()) {
+    u64 lo[W], hi[W];
+    u32 waiting = rank;
+    bounded_wait(env, waiting, phase, [&] {
+      bool arrived = true;
+#pragma unroll
+      for (u32 r = 0; r < W; ++r) {
+        if (r == rank) continue;
+        ld_volatile_2x64(region + (slots + r) * 2 * cap + 16 * i, lo[r], hi[r]);
+        if ((lo[r] & ~0xffffffffull) != flag || (hi[r] & ~0xffffffffull) != flag) {
+          arrived = false;
+          waiting = r;
+        }
+      }
+      return arrived;
+    });
+#pragma unroll
+    for (u32 r = 0; r < W; ++r) {
+      if (r != rank) store_line(out + r * n_bytes, i, n_bytes, (lo[r] & 0xffffffffu) | (hi[r] << 32));
+    }
+  }
+  end_call(s, kLL, 0, 0);
+}
+
+}  // namespace symmkit
