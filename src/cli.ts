@@ -25,6 +25,9 @@ commands:
                            under symmkit run: symmkit's algorithms (all, or those named)
                            against NCCL, validated, graph-timed; sizes per rank (all-gather:
                            input, reduce-scatter: output)
+  tune [--sizes 4K:64M] [--dtype bf16] [--dir D] [--json F]
+                           under symmkit run: measure every collective algorithm and write
+                           the table auto picks from into D (default ~/.cache/symmkit/tune)
   bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--layout-b nk|kn] [--json F]
                            one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s
   help                     this text
@@ -79,6 +82,32 @@ const commands: Record<string, Command> = {
           r.cubin,
         );
       }
+    }
+    return 0;
+  },
+  tune: async (args) => {
+    const { values } = parseArgs({
+      args,
+      options: {
+        sizes: { type: "string", default: "4K:64M" },
+        dtype: { type: "string", default: "bf16" },
+        dir: { type: "string" },
+        json: { type: "string" },
+      },
+    });
+    const { tune, formatTune } = await import("./bench/tune.js");
+    const { parseSizes, formatCollectives } = await import("./bench/collectives.js");
+    const { dtypeInfo } = await import("./runtime/dtype.js");
+    const { writeJson } = await import("./bench/report.js");
+    const r = await tune({
+      sizes: parseSizes(values.sizes),
+      dtype: dtypeInfo(values.dtype as "bf16").name,
+      dir: values.dir,
+    });
+    if (r) {
+      for (const x of r.results) console.log(formatCollectives(x));
+      console.log(formatTune(r));
+      if (values.json) writeJson(values.json, r.results);
     }
     return 0;
   },

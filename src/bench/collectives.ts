@@ -102,7 +102,7 @@ export function parseSizes(spec: string): number[] {
   return out;
 }
 
-type BenchGroup = ProcessGroup<GpuCollectives>;
+export type BenchGroup = ProcessGroup<GpuCollectives>;
 
 /**
  * Before each timed replay every rank enqueues a GPU barrier that then holds this long, and only then
@@ -132,6 +132,8 @@ export interface CollectiveBenchOptions {
   readonly dtype: DType;
   /** Implementation names (NCCL always runs); all when undefined. */
   readonly implementations?: readonly string[] | undefined;
+  /** Run in this group (its staging and mailbox large enough for the sizes) instead of a new one. */
+  readonly group?: BenchGroup;
 }
 
 /**
@@ -147,11 +149,7 @@ async function benchCollective<A extends string>(
   prepare: (group: BenchGroup, stream: Stream, bytes: number, seed: bigint) => Promise<SizeCase>,
 ): Promise<CollectiveBenchResult | undefined> {
   const implementations = chosen.map((i) => i.name);
-  const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, Math.max(...o.sizes, 1 << 20), {
-      mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
-    }),
-  );
+  const group = o.group ?? (await benchGroup(o.sizes, mailboxBytes));
   const { device, rank, worldSize: world } = group;
   const comm = await group.nccl();
   const stream = Stream.create(device);
@@ -186,8 +184,18 @@ async function benchCollective<A extends string>(
     rank === 0
       ? { environment: benchEnvironment(device, world, deviceCount()), collective, implementations, rows }
       : undefined;
-  await group.destroy();
+  if (!o.group) await group.destroy();
   return result;
+}
+
+/** The world group a benchmark runs in: staging for the largest size, mailbox slots of at least
+ * `mailboxBytes`. */
+export function benchGroup(sizes: readonly number[], mailboxBytes: number): Promise<BenchGroup> {
+  return ProcessGroup.world<GpuCollectives>({}, (g) =>
+    GpuCollectives.create(g, Math.max(...sizes, 1 << 20), {
+      mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
+    }),
+  );
 }
 
 /** Uniform inputs in [-1, 1), different on every rank, the same for every implementation. */

@@ -33,6 +33,7 @@ import {
   checkSameDtype,
   type ReduceOp,
 } from "./validate.js";
+import { loadTuneTable, pickRule, type TuneTable, type TunedCollective } from "./tune-table.js";
 
 /** lamport: one-shot by pushing into peers' mailboxes (coll/mailbox.cuh), no barrier; lamport_two_shot:
  * reduce-scatter and all-gather the same way, in one kernel. Up to what fits the mailbox slot. */
@@ -71,6 +72,32 @@ export const COPY_ENGINE_ALL_GATHER_MIN_BYTES = 16 * 1024 * 1024;
 /** auto's rule for the mailbox (lamport, ll) algorithms: up to this many bytes pushed to each peer, and
  * within the mailbox slot. */
 export const MAILBOX_AUTO_MAX_BYTES = 256 * 1024;
+/** reduce-scatter's: lamport up to this many output bytes (4 H200s: 13.9 us against pull's 18.7 at 1 MiB
+ * of output, level at 4 MiB). */
+export const LAMPORT_REDUCE_SCATTER_MAX_BYTES = 1024 * 1024;
+
+/**
+ * What `algorithm` sends each peer through the mailbox for `bytes` per rank (all-reduce and all-gather:
+ * input, reduce-scatter: output), or 0 when it does not use the mailbox. lamport_two_shot sends a
+ * reduce-scatter and an all-gather chunk of 16-byte groups.
+ */
+export function mailboxBytesPerPeer(algorithm: string, bytes: number, world: number): number {
+  if (algorithm === "lamport" || algorithm === "ll") return bytes;
+  if (algorithm === "lamport_two_shot") return 2 * 16 * Math.ceil(Math.ceil(bytes / 16) / world);
+  return 0;
+}
+
+/** What auto may pick, by collective: every algorithm but auto itself. */
+export const TUNABLE_ALGORITHMS = {
+  "all-reduce": GPU_ALL_REDUCE_ALGORITHMS.filter((a) => a !== "auto"),
+  "all-gather": GPU_ALL_GATHER_ALGORITHMS.filter((a) => a !== "auto"),
+  "reduce-scatter": GPU_REDUCE_SCATTER_ALGORITHMS.filter((a) => a !== "auto"),
+};
+interface TunableAlgorithms {
+  "all-reduce": GpuAllReduceAlgorithm;
+  "all-gather": GpuAllGatherAlgorithm;
+  "reduce-scatter": GpuReduceScatterAlgorithm;
+}
 const THREADS = 512;
 /** Mailbox kernels run blocks of 128 threads while that takes at most one block per SM (more SMs
  * sending and polling at once: 4 KiB to 256 KiB all-reduce 5-30% faster than with 512 on 4 H200s),
@@ -103,6 +130,7 @@ export class GpuCollectives {
   readonly #staging: SymmetricTensor;
   readonly #mailbox: Mailbox;
   readonly #comm: NcclComm;
+  readonly #tuned: TuneTable | undefined;
   #phase = 0;
 
   private constructor(
@@ -110,11 +138,18 @@ export class GpuCollectives {
     staging: SymmetricTensor,
     mailbox: Mailbox,
     comm: NcclComm,
+    tuned: TuneTable | undefined,
   ) {
     this.#group = group;
     this.#staging = staging;
     this.#mailbox = mailbox;
     this.#comm = comm;
+    this.#tuned = tuned;
+  }
+
+  /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
+  get tuneTable(): TuneTable | undefined {
+    return this.#tuned;
   }
 
   /**
@@ -144,6 +179,7 @@ export class GpuCollectives {
       staging,
       { buffers, view: buffers.deviceView(), state, slotBytes },
       await group.nccl(),
+      loadTuneTable(group.device.props.name, world, TUNABLE_ALGORITHMS),
     );
   }
 
@@ -167,7 +203,7 @@ export class GpuCollectives {
     const requested = options.algorithm ?? "auto";
     checkReduction(what, op, x.dtype);
     checkAlgorithm(what, requested, GPU_ALL_REDUCE_ALGORITHMS);
-    const algorithm = requested === "auto" ? this.#autoAllReduce(x.nbytes) : requested;
+    const algorithm = requested === "auto" ? this.#auto("all-reduce", x.nbytes) : requested;
     const output = options.output ?? Tensor.empty(x.shape, x.dtype, { device: this.#group.device });
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel);
@@ -188,7 +224,16 @@ export class GpuCollectives {
     }
     if (algorithm === "lamport_two_shot") {
       const k = this.#reducing("lamport_two_shot_all_reduce", x, op, MAILBOX_PARAMS);
-      this.#pushLaunch(k, what, x, output, x.numel, this.#twoShotSlotBytes(x.nbytes), 32, stream);
+      this.#pushLaunch(
+        k,
+        what,
+        x,
+        output,
+        x.numel,
+        mailboxBytesPerPeer("lamport_two_shot", x.nbytes, this.#group.worldSize),
+        32,
+        stream,
+      );
       return output;
     }
     const [view, staged] = this.#stage(input, x, what);
@@ -231,8 +276,9 @@ export class GpuCollectives {
   ): Tensor {
     const what = "allGather";
     const x = this.#local(input, what);
-    const algorithm = options.algorithm ?? "auto";
-    checkAlgorithm(what, algorithm, GPU_ALL_GATHER_ALGORITHMS);
+    const requested = options.algorithm ?? "auto";
+    checkAlgorithm(what, requested, GPU_ALL_GATHER_ALGORITHMS);
+    const algorithm = requested === "auto" ? this.#auto("all-gather", x.nbytes) : requested;
     const flags = options.progressFlags;
     if (flags) {
       if (algorithm !== "copy_engine")
@@ -255,14 +301,11 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    if (
-      algorithm === "copy_engine" ||
-      (algorithm === "auto" && x.nbytes * this.#group.worldSize >= COPY_ENGINE_ALL_GATHER_MIN_BYTES)
-    ) {
+    if (algorithm === "copy_engine") {
       this.#copyEngineAllGather(input, x, output, stream, flags);
       return output;
     }
-    if (algorithm === "ll" || (algorithm === "auto" && this.#mailboxFits(x.nbytes))) {
+    if (algorithm === "ll") {
       const k = this.#allGatherKernel("ll_all_gather", MAILBOX_PARAMS);
       this.#pushLaunch(k, what, x, output, x.nbytes, x.nbytes, 8, stream);
       return output;
@@ -289,13 +332,14 @@ export class GpuCollectives {
     const what = "reduceScatter";
     const x = this.#local(input, what);
     const op = options.op ?? "sum";
-    const algorithm = options.algorithm ?? "auto";
+    const requested = options.algorithm ?? "auto";
     checkReduction(what, op, x.dtype);
-    checkAlgorithm(what, algorithm, GPU_REDUCE_SCATTER_ALGORITHMS);
+    checkAlgorithm(what, requested, GPU_REDUCE_SCATTER_ALGORITHMS);
     checkSameDtype(what, x, output);
     checkDivisible(what, x, this.#group.worldSize);
     checkNumel(what, "output", output, x.numel / this.#group.worldSize);
     this.#onDevice(what, output);
+    const algorithm = requested === "auto" ? this.#auto("reduce-scatter", output.nbytes) : requested;
     const stream = options.stream ?? defaultStream(this.#group.device);
     if (algorithm === "nccl") {
       this.#comm.reduceScatter(x, output, op, stream);
@@ -305,7 +349,7 @@ export class GpuCollectives {
       copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
       return output;
     }
-    if (algorithm === "lamport" || (algorithm === "auto" && this.#mailboxFits(output.nbytes))) {
+    if (algorithm === "lamport") {
       const k = this.#reducing("lamport_reduce_scatter", x, op, MAILBOX_PARAMS);
       this.#pushLaunch(k, what, x, output, output.numel, output.nbytes, 16, stream);
       return output;
@@ -412,24 +456,28 @@ export class GpuCollectives {
     );
   }
 
-  #mailboxFits(bytesPerPeer: number): boolean {
-    return bytesPerPeer <= Math.min(MAILBOX_AUTO_MAX_BYTES, this.#mailbox.slotBytes);
-  }
-
-  /** lamport_two_shot sends each peer a reduce-scatter and an all-gather chunk of 16-byte groups. */
-  #twoShotSlotBytes(bytes: number): number {
-    return 2 * 16 * Math.ceil(Math.ceil(bytes / 16) / this.#group.worldSize);
-  }
-
   /**
-   * auto's all-reduce rule until `symmkit tune` measures the machine, from bf16 runs on 4 H200s
-   * (bench/results/h200x4/all-reduce.json): lamport up to MAILBOX_AUTO_MAX_BYTES, then lamport_two_shot
-   * while it fits the mailbox, then the pull kernels (oneShotMaxBytes).
+   * auto: the tune table's pick for `bytes` (per rank: all-reduce and all-gather input, reduce-scatter
+   * output) when there is a table and its pick fits this group's mailbox, else the built-in rule.
    */
-  #autoAllReduce(bytes: number): "one_shot" | "two_shot" | "lamport" | "lamport_two_shot" {
-    if (this.#mailboxFits(bytes)) return "lamport";
-    if (this.#twoShotSlotBytes(bytes) <= this.#mailbox.slotBytes) return "lamport_two_shot";
-    return bytes > oneShotMaxBytes(this.#group.worldSize) ? "two_shot" : "one_shot";
+  #auto<C extends TunedCollective>(collective: C, bytes: number): Exclude<TunableAlgorithms[C], "auto"> {
+    type A = Exclude<TunableAlgorithms[C], "auto">;
+    const fits = (a: string): boolean =>
+      mailboxBytesPerPeer(a, bytes, this.#group.worldSize) <= this.#mailbox.slotBytes;
+    const tuned = this.#tuned && pickRule(this.#tuned.rules[collective], bytes);
+    if (tuned && fits(tuned)) return tuned as A;
+    const world = this.#group.worldSize;
+    const small = bytes <= MAILBOX_AUTO_MAX_BYTES;
+    if (collective === "all-reduce") {
+      if (small && fits("lamport")) return "lamport" as A;
+      if (fits("lamport_two_shot")) return "lamport_two_shot" as A;
+      return (bytes > oneShotMaxBytes(world) ? "two_shot" : "one_shot") as A;
+    }
+    if (collective === "all-gather") {
+      if (small && fits("ll")) return "ll" as A;
+      return (bytes * world >= COPY_ENGINE_ALL_GATHER_MIN_BYTES ? "copy_engine" : "pull") as A;
+    }
+    return (bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES && fits("lamport") ? "lamport" : "pull") as A;
   }
 
   /**

@@ -1,0 +1,95 @@
+// `symmkit run -n N -- symmkit tune`: measures every algorithm of every collective on this machine (the
+// benchmarks of bench/collectives.ts: validated, graph-timed, NCCL in the same run) and writes the table
+// `algorithm: "auto"` picks from (src/ops/tune-table.ts): per size, the fastest algorithm that a group
+// with the default mailbox can run.
+import fs from "node:fs";
+import path from "node:path";
+import {
+  DEFAULT_MAILBOX_SLOT_BYTES,
+  mailboxBytesPerPeer,
+  TUNABLE_ALGORITHMS,
+} from "../ops/gpu-collectives.js";
+import {
+  checkTuneTable,
+  TUNED_COLLECTIVES,
+  tuneFileName,
+  userTuneDir,
+  type TunedCollective,
+  type TuneRule,
+  type TuneTable,
+} from "../ops/tune-table.js";
+import type { DType } from "../runtime/dtype.js";
+import {
+  benchAllGather,
+  benchAllReduce,
+  benchGroup,
+  benchReduceScatter,
+  type CollectiveBenchResult,
+} from "./collectives.js";
+
+/** The rules a benchmark's rows give: per size the fastest usable algorithm, runs of one merged. */
+export function rulesFrom(
+  result: CollectiveBenchResult,
+  usable: (algorithm: string, bytes: number) => boolean,
+): TuneRule[] {
+  const world = result.environment.worldSize;
+  const rules: TuneRule[] = [];
+  for (const row of result.rows) {
+    // Rows count all-gather and reduce-scatter bytes over all ranks; tables count them per rank.
+    const bytes = result.collective === "all-reduce" ? row.bytes : row.bytes / world;
+    const best = Object.entries(row.us)
+      .filter(([name]) => !name.endsWith("_plain") && usable(name, bytes))
+      .sort((a, b) => a[1] - b[1])[0];
+    if (!best) continue;
+    const last = rules.at(-1);
+    if (last?.algorithm === best[0]) rules[rules.length - 1] = { maxBytes: bytes, algorithm: best[0] };
+    else rules.push({ maxBytes: bytes, algorithm: best[0] });
+  }
+  return rules;
+}
+
+export interface TuneResult {
+  readonly table: TuneTable;
+  readonly file: string;
+  readonly results: readonly CollectiveBenchResult[];
+}
+
+/** Collective: every rank measures; rank 0 writes the table into `dir` (default the user's tune dir). */
+export async function tune(options: {
+  sizes: readonly number[];
+  dtype: DType;
+  dir?: string | undefined;
+}): Promise<TuneResult | undefined> {
+  const group = await benchGroup(options.sizes, Math.max(...options.sizes));
+  const world = group.worldSize;
+  const o = { sizes: options.sizes, dtype: options.dtype, group };
+  const results = [await benchAllReduce(o), await benchAllGather(o), await benchReduceScatter(o)];
+  const device = group.device.props.name;
+  await group.destroy();
+  if (results.some((r) => r === undefined)) return undefined;
+  const measured = results as CollectiveBenchResult[];
+  const usable = (algorithm: string, bytes: number): boolean =>
+    mailboxBytesPerPeer(algorithm, bytes, world) <= DEFAULT_MAILBOX_SLOT_BYTES;
+  const rules = Object.fromEntries(
+    TUNED_COLLECTIVES.map((c, i) => [c, rulesFrom(measured[i]!, usable)]),
+  ) as Record<TunedCollective, TuneRule[]>;
+  const env = measured[0]!.environment;
+  const file = path.join(options.dir ?? userTuneDir(), tuneFileName(device, world));
+  const table = checkTuneTable(
+    { device, worldSize: world, dtype: options.dtype, gitRevision: env.gitRevision, date: env.date, rules },
+    TUNABLE_ALGORITHMS,
+    file,
+  );
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, `${JSON.stringify(table, null, 2)}\n`);
+  return { table, file, results: measured };
+}
+
+export function formatTune(r: TuneResult): string {
+  const lines = [`tune table for ${r.table.worldSize} x ${r.table.device}: ${r.file}`];
+  for (const c of TUNED_COLLECTIVES) {
+    const rules = r.table.rules[c].map((x) => `<=${x.maxBytes}: ${x.algorithm}`).join(", ");
+    lines.push(`  ${c}: ${rules} (and above: the last)`);
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,110 @@
+// The tables `algorithm: "auto"` picks from: per collective, the fastest algorithm measured at each size
+// on one kind of GPU and world size (`symmkit tune` writes them, src/bench/tune.ts). A table is looked up
+// by (device name, world size): first the user's (SYMMKIT_TUNE_DIR, default ~/.cache/symmkit/tune), then
+// the ones shipped in tune/ (measured for this package). Without a table, auto follows the built-in
+// rules in gpu-collectives.ts.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { SymmkitError } from "../errors.js";
+import { PACKAGE_ROOT } from "../paths.js";
+
+export const TUNED_COLLECTIVES = ["all-reduce", "all-gather", "reduce-scatter"] as const;
+export type TunedCollective = (typeof TUNED_COLLECTIVES)[number];
+
+/** Sizes up to maxBytes (per rank: all-reduce and all-gather input, reduce-scatter output) take algorithm. */
+export interface TuneRule {
+  readonly maxBytes: number;
+  readonly algorithm: string;
+}
+
+export interface TuneTable {
+  readonly device: string;
+  readonly worldSize: number;
+  readonly dtype: string;
+  readonly gitRevision: string;
+  readonly date: string;
+  /** Ascending maxBytes; sizes above the last rule take the last rule's algorithm. */
+  readonly rules: Readonly<Record<TunedCollective, readonly TuneRule[]>>;
+}
+
+/** The file name of the table for (device, world size): "nvidia-h200-w4.json". */
+export function tuneFileName(device: string, worldSize: number): string {
+  const slug = device
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-|-$/g, "");
+  return `${slug}-w${worldSize}.json`;
+}
+
+export function userTuneDir(env: Readonly<Record<string, string | undefined>> = process.env): string {
+  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
+  return env.SYMMKIT_TUNE_DIR ?? path.join(base, "symmkit", "tune");
+}
+
+export const SHIPPED_TUNE_DIR = path.join(PACKAGE_ROOT, "tune");
+
+/** The algorithm `rules` give `bytes`. */
+export function pickRule(rules: readonly TuneRule[], bytes: number): string | undefined {
+  return (rules.find((r) => bytes <= r.maxBytes) ?? rules.at(-1))?.algorithm;
+}
+
+/** Checks a parsed table: every collective's rules ascending, with algorithms from `known`. */
+export function checkTuneTable(
+  value: unknown,
+  known: Readonly<Record<TunedCollective, readonly string[]>>,
+  file: string,
+): TuneTable {
+  const bad = (why: string): never => {
+    throw new SymmkitError(
+      "SYMMKIT_INVALID_ARGUMENT",
+      `tune table ${file}: ${why}; run symmkit tune again or delete the file`,
+    );
+  };
+  const t = value as Partial<TuneTable> | null;
+  if (typeof t !== "object" || t === null) return bad("not a JSON object");
+  if (typeof t.device !== "string" || !Number.isInteger(t.worldSize)) bad("no device or worldSize");
+  if (typeof t.rules !== "object" || t.rules === null) return bad("no rules");
+  for (const c of TUNED_COLLECTIVES) {
+    const rules: unknown = t.rules[c];
+    if (!Array.isArray(rules) || rules.length === 0) bad(`no rules for ${c}`);
+    let last = 0;
+    for (const r of rules as TuneRule[]) {
+      if (!Number.isSafeInteger(r.maxBytes) || r.maxBytes <= last)
+        bad(`${c}: maxBytes must be ascending positive integers`);
+      if (!known[c].includes(r.algorithm)) bad(`${c}: unknown algorithm ${String(r.algorithm)}`);
+      last = r.maxBytes;
+    }
+  }
+  return t as TuneTable;
+}
+
+/** The table for (device, world size): the user's, else the shipped one, else undefined. */
+export function loadTuneTable(
+  device: string,
+  worldSize: number,
+  known: Readonly<Record<TunedCollective, readonly string[]>>,
+  dirs: readonly string[] = [userTuneDir(), SHIPPED_TUNE_DIR],
+): (TuneTable & { readonly file: string }) | undefined {
+  for (const dir of dirs) {
+    const file = path.join(dir, tuneFileName(device, worldSize));
+    if (!fs.existsSync(file)) continue;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(fs.readFileSync(file, "utf8"));
+    } catch (e) {
+      throw new SymmkitError(
+        "SYMMKIT_INVALID_ARGUMENT",
+        `tune table ${file}: not valid JSON (${(e as Error).message}); run symmkit tune again or delete the file`,
+      );
+    }
+    const t = checkTuneTable(parsed, known, file);
+    if (t.device !== device || t.worldSize !== worldSize)
+      throw new SymmkitError(
+        "SYMMKIT_INVALID_ARGUMENT",
+        `tune table ${file} is for ${t.worldSize} x ${t.device}, not ${worldSize} x ${device}; delete it`,
+      );
+    return { ...t, file };
+  }
+  return undefined;
+}
