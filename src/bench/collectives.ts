@@ -153,8 +153,8 @@ async function benchCollective<A extends string>(
   const { device, rank, worldSize: world } = group;
   const comm = await group.nccl();
   const stream = Stream.create(device);
-  if (rank === 0) await group.store.set("bench/seed", String(freshSeed()));
-  const seed = BigInt((await group.store.get("bench/seed")).toString());
+  if (rank === 0) await group.store.set(`bench/${collective}/seed`, String(freshSeed()));
+  const seed = BigInt((await group.store.get(`bench/${collective}/seed`)).toString());
   if (rank === 0) process.stdout.write(`seed ${seed}\n`);
   const rows: CollectiveRow[] = [];
   for (const bytes of o.sizes) {
