@@ -7,7 +7,14 @@ import path from "node:path";
 import { test } from "node:test";
 import { SymmkitError } from "../src/errors.js";
 import { mailboxBytesPerPeer, TUNABLE_ALGORITHMS } from "../src/ops/gpu-collectives.js";
-import { checkTuneTable, loadTuneTable, pickRule, tuneFileName, userTuneDir } from "../src/ops/tune-table.js";
+import {
+  checkTuneTable,
+  loadTuneTable,
+  pickRule,
+  SHIPPED_TUNE_DIR,
+  tuneFileName,
+  userTuneDir,
+} from "../src/ops/tune-table.js";
 import { rulesFrom } from "../src/bench/tune.js";
 import type { CollectiveBenchResult } from "../src/bench/collectives.js";
 
@@ -128,4 +135,12 @@ test("mailbox bytes per peer: one-shot and ll send it all, two-shot two chunks o
   assert.equal(mailboxBytesPerPeer("ll", 1000, 4), 1000);
   assert.equal(mailboxBytesPerPeer("lamport_two_shot", 1000, 4), 2 * 16 * 16);
   assert.equal(mailboxBytesPerPeer("two_shot", 1 << 30, 4), 0);
+});
+
+test("the tables shipped in tune/ load and name only known algorithms", () => {
+  for (const world of [2, 3, 4]) {
+    const t = loadTuneTable("NVIDIA H200", world, TUNABLE_ALGORITHMS, [SHIPPED_TUNE_DIR]);
+    assert.equal(t?.worldSize, world);
+    assert.equal(pickRule(t.rules["all-reduce"], 4096), "lamport");
+  }
 });

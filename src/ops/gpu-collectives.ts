@@ -33,7 +33,7 @@ import {
   checkSameDtype,
   type ReduceOp,
 } from "./validate.js";
-import { loadTuneTable, pickRule, type TuneTable, type TunedCollective } from "./tune-table.js";
+import { loadTuneTable, pickRule, type LoadedTuneTable, type TunedCollective } from "./tune-table.js";
 
 /** lamport: one-shot by pushing into peers' mailboxes (coll/mailbox.cuh), no barrier; lamport_two_shot:
  * reduce-scatter and all-gather the same way, in one kernel. Up to what fits the mailbox slot. */
@@ -130,7 +130,7 @@ export class GpuCollectives {
   readonly #staging: SymmetricTensor;
   readonly #mailbox: Mailbox;
   readonly #comm: NcclComm;
-  readonly #tuned: TuneTable | undefined;
+  readonly #tuned: LoadedTuneTable | undefined;
   #phase = 0;
 
   private constructor(
@@ -138,7 +138,7 @@ export class GpuCollectives {
     staging: SymmetricTensor,
     mailbox: Mailbox,
     comm: NcclComm,
-    tuned: TuneTable | undefined,
+    tuned: LoadedTuneTable | undefined,
   ) {
     this.#group = group;
     this.#staging = staging;
@@ -148,7 +148,7 @@ export class GpuCollectives {
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
-  get tuneTable(): TuneTable | undefined {
+  get tuneTable(): LoadedTuneTable | undefined {
     return this.#tuned;
   }
 

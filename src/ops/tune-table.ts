@@ -28,6 +28,9 @@ export interface TuneTable {
   readonly rules: Readonly<Record<TunedCollective, readonly TuneRule[]>>;
 }
 
+/** A table as loaded, with the file it came from. */
+export type LoadedTuneTable = TuneTable & { readonly file: string };
+
 /** The file name of the table for (device, world size): "nvidia-h200-w4.json". */
 export function tuneFileName(device: string, worldSize: number): string {
   const slug = device
@@ -85,7 +88,7 @@ export function loadTuneTable(
   worldSize: number,
   known: Readonly<Record<TunedCollective, readonly string[]>>,
   dirs: readonly string[] = [userTuneDir(), SHIPPED_TUNE_DIR],
-): (TuneTable & { readonly file: string }) | undefined {
+): LoadedTuneTable | undefined {
   for (const dir of dirs) {
     const file = path.join(dir, tuneFileName(device, worldSize));
     if (!fs.existsSync(file)) continue;

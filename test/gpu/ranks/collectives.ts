@@ -177,6 +177,29 @@ console.log(
   "lamport, lamport two-shot: inputs holding the sentinel give NaN where they should, exact sums elsewhere, in place",
 );
 
+// auto, from this machine's tune table when there is one (the package ships H200 tables), else the
+// built-in rules: every size it picks for gives the reference.
+{
+  if (rank === 0) console.log(`auto's table: ${c.tuneTable ? c.tuneTable.file : "none, built-in rules"}`);
+  for (const n of [7, 4097, 300_001, 3_000_000]) {
+    const inputs = Array.from({ length: world }, (_, r) => hostInput("bf16", n * world, r, 2));
+    const x = Tensor.fromHost(inputs[rank]!, "bf16");
+    const want = reference("bf16", "sum", inputs, 0, n * world);
+    same(c.allReduce(x).toHost(), want, `auto allReduce n=${n * world}`);
+    const part = x.slice(0, n);
+    const gathered = c.allGather(part, Tensor.empty([n * world], "bf16"));
+    const scattered = c.reduceScatter(x, Tensor.empty([n], "bf16"));
+    group.synchronize();
+    const g = gathered.toHost();
+    inputs.forEach((inp, r) =>
+      same(g.subarray(r * n, (r + 1) * n), inp.subarray(0, n), `auto allGather n=${n}`),
+    );
+    same(scattered.toHost(), reference("bf16", "sum", inputs, rank * n, n), `auto reduceScatter n=${n}`);
+    for (const t of [x, gathered, scattered]) t.dispose();
+  }
+  console.log("auto: all-reduce, all-gather and reduce-scatter correct at every size tried");
+}
+
 // NCCL on exactly representable data gives the same bits; a symmetric input goes without a copy.
 for (const dtype of ["f32", "bf16"] as const) {
   const n = 65536 + 5;
