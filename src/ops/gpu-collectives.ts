@@ -87,6 +87,15 @@ export function mailboxBytesPerPeer(algorithm: string, bytes: number, world: num
   return 0;
 }
 
+/** Algorithms that copy a plain input into the staging buffer (and two_shot's scratch lives there). */
+const STAGING_ALGORITHMS: ReadonlySet<string> = new Set(["one_shot", "two_shot", "pull", "copy_engine"]);
+
+/** What the staging buffer must hold for `input`: a plain tensor is copied in, a symmetric one read in
+ * place. */
+function stagedBytes(input: CollectiveInput, x: Tensor): number {
+  return input instanceof Tensor ? x.nbytes : 0;
+}
+
 /** What auto may pick, by collective: every algorithm but auto itself. */
 export const TUNABLE_ALGORITHMS = {
   "all-reduce": GPU_ALL_REDUCE_ALGORITHMS.filter((a) => a !== "auto"),
@@ -203,7 +212,10 @@ export class GpuCollectives {
     const requested = options.algorithm ?? "auto";
     checkReduction(what, op, x.dtype);
     checkAlgorithm(what, requested, GPU_ALL_REDUCE_ALGORITHMS);
-    const algorithm = requested === "auto" ? this.#auto("all-reduce", x.nbytes) : requested;
+    // Two-shot on a symmetric input out of place takes the staging buffer as scratch of the input's size.
+    const inPlace = !(input instanceof Tensor) && options.output?.ptr === input.tensor.ptr;
+    const algorithm =
+      requested === "auto" ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes) : requested;
     const output = options.output ?? Tensor.empty(x.shape, x.dtype, { device: this.#group.device });
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel);
@@ -251,7 +263,6 @@ export class GpuCollectives {
     }
     // Two-shot stores the reduced chunks into every rank's scratch buffer: the staging buffer, or a
     // symmetric input itself only when the call is in place.
-    const inPlace = !(input instanceof Tensor) && output.ptr === input.tensor.ptr;
     let scratch = view;
     if (!(input instanceof Tensor) && !inPlace) {
       checkCapacity(`${what} (two-shot scratch)`, x.nbytes, this.capacityBytes);
@@ -278,7 +289,8 @@ export class GpuCollectives {
     const x = this.#local(input, what);
     const requested = options.algorithm ?? "auto";
     checkAlgorithm(what, requested, GPU_ALL_GATHER_ALGORITHMS);
-    const algorithm = requested === "auto" ? this.#auto("all-gather", x.nbytes) : requested;
+    const algorithm =
+      requested === "auto" ? this.autoAlgorithm("all-gather", x.nbytes, stagedBytes(input, x)) : requested;
     const flags = options.progressFlags;
     if (flags) {
       if (algorithm !== "copy_engine")
@@ -339,7 +351,10 @@ export class GpuCollectives {
     checkDivisible(what, x, this.#group.worldSize);
     checkNumel(what, "output", output, x.numel / this.#group.worldSize);
     this.#onDevice(what, output);
-    const algorithm = requested === "auto" ? this.#auto("reduce-scatter", output.nbytes) : requested;
+    const algorithm =
+      requested === "auto"
+        ? this.autoAlgorithm("reduce-scatter", output.nbytes, stagedBytes(input, x))
+        : requested;
     const stream = options.stream ?? defaultStream(this.#group.device);
     if (algorithm === "nccl") {
       this.#comm.reduceScatter(x, output, op, stream);
@@ -457,27 +472,37 @@ export class GpuCollectives {
   }
 
   /**
-   * auto: the tune table's pick for `bytes` (per rank: all-reduce and all-gather input, reduce-scatter
-   * output) when there is a table and its pick fits this group's mailbox, else the built-in rule.
+   * What auto picks for `bytes` (per rank: all-reduce and all-gather input, reduce-scatter output):
+   * the tune table's pick, else the built-in rule, else nccl, the first that can run here: a mailbox
+   * algorithm must fit the mailbox slot, and a staging one (one_shot, two_shot, pull, copy_engine) the
+   * staging buffer, which must hold `staged` bytes (a plain input's size; 0 for a symmetric input).
+   * symmkit's own algorithms reduce in rank order; when auto picks nccl, NCCL's order applies.
    */
-  #auto<C extends TunedCollective>(collective: C, bytes: number): Exclude<TunableAlgorithms[C], "auto"> {
+  autoAlgorithm<C extends TunedCollective>(
+    collective: C,
+    bytes: number,
+    staged = 0,
+  ): Exclude<TunableAlgorithms[C], "auto"> {
     type A = Exclude<TunableAlgorithms[C], "auto">;
-    const fits = (a: string): boolean =>
-      mailboxBytesPerPeer(a, bytes, this.#group.worldSize) <= this.#mailbox.slotBytes;
-    const tuned = this.#tuned && pickRule(this.#tuned.rules[collective], bytes);
-    if (tuned && fits(tuned)) return tuned as A;
     const world = this.#group.worldSize;
+    const runs = (a: string): boolean =>
+      mailboxBytesPerPeer(a, bytes, world) <= this.#mailbox.slotBytes &&
+      (!STAGING_ALGORITHMS.has(a) || staged <= this.capacityBytes);
+    const tuned = this.#tuned && pickRule(this.#tuned.rules[collective], bytes);
+    if (tuned && runs(tuned)) return tuned as A;
     const small = bytes <= MAILBOX_AUTO_MAX_BYTES;
+    let rule: string;
     if (collective === "all-reduce") {
-      if (small && fits("lamport")) return "lamport" as A;
-      if (fits("lamport_two_shot")) return "lamport_two_shot" as A;
-      return (bytes > oneShotMaxBytes(world) ? "two_shot" : "one_shot") as A;
+      if (small && runs("lamport")) rule = "lamport";
+      else if (runs("lamport_two_shot")) rule = "lamport_two_shot";
+      else rule = bytes > oneShotMaxBytes(world) ? "two_shot" : "one_shot";
+    } else if (collective === "all-gather") {
+      if (small && runs("ll")) rule = "ll";
+      else rule = bytes * world >= COPY_ENGINE_ALL_GATHER_MIN_BYTES ? "copy_engine" : "pull";
+    } else {
+      rule = bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES && runs("lamport") ? "lamport" : "pull";
     }
-    if (collective === "all-gather") {
-      if (small && fits("ll")) return "ll" as A;
-      return (bytes * world >= COPY_ENGINE_ALL_GATHER_MIN_BYTES ? "copy_engine" : "pull") as A;
-    }
-    return (bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES && fits("lamport") ? "lamport" : "pull") as A;
+    return (runs(rule) ? rule : "nccl") as A;
   }
 
   /**
