@@ -112,6 +112,8 @@ const THREADS = 512;
  * sending and polling at once: 4 KiB to 256 KiB all-reduce 5-30% faster than with 512 on 4 H200s),
  * and blocks of 512 above (4 MiB 16-25% faster than with 128). */
 const MAILBOX_SMALL_THREADS = 128;
+/** Bytes of what a mailbox kernel sends each peer that one of its threads handles. */
+const MAILBOX_THREAD_BYTES = { lamport: 16, lamport_two_shot: 32, ll: 8 } as const;
 /** Default mailbox slot: what one rank may push to one peer in one mailbox call. The mailbox takes
  * 7 x world slots per rank (three Lamport buffers, two LL buffers of double-size slots). */
 export const DEFAULT_MAILBOX_SLOT_BYTES = 4 * 1024 * 1024;
@@ -231,21 +233,12 @@ export class GpuCollectives {
     }
     if (algorithm === "lamport") {
       const k = this.#reducing("lamport_all_reduce", x, op, MAILBOX_PARAMS);
-      this.#pushLaunch(k, what, x, output, x.numel, x.nbytes, 16, stream);
+      this.#pushLaunch("lamport", k, what, x, output, x.numel, x.nbytes, stream);
       return output;
     }
     if (algorithm === "lamport_two_shot") {
       const k = this.#reducing("lamport_two_shot_all_reduce", x, op, MAILBOX_PARAMS);
-      this.#pushLaunch(
-        k,
-        what,
-        x,
-        output,
-        x.numel,
-        mailboxBytesPerPeer("lamport_two_shot", x.nbytes, this.#group.worldSize),
-        32,
-        stream,
-      );
+      this.#pushLaunch("lamport_two_shot", k, what, x, output, x.numel, x.nbytes, stream);
       return output;
     }
     const [view, staged] = this.#stage(input, x, what);
@@ -319,7 +312,7 @@ export class GpuCollectives {
     }
     if (algorithm === "ll") {
       const k = this.#allGatherKernel("ll_all_gather", MAILBOX_PARAMS);
-      this.#pushLaunch(k, what, x, output, x.nbytes, x.nbytes, 8, stream);
+      this.#pushLaunch("ll", k, what, x, output, x.nbytes, x.nbytes, stream);
       return output;
     }
     const [view, staged] = this.#stage(input, x, what);
@@ -366,7 +359,7 @@ export class GpuCollectives {
     }
     if (algorithm === "lamport") {
       const k = this.#reducing("lamport_reduce_scatter", x, op, MAILBOX_PARAMS);
-      this.#pushLaunch(k, what, x, output, output.numel, output.nbytes, 16, stream);
+      this.#pushLaunch("lamport", k, what, x, output, output.numel, output.nbytes, stream);
       return output;
     }
     const [view, staged] = this.#stage(input, x, what);
@@ -506,20 +499,22 @@ export class GpuCollectives {
   }
 
   /**
-   * A mailbox kernel: `n` elements (ll: bytes); `bytesPerPeer` what it sends each peer, checked against
-   * the slot before anything runs; one thread per `threadBytes` of it.
+   * A mailbox kernel for `algorithm`: `n` elements (ll: bytes), `bytes` per rank as mailboxBytesPerPeer
+   * counts them; what it sends each peer is checked against the slot before anything runs.
    */
   #pushLaunch(
+    algorithm: keyof typeof MAILBOX_THREAD_BYTES,
     k: Kernel<typeof MAILBOX_PARAMS>,
     what: string,
     x: Tensor,
     output: Tensor,
     n: number,
-    bytesPerPeer: number,
-    threadBytes: number,
+    bytes: number,
     stream: Stream,
   ): void {
     const m = this.#mailbox;
+    const bytesPerPeer = mailboxBytesPerPeer(algorithm, bytes, this.#group.worldSize);
+    const threadBytes = MAILBOX_THREAD_BYTES[algorithm];
     if (bytesPerPeer > m.slotBytes)
       throw new InvalidArgumentError(
         `${what}: ${bytesPerPeer} bytes per peer exceed the ${m.slotBytes}-byte mailbox slot; use another algorithm, or a larger mailboxSlotBytes`,

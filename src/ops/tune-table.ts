@@ -4,10 +4,9 @@
 // the ones shipped in tune/ (measured for this package). Without a table, auto follows the built-in
 // rules in gpu-collectives.ts.
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { SymmkitError } from "../errors.js";
-import { PACKAGE_ROOT } from "../paths.js";
+import { PACKAGE_ROOT, userCacheDir } from "../paths.js";
 
 export const TUNED_COLLECTIVES = ["all-reduce", "all-gather", "reduce-scatter"] as const;
 export type TunedCollective = (typeof TUNED_COLLECTIVES)[number];
@@ -41,8 +40,7 @@ export function tuneFileName(device: string, worldSize: number): string {
 }
 
 export function userTuneDir(env: Readonly<Record<string, string | undefined>> = process.env): string {
-  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
-  return env.SYMMKIT_TUNE_DIR ?? path.join(base, "symmkit", "tune");
+  return env.SYMMKIT_TUNE_DIR ?? path.join(userCacheDir(env), "tune");
 }
 
 export const SHIPPED_TUNE_DIR = path.join(PACKAGE_ROOT, "tune");

@@ -3,8 +3,8 @@
 // file: rename is atomic and every writer writes the same bytes.
 import crypto from "node:crypto";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
+import { userCacheDir } from "../../paths.js";
 
 export interface CachedKernel {
   readonly cubin: Uint8Array;
@@ -22,8 +22,7 @@ export function cacheDirFromEnv(
   const v = env.SYMMKIT_KERNEL_CACHE;
   if (v !== undefined && ["off", "0", "false", "no"].includes(v.toLowerCase())) return null;
   if (v) return path.resolve(v);
-  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache");
-  return path.join(base, "symmkit", "kernels");
+  return path.join(userCacheDir(env), "kernels");
 }
 
 export function cacheKey(parts: unknown): string {

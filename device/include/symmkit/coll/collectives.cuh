@@ -69,12 +69,9 @@ __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_c
 __device__ __forceinline__ u64 global_thread() { return flat_block() * static_cast<u64>(blockDim.x) + threadIdx.x; }
 __device__ __forceinline__ u64 grid_threads() { return static_cast<u64>(gridDim.x) * gridDim.y * gridDim.z * blockDim.x; }
 
-/** Reduces vector i of every rank's buffer (from element offset `base`) into f. */
+/** f = op over ranks 0..W-1, in that order, of the 16-byte groups raw[r]. */
 template <typename T, typename Op, u32 W>
-__device__ __forceinline__ void reduce_vector(const SymmView& v, u64 base, u64 i, float (&f)[Vec16<T>::N]) {
-  u32x4 raw[W];
-#pragma unroll
-  for (u32 r = 0; r < W; ++r) raw[r] = ld_128(static_cast<const T*>(v.buffers[r]) + base + i * Vec16<T>::N);
+__device__ __forceinline__ void reduce_ranks(const u32x4 (&raw)[W], float (&f)[Vec16<T>::N]) {
   Vec16<T>::unpack(raw[0], f);
 #pragma unroll
   for (u32 r = 1; r < W; ++r) {
@@ -83,6 +80,15 @@ __device__ __forceinline__ void reduce_vector(const SymmView& v, u64 base, u64 i
 #pragma unroll
     for (u32 k = 0; k < Vec16<T>::N; ++k) f[k] = Op()(f[k], g[k]);
   }
+}
+
+/** Reduces vector i of every rank's buffer (from element offset `base`) into f. */
+template <typename T, typename Op, u32 W>
+__device__ __forceinline__ void reduce_vector(const SymmView& v, u64 base, u64 i, float (&f)[Vec16<T>::N]) {
+  u32x4 raw[W];
+#pragma unroll
+  for (u32 r = 0; r < W; ++r) raw[r] = ld_128(static_cast<const T*>(v.buffers[r]) + base + i * Vec16<T>::N);
+  reduce_ranks<T, Op, W>(raw, f);
 }
 
 template <typename T, typename Op, u32 W>

@@ -117,38 +117,37 @@ __device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s,
   }
 }
 
+/** Polls every peer until arrived(r) holds for each (arrived loads peer r's data and checks it), all
+ * peers in each round so that their loads are in flight together; a timeout names a peer still missing. */
+template <u32 W, typename Arrived>
+__device__ __forceinline__ void wait_for_peers(const SymmView& v, const WaitEnv& env, u32 phase, Arrived arrived) {
+  u32 waiting = v.rank;
+  bounded_wait(env, waiting, phase, [&] {
+    bool all = true;
+#pragma unroll
+    for (u32 r = 0; r < W; ++r) {
+      if (r != v.rank && !arrived(r)) {
+        all = false;
+        waiting = r;
+      }
+    }
+    return all;
+  });
+}
+
 /** Waits until every peer's group at byte `at` of its slot in our buffer `buf` has arrived, then reduces
  * them and ours (`mine`) in rank order into f. */
 template <typename T, typename Op, u32 W>
 __device__ __forceinline__ void reduce_arrived(const SymmView& v, const WaitEnv& env, u32 phase, u32 buf, u64 cap, u64 at,
                                                const u32x4& mine, float (&f)[Vec16<T>::N]) {
-  const u32 rank = v.rank;
   u32x4 raw[W];
-  u32 waiting = rank;
-  bounded_wait(env, waiting, phase, [&] {
-    bool arrived = true;
-#pragma unroll
-    for (u32 r = 0; r < W; ++r) {
-      if (r == rank) continue;
-      raw[r] = ld_volatile_128(lamport_slot<W>(v, rank, buf, r, cap) + at);
-      if (Sentinel<T>::any(raw[r])) {
-        arrived = false;
-        waiting = r;
-      }
-    }
-    return arrived;
+  wait_for_peers<W>(v, env, phase, [&](u32 r) {
+    raw[r] = ld_volatile_128(lamport_slot<W>(v, v.rank, buf, r, cap) + at);
+    return !Sentinel<T>::any(raw[r]);
   });
 #pragma unroll
-  for (u32 r = 0; r < W; ++r)
-    if (r == rank) raw[r] = mine;
-  Vec16<T>::unpack(raw[0], f);
-#pragma unroll
-  for (u32 r = 1; r < W; ++r) {
-    float g[Vec16<T>::N];
-    Vec16<T>::unpack(raw[r], g);
-#pragma unroll
-    for (u32 k = 0; k < Vec16<T>::N; ++k) f[k] = Op()(f[k], g[k]);
-  }
+  for (u32 r = 0; r < W; ++r) raw[r] = r == v.rank ? mine : raw[r];
+  reduce_ranks<T, Op, W>(raw, f);
 }
 
 /** Scatter: n elements per destination, rank p gets elements [p n, p n + n) of every input (reduce-scatter);
@@ -295,19 +294,9 @@ __global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, 
   const WaitEnv env = v.wait_env();
   for (u64 i = global_thread(); i < lines; i += grid_threads()) {
     u64 lo[W], hi[W];
-    u32 waiting = rank;
-    bounded_wait(env, waiting, phase, [&] {
-      bool arrived = true;
-#pragma unroll
-      for (u32 r = 0; r < W; ++r) {
-        if (r == rank) continue;
-        ld_volatile_2x64(region + (slots + r) * 2 * cap + 16 * i, lo[r], hi[r]);
-        if ((lo[r] & ~0xffffffffull) != flag || (hi[r] & ~0xffffffffull) != flag) {
-          arrived = false;
-          waiting = r;
-        }
-      }
-      return arrived;
+    wait_for_peers<W>(v, env, phase, [&](u32 r) {
+      ld_volatile_2x64(region + (slots + r) * 2 * cap + 16 * i, lo[r], hi[r]);
+      return (lo[r] & ~0xffffffffull) == flag && (hi[r] & ~0xffffffffull) == flag;
     });
 #pragma unroll
     for (u32 r = 0; r < W; ++r) {
