@@ -92,10 +92,15 @@ __device__ __forceinline__ u32x4 load_group(const T* src, u64 i, u64 n) {
   const u64 e = i * Vec16<T>::N;
   const u32 c = group_size<T>(i, n);
   if (c == Vec16<T>::N && aligned16(src + e)) return ld_128(src + e);
-  u32x4 v{0, 0, 0, 0};
-  T* lanes = reinterpret_cast<T*>(&v);
-  for (u32 k = 0; k < c; ++k) lanes[k] = src[e + k];
-  return v;
+  // Lane by lane with constant indices, so that the group stays in registers.
+  u32 w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (u32 k = 0; k < Vec16<T>::N; ++k) {
+    if (k >= c) continue;
+    const u32 bits = sizeof(T) == 4 ? reinterpret_cast<const u32*>(src)[e + k] : reinterpret_cast<const u16*>(src)[e + k];
+    w[k * sizeof(T) / 4] |= bits << (8 * (k * sizeof(T) % 4));
+  }
+  return u32x4{w[0], w[1], w[2], w[3]};
 }
 
 template <u32 W>
