@@ -5,6 +5,8 @@
 #   .gpustage/boot.sh bash bench/gpu-collectives.sh
 # STEPS picks steps (default "bench tests"; also "tune": tables for world sizes 4, 3 and 2, "demo");
 # AR_SIZES, AG_SIZES, RS_SIZES, TUNE_SIZES the sizes.
+# Set SYMMKIT_GIT_REVISION to the revision computed on the development machine: the GPU machine's copy
+# of the tree carries a stale git history, so git there names an older commit.
 # Writes its logs and JSON under $OUT (default ./out); exits non-zero if any step failed.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
