@@ -15,7 +15,12 @@ export type AnyProcessGroup = CudaProcessGroup | CpuProcessGroup;
 /** Each rank's symmetric staging buffer on GPUs: the largest plain tensor a collective takes (default 64 MiB). */
 export const DEFAULT_GPU_STAGING_BYTES = 64 * 1024 * 1024;
 export type InitOptions = Omit<CudaInitOptions, "backend"> &
-  Omit<CpuInitOptions, "backend"> & { backend?: Backend | "auto" };
+  Omit<CpuInitOptions, "backend"> & {
+    backend?: Backend | "auto";
+    /** GPUs: what one rank may push to one peer in a mailbox collective (lamport, ll; default 4 MiB,
+     * see GpuCollectivesOptions). The CPU backend has no mailbox. */
+    mailboxSlotBytes?: number;
+  };
 
 /** The backend "auto" picks here, and why. */
 export function detectBackend(): { backend: Backend; reason: string } {
@@ -35,9 +40,11 @@ export function init(options: InitOptions & { backend: "cuda" }): Promise<CudaPr
 export function init(options?: InitOptions): Promise<AnyProcessGroup>;
 export async function init(options: InitOptions = {}): Promise<AnyProcessGroup> {
   const backend = !options.backend || options.backend === "auto" ? detectBackend().backend : options.backend;
-  const { backend: _ignored, ...rest } = options;
+  const { backend: _ignored, mailboxSlotBytes, ...rest } = options;
   void _ignored;
   if (backend === "cpu") return CpuProcessGroup.world(rest);
   const stagingBytes = rest.stagingBytes ?? stagingBytesFromEnv() ?? DEFAULT_GPU_STAGING_BYTES;
-  return ProcessGroup.world(rest, (group) => GpuCollectives.create(group, stagingBytes));
+  return ProcessGroup.world(rest, (group) =>
+    GpuCollectives.create(group, stagingBytes, mailboxSlotBytes === undefined ? {} : { mailboxSlotBytes }),
+  );
 }

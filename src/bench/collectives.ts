@@ -64,7 +64,9 @@ export const BENCH_IMPLEMENTATIONS = {
     impl<GpuAllReduceAlgorithm>("two_shot", true),
   ],
   "all-gather": (["pull", "ll", "copy_engine", "nccl"] as const).map((a) => impl<GpuAllGatherAlgorithm>(a)),
-  "reduce-scatter": (["pull", "lamport", "nccl"] as const).map((a) => impl<GpuReduceScatterAlgorithm>(a)),
+  "reduce-scatter": (["pull", "lamport", "copy_engine", "nccl"] as const).map((a) =>
+    impl<GpuReduceScatterAlgorithm>(a),
+  ),
 } as const;
 
 /** The implementations named in `names` (all when undefined), NCCL always among them. */
@@ -149,7 +151,7 @@ async function benchCollective<A extends string>(
   prepare: (group: BenchGroup, stream: Stream, bytes: number, seed: bigint) => Promise<SizeCase>,
 ): Promise<CollectiveBenchResult | undefined> {
   const implementations = chosen.map((i) => i.name);
-  const group = o.group ?? (await benchGroup(o.sizes, mailboxBytes));
+  const group = o.group ?? (await benchGroup(o.sizes, mailboxBytes, collective === "reduce-scatter"));
   const { device, rank, worldSize: world } = group;
   const comm = await group.nccl();
   const stream = Stream.create(device);
@@ -188,11 +190,16 @@ async function benchCollective<A extends string>(
   return result;
 }
 
-/** The world group a benchmark runs in: staging for the largest size, mailbox slots of at least
+/** The world group a benchmark runs in: staging for the largest size (world times that with
+ * `scatter`: the copy-engine reduce-scatter's slots for that output size), mailbox slots of at least
  * `mailboxBytes`. */
-export function benchGroup(sizes: readonly number[], mailboxBytes: number): Promise<BenchGroup> {
+export function benchGroup(
+  sizes: readonly number[],
+  mailboxBytes: number,
+  scatter = false,
+): Promise<BenchGroup> {
   return ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, Math.max(...sizes, 1 << 20), {
+    GpuCollectives.create(g, Math.max(...sizes, 1 << 20) * (scatter ? g.worldSize : 1), {
       mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
     }),
   );

@@ -12,7 +12,8 @@ export type ReducingKernel =
   | "reduce_scatter_pull"
   | "lamport_all_reduce"
   | "lamport_two_shot_all_reduce"
-  | "lamport_reduce_scatter";
+  | "lamport_reduce_scatter"
+  | "copy_engine_reduce_scatter";
 export const REDUCING_KERNELS: readonly ReducingKernel[] = [
   "one_shot_all_reduce",
   "two_shot_all_reduce",
@@ -20,6 +21,7 @@ export const REDUCING_KERNELS: readonly ReducingKernel[] = [
   "lamport_all_reduce",
   "lamport_two_shot_all_reduce",
   "lamport_reduce_scatter",
+  "copy_engine_reduce_scatter",
 ];
 export const WORLD_SIZES = [2, 3, 4, 5, 6, 7, 8] as const;
 
@@ -82,3 +84,6 @@ export const TWO_SHOT_PARAMS = [
 export const MAILBOX_PARAMS = [{ bytes: 160, align: 8 }, "ptr", "ptr", "u64", "ptr", "u64", "u32"] as const;
 /** MailboxState's size (coll/mailbox.cuh). */
 export const MAILBOX_STATE_BYTES = 48;
+/** The reduce stage of the copy-engine reduce-scatter: the staging slots, this rank's own input chunk,
+ * the output, the element count, the rank. */
+export const COPY_ENGINE_REDUCE_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32"] as const;

@@ -16,6 +16,7 @@ import {
   allGatherExpr,
   allGatherProgram,
   COLL_PARAMS,
+  COPY_ENGINE_REDUCE_PARAMS,
   MAILBOX_PARAMS,
   MAILBOX_STATE_BYTES,
   reducingExpr,
@@ -46,7 +47,9 @@ export const GPU_ALL_REDUCE_ALGORITHMS = [
   "nccl",
 ] as const;
 export type GpuAllReduceAlgorithm = (typeof GPU_ALL_REDUCE_ALGORITHMS)[number];
-export const GPU_REDUCE_SCATTER_ALGORITHMS = ["auto", "pull", "lamport", "nccl"] as const;
+/** reduce-scatter's copy_engine: the copy engines push each peer its chunk (rank-rotated), then a kernel
+ * reduces the chunks that landed here, locally. */
+export const GPU_REDUCE_SCATTER_ALGORITHMS = ["auto", "pull", "lamport", "copy_engine", "nccl"] as const;
 export type GpuReduceScatterAlgorithm = (typeof GPU_REDUCE_SCATTER_ALGORITHMS)[number];
 /** all-gather also runs on the copy engines (one copy per peer chunk, rank-rotated, with progress flags)
  * and as ll, pushing flagged words into peers' mailboxes (coll/mailbox.cuh), no barrier. */
@@ -94,6 +97,18 @@ const STAGING_ALGORITHMS: ReadonlySet<string> = new Set(["one_shot", "two_shot",
  * place. */
 function stagedBytes(input: CollectiveInput, x: Tensor): number {
   return input instanceof Tensor ? x.nbytes : 0;
+}
+
+/** What `algorithm` needs in the staging buffer: `staged` (stagedBytes), but the copy-engine
+ * reduce-scatter receives world chunks of `bytes` (its output size) whatever its input. */
+function stagingNeed(
+  collective: string,
+  algorithm: string,
+  bytes: number,
+  staged: number,
+  world: number,
+): number {
+  return collective === "reduce-scatter" && algorithm === "copy_engine" ? bytes * world : staged;
 }
 
 /** What auto may pick, by collective: every algorithm but auto itself. */
@@ -362,6 +377,10 @@ export class GpuCollectives {
       this.#pushLaunch("lamport", k, what, x, output, output.numel, output.nbytes, stream);
       return output;
     }
+    if (algorithm === "copy_engine") {
+      this.#copyEngineReduceScatter(x, output, op, stream);
+      return output;
+    }
     const [view, staged] = this.#stage(input, x, what);
     const k = this.#reducing("reduce_scatter_pull", x, op, COLL_PARAMS);
     k.launch(
@@ -413,15 +432,58 @@ export class GpuCollectives {
       source = input;
     }
     if (flags) memset(flags.ptr, 0, 4, world, stream);
-    const barrier = this.#module(SYNC_KERNELS).kernel(barrierLoopExpr(true, true), [SYMM_VIEW_PARAM, "u32"]);
     const view = source.deviceView();
-    barrier.launch({ grid: 1, block: 32, stream }, view, 1);
+    this.#barrierKernel(view, stream);
     for (let k = 0; k < world; k++) {
       const r = (rank + k) % world;
       copyDeviceToDevice(output.ptr + BigInt(r * x.nbytes), source.bufferPtrs[r]!, x.nbytes, stream);
       if (flags) writeValue32(flags.ptr + BigInt(4 * r), 1, stream);
     }
-    barrier.launch({ grid: 1, block: 32, stream }, view, 1);
+    this.#barrierKernel(view, stream);
+  }
+
+  /**
+   * Copy-engine reduce-scatter, all in stream order: a barrier kernel (every peer finished whatever it
+   * did with its staging buffer before), one cuMemcpyDtoDAsync per peer pushing it its chunk of `x` into
+   * slot `rank` of its staging buffer, starting at the next rank (rotated, so that the W copy engines
+   * write into W different ranks at each step), a barrier kernel (release/acquire: every chunk pushed
+   * here has landed), then copy_engine_reduce_scatter reduces the W chunks in rank order, reading this
+   * rank's own chunk from `x` itself, local memory only. The next call's opening barrier keeps peers
+   * from pushing into the slots before that reduce finished.
+   */
+  #copyEngineReduceScatter(x: Tensor, output: Tensor, op: ReduceOp, stream: Stream): void {
+    const world = this.#group.worldSize;
+    const rank = this.#group.rank;
+    const chunk = output.nbytes;
+    checkCapacity(
+      "reduceScatter (copy-engine slots)",
+      chunk * world,
+      this.capacityBytes,
+      "pass a larger stagingBytes to init(), or use another algorithm",
+    );
+    const view = this.#staging.deviceView();
+    this.#barrierKernel(view, stream);
+    for (let k = 1; k < world; k++) {
+      const d = (rank + k) % world;
+      const slot = this.#staging.bufferPtrs[d]! + BigInt(rank * chunk);
+      copyDeviceToDevice(slot, x.ptr + BigInt(d * chunk), chunk, stream);
+    }
+    this.#barrierKernel(view, stream);
+    const k = this.#reducing("copy_engine_reduce_scatter", x, op, COPY_ENGINE_REDUCE_PARAMS);
+    k.launch(
+      { grid: this.#blocks(chunk), block: THREADS, stream },
+      this.#staging.tensor.ptr,
+      x.ptr + BigInt(rank * chunk),
+      output,
+      output.numel,
+      rank,
+    );
+  }
+
+  /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope). */
+  #barrierKernel(view: Uint8Array, stream: Stream): void {
+    const k = this.#module(SYNC_KERNELS).kernel(barrierLoopExpr(true, true), [SYMM_VIEW_PARAM, "u32"]);
+    k.launch({ grid: 1, block: 32, stream }, view, 1);
   }
 
   /** The local tensor of an input, checked to be on this group's GPU. */
@@ -468,7 +530,8 @@ export class GpuCollectives {
    * What auto picks for `bytes` (per rank: all-reduce and all-gather input, reduce-scatter output):
    * the tune table's pick, else the built-in rule, else nccl, the first that can run here: a mailbox
    * algorithm must fit the mailbox slot, and a staging one (one_shot, two_shot, pull, copy_engine) the
-   * staging buffer, which must hold `staged` bytes (a plain input's size; 0 for a symmetric input).
+   * staging buffer, which must hold `staged` bytes (a plain input's size; 0 for a symmetric input;
+   * the copy-engine reduce-scatter needs world x `bytes` either way).
    * symmkit's own algorithms reduce in rank order; when auto picks nccl, NCCL's order applies.
    */
   autoAlgorithm<C extends TunedCollective>(
@@ -480,7 +543,7 @@ export class GpuCollectives {
     const world = this.#group.worldSize;
     const runs = (a: string): boolean =>
       mailboxBytesPerPeer(a, bytes, world) <= this.#mailbox.slotBytes &&
-      (!STAGING_ALGORITHMS.has(a) || staged <= this.capacityBytes);
+      (!STAGING_ALGORITHMS.has(a) || stagingNeed(collective, a, bytes, staged, world) <= this.capacityBytes);
     const tuned = this.#tuned && pickRule(this.#tuned.rules[collective], bytes);
     if (tuned && runs(tuned)) return tuned as A;
     const small = bytes <= MAILBOX_AUTO_MAX_BYTES;

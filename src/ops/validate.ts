@@ -58,10 +58,15 @@ export function checkDivisible(what: string, t: TensorInfo, world: number): void
   }
 }
 
-export function checkCapacity(what: string, bytes: number, capacity: number): void {
+export function checkCapacity(
+  what: string,
+  bytes: number,
+  capacity: number,
+  remedy = "pass a symmetric tensor, or a larger stagingBytes to init()",
+): void {
   if (bytes > capacity) {
     throw new InvalidArgumentError(
-      `${what}: ${bytes} bytes exceed the ${capacity}-byte symmetric staging buffer; pass a symmetric tensor, or a larger stagingBytes to init()`,
+      `${what}: ${bytes} bytes exceed the ${capacity}-byte symmetric staging buffer; ${remedy}`,
     );
   }
 }

@@ -56,6 +56,15 @@ for (const n of [2, 3, 4]) {
   );
 }
 
+for (const n of [2, 3, 4]) {
+  const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
+  test(`every collective algorithm at powers of two up to 1 GiB, world size ${n}: exact`, { skip }, () => {
+    const r = run(n, "collectives-large.js");
+    assert.equal(r.status, 0);
+    assert.equal(r.out.match(/large collectives ok/g)?.length, n);
+  });
+}
+
 test(
   "a rank that skips a barrier makes the others fail with SymmTimeoutError naming it",
   { skip: multi },

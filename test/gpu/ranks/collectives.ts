@@ -1,9 +1,10 @@
 // One rank of the GPU collectives check (test/gpu/distributed.test.ts): symmkit's all-reduce (one-shot,
-// two-shot, lamport), all-gather (pull, ll, copy engine) and reduce-scatter (pull, lamport) against the
-// host reference bit for bit (f32 accumulation in rank order), against NCCL on exactly representable
-// data, bitwise identical on every rank, with poisoned outputs and guard regions; misaligned outputs,
-// symmetric inputs, in-place calls, inputs holding the mailbox sentinel, graph capture and replay, 1000
-// calls alternating sizes and algorithms, a rank delayed 50 ms, and bad inputs.
+// two-shot, lamport), all-gather (pull, ll, copy engine) and reduce-scatter (pull, lamport, copy engine)
+// against the host reference bit for bit (f32 accumulation in rank order), against NCCL on exactly
+// representable data, bitwise identical on every rank, with poisoned outputs and guard regions;
+// misaligned outputs, symmetric inputs, in-place calls, inputs holding the mailbox sentinel, graph
+// capture and replay, 1000 calls alternating sizes and algorithms, a rank delayed 50 ms, and bad inputs.
+// Sizes up to 1 GiB: collectives-large.ts.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -135,20 +136,35 @@ for (const dtype of ["f32", "bf16", "f16"] as const) {
     for (const t of [ceWhole, progress]) t.dispose();
     const big = Array.from({ length: world }, (_, r) => hostInput(dtype, n * world, r, 1));
     const bigX = Tensor.fromHost(big[rank]!, dtype);
-    for (const algorithm of ["pull", ...(fits(bytes) ? (["lamport"] as const) : [])] as const) {
-      const [sWhole, scattered] = poisoned(dtype, n);
-      c.reduceScatter(bigX, scattered, { algorithm });
-      group.synchronize();
-      const what = `reduceScatter ${algorithm} ${dtype} n=${n}`;
-      same(scattered.toHost(), reference(dtype, "sum", big, rank * n, n), what);
-      guardsIntact(sWhole, n, 0, what);
-      sWhole.dispose();
+    const rsWant = reference(dtype, "sum", big, rank * n, n);
+    for (const algorithm of [
+      "pull",
+      "copy_engine",
+      ...(fits(bytes) ? (["lamport"] as const) : []),
+    ] as const) {
+      for (const offset of n === 4097 ? [0, 1] : [0]) {
+        const [sWhole, scattered] = poisoned(dtype, n, offset);
+        c.reduceScatter(bigX, scattered, { algorithm });
+        group.synchronize();
+        const what = `reduceScatter ${algorithm} ${dtype} n=${n} offset ${offset}`;
+        same(scattered.toHost(), rsWant, what);
+        guardsIntact(sWhole, n, offset, what);
+        sWhole.dispose();
+      }
+      if (n === 4097) {
+        // In place: the output is this rank's own chunk of the input.
+        const y = Tensor.fromHost(big[rank]!, dtype);
+        c.reduceScatter(y, y.slice(rank * n, (rank + 1) * n), { algorithm });
+        group.synchronize();
+        same(y.toHost().subarray(rank * n, (rank + 1) * n), rsWant, `reduceScatter ${algorithm} in place`);
+        y.dispose();
+      }
     }
     for (const t of [x, bigX, gWhole]) t.dispose();
   }
 }
 console.log(
-  "all-reduce (one-shot, two-shot, lamport; sum, max, min), all-gather (pull, ll, copy engine), reduce-scatter (pull, lamport): bit for bit with the reference, guards intact, ranks agree",
+  "all-reduce (one-shot, two-shot, lamport; sum, max, min), all-gather (pull, ll, copy engine), reduce-scatter (pull, lamport, copy engine; in place): bit for bit with the reference, guards intact, ranks agree",
 );
 
 // Lamport's sentinel (all bits set, a NaN) in the input travels as another NaN: the sum is NaN there and
@@ -249,6 +265,7 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
   const l2 = Tensor.empty([n], "bf16");
   const llGathered = Tensor.empty([n * world], "bf16");
   const scattered = Tensor.empty([Math.floor(n / world)], "bf16");
+  const ceScattered = Tensor.empty([Math.floor(n / world)], "bf16");
   const head = x.slice(0, scattered.numel * world);
   const graph = Graph.capture(stream, () => {
     c.allReduce(x, { algorithm: "one_shot", output: a, stream });
@@ -259,9 +276,10 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
     c.allGather(x, ceGathered, { stream, algorithm: "copy_engine", progressFlags: progress });
     c.allGather(x, llGathered, { algorithm: "ll", stream });
     c.reduceScatter(head, scattered, { algorithm: "lamport", stream });
+    c.reduceScatter(head, ceScattered, { algorithm: "copy_engine", stream });
   });
   for (let r = 0; r < 4; r++) {
-    for (const t of [a, b, l, l2, ceGathered, llGathered, scattered, progress]) t.fill(0);
+    for (const t of [a, b, l, l2, ceGathered, llGathered, scattered, ceScattered, progress]) t.fill(0);
     graph.launch();
     group.synchronize(stream);
     const want = reference("bf16", "sum", inputs, 0, n);
@@ -277,6 +295,7 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
       reference("bf16", "sum", inputs, rank * scattered.numel, scattered.numel),
       `graph replay ${r}: lamport reduce-scatter`,
     );
+    same(ceScattered.toHost(), scattered.toHost(), `graph replay ${r}: copy-engine reduce-scatter`);
     assert.deepEqual(
       [...(progress.toHost() as Uint32Array)],
       Array(world).fill(1),
@@ -284,7 +303,7 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
     );
   }
   graph.dispose();
-  console.log("graph of eight collectives replayed 4 times: correct");
+  console.log("graph of nine collectives replayed 4 times: correct");
 }
 
 // 1000 calls in a row, alternating sizes and algorithms, checked every time; a rank delayed now and then.
@@ -307,6 +326,12 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
     for (let r = 0; r < world; r++) all.set(exactInput("f32", n, r) as Float32Array, r * n);
     return all;
   });
+  // Reduce-scatters in between, copy engine and pull in turn: their staging slots outlive the kernel.
+  const rsN = 1003;
+  const rsIn = Tensor.fromHost(exactInput("f32", rsN * world, rank), "f32");
+  const rsOut = Tensor.full([rsN], NaN, "f32");
+  const rsInputs = Array.from({ length: world }, (_, r) => exactInput("f32", rsN * world, r));
+  const rsWant = reference("f32", "sum", rsInputs, rank * rsN, rsN);
   for (let i = 0; i < 1000; i++) {
     const k = i % sizes.length;
     if (rank === world - 1 && i % 100 === 0) await sleep(50);
@@ -314,15 +339,17 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
     c.allReduce(xs[k]!, { algorithm, output: outs[k]! });
     // ll all-gathers in between: the mailbox protocols keep their own call counts.
     if (i % 7 === 0) c.allGather(xs[k]!, gathers[k]!, { algorithm: "ll" });
+    if (i % 3 === 1) c.reduceScatter(rsIn, rsOut, { algorithm: i % 2 ? "copy_engine" : "pull" });
     if (i % 10 === 9 || rank === world - 1) {
       group.synchronize();
       same(outs[k]!.toHost(), expected[k]!, `call ${i} (${algorithm})`);
+      if (i >= 1) same(rsOut.toHost(), rsWant, `call ${i} (reduce-scatter)`);
       if (i % 7 === 0) same(gathers[k]!.toHost(), gatheredWant[k]!, `call ${i} (ll all-gather)`);
     }
   }
   group.synchronize();
   console.log(
-    "1000 calls alternating sizes and algorithms (one-shot, two-shot, lamport, lamport two-shot, ll), a rank delayed 50 ms every 100: correct",
+    "1000 calls alternating sizes and algorithms (one-shot, two-shot, lamport, lamport two-shot, ll; copy-engine and pull reduce-scatter), a rank delayed 50 ms every 100: correct",
   );
 }
 
@@ -348,6 +375,14 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
   );
   // auto takes what can run: NCCL, for a plain input larger than the staging buffer and the mailbox.
   assert.equal(c.autoAlgorithm("all-reduce", 20 << 20, 20 << 20), "nccl");
+  // The copy-engine reduce-scatter receives world chunks into the staging buffer, even from a small input.
+  const chunk = Math.ceil((16 << 20) / (4 * world)) + 4;
+  const symIn = await group.symmetric.empty([chunk * world], "f32");
+  rejects(
+    () => c.reduceScatter(symIn, Tensor.empty([chunk], "f32"), { algorithm: "copy_engine" }),
+    /exceed the 16777216-byte/,
+  );
+  assert.notEqual(c.autoAlgorithm("reduce-scatter", chunk * 4, 0), "copy_engine");
   rejects(
     () => c.allReduce(Tensor.zeros([(c.mailboxSlotBytes >> 2) + 1], "f32"), { algorithm: "lamport" }),
     /exceed the \d+-byte mailbox slot/,
@@ -363,6 +398,7 @@ console.log("NCCL agrees bit for bit on exact data; symmetric inputs work withou
     new Array(16).fill(5),
     "a rejected call wrote nothing",
   );
+  await symIn.dispose();
   console.log("bad inputs: typed errors, nothing written");
 }
 
