@@ -20,6 +20,9 @@ commands:
                            the cubins (for cuobjdump)
   bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph
   bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
+  bench link [--bytes 256M] [--json F]
+                           under symmkit run: NVLink GB/s per rank, every rank pushing to (or pulling
+                           from) every peer at once, by SM stores/loads and by the copy engines
   bench all-reduce|all-gather|reduce-scatter [--sizes 4K:64M] [--dtype bf16]
         [--algorithms a,b] [--json F]
                            under symmkit run: symmkit's algorithms (all, or those named)
@@ -122,6 +125,7 @@ const commands: Record<string, Command> = {
         dtype: { type: "string", default: "bf16" },
         shapes: { type: "string" },
         "layout-b": { type: "string", default: "nk" },
+        bytes: { type: "string", default: "256M" },
       },
     });
     const { writeJson } = await import("./bench/report.js");
@@ -140,6 +144,11 @@ const commands: Record<string, Command> = {
     if (what === "barrier") {
       const { benchBarrier, formatBarrier } = await import("./bench/barrier.js");
       return report(await benchBarrier(), formatBarrier);
+    }
+    if (what === "link") {
+      const { benchLink, formatLink } = await import("./bench/link.js");
+      const { parseSizes } = await import("./bench/collectives.js");
+      return report(await benchLink(parseSizes(values.bytes)[0]!), formatLink);
     }
     if (what === "all-reduce" || what === "all-gather" || what === "reduce-scatter") {
       const bench = await import("./bench/collectives.js");
@@ -174,7 +183,7 @@ const commands: Record<string, Command> = {
     }
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",
-      `unknown benchmark ${String(what)}; available: launch, barrier, all-reduce, all-gather, reduce-scatter, gemm`,
+      `unknown benchmark ${String(what)}; available: launch, barrier, link, all-reduce, all-gather, reduce-scatter, gemm`,
     );
   },
 };

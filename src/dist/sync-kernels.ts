@@ -1,4 +1,5 @@
-// The program behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/dist/sync_kernels.cuh).
+// The programs behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/dist/:
+// sync_kernels.cuh, link_probe.cuh).
 import type { ProgramSpec } from "../runtime/module.js";
 
 export const SYMM_VIEW_BYTES = 160;
@@ -23,3 +24,16 @@ export const SYNC_KERNELS: ProgramSpec = {
 export function exchangeWord(src: number, dst: number, i: number, salt: number): number {
   return (Math.imul(src, 0x9e3779b1) ^ Math.imul(dst, 0x85ebca77) ^ Math.imul(i, 0xc2b2ae3d) ^ salt) >>> 0;
 }
+
+/** link_copy: the NVLink bandwidth probe of `symmkit bench link`, by world size, direction and vectors
+ * in flight per thread. */
+export const linkExpr = (world: number, push: boolean, unroll: number): string =>
+  `symmkit::link_copy<${world}, ${push}, ${unroll}>`;
+
+export const LINK_PROBE: ProgramSpec = {
+  name: "symmkit/dist/link_probe",
+  source: '#include "symmkit/dist/link_probe.cuh"\n',
+  nameExpressions: [2, 3, 4, 5, 6, 7, 8].flatMap((w) =>
+    [true, false].flatMap((push) => [1, 4].map((u) => linkExpr(w, push, u))),
+  ),
+};
