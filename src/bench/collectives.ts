@@ -59,7 +59,6 @@ export const BENCH_IMPLEMENTATIONS = {
     impl<GpuAllReduceAlgorithm>("two_shot"),
     impl<GpuAllReduceAlgorithm>("lamport"),
     impl<GpuAllReduceAlgorithm>("lamport_two_shot"),
-    impl<GpuAllReduceAlgorithm>("copy_engine"),
     impl<GpuAllReduceAlgorithm>("nccl"),
     impl<GpuAllReduceAlgorithm>("one_shot", true),
     impl<GpuAllReduceAlgorithm>("two_shot", true),
@@ -152,7 +151,7 @@ async function benchCollective<A extends string>(
   prepare: (group: BenchGroup, stream: Stream, bytes: number, seed: bigint) => Promise<SizeCase>,
 ): Promise<CollectiveBenchResult | undefined> {
   const implementations = chosen.map((i) => i.name);
-  const group = o.group ?? (await benchGroup(o.sizes, mailboxBytes, collective));
+  const group = o.group ?? (await benchGroup(o.sizes, mailboxBytes, collective === "reduce-scatter"));
   const { device, rank, worldSize: world } = group;
   const comm = await group.nccl();
   const stream = Stream.create(device);
@@ -191,21 +190,16 @@ async function benchCollective<A extends string>(
   return result;
 }
 
-function stagingFor(bytes: number, world: number, collective: Collective | "all"): number {
-  const times = { "all-reduce": 2, "all-gather": 1, "reduce-scatter": world, all: Math.max(2, world) };
-  return bytes * times[collective] + (1 << 20);
-}
-
-/** The world group a benchmark runs in: staging for the largest size (for the copy engines: twice that
- * for all-reduce, world times that for reduce-scatter, whose sizes are outputs), mailbox slots of at
- * least `mailboxBytes`. */
+/** The world group a benchmark runs in: staging for the largest size (world times that with
+ * `scatter`: the copy-engine reduce-scatter's slots for that output size), mailbox slots of at least
+ * `mailboxBytes`. */
 export function benchGroup(
   sizes: readonly number[],
   mailboxBytes: number,
-  collective: Collective | "all" = "all",
+  scatter = false,
 ): Promise<BenchGroup> {
   return ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, stagingFor(Math.max(...sizes, 1 << 20), g.worldSize, collective), {
+    GpuCollectives.create(g, Math.max(...sizes, 1 << 20) * (scatter ? g.worldSize : 1), {
       mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
     }),
   );

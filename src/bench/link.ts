@@ -12,7 +12,7 @@ import { deviceCount } from "../runtime/device.js";
 import { copyDeviceToDevice } from "../runtime/memory.js";
 import { sharedModule } from "../runtime/module.js";
 import { Stream } from "../runtime/stream.js";
-import type { Tensor } from "../runtime/tensor.js";
+import { Tensor } from "../runtime/tensor.js";
 import { startTogether } from "./collectives.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 

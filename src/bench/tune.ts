@@ -60,7 +60,7 @@ export async function tune(options: {
   dtype: DType;
   dir?: string | undefined;
 }): Promise<TuneResult | undefined> {
-  const group = await benchGroup(options.sizes, Math.max(...options.sizes));
+  const group = await benchGroup(options.sizes, Math.max(...options.sizes), true);
   const world = group.worldSize;
   const o = { sizes: options.sizes, dtype: options.dtype, group };
   const results = [await benchAllReduce(o), await benchAllGather(o), await benchReduceScatter(o)];

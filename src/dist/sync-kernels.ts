@@ -16,7 +16,6 @@ export const SYNC_KERNELS: ProgramSpec = {
     "symmkit::barrier_unless",
     "symmkit::ping_pong",
     "symmkit::barrier_hold",
-    "symmkit::take_flags",
     ...[false, true].flatMap((p) => [false, true].map((n) => barrierLoopExpr(p, n))),
   ],
 };

@@ -84,7 +84,6 @@ export const TWO_SHOT_PARAMS = [
 export const MAILBOX_PARAMS = [{ bytes: 160, align: 8 }, "ptr", "ptr", "u64", "ptr", "u64", "u32"] as const;
 /** MailboxState's size (coll/mailbox.cuh). */
 export const MAILBOX_STATE_BYTES = 48;
-/** The reduce stage of the copy-engine reduce-scatter and all-reduce: the staging slots, the elements
- * from one slot to the next, this rank's own input chunk, the output, a second output (or 0), the
- * element count, the rank. */
-export const COPY_ENGINE_REDUCE_PARAMS = ["ptr", "u64", "ptr", "ptr", "ptr", "u64", "u32"] as const;
+/** The reduce stage of the copy-engine reduce-scatter: the staging slots, this rank's own input chunk,
+ * the output, the element count, the rank. */
+export const COPY_ENGINE_REDUCE_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32"] as const;

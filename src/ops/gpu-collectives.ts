@@ -10,8 +10,7 @@ import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runti
 import { barrierLoopExpr, SYMM_VIEW_PARAM, SYNC_KERNELS } from "../dist/sync-kernels.js";
 import type { Kernel, ParamType } from "../runtime/kernel.js";
 import { sharedModule, type Module } from "../runtime/module.js";
-import { Event } from "../runtime/event.js";
-import { defaultStream, Stream } from "../runtime/stream.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import {
   allGatherExpr,
@@ -35,20 +34,16 @@ import {
   checkSameDtype,
   type ReduceOp,
 } from "./validate.js";
-import { copyEnginePlan, FLAG_WORDS, flagIndex, MAX_PIECES, pieceRange } from "./copy-engine-plan.js";
 import { loadTuneTable, pickRule, type LoadedTuneTable, type TunedCollective } from "./tune-table.js";
 
 /** lamport: one-shot by pushing into peers' mailboxes (coll/mailbox.cuh), no barrier; lamport_two_shot:
- * reduce-scatter and all-gather the same way, in one kernel. Up to what fits the mailbox slot.
- * copy_engine: the copy engines push the reduce-scatter and pull the all-gather, piece by piece, while
- * kernels reduce the pieces that landed (see #copyEngineAllReduce). */
+ * reduce-scatter and all-gather the same way, in one kernel. Up to what fits the mailbox slot. */
 export const GPU_ALL_REDUCE_ALGORITHMS = [
   "auto",
   "one_shot",
   "two_shot",
   "lamport",
   "lamport_two_shot",
-  "copy_engine",
   "nccl",
 ] as const;
 export type GpuAllReduceAlgorithm = (typeof GPU_ALL_REDUCE_ALGORITHMS)[number];
@@ -105,8 +100,7 @@ function stagedBytes(input: CollectiveInput, x: Tensor): number {
 }
 
 /** What `algorithm` needs in the staging buffer: `staged` (stagedBytes), but the copy-engine
- * reduce-scatter receives world chunks of `bytes` (its output size) and the copy-engine all-reduce twice
- * its input (copyEnginePlan, at most 32 bytes per rank of rounding), whatever the input. */
+ * reduce-scatter receives world chunks of `bytes` (its output size) whatever its input. */
 function stagingNeed(
   collective: string,
   algorithm: string,
@@ -114,10 +108,7 @@ function stagingNeed(
   staged: number,
   world: number,
 ): number {
-  if (algorithm !== "copy_engine") return staged;
-  if (collective === "reduce-scatter") return bytes * world;
-  if (collective === "all-reduce") return 2 * (bytes + 32 * world);
-  return staged;
+  return collective === "reduce-scatter" && algorithm === "copy_engine" ? bytes * world : staged;
 }
 
 /** What auto may pick, by collective: every algorithm but auto itself. */
@@ -153,17 +144,6 @@ export interface GpuCollectivesOptions {
   readonly mailboxSlotBytes?: number;
 }
 
-/** The copy-engine all-reduce's side streams (reduce-scatter pushes, all-gather pulls), the events
- * that fork them from and join them to the caller's stream, and its symmetric flags (copy-engine-plan). */
-interface Pipeline {
-  readonly flags: SymmetricTensor;
-  readonly pushes: Stream;
-  readonly pulls: Stream;
-  readonly fork: Event;
-  readonly pushed: Event;
-  readonly pulled: Event;
-}
-
 interface Mailbox {
   readonly buffers: SymmetricTensor;
   readonly view: Uint8Array;
@@ -177,21 +157,18 @@ export class GpuCollectives {
   readonly #mailbox: Mailbox;
   readonly #comm: NcclComm;
   readonly #tuned: LoadedTuneTable | undefined;
-  readonly #pipeline: Pipeline;
   #phase = 0;
 
   private constructor(
     group: ProcessGroup<GpuCollectives>,
     staging: SymmetricTensor,
     mailbox: Mailbox,
-    pipeline: Pipeline,
     comm: NcclComm,
     tuned: LoadedTuneTable | undefined,
   ) {
     this.#group = group;
     this.#staging = staging;
     this.#mailbox = mailbox;
-    this.#pipeline = pipeline;
     this.#comm = comm;
     this.#tuned = tuned;
   }
@@ -219,25 +196,14 @@ export class GpuCollectives {
     const staging = await group.symmetric.empty([stagingBytes], "u8");
     const buffers = await group.symmetric.empty([7 * world * slotBytes], "u8");
     const state = DeviceMemory.alloc(MAILBOX_STATE_BYTES, group.device);
-    const flags = await group.symmetric.empty([FLAG_WORDS], "u32");
     const stream = defaultStream(group.device);
     memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * slotBytes) / 4, stream);
     memset(state.ptr, 0, 4, MAILBOX_STATE_BYTES / 4, stream);
-    memset(flags.tensor.ptr, 0, 4, FLAG_WORDS, stream);
     stream.synchronize();
-    const event = (): Event => Event.create(group.device, { timing: false });
     return new GpuCollectives(
       group,
       staging,
       { buffers, view: buffers.deviceView(), state, slotBytes },
-      {
-        flags,
-        pushes: Stream.create(group.device),
-        pulls: Stream.create(group.device),
-        fork: event(),
-        pushed: event(),
-        pulled: event(),
-      },
       await group.nccl(),
       loadTuneTable(group.device.props.name, world, TUNABLE_ALGORITHMS),
     );
@@ -288,10 +254,6 @@ export class GpuCollectives {
     if (algorithm === "lamport_two_shot") {
       const k = this.#reducing("lamport_two_shot_all_reduce", x, op, MAILBOX_PARAMS);
       this.#pushLaunch("lamport_two_shot", k, what, x, output, x.numel, x.nbytes, stream);
-      return output;
-    }
-    if (algorithm === "copy_engine") {
-      this.#copyEngineAllReduce(x, output, op, stream);
       return output;
     }
     const [view, staged] = this.#stage(input, x, what);
@@ -511,116 +473,11 @@ export class GpuCollectives {
     k.launch(
       { grid: this.#blocks(chunk), block: THREADS, stream },
       this.#staging.tensor.ptr,
-      output.numel,
       x.ptr + BigInt(rank * chunk),
       output,
-      0n,
       output.numel,
       rank,
     );
-  }
-
-  /**
-   * Copy-engine all-reduce, rank r reducing chunk r of the elements in pieces (copy-engine-plan.ts), on
-   * three streams forked from and joined back to `stream`:
-   *   `stream`: a barrier kernel (every peer finished its previous call: its slots and flags are free),
-   *     then per piece take_flags (every peer's push of that piece landed here; clears the flags),
-   *     copy_engine_reduce_scatter into the output and into all-gather slot r, and a flag to every peer
-   *     (cuStreamWriteValue32 into the peer's flags; it fences the kernel's writes first); at the end,
-   *     after joining, a barrier kernel (no peer still pulls from our slots when the call returns).
-   *   pushes: per piece, per peer d (rotated from r + 1), a copy of our part of d's chunk into
-   *     reduce-scatter slot r of d's staging, and a flag to d.
-   *   pulls: per piece, take_flags (every peer reduced that piece), then a copy from each peer's
-   *     all-gather slot into the output.
-   * The copy engines move everything over NVLink (pushing reaches 389 GB/s per rank on 4 H200s where SM
-   * stores reach 352: bench/results/h200x4/link-w4.json); kernels only reduce, locally, while the next
-   * pieces travel. In place is safe: a piece of x is pushed before any peer can flag its reduction, and
-   * only then is that piece of the output pulled over it.
-   */
-  #copyEngineAllReduce(x: Tensor, output: Tensor, op: ReduceOp, stream: Stream): void {
-    const world = this.#group.worldSize;
-    const rank = this.#group.rank;
-    const n = x.numel;
-    const eb = x.elementBytes;
-    const plan = copyEnginePlan(n, world, eb);
-    checkCapacity(
-      "allReduce (copy-engine slots)",
-      plan.stagingBytes,
-      this.capacityBytes,
-      "pass a larger stagingBytes to init(), or use another algorithm",
-    );
-    const { flags, pushes, pulls, fork, pushed, pulled } = this.#pipeline;
-    const staging = this.#staging;
-    const slotBytes = plan.chunk * eb;
-    // Byte offset, in a staging buffer, of element e (of rank s's chunk) in slot `slot` of `region`
-    // (0: reduce-scatter, 1: all-gather).
-    const inSlot = (region: number, slot: number, s: number, e: number): bigint =>
-      BigInt((region * world + slot) * slotBytes + (e - s * plan.chunk) * eb);
-    const flag = (peer: number, region: 0 | 1, q: number): bigint =>
-      flags.bufferPtrs[peer]! + BigInt(4 * flagIndex(region, rank, q));
-    const flagsView = flags.deviceView();
-    const take = this.#module(SYNC_KERNELS).kernel("symmkit::take_flags", [
-      SYMM_VIEW_PARAM,
-      "u32",
-      "u32",
-      "u32",
-    ]);
-    const reduce = this.#reducing("copy_engine_reduce_scatter", x, op, COPY_ENGINE_REDUCE_PARAMS);
-    const view = staging.deviceView();
-    this.#barrierKernel(view, stream);
-    fork.record(stream);
-    pushes.waitEvent(fork);
-    pulls.waitEvent(fork);
-    for (let q = 0; q < plan.pieces; q++) {
-      for (let k = 1; k < world; k++) {
-        const d = (rank + k) % world;
-        const [lo, hi] = pieceRange(plan, n, d, q);
-        const dst = staging.bufferPtrs[d]! + inSlot(0, rank, d, lo);
-        if (hi > lo) copyDeviceToDevice(dst, x.ptr + BigInt(lo * eb), (hi - lo) * eb, pushes);
-        writeValue32(flag(d, 0, q), 1, pushes);
-      }
-    }
-    pushed.record(pushes);
-    for (let q = 0; q < plan.pieces; q++) {
-      const [lo, hi] = pieceRange(plan, n, rank, q);
-      take.launch(
-        { grid: 1, block: 32, stream },
-        flagsView,
-        flagIndex(0, 0, q),
-        MAX_PIECES,
-        this.#nextPhase(),
-      );
-      reduce.launch(
-        { grid: this.#blocks((hi - lo) * eb), block: THREADS, stream },
-        staging.tensor.ptr + inSlot(0, 0, rank, lo),
-        plan.chunk,
-        x.ptr + BigInt(lo * eb),
-        output.ptr + BigInt(lo * eb),
-        staging.tensor.ptr + inSlot(1, rank, rank, lo),
-        hi - lo,
-        rank,
-      );
-      for (let k = 1; k < world; k++) writeValue32(flag((rank + k) % world, 1, q), 1, stream);
-    }
-    for (let q = 0; q < plan.pieces; q++) {
-      take.launch(
-        { grid: 1, block: 32, stream: pulls },
-        flagsView,
-        flagIndex(1, 0, q),
-        MAX_PIECES,
-        this.#nextPhase(),
-      );
-      for (let k = 1; k < world; k++) {
-        const s = (rank + k) % world;
-        const [lo, hi] = pieceRange(plan, n, s, q);
-        const src = staging.bufferPtrs[s]! + inSlot(1, s, s, lo);
-        if (hi > lo) copyDeviceToDevice(output.ptr + BigInt(lo * eb), src, (hi - lo) * eb, pulls);
-      }
-    }
-    pulled.record(pulls);
-    stream.waitEvent(pushed);
-    stream.waitEvent(pulled);
-    this.#barrierKernel(view, stream);
   }
 
   /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope). */
@@ -769,9 +626,6 @@ export class GpuCollectives {
   async dispose(): Promise<void> {
     await this.#staging.dispose();
     await this.#mailbox.buffers.dispose();
-    await this.#pipeline.flags.dispose();
-    const p = this.#pipeline;
-    for (const d of [p.pushes, p.pulls, p.fork, p.pushed, p.pulled]) d.dispose();
     this.#mailbox.state.dispose();
   }
 }

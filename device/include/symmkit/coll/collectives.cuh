@@ -32,10 +32,9 @@
 //          either: it rewrites our own buffer, which peers read only before the middle barrier, and no
 //          peer kernel completes before all our blocks arrived there.
 // All pads are idle again at the end, so every kernel here may be captured and replayed as a CUDA graph.
-// copy_engine_reduce_scatter is the reduce stage of the copy-engine reduce-scatter and all-reduce and
-// reads local memory only: the peers' copy engines pushed their chunks into this rank's staging slots,
-// and what publishes them (a barrier kernel, or take_flags on flags the peers' streams set after their
-// copies) ran before it in stream order (src/ops/gpu-collectives.ts).
+// copy_engine_reduce_scatter is the reduce stage of the copy-engine reduce-scatter and reads local memory
+// only: the peers' copy engines pushed their chunks into this rank's staging slots, and the barrier
+// kernel that publishes them ran before it in stream order (src/ops/gpu-collectives.ts).
 #pragma once
 #include "symmkit/sync/barrier.cuh"
 
@@ -249,16 +248,14 @@ __global__ void reduce_scatter_pull(const __grid_constant__ SymmView v, const T*
 }
 
 /**
- * out[0, n) (and out2 unless null) = op over ranks, in rank order, of chunk r: slots[r * stride, + n)
- * as rank r's copy engine pushed it, or `own` (this rank's chunk of its input, never copied) for
- * r == rank.
+ * out[0, n) = op over ranks, in rank order, of chunk r: slots[r * n, (r + 1) * n) as rank r's copy
+ * engine pushed it, or `own` (this rank's chunk of its input, never copied) for r == rank.
  */
 template <typename T, typename Op, u32 W>
-__global__ void copy_engine_reduce_scatter(const T* slots, u64 stride, const T* own, T* out, T* out2, u64 n, u32 rank) {
+__global__ void copy_engine_reduce_scatter(const T* slots, const T* own, T* out, u64 n, u32 rank) {
   const u64 groups = ceil_div(n, Vec16<T>::N);
-  // Every source is 16-byte aligned at every group, or none is.
-  const bool vectors = aligned16(slots) && aligned16(own) && aligned16(out) && (out2 == nullptr || aligned16(out2)) &&
-                       ((stride * sizeof(T)) & 15) == 0;
+  // Chunk r starts r * n elements in: every source is 16-byte aligned at every group, or none is.
+  const bool vectors = aligned16(slots) && aligned16(own) && aligned16(out) && ((n * sizeof(T)) & 15) == 0;
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     const u64 e = i * Vec16<T>::N;
     const u32 c = group_size<T>(i, n);
@@ -266,18 +263,17 @@ __global__ void copy_engine_reduce_scatter(const T* slots, u64 stride, const T* 
     if (c == Vec16<T>::N && vectors) {
       u32x4 raw[W];
 #pragma unroll
-      for (u32 r = 0; r < W; ++r) raw[r] = ld_128((r == rank ? own : slots + r * stride) + e);
+      for (u32 r = 0; r < W; ++r) raw[r] = ld_128((r == rank ? own : slots + r * n) + e);
       reduce_ranks<T, Op, W>(raw, f);
     } else {
       for (u32 k = 0; k < c; ++k) {
         float acc = to_float<T>((rank == 0 ? own : slots)[e + k]);
 #pragma unroll
-        for (u32 r = 1; r < W; ++r) acc = Op()(acc, to_float<T>((r == rank ? own : slots + r * stride)[e + k]));
+        for (u32 r = 1; r < W; ++r) acc = Op()(acc, to_float<T>((r == rank ? own : slots + r * n)[e + k]));
         f[k] = acc;
       }
     }
     store_group(out, i, f, c);
-    if (out2) store_group(out2, i, f, c);
   }
 }
 

@@ -41,19 +41,6 @@ __global__ void barrier_hold(const __grid_constant__ SymmView v, u64 hold_ns) {
   }
 }
 
-/** Waits until every peer p has set word `first + p * stride` of this rank's buffer (u32 flags the peers'
- *  streams write with cuStreamWriteValue32, which first fences what their stream wrote before), then
- *  clears those words. Each flag has one writer and this one reader per call; the writer sets it again
- *  only after the next call's opening barrier, which this rank reaches after clearing, so a replayed
- *  graph finds every flag at zero. */
-__global__ void take_flags(const __grid_constant__ SymmView v, u32 first, u32 stride, u32 phase) {
-  const u32 p = threadIdx.x;
-  if (p >= v.world || p == v.rank) return;
-  u32* flag = static_cast<u32*>(v.buffers[v.rank]) + first + p * stride;
-  bounded_wait(v.wait_env(), p, phase, [&] { return ld_sys<Order::Acquire>(flag) != 0; });
-  st_sys<Order::Relaxed>(flag, 0);
-}
-
 /** Rank `skipper` does not take part: the others must time out, naming it. */
 __global__ void barrier_unless(const __grid_constant__ SymmView v, u32 skipper) {
   if (v.rank != skipper) symm_sync<true, true>(v, flat_block(), 7);
