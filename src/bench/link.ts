@@ -70,9 +70,9 @@ export async function benchLink(bytesPerPeer: number): Promise<LinkBenchResult |
     landed: readonly number[],
     run: () => void,
   ): Promise<void> => {
-    // Every slot but our own poisoned, one run, then slot base + p must hold peer p's pattern for each
-    // base in `landed`.
-    for (let r = 0; r < 2 * world; r++) slot(r).fill(r === rank ? r + 1 : 0xdead, stream);
+    // Every slot but our own two poisoned, one run, then slot base + p must hold peer p's pattern for
+    // each base in `landed`.
+    for (let r = 0; r < 2 * world; r++) slot(r).fill(r % world === rank ? rank + 1 : 0xdead, stream);
     group.synchronize(stream);
     await group.barrier();
     run();
