@@ -3,7 +3,8 @@
 # validated, then graph-timed against NCCL) on all GPUs, tune tables, the demo, then the distributed
 # tests at world sizes 2, 3 and 4. Run from the repo root as
 #   .gpustage/boot.sh bash bench/gpu-collectives.sh
-# STEPS picks steps (default "bench tests"; also "tune": tables for world sizes 4, 3 and 2, "demo");
+# STEPS picks steps (default "bench tests"; also "tune": tables for world sizes 4, 3 and 2, "link": the
+# NVLink bandwidth probe at world sizes 4 and 2, "demo");
 # AR_SIZES, AG_SIZES, RS_SIZES, TUNE_SIZES the sizes.
 # Set SYMMKIT_GIT_REVISION to the revision computed on the development machine: the GPU machine's copy
 # of the tree carries a stale git history, so git there names an older commit.
@@ -21,6 +22,13 @@ if [[ $steps == *bench* ]]; then
   step all-reduce bench all-reduce --sizes "${AR_SIZES:-4K:4M}" --json "$out/all-reduce.json"
   step all-gather bench all-gather --sizes "${AG_SIZES:-1K:1M}" --json "$out/all-gather.json"
   step reduce-scatter bench reduce-scatter --sizes "${RS_SIZES:-1K:1M}" --json "$out/reduce-scatter.json"
+fi
+if [[ $steps == *link* ]]; then
+  for n in 4 2; do
+    if ((n <= world)); then
+      step link-w$n node dist/src/cli.js run -n $n dist/src/cli.js bench link --json "$out/link-w$n.json"
+    fi
+  done
 fi
 if [[ $steps == *tune* ]]; then
   for n in 4 3 2; do
