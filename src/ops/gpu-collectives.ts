@@ -102,7 +102,7 @@ function stagedBytes(input: CollectiveInput, x: Tensor): number {
 /** What `algorithm` needs in the staging buffer: `staged` (stagedBytes), but the copy-engine
  * reduce-scatter receives world chunks of `bytes` (its output size) whatever its input. */
 function stagingNeed(
-  collective: string,
+  collective: TunedCollective,
   algorithm: string,
   bytes: number,
   staged: number,

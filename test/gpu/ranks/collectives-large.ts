@@ -6,12 +6,7 @@
 // by tiling and compares with memcmp.
 import assert from "node:assert/strict";
 import { init } from "../../../src/init.js";
-import {
-  GPU_ALL_GATHER_ALGORITHMS,
-  GPU_ALL_REDUCE_ALGORITHMS,
-  GPU_REDUCE_SCATTER_ALGORITHMS,
-  mailboxBytesPerPeer,
-} from "../../../src/ops/gpu-collectives.js";
+import { mailboxBytesPerPeer, TUNABLE_ALGORITHMS } from "../../../src/ops/gpu-collectives.js";
 import { encode, type RawArray } from "../../../src/runtime/dtype.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
 
@@ -63,7 +58,6 @@ function check(want: RawArray, what: string, call: (out: Tensor) => void): void 
 
 const fits = (algorithm: string, bytes: number): boolean =>
   mailboxBytesPerPeer(algorithm, bytes, world) <= c.mailboxSlotBytes;
-const without = <T extends string>(all: readonly T[], skip: T): T[] => all.filter((a) => a !== skip);
 
 for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   const count = bytes / 2;
@@ -73,7 +67,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
     "bf16",
   );
   const sum = periodic(count, sumOver(0));
-  for (const algorithm of without(GPU_ALL_REDUCE_ALGORITHMS, "auto")) {
+  for (const algorithm of TUNABLE_ALGORITHMS["all-reduce"]) {
     if (!fits(algorithm, bytes)) continue;
     check(sum, `allReduce ${algorithm} ${bytes} bytes`, (out) => c.allReduce(x, { algorithm, output: out }));
   }
@@ -90,7 +84,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
       periodic(n, (i) => value(i, r)),
       r * n,
     );
-  for (const algorithm of without(GPU_ALL_GATHER_ALGORITHMS, "auto")) {
+  for (const algorithm of TUNABLE_ALGORITHMS["all-gather"]) {
     if (!fits(algorithm, n * 2)) continue;
     check(gathered, `allGather ${algorithm} ${bytes} bytes`, (out) => c.allGather(part, out, { algorithm }));
   }
@@ -101,7 +95,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
     "bf16",
   );
   const chunk = periodic(n, sumOver(rank * n));
-  for (const algorithm of without(GPU_REDUCE_SCATTER_ALGORITHMS, "auto")) {
+  for (const algorithm of TUNABLE_ALGORITHMS["reduce-scatter"]) {
     if (!fits(algorithm, n * 2)) continue;
     check(chunk, `reduceScatter ${algorithm} ${bytes} bytes`, (out) =>
       c.reduceScatter(whole, out, { algorithm }),
