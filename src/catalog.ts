@@ -7,6 +7,7 @@ import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
 import { LINK_PROBE, SYNC_KERNELS } from "./dist/sync-kernels.js";
 import { COLL_PROGRAMS } from "./ops/coll-programs.js";
 import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
+import { FUSED_PROGRAMS } from "./ops/fused-programs.js";
 
 export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,
@@ -14,6 +15,7 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   LINK_PROBE,
   ...COLL_PROGRAMS,
   ...GEMM_PROGRAMS,
+  ...FUSED_PROGRAMS,
 ];
 
 export interface CatalogResult {

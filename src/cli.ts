@@ -33,6 +33,9 @@ commands:
                            the table auto picks from into D (default ~/.cache/symmkit/tune)
   bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--layout-b nk|kn] [--json F]
                            one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s
+  bench ag-gemm|gemm-rs [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--algorithms a,b] [--json F]
+                           under symmkit run: all-gather + GEMM, GEMM + reduce-scatter (full
+                           problem m x n x k): fused, sequential, NCCL + cuBLASLt, GEMM alone
   help                     this text
 `;
 
@@ -181,9 +184,28 @@ const commands: Record<string, Command> = {
         formatGemm,
       );
     }
+    if (what === "ag-gemm" || what === "gemm-rs") {
+      const { benchFused, formatFused, DEFAULT_FUSED_SHAPES } = await import("./bench/fused.js");
+      const { parseShapes } = await import("./bench/gemm.js");
+      const elem = values.dtype;
+      if (elem !== "bf16" && elem !== "fp8e4m3")
+        throw new SymmkitError(
+          "SYMMKIT_INVALID_ARGUMENT",
+          `bench ${what}: --dtype bf16 or fp8e4m3, not ${elem}`,
+        );
+      return report(
+        await benchFused({
+          bench: what,
+          shapes: parseShapes(values.shapes ?? DEFAULT_FUSED_SHAPES[what]),
+          elem,
+          implementations: values.algorithms?.split(","),
+        }),
+        formatFused,
+      );
+    }
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",
-      `unknown benchmark ${String(what)}; available: launch, barrier, link, all-reduce, all-gather, reduce-scatter, gemm`,
+      `unknown benchmark ${String(what)}; available: launch, barrier, link, all-reduce, all-gather, reduce-scatter, gemm, ag-gemm, gemm-rs`,
     );
   },
 };

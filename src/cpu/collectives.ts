@@ -17,8 +17,16 @@ import {
   type AllReduceAlgorithm,
   type ReduceOp,
 } from "../ops/validate.js";
-import type { HostTensor } from "./host-tensor.js";
-import { rawView } from "./host-tensor.js";
+import {
+  checkAllGatherMatmul,
+  checkMatmulReduceScatter,
+  CPU_FUSED_MATMUL_ALGORITHMS,
+  type AllGatherMatmulOptions,
+  type CpuFusedMatmulAlgorithm,
+  type FusedMatmulOptions,
+} from "../ops/fused-checks.js";
+import { HostTensor, rawView } from "./host-tensor.js";
+import { hostMatmul } from "./matmul.js";
 import type { CpuSymmetricTensor } from "./symmetric.js";
 import { ACK_SLOTS, barrier, putSignal, READY_SLOTS, waitSignal, type CpuSyncEnv } from "./sync.js";
 
@@ -149,6 +157,46 @@ export class CpuCollectives {
     reduceInto(input.dtype, op, all, rank * n, output.raw, 0, n);
     this.#meet();
     return output;
+  }
+
+  /**
+   * All-gather + GEMM, the reference: every rank's aShard [rows, k] gathered in rank order into
+   * `gathered` [world x rows, k], then out = gathered x b^T ([world x rows, n], bf16). The GPU backend
+   * fuses the two; here they run one after the other.
+   */
+  allGatherMatmul(
+    aShard: HostTensor,
+    b: HostTensor,
+    options: AllGatherMatmulOptions<HostTensor> & { algorithm?: CpuFusedMatmulAlgorithm } = {},
+  ): { out: HostTensor; gathered: HostTensor } {
+    const what = "allGatherMatmul";
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_FUSED_MATMUL_ALGORITHMS);
+    const p = checkAllGatherMatmul(what, this.#sync.world, aShard, b, options);
+    const gathered = options.gathered ?? HostTensor.empty([p.m, p.k], p.elem);
+    const out = options.out ?? HostTensor.empty([p.m, p.n], "bf16");
+    this.allGather(aShard, gathered);
+    hostMatmul(p, gathered, b, out, options);
+    return { out, gathered };
+  }
+
+  /**
+   * GEMM + reduce-scatter, the reference: this rank's partial a x b^T ([m, n], rounded to bf16 as a GEMM
+   * stores it), then rows [rank x m / world, ...) of the sum over ranks in rank order (f32, one rounding)
+   * into `out` [m / world, n].
+   */
+  matmulReduceScatter(
+    a: HostTensor,
+    b: HostTensor,
+    options: FusedMatmulOptions<HostTensor> & { algorithm?: CpuFusedMatmulAlgorithm } = {},
+  ): HostTensor {
+    const what = "matmulReduceScatter";
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_FUSED_MATMUL_ALGORITHMS);
+    const p = checkMatmulReduceScatter(what, this.#sync.world, a, b, options);
+    checkCapacity(what, p.m * p.n * 2, this.capacityBytes);
+    const out = options.out ?? HostTensor.empty([p.shardRows, p.n], "bf16");
+    const partial = hostMatmul(p, a, b, HostTensor.empty([p.m, p.n], "bf16"), options);
+    this.reduceScatter(partial, out);
+    return out;
   }
 
   /** `tensor` of rank `root` into `tensor` of every rank. */

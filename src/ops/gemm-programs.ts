@@ -5,15 +5,25 @@ import type { ProgramSpec } from "../runtime/module.js";
 
 export const GEMM_ELEMS = ["bf16", "fp8e4m3"] as const;
 export type GemmElem = (typeof GEMM_ELEMS)[number];
-/** grouped: groups of tile-rows for L2 reuse; list: the caller's tile ids, in the caller's order. */
-export const GEMM_ORDERS = ["grouped", "list"] as const;
+/** grouped: groups of tile-rows for L2 reuse (optionally rotated); list: the caller's tile ids, in the
+ * caller's order; sharded: GEMM + reduce-scatter, per destination rank (with a scatter-reduce epilogue). */
+export const GEMM_ORDERS = ["grouped", "list", "sharded"] as const;
 export type GemmOrder = (typeof GEMM_ORDERS)[number];
 /** none: A is there; row-flags: wait per tile for flags covering its rows of A. */
 export const GEMM_READY = ["none", "row-flags"] as const;
 export type GemmReady = (typeof GEMM_READY)[number];
-/** store: bf16 into d by TMA stores; signal: bf16 into d, then +1 on the tile's signal; accumulate-f32: atomic f32 adds. */
-export const GEMM_EPILOGUES = ["store", "signal", "accumulate-f32"] as const;
+/** store: bf16 into d by TMA stores; signal: bf16 into d, then +1 on the tile's signal; accumulate-f32:
+ * atomic f32 adds; scatter-reduce-tma / scatter-reduce-copy: GEMM + reduce-scatter, peers' tiles pushed
+ * by TMA or by 16-byte stores, this rank's own reduced in rank order (hopper_gemm.cuh, ScatterReduce). */
+export const GEMM_EPILOGUES = [
+  "store",
+  "signal",
+  "accumulate-f32",
+  "scatter-reduce-tma",
+  "scatter-reduce-copy",
+] as const;
 export type GemmEpilogue = (typeof GEMM_EPILOGUES)[number];
+export type ScatterEpilogue = Extract<GemmEpilogue, `scatter-reduce-${string}`>;
 
 /** How B is stored: "nk" row-major [n, k] (K-major), "kn" row-major [k, n] (bf16 only). */
 export const GEMM_B_LAYOUTS = ["nk", "kn"] as const;
@@ -31,6 +41,7 @@ const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "
 const ORDER_TYPES: Record<GemmOrder, string> = {
   grouped: "symmkit::gemm::GroupedOrder",
   list: "symmkit::gemm::ListOrder",
+  sharded: "symmkit::gemm::ShardedOrder",
 };
 const READY_TYPES: Record<GemmReady, string> = {
   none: "symmkit::gemm::NoWait",
@@ -40,6 +51,8 @@ const EPILOGUE_TYPES: Record<GemmEpilogue, string> = {
   store: "symmkit::gemm::StoreBf16",
   signal: "symmkit::gemm::SignalingStore",
   "accumulate-f32": "symmkit::gemm::AccumulateF32",
+  "scatter-reduce-tma": "symmkit::gemm::ScatterReduce<true>",
+  "scatter-reduce-copy": "symmkit::gemm::ScatterReduce<false>",
 };
 
 export function gemmExpr(v: GemmVariant): string {
@@ -55,15 +68,32 @@ export function gemmProgram(v: GemmVariant): ProgramSpec {
   };
 }
 
-/** wgmma reads fp8 operands K-major only, so fp8 ships with B as [n, k] alone. */
+const isScatter = (e: GemmEpilogue): e is ScatterEpilogue => e.startsWith("scatter-reduce");
+
+/** wgmma reads fp8 operands K-major only, so fp8 ships with B as [n, k] alone. The hook variants take
+ * every order, ready policy and plain epilogue; the sharded order exists only with a scatter-reduce
+ * epilogue (and no ready flags), and the reverse. */
 export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =>
-  GEMM_B_LAYOUTS.filter((l) => elem === "bf16" || l === "nk").flatMap((layoutB) =>
-    GEMM_ORDERS.flatMap((order) =>
+  GEMM_B_LAYOUTS.filter((l) => elem === "bf16" || l === "nk").flatMap((layoutB) => [
+    ...(["grouped", "list"] as const).flatMap((order) =>
       GEMM_READY.flatMap((ready) =>
-        GEMM_EPILOGUES.map((epilogue) => ({ elem, layoutB, order, ready, epilogue })),
+        GEMM_EPILOGUES.filter((e) => !isScatter(e)).map((epilogue) => ({
+          elem,
+          layoutB,
+          order,
+          ready,
+          epilogue,
+        })),
       ),
     ),
-  ),
+    ...GEMM_EPILOGUES.filter(isScatter).map((epilogue): GemmVariant => ({
+      elem,
+      layoutB,
+      order: "sharded",
+      ready: "none",
+      epilogue,
+    })),
+  ]),
 );
 
 export const GEMM_PROGRAMS: readonly ProgramSpec[] = GEMM_VARIANTS.map(gemmProgram);
@@ -76,15 +106,16 @@ export const GEMM_SHARED_BYTES = 4 * (128 + 256) * 128 + 4 * 64 * 64 * 2 + 2 * 4
 /** The TMA-store epilogue's sub-tile: 64 rows by 64 columns. */
 export const GEMM_STORE_BOX = 64;
 
-/** hopper_gemm's parameters: CUtensorMaps of A, B and D by value, then GemmArgs (128 bytes). */
+/** hopper_gemm's parameters: CUtensorMaps of A, B and D by value, GemmArgs (128 bytes), FusionParams. */
 export const GEMM_PARAMS = [
   { bytes: 128, align: 64 },
   { bytes: 128, align: 64 },
   { bytes: 128, align: 64 },
   { bytes: 128, align: 8 },
+  { bytes: 1344, align: 64 },
 ] as const;
 
-/** Byte offsets of GemmArgs' fields (hopper_gemm.cuh asserts the size; the GPU tests read every field back). */
+/** Byte offsets of GemmArgs' fields (hopper_gemm.cuh asserts them; test/gemm-layout.test.ts compares). */
 export const GEMM_ARGS_LAYOUT = {
   d: 0,
   ldd: 8,
@@ -99,6 +130,7 @@ export const GEMM_ARGS_LAYOUT = {
   flagRows: 52,
   readyFlags: 56,
   readyValue: 64,
+  tmRotate: 68,
   tileSignals: 72,
   scaleA: 80,
   scaleB: 88,
@@ -107,4 +139,21 @@ export const GEMM_ARGS_LAYOUT = {
   envRecord: 112,
   envRank: 120,
   bytes: 128,
+} as const;
+
+/** Byte offsets of FusionParams' fields (hopper_gemm.cuh asserts them): tensor maps of 128 bytes, then
+ * per-rank pointer arrays of MAX_WORLD entries. */
+export const FUSION_PARAMS_LAYOUT = {
+  a2: 0,
+  peerD: 128,
+  recv: 1152,
+  flags: 1216,
+  a2Row0: 1280,
+  a2Rows: 1284,
+  shardRows: 1288,
+  world: 1292,
+  rank: 1296,
+  tilesPerShard: 1300,
+  epoch: 1304,
+  bytes: 1344,
 } as const;

@@ -35,6 +35,13 @@ import {
   type ReduceOp,
 } from "./validate.js";
 import { loadTuneTable, pickRule, type LoadedTuneTable, type TunedCollective } from "./tune-table.js";
+import type {
+  AllGatherMatmulAlgorithm,
+  AllGatherMatmulOptions,
+  FusedMatmulOptions,
+  MatmulReduceScatterAlgorithm,
+} from "./fused-checks.js";
+import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
 
 /** lamport: one-shot by pushing into peers' mailboxes (coll/mailbox.cuh), no barrier; lamport_two_shot:
  * reduce-scatter and all-gather the same way, in one kernel. Up to what fits the mailbox slot. */
@@ -157,6 +164,7 @@ export class GpuCollectives {
   readonly #mailbox: Mailbox;
   readonly #comm: NcclComm;
   readonly #tuned: LoadedTuneTable | undefined;
+  readonly #fused: FusedMatmul;
   #phase = 0;
 
   private constructor(
@@ -171,6 +179,15 @@ export class GpuCollectives {
     this.#mailbox = mailbox;
     this.#comm = comm;
     this.#tuned = tuned;
+    this.#fused = new FusedMatmul({
+      group,
+      staging,
+      comm,
+      barrier: (view, stream) => this.#barrierKernel(view, stream),
+      nextPhase: () => this.#nextPhase(),
+      allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
+      reduceScatter: (input, output, stream) => void this.reduceScatter(input, output, { stream }),
+    });
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
@@ -193,7 +210,8 @@ export class GpuCollectives {
     if (!Number.isSafeInteger(slotBytes) || slotBytes <= 0 || slotBytes % 16 !== 0)
       throw new InvalidArgumentError(`mailboxSlotBytes ${slotBytes} must be a positive multiple of 16`);
     const world = group.worldSize;
-    const staging = await group.symmetric.empty([stagingBytes], "u8");
+    // The pad holds the barrier slots and GEMM + reduce-scatter's tile flags.
+    const staging = await group.symmetric.empty([stagingBytes], "u8", { padBytes: STAGING_PAD_BYTES });
     const buffers = await group.symmetric.empty([7 * world * slotBytes], "u8");
     const state = DeviceMemory.alloc(MAILBOX_STATE_BYTES, group.device);
     const stream = defaultStream(group.device);
@@ -392,6 +410,53 @@ export class GpuCollectives {
       this.#nextPhase(),
     );
     return output;
+  }
+
+  /**
+   * All-gather + GEMM, a column-parallel linear layer: `aShard` [rows, k] on each rank (plain, or a
+   * symmetric tensor read in place), `b` this rank's weight [n, k] (or [k, n] with layoutB "kn"); returns
+   * out = gather(aShard) x b^T ([world x rows, n], bf16) and the gathered A ([world x rows, k]), both
+   * allocated unless given. bf16, or fp8 e4m3 with per-tensor scales (scaleA the same on every rank).
+   * `fused` runs the GEMM while the peers' shards arrive (see src/ops/fused-matmul.ts); the result is
+   * bitwise the GEMM of the gathered A. A plain shard is staged in the group's symmetric buffer.
+   */
+  allGatherMatmul(
+    aShard: FusedInput,
+    b: Tensor,
+    options: AllGatherMatmulOptions<Tensor> &
+      CollectiveOptions & { algorithm?: AllGatherMatmulAlgorithm } = {},
+  ): { out: Tensor; gathered: Tensor } {
+    return this.#fused.allGatherMatmul(aShard, b, {
+      ...options,
+      stream: options.stream ?? defaultStream(this.#group.device),
+    });
+  }
+
+  /**
+   * GEMM + reduce-scatter, a row-parallel linear layer: `a` [m, k] (this rank's slice of the contraction),
+   * `b` [n, k] (or [k, n]); returns this rank's rows [rank x m / world, ...) of the sum over ranks of
+   * a x b^T, [m / world, n] bf16. Every rank's partial is rounded to bf16 and the partials are summed in
+   * f32 in rank order, rounded once: every run and every rank gives the same bits, equal to symmkit's
+   * GEMM then reduce-scatter. `fused` needs m x n x 2 bytes of the staging buffer.
+   */
+  matmulReduceScatter(
+    a: Tensor,
+    b: Tensor,
+    options: FusedMatmulOptions<Tensor> &
+      CollectiveOptions & { algorithm?: MatmulReduceScatterAlgorithm } = {},
+  ): Tensor {
+    return this.#fused.matmulReduceScatter(a, b, {
+      ...options,
+      stream: options.stream ?? defaultStream(this.#group.device),
+    });
+  }
+
+  /** The fused matmuls' auto rules, for inspection (see FusedMatmul). */
+  get fusedMatmul(): Pick<
+    FusedMatmul,
+    "autoAllGatherMatmul" | "autoMatmulReduceScatter" | "scatterFlagCapacity"
+  > {
+    return this.#fused;
   }
 
   /**
@@ -624,6 +689,7 @@ export class GpuCollectives {
 
   /** Collective: releases the staging buffer and the mailbox. */
   async dispose(): Promise<void> {
+    this.#fused.dispose();
     await this.#staging.dispose();
     await this.#mailbox.buffers.dispose();
     this.#mailbox.state.dispose();

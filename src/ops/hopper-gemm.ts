@@ -10,6 +10,7 @@ import { sharedModule } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { SyncWatch } from "../dist/sync-watch.js";
 import {
+  FUSION_PARAMS_LAYOUT as F,
   GEMM_ARGS_LAYOUT as L,
   GEMM_PARAMS,
   GEMM_SHARED_BYTES,
@@ -25,6 +26,31 @@ import {
 const TILE_K_BYTES = 128;
 const GROUP_M = 8;
 const UNUSED_MAP = new Uint8Array(128);
+/** Peers a fused launch can address (kMaxWorld in sync/barrier.cuh). */
+export const GEMM_MAX_WORLD = 8;
+const MAP_BYTES = 128;
+
+/** A second home for some rows of A: rows [row0, row0 + rows) are read from `a2` (row-major, same k)
+ * instead of `a`, without asking the ready policy (all-gather + GEMM reads its own shard in place). */
+export interface GemmSecondA {
+  readonly a2: Ptr;
+  readonly row0: number;
+  readonly rows: number;
+}
+
+/** GEMM + reduce-scatter (order "sharded" with a scatter-reduce epilogue): A's m rows are `world` shards
+ * of shardRows; rank p's shard is reduced on rank p into d ([shardRows, n]). */
+export interface GemmScatter {
+  readonly rank: number;
+  readonly world: number;
+  readonly shardRows: number;
+  /** Each rank's receive buffer as mapped here: world slots of [shardRows, n] bf16. */
+  readonly recv: readonly Ptr[];
+  /** Each rank's flags as mapped here: world x tilesPerShard x 2 u32, zero at first. */
+  readonly flags: readonly Ptr[];
+  /** Two u32 of this rank's (zero at first, then kept by the kernel): the calls so far, and a count. */
+  readonly epoch: Ptr;
+}
 
 export interface GemmLaunch {
   /** Row-major [m, k]. */
@@ -50,6 +76,13 @@ export interface GemmLaunch {
   readonly readyValue?: number;
   /** epilogue "signal": device array of u32, one per tile, incremented once the tile is stored. */
   readonly tileSignals?: Ptr;
+  /** order "grouped": start at this tile-row and wrap around (default 0). */
+  readonly rotateTileRows?: number;
+  readonly secondA?: GemmSecondA;
+  /** order "sharded": required. */
+  readonly scatter?: GemmScatter;
+  /** The rank a timeout record names as the waiter (default 0). */
+  readonly waitRank?: number;
   readonly stream?: Stream;
   /** CTAs of the persistent grid (default: one per SM, at most one per tile). */
   readonly ctas?: number;
@@ -60,6 +93,12 @@ export function gemmTiles(m: number, n: number): { tilesM: number; tilesN: numbe
   return { tilesM: Math.ceil(m / GEMM_TILE_M), tilesN: Math.ceil(n / GEMM_TILE_N) };
 }
 
+/** Flags one rank's scatter-reduce needs: world x tiles of one shard x 2 consumers. */
+export function scatterFlagCount(shardRows: number, n: number, world: number): number {
+  const { tilesM, tilesN } = gemmTiles(shardRows, n);
+  return world * tilesM * tilesN * 2;
+}
+
 /** One GEMM variant, loaded on one device. Not thread-safe: one launch at a time (they may overlap on the GPU). */
 export class HopperGemm {
   readonly device: Device;
@@ -67,6 +106,8 @@ export class HopperGemm {
   readonly kernel: Kernel<typeof GEMM_PARAMS>;
   readonly #args = new Uint8Array(L.bytes);
   readonly #view = new DataView(this.#args.buffer);
+  readonly #fusion = new Uint8Array(F.bytes);
+  readonly #fusionView = new DataView(this.#fusion.buffer);
   #watch: SyncWatch | undefined;
 
   constructor(device: Device, variant: GemmVariant, watch?: SyncWatch) {
@@ -100,7 +141,7 @@ export class HopperGemm {
     const ldd = p.ldd ?? n;
     const outBytes = v.epilogue === "accumulate-f32" ? 4 : 2;
     // TMA stores need 16-byte rows and base; the pair stores of the other epilogues need 2 elements.
-    const tma = v.epilogue === "store";
+    const tma = v.epilogue === "store" || v.epilogue.startsWith("scatter-reduce");
     const unit = tma ? 16 / outBytes : 2;
     if (!Number.isInteger(ldd) || ldd < n || ldd % unit !== 0 || n % 2 !== 0) {
       throw new InvalidArgumentError(
@@ -110,7 +151,10 @@ export class HopperGemm {
     if (p.d % BigInt(tma ? 16 : 2 * outBytes) !== 0n)
       throw new InvalidArgumentError(`gemm: d must be ${tma ? 16 : 2 * outBytes}-byte aligned`);
     const { tilesM, tilesN } = gemmTiles(m, n);
-    const tileCount = this.#tileCount(p, tilesM * tilesN);
+    const scatter = v.order === "sharded" ? this.#scatter(p) : undefined;
+    const tileCount = scatter
+      ? scatter.world * gemmTiles(scatter.shardRows, n).tilesM * tilesN
+      : this.#tileCount(p, tilesM * tilesN);
 
     const rowBytes = k * es;
     const box = TILE_K_BYTES / es;
@@ -158,7 +202,7 @@ export class HopperGemm {
           address: p.d,
           dataType: "BFLOAT16",
           elementBytes: 2,
-          rows: m,
+          rows: scatter ? scatter.shardRows : m,
           cols: n,
           rowStrideBytes: ldd * 2,
           boxCols: GEMM_STORE_BOX,
@@ -181,7 +225,12 @@ export class HopperGemm {
     a.setUint32(L.tileCount, tileCount, true);
     a.setBigUint64(L.scaleA, p.scaleA ?? 0n, true);
     a.setBigUint64(L.scaleB, p.scaleB ?? 0n, true);
+    a.setUint32(L.tmRotate, this.#rotation(p, tilesM), true);
     if (v.ready === "row-flags") this.#writeReady(p);
+    if (v.ready === "row-flags" || scatter) this.#writeWaitEnv(p.waitRank ?? 0);
+    this.#fusion.fill(0);
+    if (p.secondA) this.#writeSecondA(p.secondA, dataType, es, k, box, m);
+    if (scatter) this.#writeScatter(scatter, n, tilesN);
     if (v.epilogue === "signal") {
       if (!p.tileSignals) throw new InvalidArgumentError("gemm: epilogue signal needs tileSignals");
       a.setBigUint64(L.tileSignals, p.tileSignals, true);
@@ -199,7 +248,96 @@ export class HopperGemm {
       mapB,
       mapD,
       this.#args,
+      this.#fusion,
     );
+  }
+
+  #rotation(p: GemmLaunch, tilesM: number): number {
+    const r = p.rotateTileRows ?? 0;
+    if (r === 0) return 0;
+    if (this.variant.order !== "grouped" || !Number.isInteger(r) || r < 0 || r >= tilesM)
+      throw new InvalidArgumentError(
+        `gemm: rotateTileRows ${r} needs order grouped and a tile-row in [0, ${tilesM})`,
+      );
+    return r;
+  }
+
+  #scatter(p: GemmLaunch): GemmScatter {
+    const s = p.scatter;
+    if (this.variant.order !== "sharded" || !s)
+      throw new InvalidArgumentError("gemm: order sharded needs scatter");
+    if (!Number.isInteger(s.world) || s.world < 1 || s.world > GEMM_MAX_WORLD)
+      throw new InvalidArgumentError(`gemm: scatter world ${s.world} must be in [1, ${GEMM_MAX_WORLD}]`);
+    if (!Number.isInteger(s.rank) || s.rank < 0 || s.rank >= s.world)
+      throw new InvalidArgumentError(`gemm: scatter rank ${s.rank} is not in [0, ${s.world})`);
+    if (!Number.isInteger(s.shardRows) || s.shardRows < 1 || s.shardRows * s.world !== p.m)
+      throw new InvalidArgumentError(
+        `gemm: m = ${p.m} must be world x shardRows = ${s.world} x ${s.shardRows}`,
+      );
+    if (s.recv.length !== s.world || s.flags.length !== s.world)
+      throw new InvalidArgumentError("gemm: scatter needs one receive buffer and one flag array per rank");
+    if ((p.ldd ?? p.n) !== p.n)
+      throw new InvalidArgumentError("gemm: scatter writes a dense [shardRows, n] output");
+    return s;
+  }
+
+  #writeSecondA(
+    s: GemmSecondA,
+    dataType: "BFLOAT16" | "UINT8",
+    es: number,
+    k: number,
+    box: number,
+    m: number,
+  ): void {
+    if (
+      !Number.isInteger(s.row0) ||
+      !Number.isInteger(s.rows) ||
+      s.row0 < 0 ||
+      s.rows < 1 ||
+      s.row0 + s.rows > m
+    )
+      throw new InvalidArgumentError(`gemm: secondA rows [${s.row0}, +${s.rows}) are not a row range`);
+    const map = encodeTensorMap2d({
+      address: s.a2,
+      dataType,
+      elementBytes: es,
+      rows: s.rows,
+      cols: k,
+      rowStrideBytes: k * es,
+      boxCols: box,
+      boxRows: GEMM_TILE_M,
+      swizzle: "B128",
+    });
+    this.#fusion.set(map, F.a2);
+    this.#fusionView.setUint32(F.a2Row0, s.row0, true);
+    this.#fusionView.setUint32(F.a2Rows, s.rows, true);
+  }
+
+  #writeScatter(s: GemmScatter, n: number, tilesN: number): void {
+    const f = this.#fusionView;
+    const slotBytes = BigInt(s.shardRows * n * 2);
+    for (let r = 0; r < s.world; r++) {
+      f.setBigUint64(F.recv + 8 * r, s.recv[r]!, true);
+      f.setBigUint64(F.flags + 8 * r, s.flags[r]!, true);
+      if (this.variant.epilogue !== "scatter-reduce-tma") continue;
+      const map = encodeTensorMap2d({
+        address: s.recv[r]! + BigInt(s.rank) * slotBytes,
+        dataType: "BFLOAT16",
+        elementBytes: 2,
+        rows: s.shardRows,
+        cols: n,
+        rowStrideBytes: n * 2,
+        boxCols: GEMM_STORE_BOX,
+        boxRows: GEMM_STORE_BOX,
+        swizzle: "B128",
+      });
+      this.#fusion.set(map, F.peerD + MAP_BYTES * r);
+    }
+    f.setUint32(F.shardRows, s.shardRows, true);
+    f.setUint32(F.world, s.world, true);
+    f.setUint32(F.rank, s.rank, true);
+    f.setUint32(F.tilesPerShard, gemmTiles(s.shardRows, n).tilesM * tilesN, true);
+    f.setBigUint64(F.epoch, s.epoch, true);
   }
 
   /** The watch whose record explains a ready-flag timeout (created on first use if none was given). */
@@ -229,10 +367,14 @@ export class HopperGemm {
     a.setBigUint64(L.readyFlags, p.readyFlags, true);
     a.setUint32(L.flagRows, rows, true);
     a.setUint32(L.readyValue, value, true);
+  }
+
+  #writeWaitEnv(rank: number): void {
+    const a = this.#view;
     const w = this.watch;
     a.setBigUint64(L.envTimeoutNs, w.timeoutNs, true);
     a.setBigUint64(L.envAbortFlag, w.abortFlagPtr, true);
     a.setBigUint64(L.envRecord, w.recordPtr, true);
-    a.setUint32(L.envRank, 0, true);
+    a.setUint32(L.envRank, rank, true);
   }
 }

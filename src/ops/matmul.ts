@@ -36,35 +36,41 @@ export interface MatmulProblem {
   readonly layoutB: BLayout;
 }
 
-interface Span {
+export interface Span {
   readonly ptr: Ptr;
   readonly nbytes: number;
   readonly shape: readonly number[];
   readonly dtype: DType;
 }
 
-const fail = (msg: string): never => {
-  throw new InvalidArgumentError(`matmul: ${msg}`);
-};
-
 function isElem(d: DType): d is LtElem {
   return d === "bf16" || d === "fp8e4m3";
 }
 
-function overlaps(x: Span, y: Span): boolean {
+export function overlaps(x: Span, y: Span): boolean {
   return x.ptr < y.ptr + BigInt(y.nbytes) && y.ptr < x.ptr + BigInt(x.nbytes);
 }
 
-/** Checks shapes, dtypes, layouts and alignment; needs no GPU (the tensors are described, not touched). */
-export function checkMatmul(
-  a: Span,
-  b: Span,
-  out: Span | undefined,
-  options: Pick<MatmulOptions, "impl" | "layoutB"> & { readonly scaleA?: Span; readonly scaleB?: Span },
+interface Shaped {
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+}
+
+/**
+ * The problem `a` x `b` (B as `layoutB`) poses, from shapes and dtypes alone, with the same typed errors
+ * on every backend (`what` names the operation): bf16 or fp8 e4m3 operands of one dtype, 2-D, matching
+ * k, rows of 16 bytes (a, b, and the bf16 output), fp8 with B as [n, k]. Scales must be one f32 and are
+ * for fp8 only.
+ */
+export function matmulShapes(
+  what: string,
+  a: Shaped,
+  b: Shaped,
+  options: { readonly layoutB?: string; readonly scaleA?: Shaped; readonly scaleB?: Shaped },
 ): MatmulProblem {
-  const impl = options.impl ?? "symmkit";
-  if (!(MATMUL_IMPLS as readonly string[]).includes(impl))
-    fail(`impl ${impl} is not one of ${MATMUL_IMPLS.join(", ")}`);
+  const fail = (msg: string): never => {
+    throw new InvalidArgumentError(`${what}: ${msg}`);
+  };
   const layoutB = options.layoutB ?? "nk";
   if (layoutB !== "nk" && layoutB !== "kn") fail(`layoutB ${String(layoutB)} is not "nk" or "kn"`);
   if (a.shape.length !== 2 || b.shape.length !== 2)
@@ -84,6 +90,51 @@ export function checkMatmul(
   if ((k * es) % 16 !== 0) fail(`k = ${k}: rows of a must be a multiple of 16 bytes`);
   if ((n * 2) % 16 !== 0 || (layoutB === "kn" && (n * es) % 16 !== 0))
     fail(`n = ${n}: rows of b and of the output must be a multiple of 16 bytes`);
+  for (const [name, s] of [
+    ["scaleA", options.scaleA],
+    ["scaleB", options.scaleB],
+  ] as const) {
+    if (!s) continue;
+    if (elem !== "fp8e4m3") fail(`${name} applies to fp8 inputs only`);
+    if (s.dtype !== "f32" || s.shape.reduce((x, y) => x * y, 1) !== 1)
+      fail(`${name} must be one f32, got ${s.dtype} ${JSON.stringify(s.shape)}`);
+  }
+  // Hopper's fp8 MMA (and cuBLASLt's fp8 kernels) read both operands K-major.
+  if (elem === "fp8e4m3" && layoutB === "kn") fail('fp8 needs B as [n, k] (layoutB "nk")');
+  return { elem, m, n, k, layoutB: layoutB as BLayout };
+}
+
+/** `t` is a bf16 [rows, cols] output, else a typed error. */
+export function checkOutput(
+  what: string,
+  name: string,
+  t: Shaped,
+  rows: number,
+  cols: number,
+  dtype: DType,
+): void {
+  if (t.dtype !== dtype) throw new InvalidArgumentError(`${what}: ${name} must be ${dtype}, got ${t.dtype}`);
+  if (t.shape.length !== 2 || t.shape[0] !== rows || t.shape[1] !== cols)
+    throw new InvalidArgumentError(
+      `${what}: ${name} must be [${rows}, ${cols}], got ${JSON.stringify(t.shape)}`,
+    );
+}
+
+/** Checks shapes, dtypes, layouts and alignment; needs no GPU (the tensors are described, not touched). */
+export function checkMatmul(
+  a: Span,
+  b: Span,
+  out: Span | undefined,
+  options: Pick<MatmulOptions, "impl" | "layoutB"> & { readonly scaleA?: Span; readonly scaleB?: Span },
+  what = "matmul",
+): MatmulProblem {
+  const fail = (msg: string): never => {
+    throw new InvalidArgumentError(`${what}: ${msg}`);
+  };
+  const impl = options.impl ?? "symmkit";
+  if (!(MATMUL_IMPLS as readonly string[]).includes(impl))
+    fail(`impl ${impl} is not one of ${MATMUL_IMPLS.join(", ")}`);
+  const p = matmulShapes(what, a, b, options);
   for (const [name, t] of [
     ["a", a],
     ["b", b],
@@ -92,23 +143,16 @@ export function checkMatmul(
     if (t && t.ptr % 16n !== 0n) fail(`${name} must start on a 16-byte boundary`);
   }
   if (out) {
-    if (out.dtype !== "bf16") fail(`out must be bf16, got ${out.dtype}`);
-    if (out.shape.length !== 2 || out.shape[0] !== m || out.shape[1] !== n)
-      fail(`out must be [${m}, ${n}], got ${JSON.stringify(out.shape)}`);
+    checkOutput(what, "out", out, p.m, p.n, "bf16");
     if (overlaps(out, a) || overlaps(out, b)) fail("out overlaps an input");
   }
   for (const [name, s] of [
     ["scaleA", options.scaleA],
     ["scaleB", options.scaleB],
   ] as const) {
-    if (!s) continue;
-    if (elem !== "fp8e4m3") fail(`${name} applies to fp8 inputs only`);
-    if (s.dtype !== "f32" || s.nbytes !== 4)
-      fail(`${name} must be one f32, got ${s.dtype} ${JSON.stringify(s.shape)}`);
+    if (s && s.nbytes !== 4) fail(`${name} must be one f32, got ${s.dtype} ${JSON.stringify(s.shape)}`);
   }
-  // Hopper's fp8 MMA (and cuBLASLt's fp8 kernels) read both operands K-major.
-  if (elem === "fp8e4m3" && layoutB === "kn") fail('fp8 needs B as [n, k] (layoutB "nk")');
-  return { elem, m, n, k, layoutB };
+  return p;
 }
 
 const gemms = new Map<string, HopperGemm>();
@@ -132,7 +176,10 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
     ["scaleA", options.scaleA],
     ["scaleB", options.scaleB],
   ] as const) {
-    if (t && t.device !== device) fail(`${name} is on device ${t.device.ordinal}, a on ${device.ordinal}`);
+    if (t && t.device !== device)
+      throw new InvalidArgumentError(
+        `matmul: ${name} is on device ${t.device.ordinal}, a on ${device.ordinal}`,
+      );
   }
   const p = checkMatmul(a, b, options.out, options);
   const out = options.out ?? Tensor.empty([p.m, p.n], "bf16", { device });

@@ -65,6 +65,32 @@ for (const n of [2, 3, 4]) {
   });
 }
 
+for (const n of [2, 3, 4]) {
+  const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
+  test(
+    `fused all-gather + GEMM and GEMM + reduce-scatter at world size ${n}: references, graphs, stragglers, bad inputs`,
+    { skip },
+    () => {
+      const r = run(n, "fused.js");
+      assert.equal(r.status, 0);
+      assert.equal(r.out.match(/gpu fused ok/g)?.length, n);
+    },
+  );
+}
+
+for (const op of ["rs", "ag"]) {
+  test(
+    `a rank missing from a fused ${op === "rs" ? "GEMM + reduce-scatter" : "all-gather + GEMM"} makes the others fail with SymmTimeoutError naming it`,
+    { skip: multi },
+    () => {
+      const n = Math.min(gpus, 4);
+      const r = run(n, "fused-timeout.js", { SYMMKIT_SYNC_TIMEOUT_MS: "3000", FUSED_OP: op });
+      assert.equal(r.status, 0);
+      assert.equal(r.out.match(new RegExp(`timeout naming rank ${n - 1} after`, "g"))?.length, n - 1);
+    },
+  );
+}
+
 test(
   "a rank that skips a barrier makes the others fail with SymmTimeoutError naming it",
   { skip: multi },

@@ -4,26 +4,32 @@
 // B may also be stored [k, n] (kBKMajor = false, bf16 only): TMA then loads it N-major and wgmma
 // transposes it on the fly.
 //
-// Contract. One CTA per SM walks tiles of 128 x 256 in the order the Order policy gives. Warpgroup 0 is
-// the producer: one thread waits for a free stage (empty mbarrier), asks the Ready policy whether the
-// tile's rows of A may be read, and issues two TMA loads that complete the stage's full mbarrier.
-// Warpgroups 1 and 2 are consumers: each waits for a full stage, issues four wgmma over its 64 rows, and
-// releases the stage once wgmma_wait<1> proves the previous stage's MMAs retired, so one k-block of MMAs
-// is always in flight. Stage ring: kStages deep; the producer waits for phase parity ph ^ 1 on empty
-// (the first pass finds it complete), consumers wait for parity ph on full. After the last k-block a
-// consumer drains its MMAs, releases the stage, and either stores its 64 x 256 share through shared
-// memory with TMA stores (StoreBf16: sub-tile buffers double-buffered per consumer, named barriers 2 and
-// 3, each buffer waited for with bulk_wait_read before it is rewritten, and all of them before the CTA
-// exits) or hands each accumulator pair to Epilogue::store, then Epilogue::tile_done once both consumers
-// stored the tile (named barrier 1 over 256 threads).
+// Contract. One CTA per SM walks tiles of 128 x 256 in the order the Order policy gives; a Tile names
+// the rows of A it reads (row0, rows), its column block and, for the sharded order, the rank its
+// output belongs to. Warpgroup 0 is the producer: one thread waits for a free stage (empty mbarrier),
+// asks the Ready policy whether the tile's rows of A may be read, and issues two TMA loads that
+// complete the stage's full mbarrier. Rows that lie wholly in FusionParams' second A (a2: this rank's
+// own shard, read where the caller keeps it) are loaded from there, without asking Ready. Warpgroups 1
+// and 2 are consumers: each waits for a full stage, issues four wgmma over its 64 rows, and releases
+// the stage once wgmma_wait<1> proves the previous stage's MMAs retired, so one k-block of MMAs is
+// always in flight. Stage ring: kStages deep; the producer waits for phase parity ph ^ 1 on empty (the
+// first pass finds it complete), consumers wait for parity ph on full. After the last k-block a
+// consumer drains its MMAs, releases the stage and hands its 64 x 256 share to Epilogue::finish:
+//   StoreBf16      bf16 through shared memory and TMA stores (sub-tile buffers double-buffered per
+//                  consumer, named barriers 2 and 3, each buffer waited for with bulk_wait_read before
+//                  it is rewritten, and all of them before the CTA exits);
+//   SignalingStore bf16 pairs from registers, then +1 on the tile's counter (named barrier 1);
+//   AccumulateF32  f32 atomic adds from registers;
+//   ScatterReduce  (with ShardedOrder) GEMM + reduce-scatter: see its comment.
 // Bounds: TMA fills rows and columns past the tensor with zeros (so partial tiles and a K tail add
-// nothing) and the epilogue skips rows >= m and columns >= n. Every wait is bounded (gemm/tma.cuh for
-// the pipeline, sync/wait.cuh for ready flags). Barriers are initialised by each launch and no state
-// outlives it beyond what the Epilogue writes, so graph replays are independent.
+// nothing) and every epilogue skips rows past the tile's rows and columns >= n. Every wait is bounded
+// (gemm/tma.cuh for the pipeline, sync/wait.cuh for flags). Barriers are initialised by each launch and
+// no state outlives it beyond what the Epilogue writes (ScatterReduce leaves its flags zero again), so
+// graph replays are independent.
 #pragma once
 #include "symmkit/gemm/tma.cuh"
 #include "symmkit/gemm/wgmma.cuh"
-#include "symmkit/sync/wait.cuh"
+#include "symmkit/sync/barrier.cuh"
 
 namespace symmkit {
 namespace gemm {
@@ -49,60 +55,116 @@ struct GemmArgs {
   u64 ldd;
   u32 m, n, k;
   u32 tiles_m, tiles_n;
-  u32 group_m;             // GroupedOrder: tile-rows walked together, for L2 reuse of B
+  u32 group_m;             // GroupedOrder, ShardedOrder: tile-rows walked together, for L2 reuse of B
   const u32* tile_list;    // ListOrder: linear tile ids (tm * tiles_n + tn) in compute order
   u32 tile_count;          // ListOrder: entries in tile_list
   u32 flag_rows;           // RowFlagsReady: rows of A covered by one flag
   const u32* ready_flags;  // RowFlagsReady: one flag per flag_rows rows of A
   u32 ready_value;         // RowFlagsReady: a flag is ready once it is >= ready_value
+  u32 tm_rotate;           // GroupedOrder: tile-row tm is walked as if it were (tm - tm_rotate) mod tiles_m
   u32* tile_signals;       // SignalingStore: one counter per tile, +1 (release, system scope) once stored
   const float* scale_a;    // per-tensor scales (fp8), null for 1
   const float* scale_b;
-  WaitEnv env;             // bounds the waits on ready flags
+  WaitEnv env;             // bounds the waits on flags; env.rank names this rank in a timeout record
 };
-static_assert(sizeof(GemmArgs) == 128, "GemmArgs layout is shared with the host");
+static_assert(sizeof(GemmArgs) == 128, "GemmArgs layout is shared with the host (test/gemm-layout.test.ts)");
+
+/** What the fused operations add to a launch (one by-value parameter; zero where unused). Layout shared
+ * with src/ops/gemm-programs.ts (FUSION_PARAMS_LAYOUT). */
+struct alignas(64) FusionParams {
+  TensorMap a2;                   // rows [a2_row0, a2_row0 + a2_rows) of A, stored elsewhere (a2_rows > 0)
+  TensorMap peer_d[kMaxWorld];    // ScatterReduce (TMA): slot `rank` of rank p's receive buffer, [shard_rows, n]
+  void* recv[kMaxWorld];          // ScatterReduce: rank p's receive buffer (world slots of [shard_rows, n] bf16)
+  u32* flags[kMaxWorld];          // ScatterReduce: rank p's tile flags [world][tiles_per_shard][2]
+  u32 a2_row0, a2_rows;
+  u32 shard_rows, world;          // ShardedOrder: rows of A (and of the output) each rank owns
+  u32 rank, tiles_per_shard;      // ShardedOrder: this rank; output tiles of one shard
+  u32* epoch;                     // ScatterReduce: [calls so far, CTAs that read it] (local, zero at first)
+};
+static_assert(sizeof(FusionParams) == 1344, "FusionParams layout is shared with the host (test/gemm-layout.test.ts)");
+
+/** One output tile: rows [row0, row0 + rows) of A and of D's row space, columns [tn * kTileN, ...), its id
+ * (for signals and flags), and the rank whose output it is (ShardedOrder; 0 otherwise). */
+struct Tile {
+  u32 row0, rows, tn, id, dest;
+};
 
 // ---- Order: which tile the i-th step of the persistent loop computes --------------------------------
 
-/** Groups of group_m tile-rows, column by column inside a group: a wave of CTAs shares B tiles in L2. */
+__device__ __forceinline__ Tile plain_tile(const GemmArgs& a, u32 tm, u32 tn) {
+  return Tile{tm * kTileM, min(kTileM, a.m - tm * kTileM), tn, tm * a.tiles_n + tn, 0};
+}
+
+/** Groups of `group` tile-rows out of `tiles_m`, column by column inside a group: a wave of CTAs shares
+ * B tiles in L2. Step i -> (tile-row, column block). */
+__device__ __forceinline__ void grouped_step(u32 i, u32 tiles_m, u32 tiles_n, u32 group, u32& tm, u32& tn) {
+  const u32 per_group = group * tiles_n;
+  const u32 first = (i / per_group) * group;
+  const u32 rows = min(tiles_m - first, group);
+  const u32 r = i % per_group;
+  tm = first + r % rows;
+  tn = r / rows;
+}
+
+/** Grouped, starting at tile-row tm_rotate and wrapping: all-gather + GEMM starts at this rank's own rows
+ * and then meets the peers' rows in the order their copies land. */
 struct GroupedOrder {
-  static __device__ __forceinline__ u32 count(const GemmArgs& a) { return a.tiles_m * a.tiles_n; }
-  static __device__ __forceinline__ void tile(const GemmArgs& a, u32 i, u32& tm, u32& tn) {
-    const u32 per_group = a.group_m * a.tiles_n;
-    const u32 first = (i / per_group) * a.group_m;
-    const u32 rows = min(a.tiles_m - first, a.group_m);
-    const u32 r = i % per_group;
-    tm = first + r % rows;
-    tn = r / rows;
+  static __device__ __forceinline__ u32 count(const GemmArgs& a, const FusionParams&) { return a.tiles_m * a.tiles_n; }
+  static __device__ __forceinline__ Tile tile(const GemmArgs& a, const FusionParams&, u32 i) {
+    u32 tm, tn;
+    grouped_step(i, a.tiles_m, a.tiles_n, a.group_m, tm, tn);
+    tm += a.tm_rotate;
+    if (tm >= a.tiles_m) tm -= a.tiles_m;
+    return plain_tile(a, tm, tn);
   }
 };
 
 /** The caller's list of tile ids (e.g. this rank's own rows first, then in arrival order). */
 struct ListOrder {
-  static __device__ __forceinline__ u32 count(const GemmArgs& a) { return a.tile_count; }
-  static __device__ __forceinline__ void tile(const GemmArgs& a, u32 i, u32& tm, u32& tn) {
+  static __device__ __forceinline__ u32 count(const GemmArgs& a, const FusionParams&) { return a.tile_count; }
+  static __device__ __forceinline__ Tile tile(const GemmArgs& a, const FusionParams&, u32 i) {
     const u32 id = a.tile_list[i];
     if (id >= a.tiles_m * a.tiles_n) __trap();  // a bad list must not silently skip work
-    tm = id / a.tiles_n;
-    tn = id % a.tiles_n;
+    return plain_tile(a, id / a.tiles_n, id % a.tiles_n);
   }
 };
 
-// ---- Ready: may the producer read tile-row tm of A yet? ----------------------------------------------
+/** GEMM + reduce-scatter: A's rows form `world` shards of shard_rows; shard p is rank p's output. Tiles
+ * never straddle shards (a shard's last tile-row may be partial). Each shard is cut into bands of
+ * group_m tile-rows; band q of every shard is computed before band q + 1 of any, and within band q
+ * this rank walks the shards starting at its own (rank, rank + 1, ...). So at each moment the ranks send
+ * to different owners (no incast), and band q of every shard is complete on every rank at about the
+ * same time, early enough for its owner to reduce it while later bands are computed. */
+struct ShardedOrder {
+  static __device__ __forceinline__ u32 count(const GemmArgs&, const FusionParams& f) { return f.world * f.tiles_per_shard; }
+  static __device__ __forceinline__ Tile tile(const GemmArgs& a, const FusionParams& f, u32 i) {
+    const u32 band_tiles = a.group_m * a.tiles_n;  // tiles of one full band of one shard
+    const u32 band = i / (f.world * band_tiles);
+    const u32 first = band * band_tiles;            // the band's first tile within a shard
+    const u32 in_band = min(band_tiles, f.tiles_per_shard - first);
+    const u32 r = i - band * f.world * band_tiles;  // position within the band, over all shards
+    const u32 dest = (f.rank + r / in_band) % f.world;
+    u32 tml, tn;
+    grouped_step(first + r % in_band, f.tiles_per_shard / a.tiles_n, a.tiles_n, a.group_m, tml, tn);
+    return Tile{dest * f.shard_rows + tml * kTileM, min(kTileM, f.shard_rows - tml * kTileM), tn, tml * a.tiles_n + tn, dest};
+  }
+};
+
+// ---- Ready: may the producer read the tile's rows of A yet? ------------------------------------------
 
 struct NoWait {
-  static __device__ __forceinline__ void wait(const GemmArgs&, u32) {}
+  static __device__ __forceinline__ void wait(const GemmArgs&, const Tile&) {}
 };
 
 /** Waits (acquire, system scope) until every flag covering the tile's rows of A reaches ready_value;
- * flags are raised by a copy engine (cuStreamWriteValue32 after the copy) or by a peer's release store.
- * The proxy fence then orders those acquires before the TMA loads that read the rows. A timeout record
- * names the flag index in its `peer` field and ready_value in `phase`. */
+ * flags are raised by a copy engine (cuStreamWriteValue32 after the copy), by a peer's release store, or
+ * by a kernel's release add. The proxy fence then orders those acquires before the TMA loads that read
+ * the rows. A timeout record names the flag index in its `peer` field (the rank, when one flag covers
+ * one rank's shard) and ready_value in `phase`. */
 struct RowFlagsReady {
-  static __device__ __forceinline__ void wait(const GemmArgs& a, u32 tm) {
-    const u32 first_row = tm * kTileM;
-    const u32 last_row = min(first_row + kTileM, a.m) - 1;
-    for (u32 f = first_row / a.flag_rows; f <= last_row / a.flag_rows; ++f) {
+  static __device__ __forceinline__ void wait(const GemmArgs& a, const Tile& t) {
+    const u32 last_row = t.row0 + t.rows - 1;
+    for (u32 f = t.row0 / a.flag_rows; f <= last_row / a.flag_rows; ++f) {
       const u32* flag = a.ready_flags + f;
       bounded_wait(a.env, f, a.ready_value, [&] { return ld_sys<Order::Acquire>(flag) >= a.ready_value; });
     }
@@ -110,83 +172,334 @@ struct RowFlagsReady {
   }
 };
 
-// ---- Epilogue: where an accumulator pair goes ---------------------------------------------------------
+// ---- Epilogue: where a consumer's share of the tile goes ---------------------------------------------
+
+/** What every epilogue is handed besides the tile and its accumulators. */
+struct EpilogueCtx {
+  const GemmArgs& args;
+  const FusionParams& fusion;
+  const TensorMap* map_d;
+  u8* buffers;  // this consumer's two sub-tile buffers
+  float scale;
+  u32 consumer;   // 0 or 1: rows 64 * consumer .. + 63 of the tile
+  u32 wg_thread;  // 0..127 within the consumer warpgroup
+};
+
+/** Offset of byte `b` (0..127) of row `r` in a 128B-swizzled tile: 16-byte units XOR the row mod 8. */
+__device__ __forceinline__ u32 swizzle128(u32 r, u32 b) { return r * 128 + ((((b >> 4) ^ r) & 7) << 4) + (b & 15); }
+
+/** The default value of an output pair: the scaled accumulators rounded to bf16. */
+struct Rounded {
+  __device__ __forceinline__ __nv_bfloat162 operator()(u32, u32, float v0, float v1) const {
+    return __floats2bfloat162_rn(v0, v1);
+  }
+};
+
+/** Where store_share writes with ordinary 16-byte stores instead of TMA (kCopyOut): a bf16 matrix of
+ * `rows` x `cols` (cols a multiple of 8) with row stride `ld` elements, e.g. a peer's buffer. */
+struct CopyOut {
+  __nv_bfloat16* base;
+  u64 ld;
+  u32 rows, cols;
+};
+
+/**
+ * A consumer's 64 x 256 share at (column x, row y) of map_d (or of `out`), through its two sub-tile
+ * buffers. Thread wg_thread holds rows 16 * warp + lane / 4 (+8) and, in sub-tile c, columns
+ * 8 * j + 2 * (lane % 4) (+1) for j in 0..7; pair(row, column, v0, v1) gives the bf16 pair stored there
+ * (row 0..63 and column 0..255 within the share). With TMA the stores drain while the next tile's main
+ * loop runs; with kCopyOut all 128 threads copy each sub-tile out in 16-byte vectors, row by row, and
+ * the stores are complete only once a fence says so.
+ */
+template <bool kCopyOut, typename Pair>
+__device__ __forceinline__ void store_share(const EpilogueCtx& c, const TensorMap* map, const CopyOut& out,
+                                            const float (&acc)[128], i32 x, i32 y, const Pair& pair) {
+  const u32 warp = c.wg_thread / 32, lane = c.wg_thread % 32;
+  const u32 r = warp * 16 + lane / 4;
+#pragma unroll
+  for (u32 s = 0; s < kTileN / kSubTileCols; ++s) {
+    u8* buf = c.buffers + (s % 2) * kSubTileBytes;
+    if (!kCopyOut && c.wg_thread == 0) bulk_wait_read<1>();  // the store issued from this buffer two sub-tiles ago
+    named_barrier(2 + c.consumer, 128);
+#pragma unroll
+    for (u32 j = 0; j < 8; ++j) {
+      const float* v = &acc[4 * (8 * s + j)];
+      const u32 b = 16 * j + 4 * (lane % 4);
+      const u32 col = s * kSubTileCols + 8 * j + 2 * (lane % 4);
+      *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r, b)) = pair(r, col, v[0] * c.scale, v[1] * c.scale);
+      *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r + 8, b)) = pair(r + 8, col, v[2] * c.scale, v[3] * c.scale);
+    }
+    if constexpr (!kCopyOut) fence_proxy_async_shared();
+    named_barrier(2 + c.consumer, 128);
+    if constexpr (kCopyOut) {
+#pragma unroll
+      for (u32 q = 0; q < 4; ++q) {
+        const u32 idx = c.wg_thread + 128 * q;
+        const u32 rr = idx / 8, unit = idx % 8;
+        const u32 row = y + rr, col = x + s * kSubTileCols + 8 * unit;
+        if (row < out.rows && col < out.cols)
+          st_128(out.base + row * out.ld + col, *reinterpret_cast<const u32x4*>(buf + swizzle128(rr, 16 * unit)));
+      }
+    } else if (c.wg_thread == 0) {
+      tma_store_2d(map, buf, x + s * kSubTileCols, y);
+      bulk_commit();
+    }
+  }
+}
 
 __device__ __forceinline__ void store_bf16x2(const GemmArgs& a, u32 row, u32 col, float v0, float v1) {
   __nv_bfloat162 pair = __floats2bfloat162_rn(v0, v1);
   *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.d) + row * a.ldd + col) = pair;
 }
 
+/** Calls f(row, col, v0, v1) for each accumulator pair of the consumer's share inside the tile and the
+ * output (scaled values; row and col absolute). */
+template <typename F>
+__device__ __forceinline__ void for_each_pair(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], F f) {
+  const u32 warp = c.wg_thread / 32, lane = c.wg_thread % 32;
+  const u32 row = t.row0 + c.consumer * 64 + warp * 16 + lane / 4;
+  const u32 row_end = t.row0 + t.rows;
+  const u32 col0 = t.tn * kTileN + (lane % 4) * 2;
+#pragma unroll
+  for (u32 j = 0; j < 32; ++j) {
+    const u32 col = col0 + j * 8;
+    if (col < c.args.n) {
+      if (row < row_end) f(row, col, acc[4 * j] * c.scale, acc[4 * j + 1] * c.scale);
+      if (row + 8 < row_end) f(row + 8, col, acc[4 * j + 2] * c.scale, acc[4 * j + 3] * c.scale);
+    }
+  }
+}
+
 /** bf16 into d through shared memory and TMA stores (map_d), which drain while the next tile's main
  * loop runs. */
 struct StoreBf16 {
-  static constexpr bool kTmaStore = true;
+  static constexpr bool kReduces = false;
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32) {
+    store_share<false>(c, c.map_d, CopyOut{}, acc, t.tn * kTileN, t.row0 + c.consumer * 64, Rounded{});
+  }
+  // A TMA store reads shared memory after it is issued: the CTA must not exit before that is done.
+  __device__ __forceinline__ void drain(const EpilogueCtx& c, u32) {
+    if (c.wg_thread == 0) bulk_wait_read<0>();
+  }
 };
 
 /** bf16 into d, then tile_signals[tile] += 1 with release semantics at system scope, so a peer that
  * acquires the counter sees the whole tile. */
 struct SignalingStore {
-  static constexpr bool kTmaStore = false;
-  static __device__ __forceinline__ void store(const GemmArgs& a, u32 row, u32 col, float v0, float v1) {
-    store_bf16x2(a, row, col, v0, v1);
-  }
-  static __device__ __forceinline__ void tile_done(const GemmArgs& a, u32 tile, u32 consumer_thread) {
+  static constexpr bool kReduces = false;
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32) {
+    for_each_pair(c, t, acc, [&](u32 row, u32 col, float v0, float v1) { store_bf16x2(c.args, row, col, v0, v1); });
     named_barrier(1, 256);
-    if (consumer_thread == 0) {
+    if (c.consumer == 0 && c.wg_thread == 0) {
       fence_acq_rel_sys();
-      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(a.tile_signals + tile) : "memory");
+      asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(c.args.tile_signals + t.id) : "memory");
     }
   }
+  __device__ __forceinline__ void drain(const EpilogueCtx&, u32) {}
 };
 
 /** f32 atomic accumulation into d (float, row stride ldd): several GEMMs, or several ranks through their
  * peers' mappings, may add into one buffer. */
 struct AccumulateF32 {
-  static constexpr bool kTmaStore = false;
-  static __device__ __forceinline__ void store(const GemmArgs& a, u32 row, u32 col, float v0, float v1) {
-    float* p = static_cast<float*>(a.d) + row * a.ldd + col;
-    atomicAdd(p, v0);
-    atomicAdd(p + 1, v1);
+  static constexpr bool kReduces = false;
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32) {
+    for_each_pair(c, t, acc, [&](u32 row, u32 col, float v0, float v1) {
+      float* p = static_cast<float*>(c.args.d) + row * c.args.ldd + col;
+      atomicAdd(p, v0);
+      atomicAdd(p + 1, v1);
+    });
   }
-  static __device__ __forceinline__ void tile_done(const GemmArgs&, u32, u32) {}
+  __device__ __forceinline__ void drain(const EpilogueCtx&, u32) {}
+};
+
+/**
+ * GEMM + reduce-scatter, deterministic (with ShardedOrder). Every tile, this rank's own shard included, is
+ * rounded to bf16 (the partial a plain GEMM would store) and stored into slot `rank` of its owner's
+ * receive buffer: by TMA through FusionParams::peer_d[owner] (kTma), or by 16-byte stores from shared
+ * memory. Each consumer then sets flags[owner][rank][tile][consumer] to this call's epoch (writes
+ * complete, proxy fence, fence.acq_rel.sys, relaxed store: a release), deferred to the start of its next
+ * finish (or to drain) so that the writes complete under the next tile's main loop instead of stalling it.
+ *
+ * The epoch is the call's number on this rank (FusionParams::epoch counts calls in device memory, so
+ * graph replays count too; every CTA reads it at the start and the last to read it advances it). Ranks
+ * make the same calls, so their epochs agree; a flag from an earlier call holds a smaller epoch, so flags
+ * never need resetting.
+ *
+ * The owner reduces while it computes. A unit is 16 rows of one consumer's half of a tile of this rank's
+ * shard; units go in band order to CTA unit % gridDim and, inside the CTA, to whichever warp asks next:
+ * the producer warpgroup's three idle warps during the GEMM (all but the last band, which is ready only
+ * at the end), and the consumers once their tiles are done. For a unit, lane 0 waits (acquire, bounded,
+ * naming the rank) for every rank's flag of that half-tile, then the warp sums the ranks' partials in f32
+ * in rank order, rounds once to bf16 and writes the output rows. Nobody waits while holding back a flag
+ * (flags are flushed before a consumer helps), so no rank can deadlock another. The receive buffer is
+ * rewritten by the next call only after a barrier over the ranks (the host launches one before the GEMM).
+ */
+template <bool kTma>
+struct ScatterReduce {
+  static constexpr bool kReduces = true;
+  static constexpr u32 kUnitRows = 16;
+  static constexpr u32 kUnitsPerTile = kTileM / kUnitRows;
+  bool pending = false;  // consumer thread 0: a tile whose flag is still to be raised
+  u32 pending_dest = 0, pending_id = 0;
+
+  static __device__ __forceinline__ u32* flag(const FusionParams& f, u32 owner, u32 src, u32 id, u32 half) {
+    return f.flags[owner] + (u64(src) * f.tiles_per_shard + id) * 2 + half;
+  }
+
+  __device__ __forceinline__ void flush(const EpilogueCtx& c, u32 epoch) {
+    if (!kTma) named_barrier(2 + c.consumer, 128);  // every thread's copy-out stores precede the fence
+    if (c.wg_thread != 0 || !pending) return;
+    if constexpr (kTma) {
+      bulk_wait<0>();
+      fence_proxy_async();
+    }
+    fence_acq_rel_sys();
+    st_sys<Order::Relaxed>(flag(c.fusion, pending_dest, c.fusion.rank, pending_id, c.consumer), epoch);
+    pending = false;
+  }
+
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32 epoch) {
+    const FusionParams& f = c.fusion;
+    flush(c, epoch);
+    const i32 y = t.row0 - t.dest * f.shard_rows + c.consumer * 64;  // row within the shard
+    const CopyOut out{static_cast<__nv_bfloat16*>(f.recv[t.dest]) + u64(f.rank) * f.shard_rows * c.args.n, c.args.n,
+                      f.shard_rows, c.args.n};
+    store_share<!kTma>(c, &f.peer_d[t.dest], out, acc, t.tn * kTileN, y, Rounded{});
+    if (c.wg_thread == 0) {
+      pending = true;
+      pending_dest = t.dest;
+      pending_id = t.id;
+    }
+  }
+
+  __device__ __forceinline__ void drain(const EpilogueCtx& c, u32 epoch) {
+    flush(c, epoch);
+    if (c.wg_thread == 0) bulk_wait_read<0>();
+  }
+
+  /** This call's epoch: read by thread 0 of every CTA at the start; the last CTA to read advances it. */
+  static __device__ __forceinline__ u32 begin_epoch(const FusionParams& f) {
+    const u32 e = *reinterpret_cast<volatile u32*>(f.epoch) + 1;
+    u32 readers;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(readers) : "l"(f.epoch + 1) : "memory");
+    if (readers == gridDim.x - 1) {
+      f.epoch[1] = 0;
+      f.epoch[0] = e;
+    }
+    return e;
+  }
+
+  /**
+   * One warp reduces units of this CTA until none is left (or, with kStopAtLastBand, until the next is in
+   * the last band): kRows rows at a time, the partials of two ranks loaded together. `next` counts the
+   * units this CTA handed out.
+   */
+  template <u32 kRows, bool kStopAtLastBand>
+  static __device__ __forceinline__ void reduce(const GemmArgs& a, const FusionParams& f, u32* next, u32 lane,
+                                                u32 epoch) {
+    const u32 units = f.tiles_per_shard * 2 * kUnitsPerTile;
+    const u32 band_tiles = a.group_m * a.tiles_n;
+    const u32 last_band = (f.tiles_per_shard - 1) / band_tiles;
+    const u64 slot = u64(f.shard_rows) * a.n;
+    const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(f.recv[f.rank]);
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
+    for (;;) {
+      u32 j = 0;
+      if (lane == 0) {
+        if constexpr (kStopAtLastBand) {
+          // Take the next unit only if it is not in the last band: compare-and-swap, not add.
+          j = *reinterpret_cast<volatile u32*>(next);
+          for (;;) {
+            const u32 g = blockIdx.x + gridDim.x * j;
+            if (g >= units || (g / (2 * kUnitsPerTile)) / band_tiles == last_band) {
+              j = ~0u;
+              break;
+            }
+            const u32 seen = atomicCAS(next, j, j + 1);
+            if (seen == j) break;
+            j = seen;
+          }
+        } else {
+          j = atomicAdd(next, 1u);
+        }
+      }
+      j = __shfl_sync(0xffffffffu, j, 0);
+      if (j == ~0u) return;
+      const u32 g = blockIdx.x + gridDim.x * j;
+      if (g >= units) return;
+      const u32 t = g / (2 * kUnitsPerTile), half = (g / kUnitsPerTile) % 2;
+      u32 tml, tn;
+      grouped_step(t, f.tiles_per_shard / a.tiles_n, a.tiles_n, a.group_m, tml, tn);
+      const u32 id = tml * a.tiles_n + tn;
+      if (lane == 0) {
+        for (u32 src = 0; src < f.world; ++src) {
+          const u32* fl = flag(f, f.rank, src, id, half);
+          bounded_wait(a.env, src, id, [&] {
+            if (ld_sys<Order::Acquire>(fl) == epoch) return true;
+            __nanosleep(100);
+            return false;
+          });
+        }
+      }
+      __syncwarp();
+      const u32 row0 = tml * kTileM + half * 64 + (g % kUnitsPerTile) * kUnitRows;
+      const u32 col = tn * kTileN + lane * 8;
+      const u32 rows = row0 < f.shard_rows ? min(kUnitRows, f.shard_rows - row0) : 0;
+      if (col >= a.n) continue;
+      for (u32 r = 0; r < rows; r += kRows) {
+        float sum[kRows][8];
+        for (u32 src = 0; src < f.world; src += 2) {
+          const bool pair = src + 1 < f.world;
+          u32x4 v[2][kRows];
+#pragma unroll
+          for (u32 q = 0; q < kRows; ++q) {
+            if (r + q < rows) {
+              const u64 at = u64(row0 + r + q) * a.n + col;
+              v[0][q] = *reinterpret_cast<const u32x4*>(recv + src * slot + at);
+              if (pair) v[1][q] = *reinterpret_cast<const u32x4*>(recv + (src + 1) * slot + at);
+            }
+          }
+#pragma unroll
+          for (u32 h = 0; h < 2; ++h) {
+            if (h == 1 && !pair) break;
+#pragma unroll
+            for (u32 q = 0; q < kRows; ++q) {
+              const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v[h][q]);
+#pragma unroll
+              for (u32 e = 0; e < 4; ++e) {
+                const float2 x = __bfloat1622float2(x2[e]);
+                if (src + h == 0) {
+                  sum[q][2 * e] = x.x;
+                  sum[q][2 * e + 1] = x.y;
+                } else {
+                  sum[q][2 * e] += x.x;
+                  sum[q][2 * e + 1] += x.y;
+                }
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (u32 q = 0; q < kRows; ++q) {
+          if (r + q >= rows) break;
+          u32x4 o;
+          __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+          for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[q][2 * e], sum[q][2 * e + 1]);
+          *reinterpret_cast<u32x4*>(out + u64(row0 + r + q) * a.n + col) = o;
+        }
+      }
+    }
+  }
 };
 
 // ---- The kernel -------------------------------------------------------------------------------------
 
-/** Offset of byte `b` (0..127) of row `r` in a 128B-swizzled tile: 16-byte units XOR the row mod 8. */
-__device__ __forceinline__ u32 swizzle128(u32 r, u32 b) { return r * 128 + ((((b >> 4) ^ r) & 7) << 4) + (b & 15); }
-
-/** A consumer's 64 x 256 share through its two sub-tile buffers. Thread wg_thread holds rows
- * 16 * warp + lane / 4 (+8) and, in sub-tile c, columns 8 * j + 2 * (lane % 4) (+1) for j in 0..7. */
-__device__ __forceinline__ void tma_store_epilogue(const TensorMap* map_d, u8* buffers, const float (&acc)[128],
-                                                   float scale, u32 consumer, u32 wg_thread, i32 x, i32 y) {
-  const u32 warp = wg_thread / 32, lane = wg_thread % 32;
-  const u32 r = warp * 16 + lane / 4;
-#pragma unroll
-  for (u32 c = 0; c < kTileN / kSubTileCols; ++c) {
-    u8* buf = buffers + (c % 2) * kSubTileBytes;
-    if (wg_thread == 0) bulk_wait_read<1>();  // the store issued from this buffer two sub-tiles ago
-    named_barrier(2 + consumer, 128);
-#pragma unroll
-    for (u32 j = 0; j < 8; ++j) {
-      const float* v = &acc[4 * (8 * c + j)];
-      const u32 b = 16 * j + 4 * (lane % 4);
-      *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r, b)) = __floats2bfloat162_rn(v[0] * scale, v[1] * scale);
-      *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r + 8, b)) = __floats2bfloat162_rn(v[2] * scale, v[3] * scale);
-    }
-    fence_proxy_async_shared();
-    named_barrier(2 + consumer, 128);
-    if (wg_thread == 0) {
-      tma_store_2d(map_d, buf, x + c * kSubTileCols, y);
-      bulk_commit();
-    }
-  }
-}
-
 template <typename Elem, typename Order, typename Ready, typename Epilogue, bool kBKMajor = true>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-                const __grid_constant__ TensorMap map_d, const GemmArgs args) {
+                const __grid_constant__ TensorMap map_d, const __grid_constant__ GemmArgs args,
+                const __grid_constant__ FusionParams fusion) {
   constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
   constexpr u32 kBytesA = kTileM * kTileKBytes;
   constexpr u32 kBytesB = kTileN * kTileKBytes;
@@ -203,9 +516,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   u64* full = reinterpret_cast<u64*>(epilogue + kEpilogueBytes);
   u64* empty = full + kStages;
 
+  // ScatterReduce's reducing warps in the producer warpgroup need more than the bare producer's 40.
+  constexpr u32 kProducerRegs = Epilogue::kReduces ? 72 : 40;
+  constexpr u32 kConsumerRegs = Epilogue::kReduces ? 216 : 232;
+  __shared__ u32 next_unit;   // ScatterReduce: this CTA's reduce units handed out so far
+  __shared__ u32 call_epoch;  // ScatterReduce: this call's epoch
+
   const u32 warpgroup = threadIdx.x / 128;
   const u32 wg_thread = threadIdx.x % 128;
   if (threadIdx.x == 0) {
+    next_unit = 0;
+    if constexpr (Epilogue::kReduces) call_epoch = Epilogue::begin_epoch(fusion);
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
@@ -215,45 +536,51 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   const u32 kblocks = (args.k + kTileK - 1) / kTileK;
-  const u32 count = Order::count(args);
+  const u32 count = Order::count(args, fusion);
 
   if (warpgroup == 0) {
-    set_max_registers_dec<40>();
+    set_max_registers_dec<kProducerRegs>();
+    if constexpr (Epilogue::kReduces) {
+      if (wg_thread >= 32) Epilogue::template reduce<2, true>(args, fusion, &next_unit, wg_thread % 32, call_epoch);
+    }
     if (wg_thread != 0) return;
     u32 it = 0;
     for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-      u32 tm, tn;
-      Order::tile(args, i, tm, tn);
-      Ready::wait(args, tm);
+      const Tile t = Order::tile(args, fusion, i);
+      const bool second = fusion.a2_rows != 0 && t.row0 >= fusion.a2_row0 &&
+                          t.row0 + t.rows <= fusion.a2_row0 + fusion.a2_rows;
+      if (!second) Ready::wait(args, t);
+      const TensorMap* map = second ? &fusion.a2 : &map_a;
+      const i32 ya = second ? t.row0 - fusion.a2_row0 : t.row0;
       for (u32 kb = 0; kb < kblocks; ++kb, ++it) {
         const u32 s = it % kStages;
         mbar_wait(empty + s, ((it / kStages) & 1) ^ 1);
         mbar_arrive_expect_tx(full + s, kStageBytes);
-        tma_load_2d(tiles_a + s * kBytesA, &map_a, full + s, kb * kTileK, tm * kTileM);
+        tma_load_2d(tiles_a + s * kBytesA, map, full + s, kb * kTileK, ya);
         if constexpr (kBKMajor) {
-          tma_load_2d(tiles_b + s * kBytesB, &map_b, full + s, kb * kTileK, tn * kTileN);
+          tma_load_2d(tiles_b + s * kBytesB, &map_b, full + s, kb * kTileK, t.tn * kTileN);
         } else {
 #pragma unroll
           for (u32 j = 0; j < kTileN / 64; ++j)
-            tma_load_2d(tiles_b + s * kBytesB + j * kBoxBytesB, &map_b, full + s, tn * kTileN + j * 64, kb * kTileK);
+            tma_load_2d(tiles_b + s * kBytesB + j * kBoxBytesB, &map_b, full + s, t.tn * kTileN + j * 64, kb * kTileK);
         }
       }
     }
     return;
   }
 
-  set_max_registers_inc<232>();
+  set_max_registers_inc<kConsumerRegs>();
   const u32 consumer = warpgroup - 1;
   float scale = 1.0f;
   if (args.scale_a) scale *= *args.scale_a;
   if (args.scale_b) scale *= *args.scale_b;
-  const u32 warp = wg_thread / 32, lane = wg_thread % 32;
+  const EpilogueCtx ctx{args, fusion, &map_d, epilogue + consumer * 2 * kSubTileBytes, scale, consumer, wg_thread};
+  Epilogue ep;
 
   float acc[128];
   u32 it = 0;
   for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-    u32 tm, tn;
-    Order::tile(args, i, tm, tn);
+    const Tile t = Order::tile(args, fusion, i);
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll
     for (u32 z = 0; z < 128; ++z) acc[z] = 0.0f;
@@ -277,28 +604,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
-
-    if constexpr (Epilogue::kTmaStore) {
-      tma_store_epilogue(&map_d, epilogue + consumer * 2 * kSubTileBytes, acc, scale, consumer, wg_thread,
-                         tn * kTileN, tm * kTileM + consumer * 64);
-    } else {
-      const u32 row = tm * kTileM + consumer * 64 + warp * 16 + lane / 4;
-      const u32 col0 = tn * kTileN + (lane % 4) * 2;
-#pragma unroll
-      for (u32 j = 0; j < 32; ++j) {
-        const u32 col = col0 + j * 8;
-        if (col < args.n) {
-          if (row < args.m) Epilogue::store(args, row, col, acc[4 * j] * scale, acc[4 * j + 1] * scale);
-          if (row + 8 < args.m) Epilogue::store(args, row + 8, col, acc[4 * j + 2] * scale, acc[4 * j + 3] * scale);
-        }
-      }
-      Epilogue::tile_done(args, tm * args.tiles_n + tn, threadIdx.x - 128);
-    }
+    ep.finish(ctx, t, acc, call_epoch);
   }
-  // A TMA store reads shared memory after it is issued: the CTA must not exit before that is done.
-  if constexpr (Epilogue::kTmaStore) {
-    if (wg_thread == 0) bulk_wait_read<0>();
-  }
+  ep.drain(ctx, call_epoch);
+  if constexpr (Epilogue::kReduces) Epilogue::template reduce<8, false>(args, fusion, &next_unit, wg_thread % 32, call_epoch);
 }
 
 }  // namespace gemm

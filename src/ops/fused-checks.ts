@@ -1,0 +1,107 @@
+// The tensor-parallel matmuls with their communication fused in, as every backend checks them: shapes,
+// dtypes and layouts judged from the tensors' descriptions, with the same typed errors on CPU and GPU,
+// before anything is written. The backends add what only they can judge (devices, alignment, overlap,
+// workspace).
+import { InvalidArgumentError } from "../errors.js";
+import type { DType } from "../runtime/dtype.js";
+import { checkOutput, matmulShapes, type BLayout, type MatmulProblem } from "./matmul.js";
+
+/**
+ * all-gather + GEMM: `fused` is the fused kernel with the producer auto picks, `fused_copy_engine` the
+ * copy engines pulling the peers' shards, `fused_pull` a few SMs pulling them while the GEMM runs on the
+ * rest; `sequential` is symmkit's all-gather then symmkit's GEMM; `nccl_cublaslt` NCCL then cuBLASLt.
+ */
+export const ALL_GATHER_MATMUL_ALGORITHMS = [
+  "auto",
+  "fused",
+  "fused_copy_engine",
+  "fused_pull",
+  "sequential",
+  "nccl_cublaslt",
+] as const;
+export type AllGatherMatmulAlgorithm = (typeof ALL_GATHER_MATMUL_ALGORITHMS)[number];
+
+/**
+ * GEMM + reduce-scatter: `fused` is the fused kernel with the store auto picks, `fused_tma` pushes the
+ * partial tiles by TMA, `fused_copy_out` by 16-byte stores; each owner reduces in rank order as tiles
+ * land (deterministic). `sequential` is symmkit's GEMM then symmkit's reduce-scatter; `nccl_cublaslt`
+ * cuBLASLt then NCCL.
+ */
+export const MATMUL_REDUCE_SCATTER_ALGORITHMS = [
+  "auto",
+  "fused",
+  "fused_tma",
+  "fused_copy_out",
+  "sequential",
+  "nccl_cublaslt",
+] as const;
+export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORITHMS)[number];
+
+/** The CPU backend computes the reference only: the sequential construction. */
+export const CPU_FUSED_MATMUL_ALGORITHMS = ["auto", "sequential"] as const;
+export type CpuFusedMatmulAlgorithm = (typeof CPU_FUSED_MATMUL_ALGORITHMS)[number];
+
+interface Described {
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+}
+
+/** Options both backends take (T: the backend's tensor). */
+export interface FusedMatmulOptions<T> {
+  /** How b is stored: "nk" (default) row-major [n, k], as nn.Linear keeps weights; "kn" row-major [k, n]. */
+  readonly layoutB?: BLayout;
+  /** fp8 only: per-tensor scales, one f32 each; scaleA must be the same on every rank. */
+  readonly scaleA?: T;
+  readonly scaleB?: T;
+  /** The bf16 result; allocated when absent. Must not overlap an input. */
+  readonly out?: T;
+}
+
+export interface AllGatherMatmulOptions<T> extends FusedMatmulOptions<T> {
+  /** Where the gathered A ([world x rows of aShard, k]) goes; allocated when absent. */
+  readonly gathered?: T;
+}
+
+/** The gathered problem of all-gather + GEMM, with the shard's rows. */
+export interface FusedProblem extends MatmulProblem {
+  readonly shardRows: number;
+}
+
+/**
+ * all-gather + GEMM: aShard [shardRows, k] on each rank, b [n, k] (or [k, n]); D = gather(aShard) x b^T
+ * is [world x shardRows, n].
+ */
+export function checkAllGatherMatmul(
+  what: string,
+  world: number,
+  aShard: Described,
+  b: Described,
+  o: AllGatherMatmulOptions<Described>,
+): FusedProblem {
+  const p = matmulShapes(what, aShard, b, o);
+  const m = p.m * world;
+  if (o.out) checkOutput(what, "out", o.out, m, p.n, "bf16");
+  if (o.gathered) checkOutput(what, "gathered", o.gathered, m, p.k, p.elem);
+  return { ...p, m, shardRows: p.m };
+}
+
+/**
+ * GEMM + reduce-scatter: a [m, k] (this rank's slice of the contraction), b [n, k] (or [k, n]); the
+ * result is rank r's rows [r x m / world, (r + 1) x m / world) of the sum over ranks, [m / world, n].
+ */
+export function checkMatmulReduceScatter(
+  what: string,
+  world: number,
+  a: Described,
+  b: Described,
+  o: FusedMatmulOptions<Described>,
+): FusedProblem {
+  const p = matmulShapes(what, a, b, o);
+  if (p.m % world !== 0)
+    throw new InvalidArgumentError(
+      `${what}: m = ${p.m} rows of a do not split evenly over ${world} ranks; pad m to a multiple of ${world}`,
+    );
+  const shardRows = p.m / world;
+  if (o.out) checkOutput(what, "out", o.out, shardRows, p.n, "bf16");
+  return { ...p, shardRows };
+}

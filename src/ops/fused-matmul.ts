@@ -1,0 +1,442 @@
+// The tensor-parallel matmuls with their communication hidden under the GEMM, on GPU symmetric memory.
+//
+// all-gather + GEMM (allGatherMatmul): every rank's shard of A reaches every rank while the persistent
+// GEMM runs. The GEMM starts at this rank's own rows, read in place (a second tensor map), and walks the
+// peers' rows in the order they land, waiting per shard on a flag (RowFlagsReady). Producers: the copy
+// engines (a barrier kernel, then one copy per peer shard, rank-rotated, each followed by its flag
+// written by the stream), or a few SMs pulling the shards (fused/all_gather_pull.cuh) beside a GEMM on
+// the other SMs. This rank's own shard is copied into `gathered` on a third stream, for the caller and
+// for the tiles that straddle two shards.
+//
+// GEMM + reduce-scatter (matmulReduceScatter): after a barrier kernel (the previous call's receive
+// buffers and flags are free everywhere), one GEMM with the sharded order and the scatter-reduce
+// epilogue (gemm/hopper_gemm.cuh): every tile goes to its owner's receive slot, flagged, and each owner
+// reduces its rows in rank order while the GEMM still runs. The group's symmetric staging buffer is the
+// receive buffer; its pad, beyond the barrier slots, holds the flags.
+//
+// Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
+// the calls are graph-capturable; every wait is bounded.
+import { InvalidArgumentError } from "../errors.js";
+import type { NcclComm } from "../dist/nccl-comm.js";
+import type { SyncWatch } from "../dist/sync-watch.js";
+import type { Device } from "../runtime/device.js";
+import type { SymmetricTensor } from "../dist/symmetric-memory.js";
+import { Event } from "../runtime/event.js";
+import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runtime/memory.js";
+import { sharedModule } from "../runtime/module.js";
+import { defaultStream, Stream } from "../runtime/stream.js";
+import { Tensor } from "../runtime/tensor.js";
+import { dtypeInfo } from "../runtime/dtype.js";
+import { CublasLtMatmul } from "./cublaslt-matmul.js";
+import {
+  ALL_GATHER_MATMUL_ALGORITHMS,
+  checkAllGatherMatmul,
+  checkMatmulReduceScatter,
+  MATMUL_REDUCE_SCATTER_ALGORITHMS,
+  type AllGatherMatmulAlgorithm,
+  type AllGatherMatmulOptions,
+  type FusedMatmulOptions,
+  type FusedProblem,
+  type MatmulReduceScatterAlgorithm,
+} from "./fused-checks.js";
+import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
+import { GEMM_TILE_M, type GemmVariant, type ScatterEpilogue } from "./gemm-programs.js";
+import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
+import { checkMatmul, overlaps, type Span } from "./matmul.js";
+import { checkAlgorithm, checkCapacity } from "./validate.js";
+
+/** Bytes at the start of the staging buffer's signal pad kept for barrier slots (block x world). */
+export const SCATTER_FLAGS_OFFSET_BYTES = 16 * 1024;
+/** The staging buffer's pad: barrier slots, then GEMM + reduce-scatter's tile flags (256 Ki of them). */
+export const STAGING_PAD_BYTES = SCATTER_FLAGS_OFFSET_BYTES + 1024 * 1024;
+/** SMs the pull producer of all-gather + GEMM takes from the GEMM. */
+export const PULL_BLOCKS = 16;
+const PULL_THREADS = 512;
+
+/**
+ * auto's rules until measured tables exist: the fused kernels from this many rows of the gathered
+ * (all-gather + GEMM) or reduced (GEMM + reduce-scatter) problem; below, their fixed costs (barrier
+ * kernel, copies, flags) outweigh what they hide, and the sequential path runs.
+ */
+export const AG_FUSED_MIN_ROWS = 2048;
+export const RS_FUSED_MIN_ROWS = 2048;
+
+/** A plain tensor, or a symmetric one whose local tensor is read in place (all-gather + GEMM's shard). */
+export type FusedInput = Tensor | SymmetricTensor;
+
+/** What the fused matmuls need from the group's collectives. */
+export interface FusionContext {
+  readonly group: {
+    readonly device: Device;
+    readonly rank: number;
+    readonly worldSize: number;
+    readonly watch: SyncWatch;
+  };
+  readonly staging: SymmetricTensor;
+  readonly comm: NcclComm;
+  /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope). */
+  barrier(view: Uint8Array, stream: Stream): void;
+  /** Two phase numbers for a kernel's timeout records. */
+  nextPhase(): number;
+  /** symmkit's all-gather and reduce-scatter, algorithm auto. */
+  allGather(input: Tensor, output: Tensor, stream: Stream): void;
+  reduceScatter(input: Tensor, output: Tensor, stream: Stream): void;
+}
+
+type Options<T> = FusedMatmulOptions<T> & { readonly stream?: Stream };
+
+interface Sides {
+  readonly streams: [Stream, Stream];
+  readonly fork: Event;
+  readonly joins: [Event, Event];
+}
+
+export class FusedMatmul {
+  readonly #ctx: FusionContext;
+  readonly #gemms = new Map<string, HopperGemm>();
+  readonly #flags: DeviceMemory;
+  /** GEMM + reduce-scatter's call count and its readers (ScatterReduce in gemm/hopper_gemm.cuh). */
+  readonly #epoch: DeviceMemory;
+  #side: Sides | undefined;
+  #partial: Tensor | undefined;
+
+  constructor(ctx: FusionContext) {
+    this.#ctx = ctx;
+    this.#flags = DeviceMemory.alloc(4 * GEMM_MAX_WORLD, ctx.group.device);
+    this.#epoch = DeviceMemory.alloc(8, ctx.group.device);
+    const s = defaultStream(ctx.group.device);
+    memset(this.#epoch.ptr, 0, 4, 2, s);
+    s.synchronize();
+  }
+
+  /** Flags one GEMM + reduce-scatter may use: what the staging pad holds beyond the barrier slots. */
+  get scatterFlagCapacity(): number {
+    return (this.#ctx.staging.padBytes - SCATTER_FLAGS_OFFSET_BYTES) / 4;
+  }
+
+  /** All-gather + GEMM: see GpuCollectives.allGatherMatmul. */
+  allGatherMatmul(
+    input: FusedInput,
+    b: Tensor,
+    o: AllGatherMatmulOptions<Tensor> & {
+      readonly stream: Stream;
+      readonly algorithm?: AllGatherMatmulAlgorithm;
+    },
+  ): { out: Tensor; gathered: Tensor } {
+    const what = "allGatherMatmul";
+    const { group } = this.#ctx;
+    const aShard = input instanceof Tensor ? input : input.tensor;
+    if (!(input instanceof Tensor) && (input.worldSize !== group.worldSize || input.rank !== group.rank))
+      throw new InvalidArgumentError(`${what}: the symmetric shard belongs to another group`);
+    const requested = o.algorithm ?? "auto";
+    checkAlgorithm(what, requested, ALL_GATHER_MATMUL_ALGORITHMS);
+    this.#sameDevice(what, {
+      aShard,
+      b,
+      out: o.out,
+      gathered: o.gathered,
+      scaleA: o.scaleA,
+      scaleB: o.scaleB,
+    });
+    const p = checkAllGatherMatmul(what, group.worldSize, aShard, b, o);
+    const staged = input instanceof Tensor ? p.shardRows * p.k * dtypeInfo(p.elem).bytes : 0;
+    const algorithm =
+      group.worldSize === 1
+        ? "sequential"
+        : requested === "auto"
+          ? this.autoAllGatherMatmul(p, staged)
+          : requested;
+    if (algorithm.startsWith("fused")) {
+      checkCapacity(`${what} (the shard staged for the peers)`, staged, this.#ctx.staging.tensor.nbytes);
+    }
+    const device = group.device;
+    const gathered = o.gathered ?? Tensor.empty([p.m, p.k], p.elem, { device });
+    const out = o.out ?? Tensor.empty([p.m, p.n], "bf16", { device });
+    const scales = { scaleA: o.scaleA, scaleB: o.scaleB };
+    checkMatmul(gathered, b, out, { layoutB: p.layoutB, ...spans(scales) }, what);
+    for (const [name, t] of [
+      ["aShard", aShard],
+      ["b", b],
+    ] as const) {
+      if (overlaps(gathered, t)) throw new InvalidArgumentError(`${what}: gathered overlaps ${name}`);
+    }
+    if (aShard.ptr % 16n !== 0n)
+      throw new InvalidArgumentError(`${what}: aShard must start on a 16-byte boundary`);
+    if (overlaps(out, aShard)) throw new InvalidArgumentError(`${what}: out overlaps aShard`);
+    const s = o.stream;
+    if (algorithm === "nccl_cublaslt") {
+      this.#ctx.comm.allGather(aShard, gathered.view([p.m * p.k]), s);
+      this.#cublas(p, gathered, b, out, scales, s);
+    } else if (algorithm === "sequential") {
+      this.#ctx.allGather(aShard, gathered.view([p.m * p.k]), s);
+      this.#gemm(p, "grouped", "none", "store").launch({
+        ...this.#common(p, gathered, b, out, scales),
+        stream: s,
+      });
+    } else {
+      this.#fusedAllGather(input, aShard, p, b, gathered, out, scales, s, algorithm === "fused_pull");
+    }
+    return { out, gathered };
+  }
+
+  /** GEMM + reduce-scatter: see GpuCollectives.matmulReduceScatter. */
+  matmulReduceScatter(
+    a: Tensor,
+    b: Tensor,
+    o: Options<Tensor> & { readonly stream: Stream; readonly algorithm?: MatmulReduceScatterAlgorithm },
+  ): Tensor {
+    const what = "matmulReduceScatter";
+    const { group } = this.#ctx;
+    const requested = o.algorithm ?? "auto";
+    checkAlgorithm(what, requested, MATMUL_REDUCE_SCATTER_ALGORITHMS);
+    this.#sameDevice(what, { a, b, out: o.out, scaleA: o.scaleA, scaleB: o.scaleB });
+    const p = checkMatmulReduceScatter(what, group.worldSize, a, b, o);
+    const scales = { scaleA: o.scaleA, scaleB: o.scaleB };
+    checkMatmul(a, b, undefined, { layoutB: p.layoutB, ...spans(scales) }, what);
+    const algorithm =
+      group.worldSize === 1
+        ? "sequential"
+        : requested === "auto"
+          ? this.autoMatmulReduceScatter(p)
+          : requested;
+    if (algorithm.startsWith("fused")) this.#checkScatterRoom(what, p);
+    const out = o.out ?? Tensor.empty([p.shardRows, p.n], "bf16", { device: group.device });
+    if (out.ptr % 16n !== 0n) throw new InvalidArgumentError(`${what}: out must start on a 16-byte boundary`);
+    if (overlaps(out, a) || overlaps(out, b))
+      throw new InvalidArgumentError(`${what}: out overlaps an input`);
+    const s = o.stream;
+    if (algorithm === "sequential" || algorithm === "nccl_cublaslt") {
+      const partial = this.#partialScratch(p);
+      if (algorithm === "nccl_cublaslt") {
+        this.#cublas(p, a, b, partial, scales, s);
+        this.#ctx.comm.reduceScatter(partial, out.view([p.shardRows * p.n]), "sum", s);
+      } else {
+        this.#gemm(p, "grouped", "none", "store").launch({
+          ...this.#common(p, a, b, partial, scales),
+          stream: s,
+        });
+        this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s);
+      }
+      return out;
+    }
+    const epilogue: ScatterEpilogue =
+      algorithm === "fused_copy_out" ? "scatter-reduce-copy" : "scatter-reduce-tma";
+    const { staging } = this.#ctx;
+    // Kernels are resolved (compiled, loaded) before anything is enqueued: a module load waits for the
+    // GPU, which would otherwise wait for a peer inside the call.
+    const gemm = this.#gemm(p, "sharded", "none", epilogue);
+    // Every rank finished reading its receive buffer in the previous call.
+    this.#ctx.barrier(staging.deviceView(), s);
+    gemm.launch({
+      ...this.#common(p, a, b, out, scales),
+      stream: s,
+      waitRank: group.rank,
+      scatter: {
+        rank: group.rank,
+        world: group.worldSize,
+        shardRows: p.shardRows,
+        recv: staging.bufferPtrs,
+        flags: staging.padPtrs.map((x) => x + BigInt(SCATTER_FLAGS_OFFSET_BYTES)),
+        epoch: this.#epoch.ptr,
+      },
+    });
+    return out;
+  }
+
+  /**
+   * What auto picks for all-gather + GEMM: the fused kernel (copy-engine producer) from AG_FUSED_MIN_ROWS
+   * rows when the shard fits the staging buffer (`staged`: its bytes for a plain shard, 0 for a symmetric
+   * one); otherwise symmkit's all-gather then GEMM.
+   */
+  autoAllGatherMatmul(p: FusedProblem, staged: number): AllGatherMatmulAlgorithm {
+    const { group, staging } = this.#ctx;
+    if (group.worldSize > 1 && p.m >= AG_FUSED_MIN_ROWS && staged <= staging.tensor.nbytes)
+      return "fused_copy_engine";
+    return "sequential";
+  }
+
+  /** What auto picks for GEMM + reduce-scatter: the fused kernel (TMA pushes) from RS_FUSED_MIN_ROWS rows
+   * when the receive buffer and flags fit; otherwise symmkit's GEMM then reduce-scatter. */
+  autoMatmulReduceScatter(p: FusedProblem): MatmulReduceScatterAlgorithm {
+    const { group } = this.#ctx;
+    if (group.worldSize > 1 && p.m >= RS_FUSED_MIN_ROWS && this.#scatterRoom(p) === undefined)
+      return "fused_tma";
+    return "sequential";
+  }
+
+  #checkScatterRoom(what: string, p: FusedProblem): void {
+    const why = this.#scatterRoom(p);
+    if (why) throw new InvalidArgumentError(`${what}: ${why}`);
+  }
+
+  /** Why the fused GEMM + reduce-scatter cannot run for `p` in this group, or undefined. */
+  #scatterRoom(p: FusedProblem): string | undefined {
+    const bytes = p.m * p.n * 2;
+    const capacity = this.#ctx.staging.tensor.nbytes;
+    if (bytes > capacity)
+      return `the receive buffer needs m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
+    const flags = scatterFlagCount(p.shardRows, p.n, this.#ctx.group.worldSize);
+    if (flags > this.scatterFlagCapacity)
+      return `${flags} tile flags exceed the ${this.scatterFlagCapacity} the staging pad holds; use algorithm sequential`;
+    return undefined;
+  }
+
+  #fusedAllGather(
+    input: FusedInput,
+    aShard: Tensor,
+    p: FusedProblem,
+    b: Tensor,
+    gathered: Tensor,
+    out: Tensor,
+    scales: Scales,
+    s: Stream,
+    pull: boolean,
+  ): void {
+    const { group, staging } = this.#ctx;
+    const { rank, worldSize: world } = group;
+    const shardBytes = p.shardRows * p.k * dtypeInfo(p.elem).bytes;
+    const source = input instanceof Tensor ? staging : input;
+    const slot = (r: number): bigint => gathered.ptr + BigInt(r * shardBytes);
+    const ready = pull ? PULL_BLOCKS : 1;
+    // Kernels are resolved before anything is enqueued (see matmulReduceScatter).
+    const gemm = this.#gemm(p, "grouped", "row-flags", "store");
+    const pullKernel = sharedModule(FUSED_PROGRAMS[0]!, group.device).kernel(
+      ALL_GATHER_PULL_EXPR,
+      ALL_GATHER_PULL_PARAMS,
+    );
+    const side = this.#sides();
+    const [s2, s3] = side.streams;
+    memset(this.#flags.ptr, 0, 4, world, s);
+    if (!pull) {
+      if (input instanceof Tensor) copyDeviceToDevice(staging.tensor.ptr, aShard.ptr, shardBytes, s);
+      // Every rank's shard is in its symmetric buffer before any copy engine reads it.
+      this.#ctx.barrier(source.deviceView(), s);
+    }
+    side.fork.record(s);
+    s2.waitEvent(side.fork);
+    s3.waitEvent(side.fork);
+    copyDeviceToDevice(slot(rank), aShard.ptr, shardBytes, s3);
+    writeValue32(this.#flags.ptr + BigInt(4 * rank), ready, s3);
+    side.joins[1].record(s3);
+    if (pull) {
+      if (input instanceof Tensor) copyDeviceToDevice(staging.tensor.ptr, aShard.ptr, shardBytes, s2);
+      pullKernel.launch(
+        { grid: PULL_BLOCKS, block: PULL_THREADS, stream: s2 },
+        source.deviceView(),
+        gathered,
+        shardBytes,
+        this.#flags,
+        this.#ctx.nextPhase(),
+      );
+    } else {
+      for (let k = 1; k < world; k++) {
+        const r = (rank + k) % world;
+        copyDeviceToDevice(slot(r), source.bufferPtrs[r]!, shardBytes, s2);
+        writeValue32(this.#flags.ptr + BigInt(4 * r), 1, s2);
+      }
+      // Nobody restages its shard (the next call) while a peer's copy engine may still read it.
+      this.#ctx.barrier(source.deviceView(), s2);
+    }
+    side.joins[0].record(s2);
+    const { tilesM } = gemmTiles(p.m, p.n);
+    gemm.launch({
+      ...this.#common(p, gathered, b, out, scales),
+      stream: s,
+      readyFlags: this.#flags.ptr,
+      flagRows: p.shardRows,
+      readyValue: ready,
+      rotateTileRows: Math.ceil((rank * p.shardRows) / GEMM_TILE_M) % tilesM,
+      secondA: { a2: aShard.ptr, row0: rank * p.shardRows, rows: p.shardRows },
+      waitRank: rank,
+      ...(pull ? { ctas: group.device.props.smCount - PULL_BLOCKS } : {}),
+    });
+    s.waitEvent(side.joins[0]);
+    s.waitEvent(side.joins[1]);
+  }
+
+  #common(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales) {
+    return {
+      a: a.ptr,
+      b: b.ptr,
+      d: d.ptr,
+      m: p.m,
+      n: p.n,
+      k: p.k,
+      ...(scales.scaleA ? { scaleA: scales.scaleA.ptr } : {}),
+      ...(scales.scaleB ? { scaleB: scales.scaleB.ptr } : {}),
+    };
+  }
+
+  #cublas(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
+    CublasLtMatmul.for(this.#ctx.group.device).run({
+      ...this.#common(p, a, b, d, scales),
+      elem: p.elem,
+      layoutB: p.layoutB,
+      stream: s,
+    });
+  }
+
+  #gemm(
+    p: FusedProblem,
+    order: GemmVariant["order"],
+    ready: GemmVariant["ready"],
+    epilogue: GemmVariant["epilogue"],
+  ): HopperGemm {
+    const variant: GemmVariant = { elem: p.elem, layoutB: p.layoutB, order, ready, epilogue };
+    const key = `${p.elem}/${p.layoutB}/${order}/${ready}/${epilogue}`;
+    let g = this.#gemms.get(key);
+    if (!g) {
+      g = new HopperGemm(this.#ctx.group.device, variant, this.#ctx.group.watch);
+      this.#gemms.set(key, g);
+    }
+    return g;
+  }
+
+  /** The sequential paths' [m, n] partial product, kept between calls (it grows, never shrinks). */
+  #partialScratch(p: FusedProblem): Tensor {
+    const need = p.m * p.n;
+    if (!this.#partial || this.#partial.numel < need) {
+      this.#partial?.dispose();
+      this.#partial = Tensor.empty([need], "bf16", { device: this.#ctx.group.device });
+    }
+    return this.#partial.slice(0, need).view([p.m, p.n]);
+  }
+
+  #sides(): Sides {
+    const device = this.#ctx.group.device;
+    this.#side ??= {
+      streams: [Stream.create(device), Stream.create(device)],
+      fork: Event.create(device, { timing: false }),
+      joins: [Event.create(device, { timing: false }), Event.create(device, { timing: false })],
+    };
+    return this.#side;
+  }
+
+  #sameDevice(what: string, tensors: Record<string, Tensor | undefined>): void {
+    const device = this.#ctx.group.device;
+    for (const [name, t] of Object.entries(tensors)) {
+      if (t && t.device !== device)
+        throw new InvalidArgumentError(
+          `${what}: ${name} is on cuda:${t.device.ordinal}, this group's GPU is cuda:${device.ordinal}`,
+        );
+    }
+  }
+
+  dispose(): void {
+    this.#flags.dispose();
+    this.#epoch.dispose();
+    this.#partial?.dispose();
+    if (this.#side) {
+      for (const x of [...this.#side.streams, this.#side.fork, ...this.#side.joins]) x.dispose();
+    }
+  }
+}
+
+interface Scales {
+  readonly scaleA?: Tensor | undefined;
+  readonly scaleB?: Tensor | undefined;
+}
+
+function spans(s: Scales): { scaleA?: Span; scaleB?: Span } {
+  return { ...(s.scaleA ? { scaleA: s.scaleA } : {}), ...(s.scaleB ? { scaleB: s.scaleB } : {}) };
+}

@@ -1,0 +1,43 @@
+// One rank of the fused-matmul timeout check: the last rank meets the others at the call's opening
+// barrier (through the group's GPU barrier, which pairs with it) and then never runs the fused kernel.
+// The others must fail with SymmTimeoutError naming it, within the deadline plus 5 s: for
+// GEMM + reduce-scatter the owner's reduce waits on the missing rank's tiles; for all-gather + GEMM the
+// closing barrier waits for it. Run with SYMMKIT_SYNC_TIMEOUT_MS and FUSED_OP=rs or ag.
+import { init } from "../../../src/init.js";
+import { SymmTimeoutError } from "../../../src/dist/sync-watch.js";
+import { Tensor } from "../../../src/runtime/tensor.js";
+
+const group = await init({ backend: "cuda" });
+const c = group.collectives;
+const { rank, worldSize: world } = group;
+const skipper = world - 1;
+const op = process.env.FUSED_OP === "ag" ? "ag" : "rs";
+const a = Tensor.rand([512 * world, 512], "bf16", { seed: 1n, offset: BigInt(rank) << 32n });
+const b = Tensor.rand([1024, 512], "bf16", { seed: 2n, offset: BigInt(rank) << 32n });
+group.synchronize();
+await group.barrier();
+const limit = group.watch.timeoutMs;
+const t0 = Date.now();
+if (rank === skipper) c.barrier();
+else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused_tma" });
+else c.allGatherMatmul(a, b, { algorithm: "fused_copy_engine" });
+let outcome: string;
+try {
+  group.synchronize();
+  outcome = rank === skipper ? "skipped" : "NO TIMEOUT";
+} catch (e) {
+  const ms = Date.now() - t0;
+  if (
+    e instanceof SymmTimeoutError &&
+    e.record.peer === skipper &&
+    e.record.rank === rank &&
+    ms < limit + 5000
+  ) {
+    outcome = `timeout naming rank ${e.record.peer} after ${ms} ms (limit ${limit} ms) in ${op}: ${e.message.split(".")[0]}`;
+  } else {
+    outcome = `WRONG ERROR after ${ms} ms: ${String(e)}`;
+  }
+}
+console.log(outcome);
+await group.store.barrier("done");
+process.exit(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);
