@@ -35,7 +35,7 @@ export const DEFAULT_FUSED_SHAPES: Record<FusedBench, string> = {
 
 const FUSED_IMPLS: Record<FusedBench, readonly string[]> = {
   "ag-gemm": ["fused_copy_engine", "fused_pull", "sequential", "nccl_cublaslt"],
-  "gemm-rs": ["fused_tma", "fused_copy_out", "sequential", "nccl_cublaslt"],
+  "gemm-rs": ["fused", "sequential", "nccl_cublaslt"],
 };
 const FLOORS = ["gemm_alone", "cublaslt_alone"] as const;
 

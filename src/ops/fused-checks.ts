@@ -22,19 +22,11 @@ export const ALL_GATHER_MATMUL_ALGORITHMS = [
 export type AllGatherMatmulAlgorithm = (typeof ALL_GATHER_MATMUL_ALGORITHMS)[number];
 
 /**
- * GEMM + reduce-scatter: `fused` is the fused kernel with the store auto picks, `fused_tma` pushes the
- * partial tiles by TMA, `fused_copy_out` by 16-byte stores; each owner reduces in rank order as tiles
- * land (deterministic). `sequential` is symmkit's GEMM then symmkit's reduce-scatter; `nccl_cublaslt`
- * cuBLASLt then NCCL.
+ * GEMM + reduce-scatter: `fused` is one kernel that keeps every tile as a flagged partial and reduces
+ * each rank's shard on its owner in rank order while it still computes (deterministic); `sequential` is
+ * symmkit's GEMM then symmkit's reduce-scatter; `nccl_cublaslt` cuBLASLt then NCCL.
  */
-export const MATMUL_REDUCE_SCATTER_ALGORITHMS = [
-  "auto",
-  "fused",
-  "fused_tma",
-  "fused_copy_out",
-  "sequential",
-  "nccl_cublaslt",
-] as const;
+export const MATMUL_REDUCE_SCATTER_ALGORITHMS = ["auto", "fused", "sequential", "nccl_cublaslt"] as const;
 export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORITHMS)[number];
 
 /** The CPU backend computes the reference only: the sequential construction. */

@@ -8,11 +8,11 @@
 // the other SMs. This rank's own shard is copied into `gathered` on a third stream, for the caller and
 // for the tiles that straddle two shards.
 //
-// GEMM + reduce-scatter (matmulReduceScatter): after a barrier kernel (the previous call's receive
-// buffers and flags are free everywhere), one GEMM with the sharded order and the scatter-reduce
-// epilogue (gemm/hopper_gemm.cuh): every tile goes to its owner's receive slot, flagged, and each owner
-// reduces its rows in rank order while the GEMM still runs. The group's symmetric staging buffer is the
-// receive buffer; its pad, beyond the barrier slots, holds the flags.
+// GEMM + reduce-scatter (matmulReduceScatter): after a barrier kernel (every owner has read the previous
+// call's partials), one GEMM with the sharded order and the scatter-reduce epilogue
+// (gemm/hopper_gemm.cuh): every tile is stored locally as a bf16 partial and flagged in its owner's
+// memory, and each owner pulls and reduces its rows in rank order while the GEMM still runs. The group's
+// symmetric staging buffer holds the partials; its pad, beyond the barrier slots, holds the flags.
 //
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
@@ -40,7 +40,7 @@ import {
   type MatmulReduceScatterAlgorithm,
 } from "./fused-checks.js";
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
-import { GEMM_TILE_M, type GemmVariant, type ScatterEpilogue } from "./gemm-programs.js";
+import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
 import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
 import { checkMatmul, overlaps, type Span } from "./matmul.js";
 import { checkAlgorithm, checkCapacity } from "./validate.js";
@@ -219,13 +219,11 @@ export class FusedMatmul {
       }
       return out;
     }
-    const epilogue: ScatterEpilogue =
-      algorithm === "fused_copy_out" ? "scatter-reduce-copy" : "scatter-reduce-tma";
     const { staging } = this.#ctx;
     // Kernels are resolved (compiled, loaded) before anything is enqueued: a module load waits for the
     // GPU, which would otherwise wait for a peer inside the call.
-    const gemm = this.#gemm(p, "sharded", "none", epilogue);
-    // Every rank finished reading its receive buffer in the previous call.
+    const gemm = this.#gemm(p, "sharded", "none", "scatter-reduce");
+    // Every owner finished reading this rank's partials of the previous call.
     this.#ctx.barrier(staging.deviceView(), s);
     gemm.launch({
       ...this.#common(p, a, b, out, scales),
@@ -235,7 +233,7 @@ export class FusedMatmul {
         rank: group.rank,
         world: group.worldSize,
         shardRows: p.shardRows,
-        recv: staging.bufferPtrs,
+        partials: staging.bufferPtrs,
         flags: staging.padPtrs.map((x) => x + BigInt(SCATTER_FLAGS_OFFSET_BYTES)),
         epoch: this.#epoch.ptr,
       },
@@ -256,11 +254,10 @@ export class FusedMatmul {
   }
 
   /** What auto picks for GEMM + reduce-scatter: the fused kernel (TMA pushes) from RS_FUSED_MIN_ROWS rows
-   * when the receive buffer and flags fit; otherwise symmkit's GEMM then reduce-scatter. */
+   * when the partial buffer and flags fit; otherwise symmkit's GEMM then reduce-scatter. */
   autoMatmulReduceScatter(p: FusedProblem): MatmulReduceScatterAlgorithm {
     const { group } = this.#ctx;
-    if (group.worldSize > 1 && p.m >= RS_FUSED_MIN_ROWS && this.#scatterRoom(p) === undefined)
-      return "fused_tma";
+    if (group.worldSize > 1 && p.m >= RS_FUSED_MIN_ROWS && this.#scatterRoom(p) === undefined) return "fused";
     return "sequential";
   }
 
@@ -274,7 +271,7 @@ export class FusedMatmul {
     const bytes = p.m * p.n * 2;
     const capacity = this.#ctx.staging.tensor.nbytes;
     if (bytes > capacity)
-      return `the receive buffer needs m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
+      return `the partial buffer needs m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
     const flags = scatterFlagCount(p.shardRows, p.n, this.#ctx.group.worldSize);
     if (flags > this.scatterFlagCapacity)
       return `${flags} tile flags exceed the ${this.scatterFlagCapacity} the staging pad holds; use algorithm sequential`;

@@ -13,17 +13,10 @@ export type GemmOrder = (typeof GEMM_ORDERS)[number];
 export const GEMM_READY = ["none", "row-flags"] as const;
 export type GemmReady = (typeof GEMM_READY)[number];
 /** store: bf16 into d by TMA stores; signal: bf16 into d, then +1 on the tile's signal; accumulate-f32:
- * atomic f32 adds; scatter-reduce-tma / scatter-reduce-copy: GEMM + reduce-scatter, peers' tiles pushed
- * by TMA or by 16-byte stores, this rank's own reduced in rank order (hopper_gemm.cuh, ScatterReduce). */
-export const GEMM_EPILOGUES = [
-  "store",
-  "signal",
-  "accumulate-f32",
-  "scatter-reduce-tma",
-  "scatter-reduce-copy",
-] as const;
+ * atomic f32 adds; scatter-reduce: GEMM + reduce-scatter, every tile kept as a flagged bf16 partial and
+ * each rank's shard reduced by its owner in rank order (hopper_gemm.cuh, ScatterReduce). */
+export const GEMM_EPILOGUES = ["store", "signal", "accumulate-f32", "scatter-reduce"] as const;
 export type GemmEpilogue = (typeof GEMM_EPILOGUES)[number];
-export type ScatterEpilogue = Extract<GemmEpilogue, `scatter-reduce-${string}`>;
 
 /** How B is stored: "nk" row-major [n, k] (K-major), "kn" row-major [k, n] (bf16 only). */
 export const GEMM_B_LAYOUTS = ["nk", "kn"] as const;
@@ -51,8 +44,7 @@ const EPILOGUE_TYPES: Record<GemmEpilogue, string> = {
   store: "symmkit::gemm::StoreBf16",
   signal: "symmkit::gemm::SignalingStore",
   "accumulate-f32": "symmkit::gemm::AccumulateF32",
-  "scatter-reduce-tma": "symmkit::gemm::ScatterReduce<true>",
-  "scatter-reduce-copy": "symmkit::gemm::ScatterReduce<false>",
+  "scatter-reduce": "symmkit::gemm::ScatterReduce",
 };
 
 export function gemmExpr(v: GemmVariant): string {
@@ -68,16 +60,14 @@ export function gemmProgram(v: GemmVariant): ProgramSpec {
   };
 }
 
-const isScatter = (e: GemmEpilogue): e is ScatterEpilogue => e.startsWith("scatter-reduce");
-
 /** wgmma reads fp8 operands K-major only, so fp8 ships with B as [n, k] alone. The hook variants take
- * every order, ready policy and plain epilogue; the sharded order exists only with a scatter-reduce
+ * every order, ready policy and plain epilogue; the sharded order exists only with the scatter-reduce
  * epilogue (and no ready flags), and the reverse. */
 export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =>
-  GEMM_B_LAYOUTS.filter((l) => elem === "bf16" || l === "nk").flatMap((layoutB) => [
+  GEMM_B_LAYOUTS.filter((l) => elem === "bf16" || l === "nk").flatMap((layoutB): GemmVariant[] => [
     ...(["grouped", "list"] as const).flatMap((order) =>
       GEMM_READY.flatMap((ready) =>
-        GEMM_EPILOGUES.filter((e) => !isScatter(e)).map((epilogue) => ({
+        GEMM_EPILOGUES.filter((e) => e !== "scatter-reduce").map((epilogue) => ({
           elem,
           layoutB,
           order,
@@ -86,13 +76,7 @@ export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =
         })),
       ),
     ),
-    ...GEMM_EPILOGUES.filter(isScatter).map((epilogue): GemmVariant => ({
-      elem,
-      layoutB,
-      order: "sharded",
-      ready: "none",
-      epilogue,
-    })),
+    { elem, layoutB, order: "sharded", ready: "none", epilogue: "scatter-reduce" },
   ]),
 );
 
@@ -145,8 +129,8 @@ export const GEMM_ARGS_LAYOUT = {
  * per-rank pointer arrays of MAX_WORLD entries. */
 export const FUSION_PARAMS_LAYOUT = {
   a2: 0,
-  peerD: 128,
-  recv: 1152,
+  slotD: 128,
+  partials: 1152,
   flags: 1216,
   a2Row0: 1280,
   a2Rows: 1284,

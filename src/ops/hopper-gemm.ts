@@ -44,8 +44,9 @@ export interface GemmScatter {
   readonly rank: number;
   readonly world: number;
   readonly shardRows: number;
-  /** Each rank's receive buffer as mapped here: world slots of [shardRows, n] bf16. */
-  readonly recv: readonly Ptr[];
+  /** Each rank's partial buffer as mapped here: world slots of [shardRows, n] bf16 (slot d: its partial
+   * of rank d's shard). */
+  readonly partials: readonly Ptr[];
   /** Each rank's flags as mapped here: world x tilesPerShard x 2 u32, zero at first. */
   readonly flags: readonly Ptr[];
   /** Two u32 of this rank's (zero at first, then kept by the kernel): the calls so far, and a count. */
@@ -141,7 +142,7 @@ export class HopperGemm {
     const ldd = p.ldd ?? n;
     const outBytes = v.epilogue === "accumulate-f32" ? 4 : 2;
     // TMA stores need 16-byte rows and base; the pair stores of the other epilogues need 2 elements.
-    const tma = v.epilogue === "store" || v.epilogue.startsWith("scatter-reduce");
+    const tma = v.epilogue === "store" || v.epilogue === "scatter-reduce";
     const unit = tma ? 16 / outBytes : 2;
     if (!Number.isInteger(ldd) || ldd < n || ldd % unit !== 0 || n % 2 !== 0) {
       throw new InvalidArgumentError(
@@ -274,8 +275,8 @@ export class HopperGemm {
       throw new InvalidArgumentError(
         `gemm: m = ${p.m} must be world x shardRows = ${s.world} x ${s.shardRows}`,
       );
-    if (s.recv.length !== s.world || s.flags.length !== s.world)
-      throw new InvalidArgumentError("gemm: scatter needs one receive buffer and one flag array per rank");
+    if (s.partials.length !== s.world || s.flags.length !== s.world)
+      throw new InvalidArgumentError("gemm: scatter needs one partial buffer and one flag array per rank");
     if ((p.ldd ?? p.n) !== p.n)
       throw new InvalidArgumentError("gemm: scatter writes a dense [shardRows, n] output");
     return s;
@@ -317,11 +318,10 @@ export class HopperGemm {
     const f = this.#fusionView;
     const slotBytes = BigInt(s.shardRows * n * 2);
     for (let r = 0; r < s.world; r++) {
-      f.setBigUint64(F.recv + 8 * r, s.recv[r]!, true);
+      f.setBigUint64(F.partials + 8 * r, s.partials[r]!, true);
       f.setBigUint64(F.flags + 8 * r, s.flags[r]!, true);
-      if (this.variant.epilogue !== "scatter-reduce-tma") continue;
       const map = encodeTensorMap2d({
-        address: s.recv[r]! + BigInt(s.rank) * slotBytes,
+        address: s.partials[s.rank]! + BigInt(r) * slotBytes,
         dataType: "BFLOAT16",
         elementBytes: 2,
         rows: s.shardRows,
@@ -331,7 +331,7 @@ export class HopperGemm {
         boxRows: GEMM_STORE_BOX,
         swizzle: "B128",
       });
-      this.#fusion.set(map, F.peerD + MAP_BYTES * r);
+      this.#fusion.set(map, F.slotD + MAP_BYTES * r);
     }
     f.setUint32(F.shardRows, s.shardRows, true);
     f.setUint32(F.world, s.world, true);

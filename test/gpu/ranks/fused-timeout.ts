@@ -19,7 +19,7 @@ await group.barrier();
 const limit = group.watch.timeoutMs;
 const t0 = Date.now();
 if (rank === skipper) c.barrier();
-else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused_tma" });
+else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused" });
 else c.allGatherMatmul(a, b, { algorithm: "fused_copy_engine" });
 let outcome: string;
 try {

@@ -46,7 +46,7 @@ const COMBOS: Combo[] = [
   { dtype: "fp8e4m3", layout: "nk" },
 ];
 const AG_FUSED: AllGatherMatmulAlgorithm[] = ["fused_copy_engine", "fused_pull"];
-const RS_FUSED: MatmulReduceScatterAlgorithm[] = ["fused_tma", "fused_copy_out"];
+const RS_FUSED: MatmulReduceScatterAlgorithm[] = ["fused"];
 const scaleA = Tensor.fromHost([0.5], "f32");
 const scaleB = Tensor.fromHost([1.5], "f32");
 const scalesFor = (dtype: DType) => (dtype === "fp8e4m3" ? { scaleA, scaleB } : {});
@@ -247,7 +247,7 @@ for (const combo of COMBOS) {
       guardsIntact(oWhole, what);
       oWhole.dispose();
     }
-    // The same call again gives the same bits (flags and receive buffers were left clean).
+    // The same call again gives the same bits (the epoch moved on; no flag of the last call counts).
     for (const algorithm of RS_FUSED) {
       const out = Tensor.full([m / world, n], NaN, "bf16");
       runRs(x, algorithm, out);
@@ -259,7 +259,7 @@ for (const combo of COMBOS) {
   }
 }
 console.log(
-  "allGatherMatmul (copy engine, pull, sequential) bit for bit with symmkit's GEMM of the gathered A; matmulReduceScatter (tma, copy-out, sequential) bit for bit with the rank-order reference; NCCL + cuBLASLt within rounding; bf16, fp8, B [n,k] and [k,n]; guards intact",
+  "allGatherMatmul (copy engine, pull, sequential) bit for bit with symmkit's GEMM of the gathered A; matmulReduceScatter (fused, sequential) bit for bit with the rank-order reference; NCCL + cuBLASLt within rounding; bf16, fp8, B [n,k] and [k,n]; guards intact",
 );
 
 // Against a float64 product: the references above are right, not only self-consistent.
@@ -281,7 +281,7 @@ console.log(
       }
     for (const t of [a, b]) t.dispose();
   }
-  const out = c.matmulReduceScatter(x.a, x.b, { algorithm: "fused_tma" });
+  const out = c.matmulReduceScatter(x.a, x.b, { algorithm: "fused" });
   group.synchronize();
   close(out.toHost(), f64, "matmulReduceScatter against float64", 2 ** -7);
   for (const t of [x.a, x.b, out]) t.dispose();
@@ -349,7 +349,7 @@ console.log(
   }
   graph.dispose();
   console.log(
-    "a CUDA graph of all four fused constructions, replayed 4 times with the inputs changed in between: bit for bit",
+    "a CUDA graph of every fused construction, replayed 4 times with the inputs changed in between: bit for bit",
   );
 }
 
@@ -436,7 +436,7 @@ console.log(
         }),
     ],
     [
-      "receive buffer larger than the staging buffer",
+      "partial buffer larger than the staging buffer",
       () => c.matmulReduceScatter(big, bigB, { algorithm: "fused" }),
     ],
     [

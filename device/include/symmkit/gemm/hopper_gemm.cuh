@@ -73,8 +73,8 @@ static_assert(sizeof(GemmArgs) == 128, "GemmArgs layout is shared with the host 
  * with src/ops/gemm-programs.ts (FUSION_PARAMS_LAYOUT). */
 struct alignas(64) FusionParams {
   TensorMap a2;                   // rows [a2_row0, a2_row0 + a2_rows) of A, stored elsewhere (a2_rows > 0)
-  TensorMap peer_d[kMaxWorld];    // ScatterReduce (TMA): slot `rank` of rank p's receive buffer, [shard_rows, n]
-  void* recv[kMaxWorld];          // ScatterReduce: rank p's receive buffer (world slots of [shard_rows, n] bf16)
+  TensorMap slot_d[kMaxWorld];    // ScatterReduce: slot d of this rank's partial buffer, [shard_rows, n] bf16
+  void* partials[kMaxWorld];      // ScatterReduce: rank p's partial buffer (world slots of [shard_rows, n] bf16)
   u32* flags[kMaxWorld];          // ScatterReduce: rank p's tile flags [world][tiles_per_shard][2]
   u32 a2_row0, a2_rows;
   u32 shard_rows, world;          // ShardedOrder: rows of A (and of the output) each rank owns
@@ -195,31 +195,22 @@ struct Rounded {
   }
 };
 
-/** Where store_share writes with ordinary 16-byte stores instead of TMA (kCopyOut): a bf16 matrix of
- * `rows` x `cols` (cols a multiple of 8) with row stride `ld` elements, e.g. a peer's buffer. */
-struct CopyOut {
-  __nv_bfloat16* base;
-  u64 ld;
-  u32 rows, cols;
-};
-
 /**
- * A consumer's 64 x 256 share at (column x, row y) of map_d (or of `out`), through its two sub-tile
- * buffers. Thread wg_thread holds rows 16 * warp + lane / 4 (+8) and, in sub-tile c, columns
- * 8 * j + 2 * (lane % 4) (+1) for j in 0..7; pair(row, column, v0, v1) gives the bf16 pair stored there
- * (row 0..63 and column 0..255 within the share). With TMA the stores drain while the next tile's main
- * loop runs; with kCopyOut all 128 threads copy each sub-tile out in 16-byte vectors, row by row, and
- * the stores are complete only once a fence says so.
+ * A consumer's 64 x 256 share at (column x, row y) of `map`, through its two sub-tile buffers and TMA
+ * stores, which drain while the next tile's main loop runs. Thread wg_thread holds rows
+ * 16 * warp + lane / 4 (+8) and, in sub-tile c, columns 8 * j + 2 * (lane % 4) (+1) for j in 0..7;
+ * pair(row, column, v0, v1) gives the bf16 pair stored there (row 0..63 and column 0..255 within the
+ * share).
  */
-template <bool kCopyOut, typename Pair>
-__device__ __forceinline__ void store_share(const EpilogueCtx& c, const TensorMap* map, const CopyOut& out,
-                                            const float (&acc)[128], i32 x, i32 y, const Pair& pair) {
+template <typename Pair>
+__device__ __forceinline__ void store_share(const EpilogueCtx& c, const TensorMap* map, const float (&acc)[128],
+                                            i32 x, i32 y, const Pair& pair) {
   const u32 warp = c.wg_thread / 32, lane = c.wg_thread % 32;
   const u32 r = warp * 16 + lane / 4;
 #pragma unroll
   for (u32 s = 0; s < kTileN / kSubTileCols; ++s) {
     u8* buf = c.buffers + (s % 2) * kSubTileBytes;
-    if (!kCopyOut && c.wg_thread == 0) bulk_wait_read<1>();  // the store issued from this buffer two sub-tiles ago
+    if (c.wg_thread == 0) bulk_wait_read<1>();  // the store issued from this buffer two sub-tiles ago
     named_barrier(2 + c.consumer, 128);
 #pragma unroll
     for (u32 j = 0; j < 8; ++j) {
@@ -229,18 +220,9 @@ __device__ __forceinline__ void store_share(const EpilogueCtx& c, const TensorMa
       *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r, b)) = pair(r, col, v[0] * c.scale, v[1] * c.scale);
       *reinterpret_cast<__nv_bfloat162*>(buf + swizzle128(r + 8, b)) = pair(r + 8, col, v[2] * c.scale, v[3] * c.scale);
     }
-    if constexpr (!kCopyOut) fence_proxy_async_shared();
+    fence_proxy_async_shared();
     named_barrier(2 + c.consumer, 128);
-    if constexpr (kCopyOut) {
-#pragma unroll
-      for (u32 q = 0; q < 4; ++q) {
-        const u32 idx = c.wg_thread + 128 * q;
-        const u32 rr = idx / 8, unit = idx % 8;
-        const u32 row = y + rr, col = x + s * kSubTileCols + 8 * unit;
-        if (row < out.rows && col < out.cols)
-          st_128(out.base + row * out.ld + col, *reinterpret_cast<const u32x4*>(buf + swizzle128(rr, 16 * unit)));
-      }
-    } else if (c.wg_thread == 0) {
+    if (c.wg_thread == 0) {
       tma_store_2d(map, buf, x + s * kSubTileCols, y);
       bulk_commit();
     }
@@ -275,7 +257,7 @@ __device__ __forceinline__ void for_each_pair(const EpilogueCtx& c, const Tile& 
 struct StoreBf16 {
   static constexpr bool kReduces = false;
   __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32) {
-    store_share<false>(c, c.map_d, CopyOut{}, acc, t.tn * kTileN, t.row0 + c.consumer * 64, Rounded{});
+    store_share(c, c.map_d, acc, t.tn * kTileN, t.row0 + c.consumer * 64, Rounded{});
   }
   // A TMA store reads shared memory after it is issued: the CTA must not exit before that is done.
   __device__ __forceinline__ void drain(const EpilogueCtx& c, u32) {
@@ -314,11 +296,11 @@ struct AccumulateF32 {
 
 /**
  * GEMM + reduce-scatter, deterministic (with ShardedOrder). Every tile, this rank's own shard included, is
- * rounded to bf16 (the partial a plain GEMM would store) and stored into slot `rank` of its owner's
- * receive buffer: by TMA through FusionParams::peer_d[owner] (kTma), or by 16-byte stores from shared
- * memory. Each consumer then sets flags[owner][rank][tile][consumer] to this call's epoch (writes
- * complete, proxy fence, fence.acq_rel.sys, relaxed store: a release), deferred to the start of its next
- * finish (or to drain) so that the writes complete under the next tile's main loop instead of stalling it.
+ * rounded to bf16 (the partial a plain GEMM would store) and stored by TMA into slot `owner` of this
+ * rank's own partial buffer: local writes, exactly the plain GEMM's epilogue, so no tile waits on NVLink.
+ * Each consumer then sets flags[owner][rank][tile][consumer] to this call's epoch in the owner's memory
+ * (writes complete, proxy fence, fence.acq_rel.sys, relaxed store: a release), deferred to the start of
+ * its next finish (or to drain), by when the writes have long completed.
  *
  * The epoch is the call's number on this rank (FusionParams::epoch counts calls in device memory, so
  * graph replays count too; every CTA reads it at the start and the last to read it advances it). Ranks
@@ -329,12 +311,12 @@ struct AccumulateF32 {
  * shard; units go in band order to CTA unit % gridDim and, inside the CTA, to whichever warp asks next:
  * the producer warpgroup's three idle warps during the GEMM (all but the last band, which is ready only
  * at the end), and the consumers once their tiles are done. For a unit, lane 0 waits (acquire, bounded,
- * naming the rank) for every rank's flag of that half-tile, then the warp sums the ranks' partials in f32
- * in rank order, rounds once to bf16 and writes the output rows. Nobody waits while holding back a flag
- * (flags are flushed before a consumer helps), so no rank can deadlock another. The receive buffer is
- * rewritten by the next call only after a barrier over the ranks (the host launches one before the GEMM).
+ * naming the rank) for every rank's flag of that half-tile, then the warp loads the ranks' partials (its
+ * own locally, the peers' over NVLink, two ranks' at a time), sums them in f32 in rank order, rounds once
+ * to bf16 and writes the output rows. Nobody waits while holding back a flag (flags are flushed before a
+ * consumer helps), so no rank can deadlock another. A partial buffer is rewritten by the next call only
+ * after a barrier over the ranks (the host launches one before the GEMM): every owner has read it.
  */
-template <bool kTma>
 struct ScatterReduce {
   static constexpr bool kReduces = true;
   static constexpr u32 kUnitRows = 16;
@@ -347,12 +329,9 @@ struct ScatterReduce {
   }
 
   __device__ __forceinline__ void flush(const EpilogueCtx& c, u32 epoch) {
-    if (!kTma) named_barrier(2 + c.consumer, 128);  // every thread's copy-out stores precede the fence
     if (c.wg_thread != 0 || !pending) return;
-    if constexpr (kTma) {
-      bulk_wait<0>();
-      fence_proxy_async();
-    }
+    bulk_wait<0>();
+    fence_proxy_async();
     fence_acq_rel_sys();
     st_sys<Order::Relaxed>(flag(c.fusion, pending_dest, c.fusion.rank, pending_id, c.consumer), epoch);
     pending = false;
@@ -362,9 +341,7 @@ struct ScatterReduce {
     const FusionParams& f = c.fusion;
     flush(c, epoch);
     const i32 y = t.row0 - t.dest * f.shard_rows + c.consumer * 64;  // row within the shard
-    const CopyOut out{static_cast<__nv_bfloat16*>(f.recv[t.dest]) + u64(f.rank) * f.shard_rows * c.args.n, c.args.n,
-                      f.shard_rows, c.args.n};
-    store_share<!kTma>(c, &f.peer_d[t.dest], out, acc, t.tn * kTileN, y, Rounded{});
+    store_share(c, &f.slot_d[t.dest], acc, t.tn * kTileN, y, Rounded{});
     if (c.wg_thread == 0) {
       pending = true;
       pending_dest = t.dest;
@@ -401,7 +378,7 @@ struct ScatterReduce {
     const u32 band_tiles = a.group_m * a.tiles_n;
     const u32 last_band = (f.tiles_per_shard - 1) / band_tiles;
     const u64 slot = u64(f.shard_rows) * a.n;
-    const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(f.recv[f.rank]);
+    const u64 mine = u64(f.rank) * slot;  // where every rank keeps its partial of this rank's shard
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
     for (;;) {
       u32 j = 0;
@@ -455,8 +432,9 @@ struct ScatterReduce {
           for (u32 q = 0; q < kRows; ++q) {
             if (r + q < rows) {
               const u64 at = u64(row0 + r + q) * a.n + col;
-              v[0][q] = *reinterpret_cast<const u32x4*>(recv + src * slot + at);
-              if (pair) v[1][q] = *reinterpret_cast<const u32x4*>(recv + (src + 1) * slot + at);
+              v[0][q] = *reinterpret_cast<const u32x4*>(static_cast<const __nv_bfloat16*>(f.partials[src]) + mine + at);
+              if (pair)
+                v[1][q] = *reinterpret_cast<const u32x4*>(static_cast<const __nv_bfloat16*>(f.partials[src + 1]) + mine + at);
             }
           }
 #pragma unroll
