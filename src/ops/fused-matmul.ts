@@ -10,9 +10,9 @@
 //
 // GEMM + reduce-scatter (matmulReduceScatter): after a barrier kernel (every owner has read the previous
 // call's partials), one GEMM with the sharded order and the scatter-reduce epilogue
-// (gemm/hopper_gemm.cuh): every tile is stored locally as a bf16 partial and flagged in its owner's
-// memory, and each owner pulls and reduces its rows in rank order while the GEMM still runs. The group's
-// symmetric staging buffer holds the partials; its pad, beyond the barrier slots, holds the flags.
+// (gemm/hopper_gemm.cuh): every tile is stored as a bf16 partial into its owner's receive slot and
+// flagged there, and each owner reduces its rows in rank order while the GEMM still runs. The group's
+// symmetric staging buffer is the receive buffer; its pad, beyond the barrier slots, holds the flags.
 //
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
@@ -223,7 +223,7 @@ export class FusedMatmul {
     // Kernels are resolved (compiled, loaded) before anything is enqueued: a module load waits for the
     // GPU, which would otherwise wait for a peer inside the call.
     const gemm = this.#gemm(p, "sharded", "none", "scatter-reduce");
-    // Every owner finished reading this rank's partials of the previous call.
+    // Every owner finished reading its receive buffer in the previous call.
     this.#ctx.barrier(staging.deviceView(), s);
     gemm.launch({
       ...this.#common(p, a, b, out, scales),
@@ -233,7 +233,7 @@ export class FusedMatmul {
         rank: group.rank,
         world: group.worldSize,
         shardRows: p.shardRows,
-        partials: staging.bufferPtrs,
+        recv: staging.bufferPtrs,
         flags: staging.padPtrs.map((x) => x + BigInt(SCATTER_FLAGS_OFFSET_BYTES)),
         epoch: this.#epoch.ptr,
       },
@@ -254,7 +254,7 @@ export class FusedMatmul {
   }
 
   /** What auto picks for GEMM + reduce-scatter: the fused kernel (TMA pushes) from RS_FUSED_MIN_ROWS rows
-   * when the partial buffer and flags fit; otherwise symmkit's GEMM then reduce-scatter. */
+   * when the receive buffer and flags fit; otherwise symmkit's GEMM then reduce-scatter. */
   autoMatmulReduceScatter(p: FusedProblem): MatmulReduceScatterAlgorithm {
     const { group } = this.#ctx;
     if (group.worldSize > 1 && p.m >= RS_FUSED_MIN_ROWS && this.#scatterRoom(p) === undefined) return "fused";
@@ -271,7 +271,7 @@ export class FusedMatmul {
     const bytes = p.m * p.n * 2;
     const capacity = this.#ctx.staging.tensor.nbytes;
     if (bytes > capacity)
-      return `the partial buffer needs m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
+      return `the receive buffer needs m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
     const flags = scatterFlagCount(p.shardRows, p.n, this.#ctx.group.worldSize);
     if (flags > this.scatterFlagCapacity)
       return `${flags} tile flags exceed the ${this.scatterFlagCapacity} the staging pad holds; use algorithm sequential`;

@@ -129,8 +129,8 @@ export const GEMM_ARGS_LAYOUT = {
  * per-rank pointer arrays of MAX_WORLD entries. */
 export const FUSION_PARAMS_LAYOUT = {
   a2: 0,
-  slotD: 128,
-  partials: 1152,
+  toPeer: 128,
+  recv: 1152,
   flags: 1216,
   a2Row0: 1280,
   a2Rows: 1284,

@@ -44,9 +44,9 @@ export interface GemmScatter {
   readonly rank: number;
   readonly world: number;
   readonly shardRows: number;
-  /** Each rank's partial buffer as mapped here: world slots of [shardRows, n] bf16 (slot d: its partial
-   * of rank d's shard). */
-  readonly partials: readonly Ptr[];
+  /** Each rank's receive buffer as mapped here: world slots of [shardRows, n] bf16 (slot p: rank p's
+   * partial of the owner's shard). */
+  readonly recv: readonly Ptr[];
   /** Each rank's flags as mapped here: world x tilesPerShard x 2 u32, zero at first. */
   readonly flags: readonly Ptr[];
   /** Two u32 of this rank's (zero at first, then kept by the kernel): the calls so far, and a count. */
@@ -275,8 +275,8 @@ export class HopperGemm {
       throw new InvalidArgumentError(
         `gemm: m = ${p.m} must be world x shardRows = ${s.world} x ${s.shardRows}`,
       );
-    if (s.partials.length !== s.world || s.flags.length !== s.world)
-      throw new InvalidArgumentError("gemm: scatter needs one partial buffer and one flag array per rank");
+    if (s.recv.length !== s.world || s.flags.length !== s.world)
+      throw new InvalidArgumentError("gemm: scatter needs one receive buffer and one flag array per rank");
     if ((p.ldd ?? p.n) !== p.n)
       throw new InvalidArgumentError("gemm: scatter writes a dense [shardRows, n] output");
     return s;
@@ -318,10 +318,10 @@ export class HopperGemm {
     const f = this.#fusionView;
     const slotBytes = BigInt(s.shardRows * n * 2);
     for (let r = 0; r < s.world; r++) {
-      f.setBigUint64(F.partials + 8 * r, s.partials[r]!, true);
+      f.setBigUint64(F.recv + 8 * r, s.recv[r]!, true);
       f.setBigUint64(F.flags + 8 * r, s.flags[r]!, true);
       const map = encodeTensorMap2d({
-        address: s.partials[s.rank]! + BigInt(r) * slotBytes,
+        address: s.recv[r]! + BigInt(s.rank) * slotBytes,
         dataType: "BFLOAT16",
         elementBytes: 2,
         rows: s.shardRows,
@@ -331,7 +331,7 @@ export class HopperGemm {
         boxRows: GEMM_STORE_BOX,
         swizzle: "B128",
       });
-      this.#fusion.set(map, F.slotD + MAP_BYTES * r);
+      this.#fusion.set(map, F.toPeer + MAP_BYTES * r);
     }
     f.setUint32(F.shardRows, s.shardRows, true);
     f.setUint32(F.world, s.world, true);

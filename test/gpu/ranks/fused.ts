@@ -436,7 +436,7 @@ console.log(
         }),
     ],
     [
-      "partial buffer larger than the staging buffer",
+      "receive buffer larger than the staging buffer",
       () => c.matmulReduceScatter(big, bigB, { algorithm: "fused" }),
     ],
     [

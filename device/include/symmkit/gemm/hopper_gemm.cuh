@@ -73,8 +73,8 @@ static_assert(sizeof(GemmArgs) == 128, "GemmArgs layout is shared with the host 
  * with src/ops/gemm-programs.ts (FUSION_PARAMS_LAYOUT). */
 struct alignas(64) FusionParams {
   TensorMap a2;                   // rows [a2_row0, a2_row0 + a2_rows) of A, stored elsewhere (a2_rows > 0)
-  TensorMap slot_d[kMaxWorld];    // ScatterReduce: slot d of this rank's partial buffer, [shard_rows, n] bf16
-  void* partials[kMaxWorld];      // ScatterReduce: rank p's partial buffer (world slots of [shard_rows, n] bf16)
+  TensorMap to_peer[kMaxWorld];   // ScatterReduce: slot `rank` of rank p's receive buffer, [shard_rows, n] bf16
+  void* recv[kMaxWorld];          // ScatterReduce: rank p's receive buffer (world slots of [shard_rows, n] bf16)
   u32* flags[kMaxWorld];          // ScatterReduce: rank p's tile flags [world][tiles_per_shard][2]
   u32 a2_row0, a2_rows;
   u32 shard_rows, world;          // ShardedOrder: rows of A (and of the output) each rank owns
@@ -256,11 +256,12 @@ __device__ __forceinline__ void for_each_pair(const EpilogueCtx& c, const Tile& 
  * loop runs. */
 struct StoreBf16 {
   static constexpr bool kReduces = false;
-  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32) {
+  struct Shared {};
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared&) {
     store_share(c, c.map_d, acc, t.tn * kTileN, t.row0 + c.consumer * 64, Rounded{});
   }
   // A TMA store reads shared memory after it is issued: the CTA must not exit before that is done.
-  __device__ __forceinline__ void drain(const EpilogueCtx& c, u32) {
+  __device__ __forceinline__ void drain(const EpilogueCtx& c, Shared&) {
     if (c.wg_thread == 0) bulk_wait_read<0>();
   }
 };
@@ -269,7 +270,8 @@ struct StoreBf16 {
  * acquires the counter sees the whole tile. */
 struct SignalingStore {
   static constexpr bool kReduces = false;
-  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32) {
+  struct Shared {};
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared&) {
     for_each_pair(c, t, acc, [&](u32 row, u32 col, float v0, float v1) { store_bf16x2(c.args, row, col, v0, v1); });
     named_barrier(1, 256);
     if (c.consumer == 0 && c.wg_thread == 0) {
@@ -277,30 +279,33 @@ struct SignalingStore {
       asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(c.args.tile_signals + t.id) : "memory");
     }
   }
-  __device__ __forceinline__ void drain(const EpilogueCtx&, u32) {}
+  __device__ __forceinline__ void drain(const EpilogueCtx&, Shared&) {}
 };
 
 /** f32 atomic accumulation into d (float, row stride ldd): several GEMMs, or several ranks through their
  * peers' mappings, may add into one buffer. */
 struct AccumulateF32 {
   static constexpr bool kReduces = false;
-  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32) {
+  struct Shared {};
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared&) {
     for_each_pair(c, t, acc, [&](u32 row, u32 col, float v0, float v1) {
       float* p = static_cast<float*>(c.args.d) + row * c.args.ldd + col;
       atomicAdd(p, v0);
       atomicAdd(p + 1, v1);
     });
   }
-  __device__ __forceinline__ void drain(const EpilogueCtx&, u32) {}
+  __device__ __forceinline__ void drain(const EpilogueCtx&, Shared&) {}
 };
 
 /**
  * GEMM + reduce-scatter, deterministic (with ShardedOrder). Every tile, this rank's own shard included, is
- * rounded to bf16 (the partial a plain GEMM would store) and stored by TMA into slot `owner` of this
- * rank's own partial buffer: local writes, exactly the plain GEMM's epilogue, so no tile waits on NVLink.
- * Each consumer then sets flags[owner][rank][tile][consumer] to this call's epoch in the owner's memory
- * (writes complete, proxy fence, fence.acq_rel.sys, relaxed store: a release), deferred to the start of
- * its next finish (or to drain), by when the writes have long completed.
+ * rounded to bf16 (the partial a plain GEMM would store) and stored by TMA into slot `rank` of its owner's
+ * receive buffer (FusionParams::to_peer[owner]; the owner's own tiles stay local). Then its flag
+ * flags[owner][rank][tile][consumer] is set to this call's epoch in the owner's memory, as a release at
+ * system scope. The consumers stay off that fence: at the start of its next finish (or in drain), by when
+ * its TMA stores have long completed, a consumer's thread 0 waits for them (bulk_wait, proxy fence) and
+ * posts the tile to the signaller, one warp of the producer warpgroup, through shared memory
+ * (release/acquire at CTA scope); the signaller fences at system scope and stores the flag.
  *
  * The epoch is the call's number on this rank (FusionParams::epoch counts calls in device memory, so
  * graph replays count too; every CTA reads it at the start and the last to read it advances it). Ranks
@@ -309,39 +314,62 @@ struct AccumulateF32 {
  *
  * The owner reduces while it computes. A unit is 16 rows of one consumer's half of a tile of this rank's
  * shard; units go in band order to CTA unit % gridDim and, inside the CTA, to whichever warp asks next:
- * the producer warpgroup's three idle warps during the GEMM (all but the last band, which is ready only
- * at the end), and the consumers once their tiles are done. For a unit, lane 0 waits (acquire, bounded,
- * naming the rank) for every rank's flag of that half-tile, then the warp loads the ranks' partials (its
- * own locally, the peers' over NVLink, two ranks' at a time), sums them in f32 in rank order, rounds once
- * to bf16 and writes the output rows. Nobody waits while holding back a flag (flags are flushed before a
- * consumer helps), so no rank can deadlock another. A partial buffer is rewritten by the next call only
- * after a barrier over the ranks (the host launches one before the GEMM): every owner has read it.
+ * two idle warps of the producer warpgroup during the GEMM (all but the last band, which is ready only at
+ * the end), then the consumers and the signaller once their tiles are done. For a unit, lane 0 waits
+ * (acquire, bounded, naming the rank) for every rank's flag of that half-tile, then the warp sums the
+ * ranks' partials (local memory, two ranks' at a time) in f32 in rank order, rounds once to bf16 and
+ * writes the output rows. Nobody waits while holding back a flag (posts are flushed before a consumer
+ * helps, and the signaller never waits on a peer), so no rank can deadlock another. A receive buffer is
+ * rewritten by the next call only after a barrier over the ranks (the host launches one before the GEMM).
  */
 struct ScatterReduce {
   static constexpr bool kReduces = true;
   static constexpr u32 kUnitRows = 16;
   static constexpr u32 kUnitsPerTile = kTileM / kUnitRows;
-  bool pending = false;  // consumer thread 0: a tile whose flag is still to be raised
+  /** What the CTA's warps share: the reduce units handed out, the epoch, and one mailbox per consumer. */
+  struct Shared {
+    u32 next_unit;
+    u32 epoch;
+    u32 posted[2], taken[2], finished[2];  // sequence numbers of posts; the signaller's acknowledgements
+    u32 dest[2], id[2];
+  };
+  u32 posts = 0;  // consumer thread 0: posts so far
+  bool pending = false;  // consumer thread 0: a tile stored but not yet posted
   u32 pending_dest = 0, pending_id = 0;
 
   static __device__ __forceinline__ u32* flag(const FusionParams& f, u32 owner, u32 src, u32 id, u32 half) {
     return f.flags[owner] + (u64(src) * f.tiles_per_shard + id) * 2 + half;
   }
 
-  __device__ __forceinline__ void flush(const EpilogueCtx& c, u32 epoch) {
+  static __device__ __forceinline__ u32 ld_acquire_cta(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_addr(p)) : "memory");
+    return v;
+  }
+  static __device__ __forceinline__ void st_release_cta(u32* p, u32 v) {
+    asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(smem_addr(p)), "r"(v) : "memory");
+  }
+
+  /** Consumer thread 0: the pending tile's stores are complete; hand it to the signaller. */
+  __device__ __forceinline__ void flush(const EpilogueCtx& c, Shared& sh) {
     if (c.wg_thread != 0 || !pending) return;
     bulk_wait<0>();
     fence_proxy_async();
-    fence_acq_rel_sys();
-    st_sys<Order::Relaxed>(flag(c.fusion, pending_dest, c.fusion.rank, pending_id, c.consumer), epoch);
+    // The signaller took the previous post long ago (a fence takes microseconds, a tile tens).
+    const u64 start = global_timer_ns();
+    while (ld_acquire_cta(&sh.taken[c.consumer]) != posts)
+      if (global_timer_ns() - start > kPipelineTimeoutNs) __trap();
+    sh.dest[c.consumer] = pending_dest;
+    sh.id[c.consumer] = pending_id;
+    st_release_cta(&sh.posted[c.consumer], ++posts);
     pending = false;
   }
 
-  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], u32 epoch) {
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared& sh) {
     const FusionParams& f = c.fusion;
-    flush(c, epoch);
+    flush(c, sh);
     const i32 y = t.row0 - t.dest * f.shard_rows + c.consumer * 64;  // row within the shard
-    store_share(c, &f.slot_d[t.dest], acc, t.tn * kTileN, y, Rounded{});
+    store_share(c, &f.to_peer[t.dest], acc, t.tn * kTileN, y, Rounded{});
     if (c.wg_thread == 0) {
       pending = true;
       pending_dest = t.dest;
@@ -349,9 +377,36 @@ struct ScatterReduce {
     }
   }
 
-  __device__ __forceinline__ void drain(const EpilogueCtx& c, u32 epoch) {
-    flush(c, epoch);
-    if (c.wg_thread == 0) bulk_wait_read<0>();
+  __device__ __forceinline__ void drain(const EpilogueCtx& c, Shared& sh) {
+    flush(c, sh);
+    if (c.wg_thread == 0) {
+      bulk_wait_read<0>();
+      st_release_cta(&sh.finished[c.consumer], 1);
+    }
+  }
+
+  /** The signaller (lane 0 of one producer-side warp): raises each posted tile's flag until both
+   * consumers finished and every post was taken. */
+  static __device__ __forceinline__ void signal(const FusionParams& f, Shared& sh) {
+    u32 taken[2] = {0, 0};
+    for (;;) {
+      bool idle = true;
+      bool done = true;
+#pragma unroll
+      for (u32 c = 0; c < 2; ++c) {
+        const bool finished = ld_acquire_cta(&sh.finished[c]) != 0;
+        const u32 posted = ld_acquire_cta(&sh.posted[c]);
+        if (posted != taken[c]) {
+          fence_acq_rel_sys();
+          st_sys<Order::Relaxed>(flag(f, sh.dest[c], f.rank, sh.id[c], c), sh.epoch);
+          st_release_cta(&sh.taken[c], ++taken[c]);
+          idle = false;
+        }
+        done = done && finished && ld_acquire_cta(&sh.posted[c]) == taken[c];
+      }
+      if (done) return;
+      if (idle) __nanosleep(64);
+    }
   }
 
   /** This call's epoch: read by thread 0 of every CTA at the start; the last CTA to read advances it. */
@@ -378,7 +433,7 @@ struct ScatterReduce {
     const u32 band_tiles = a.group_m * a.tiles_n;
     const u32 last_band = (f.tiles_per_shard - 1) / band_tiles;
     const u64 slot = u64(f.shard_rows) * a.n;
-    const u64 mine = u64(f.rank) * slot;  // where every rank keeps its partial of this rank's shard
+    const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(f.recv[f.rank]);
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
     for (;;) {
       u32 j = 0;
@@ -432,9 +487,8 @@ struct ScatterReduce {
           for (u32 q = 0; q < kRows; ++q) {
             if (r + q < rows) {
               const u64 at = u64(row0 + r + q) * a.n + col;
-              v[0][q] = *reinterpret_cast<const u32x4*>(static_cast<const __nv_bfloat16*>(f.partials[src]) + mine + at);
-              if (pair)
-                v[1][q] = *reinterpret_cast<const u32x4*>(static_cast<const __nv_bfloat16*>(f.partials[src + 1]) + mine + at);
+              v[0][q] = *reinterpret_cast<const u32x4*>(recv + src * slot + at);
+              if (pair) v[1][q] = *reinterpret_cast<const u32x4*>(recv + (src + 1) * slot + at);
             }
           }
 #pragma unroll
@@ -497,14 +551,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // ScatterReduce's reducing warps in the producer warpgroup need more than the bare producer's 40.
   constexpr u32 kProducerRegs = Epilogue::kReduces ? 72 : 40;
   constexpr u32 kConsumerRegs = Epilogue::kReduces ? 216 : 232;
-  __shared__ u32 next_unit;   // ScatterReduce: this CTA's reduce units handed out so far
-  __shared__ u32 call_epoch;  // ScatterReduce: this call's epoch
+  __shared__ typename Epilogue::Shared ep_shared;
 
   const u32 warpgroup = threadIdx.x / 128;
   const u32 wg_thread = threadIdx.x % 128;
   if (threadIdx.x == 0) {
-    next_unit = 0;
-    if constexpr (Epilogue::kReduces) call_epoch = Epilogue::begin_epoch(fusion);
+    if constexpr (Epilogue::kReduces) ep_shared = {0, Epilogue::begin_epoch(fusion), {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
@@ -519,7 +571,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warpgroup == 0) {
     set_max_registers_dec<kProducerRegs>();
     if constexpr (Epilogue::kReduces) {
-      if (wg_thread >= 32) Epilogue::template reduce<2, true>(args, fusion, &next_unit, wg_thread % 32, call_epoch);
+      // Warp 1 signals, then reduces; warps 2 and 3 reduce; warp 0's lane 0 is the producer.
+      if (wg_thread >= 32 && wg_thread < 64) {
+        if (wg_thread == 32) Epilogue::signal(fusion, ep_shared);
+        __syncwarp();
+        Epilogue::template reduce<2, false>(args, fusion, &ep_shared.next_unit, wg_thread % 32, ep_shared.epoch);
+      } else if (wg_thread >= 64) {
+        Epilogue::template reduce<2, true>(args, fusion, &ep_shared.next_unit, wg_thread % 32, ep_shared.epoch);
+      }
     }
     if (wg_thread != 0) return;
     u32 it = 0;
@@ -582,10 +641,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
-    ep.finish(ctx, t, acc, call_epoch);
+    ep.finish(ctx, t, acc, ep_shared);
   }
-  ep.drain(ctx, call_epoch);
-  if constexpr (Epilogue::kReduces) Epilogue::template reduce<8, false>(args, fusion, &next_unit, wg_thread % 32, call_epoch);
+  ep.drain(ctx, ep_shared);
+  if constexpr (Epilogue::kReduces)
+    Epilogue::template reduce<8, false>(args, fusion, &ep_shared.next_unit, wg_thread % 32, ep_shared.epoch);
 }
 
 }  // namespace gemm
