@@ -131,10 +131,10 @@ struct ListOrder {
 
 /** GEMM + reduce-scatter: A's rows form `world` shards of shard_rows; shard p is rank p's output. Tiles
  * never straddle shards (a shard's last tile-row may be partial). Each shard is cut into bands of
- * group_m tile-rows; band q of every shard is computed before band q + 1 of any, and within band q
- * this rank walks the shards starting at its own (rank, rank + 1, ...). So at each moment the ranks send
- * to different owners (no incast), and band q of every shard is complete on every rank at about the
- * same time, early enough for its owner to reduce it while later bands are computed. */
+ * group_m tile-rows; band q of every shard is computed before band q + 1 of any, so band q of every shard
+ * is complete on every rank at about the same time, early enough for its owner to reduce it while later
+ * bands are computed. Inside a band the owners alternate step by step, starting from an offset that
+ * depends on the rank and the wave: the ranks send to different owners at each moment (no incast). */
 struct ShardedOrder {
   static __device__ __forceinline__ u32 count(const GemmArgs&, const FusionParams& f) { return f.world * f.tiles_per_shard; }
   static __device__ __forceinline__ Tile tile(const GemmArgs& a, const FusionParams& f, u32 i) {
@@ -143,9 +143,12 @@ struct ShardedOrder {
     const u32 first = band * band_tiles;            // the band's first tile within a shard
     const u32 in_band = min(band_tiles, f.tiles_per_shard - first);
     const u32 r = i - band * f.world * band_tiles;  // position within the band, over all shards
-    const u32 dest = (f.rank + r / in_band) % f.world;
+    // Each group of `world` consecutive steps takes one tile for every owner, rotated by the wave of the
+    // group's first step: in every wave the CTAs alternate between owners, and each CTA between owners
+    // from wave to wave, so a CTA's stores to a peer drain while it computes a tile of another owner.
+    const u32 dest = (f.rank + r + (i - r % f.world) / gridDim.x) % f.world;
     u32 tml, tn;
-    grouped_step(first + r % in_band, f.tiles_per_shard / a.tiles_n, a.tiles_n, a.group_m, tml, tn);
+    grouped_step(first + r / f.world, f.tiles_per_shard / a.tiles_n, a.tiles_n, a.group_m, tml, tn);
     return Tile{dest * f.shard_rows + tml * kTileM, min(kTileM, f.shard_rows - tml * kTileM), tn, tml * a.tiles_n + tn, dest};
   }
 };
