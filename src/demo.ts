@@ -1,6 +1,7 @@
 // `symmkit demo`: the main job. Started alone, it launches its own ranks (one per GPU, or 4 CPU ranks
 // without GPUs) and runs in each: every collective checked against a reference on fresh random data,
-// then timed, with a table on rank 0. Any wrong result makes it exit non-zero.
+// then timed, with a table on rank 0; then a tensor-parallel MLP block on the fused matmuls
+// (src/demo-mlp.ts). Any wrong result makes it exit non-zero.
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { SymmkitError } from "./errors.js";
@@ -17,6 +18,7 @@ import { deviceCount } from "./runtime/device.js";
 import { freshSeed, Tensor } from "./runtime/tensor.js";
 import { startTogether } from "./bench/collectives.js";
 import { graphTimeUs, median, table } from "./bench/report.js";
+import { cpuMlpDemo, gpuMlpDemo } from "./demo-mlp.js";
 
 const CPU_RANKS = 4;
 
@@ -77,6 +79,8 @@ async function demoRank(): Promise<number> {
       ]),
     ),
   );
+  if (group.backend === "cpu") cpuMlpDemo(group, seed, say);
+  else await gpuMlpDemo(group, seed, say);
   if (group.backend === "cpu") {
     say(
       `No GPU was found, so this ran on symmkit's CPU backend (${world} processes sharing memory). On NVIDIA GPUs the same ` +

@@ -17,5 +17,6 @@ test("symmkit demo without a GPU: every collective matches its reference", { ski
   assert.match(r.stdout, /no GPU .*4 CPU ranks/);
   assert.match(r.stdout, /all-reduce +one_shot +4096/);
   assert.match(r.stdout, /reduce-scatter +pull +1048576/);
+  assert.match(r.stdout, /MLP block on the CPU reference: [\d.]+ ms, within/);
   assert.match(r.stdout, /demo: every result matched its reference/);
 });
