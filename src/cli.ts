@@ -29,8 +29,9 @@ commands:
                            against NCCL, validated, graph-timed; sizes per rank (all-gather:
                            input, reduce-scatter: output)
   tune [--sizes 4K:64M] [--dtype bf16] [--dir D] [--json F]
-                           under symmkit run: measure every collective algorithm and write
-                           the table auto picks from into D (default ~/.cache/symmkit/tune)
+                           under symmkit run: measure every collective algorithm and the fused
+                           matmuls' crossovers, and write the table auto picks from into D
+                           (default ~/.cache/symmkit/tune)
   bench gemm [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--layout-b nk|kn] [--json F]
                            one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s
   bench ag-gemm|gemm-rs [--shapes MxNxK,...] [--dtype bf16|fp8e4m3] [--algorithms a,b] [--json F]
@@ -111,9 +112,11 @@ const commands: Record<string, Command> = {
       dir: values.dir,
     });
     if (r) {
+      const { formatFused } = await import("./bench/fused.js");
       for (const x of r.results) console.log(formatCollectives(x));
+      for (const x of r.fused) console.log(formatFused(x));
       console.log(formatTune(r));
-      if (values.json) writeJson(values.json, r.results);
+      if (values.json) writeJson(values.json, { collectives: r.results, fused: r.fused });
     }
     return 0;
   },

@@ -14,7 +14,7 @@ import { Stream } from "./runtime/stream.js";
 import { Tensor } from "./runtime/tensor.js";
 import { startTogether } from "./bench/collectives.js";
 import { relFrobenius } from "./bench/gemm.js";
-import { graphTimeUs, table } from "./bench/report.js";
+import { graphTimeManyUs, table } from "./bench/report.js";
 
 const HIDDEN = 8192;
 const FFN = 28672;
@@ -97,17 +97,16 @@ export async function gpuMlpDemo(
       fail(`the fused MLP block (element ${i} differs from symmkit's unfused path)`);
   const rel = relFrobenius(decodeToF32("bf16", nccl!), decodeToF32("bf16", fused!));
   if (!(rel < 2e-2)) fail(`the MLP block on NCCL + cuBLASLt (relative difference ${rel})`);
-  const us: number[] = [];
-  for (const i of PATHS.keys()) {
-    us.push(
-      await graphTimeUs(stream, () => block(i), {
-        perGraph: 3,
-        replays: 10,
-        beforeReplay: () => startTogether(group, stream),
-        sync: () => group.synchronize(stream),
-      }),
-    );
-  }
+  const us = await graphTimeManyUs(
+    stream,
+    PATHS.map((_, i) => () => block(i)),
+    {
+      perGraph: 3,
+      replays: 10,
+      beforeReplay: () => startTogether(group, stream),
+      sync: () => group.synchronize(stream),
+    },
+  );
   const flops = 2 * 2 * m * ffn * HIDDEN;
   say(
     table(

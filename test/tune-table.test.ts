@@ -15,7 +15,10 @@ import {
   tuneFileName,
   userTuneDir,
 } from "../src/ops/tune-table.js";
-import { rulesFrom } from "../src/bench/tune.js";
+import { fusedRulesFrom, rulesFrom } from "../src/bench/tune.js";
+import type { FusedBenchResult } from "../src/bench/fused.js";
+import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
+import { pickFusedRule } from "../src/ops/tune-table.js";
 import type { CollectiveBenchResult } from "../src/bench/collectives.js";
 
 const table = (device: string, world: number, allReduce = "lamport") => ({
@@ -139,8 +142,61 @@ test("mailbox bytes per peer: one-shot and ll send it all, two-shot two chunks o
 
 test("the tables shipped in tune/ load and name only known algorithms", () => {
   for (const world of [2, 3, 4]) {
-    const t = loadTuneTable("NVIDIA H200", world, TUNABLE_ALGORITHMS, [SHIPPED_TUNE_DIR]);
+    const t = loadTuneTable("NVIDIA H200", world, { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE }, [
+      SHIPPED_TUNE_DIR,
+    ]);
     assert.equal(t?.worldSize, world);
     assert.equal(pickRule(t.rules["all-reduce"], 4096), "lamport");
+  }
+  const w2 = loadTuneTable("NVIDIA H200", 2, { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE }, [SHIPPED_TUNE_DIR]);
+  assert.equal(pickFusedRule(w2!.fused!["all-gather-matmul"]!, 8192), "fused_copy_engine");
+  assert.equal(pickFusedRule(w2!.fused!["matmul-reduce-scatter"]!, 8192), "fused");
+});
+
+test("fused rules: by rows, fastest of the fused, sequential and NCCL paths (never a floor), validated", () => {
+  const result = (rows: [number, Record<string, number>][]): FusedBenchResult =>
+    ({
+      environment: { worldSize: 2 },
+      bench: "gemm-rs",
+      dtype: "bf16",
+      seed: "1",
+      implementations: Object.keys(rows[0]![1]),
+      rows: rows.map(([m, us]) => ({ m, n: 8192, k: 8192, rankFlops: 1, us })),
+    }) as unknown as FusedBenchResult;
+  const r = result([
+    [1024, { fused: 120, sequential: 130, nccl_cublaslt: 140, gemm_alone: 90 }],
+    [256, { fused: 56, sequential: 52, nccl_cublaslt: 51, gemm_alone: 40 }],
+    [512, { fused: 66, sequential: 62, nccl_cublaslt: 78, cublaslt_alone: 45 }],
+    [8192, { fused: 800, sequential: 1000, nccl_cublaslt: 1000, gemm_alone: 790 }],
+  ]);
+  const rules = fusedRulesFrom(r);
+  assert.deepEqual(rules, [
+    { maxRows: 256, algorithm: "nccl_cublaslt" },
+    { maxRows: 512, algorithm: "sequential" },
+    { maxRows: 8192, algorithm: "fused" },
+  ]);
+  assert.equal(pickFusedRule(rules, 300), "sequential");
+  assert.equal(pickFusedRule(rules, 1 << 20), "fused");
+  const known = { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE };
+  const t = { ...table("d", 2), fused: { gitRevision: "x", date: "y", "matmul-reduce-scatter": rules } };
+  assert.doesNotThrow(() => checkTuneTable(t, known, "t.json"));
+  for (const [bad, pattern] of [
+    [{ "matmul-reduce-scatter": [] }, /no rules for matmul-reduce-scatter/],
+    [{ "all-gather-matmul": [{ maxRows: 8, algorithm: "fused_tma" }] }, /unknown algorithm fused_tma/],
+    [
+      {
+        "matmul-reduce-scatter": [
+          { maxRows: 8, algorithm: "fused" },
+          { maxRows: 4, algorithm: "sequential" },
+        ],
+      },
+      /maxRows must be ascending/,
+    ],
+  ] as const) {
+    assert.throws(
+      () =>
+        checkTuneTable({ ...table("d", 2), fused: { gitRevision: "x", date: "y", ...bad } }, known, "t.json"),
+      (e: unknown) => e instanceof SymmkitError && pattern.test(e.message),
+    );
   }
 });

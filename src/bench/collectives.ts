@@ -191,17 +191,22 @@ async function benchCollective<A extends string>(
 }
 
 /** The world group a benchmark runs in: staging for the largest size (world times that with
- * `scatter`: the copy-engine reduce-scatter's slots for that output size), mailbox slots of at least
- * `mailboxBytes`. */
+ * `scatter`: the copy-engine reduce-scatter's slots for that output size) and at least
+ * `minStagingBytes`, mailbox slots of at least `mailboxBytes`. */
 export function benchGroup(
   sizes: readonly number[],
   mailboxBytes: number,
   scatter = false,
+  minStagingBytes = 0,
 ): Promise<BenchGroup> {
   return ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, Math.max(...sizes, 1 << 20) * (scatter ? g.worldSize : 1), {
-      mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
-    }),
+    GpuCollectives.create(
+      g,
+      Math.max(Math.max(...sizes, 1 << 20) * (scatter ? g.worldSize : 1), minStagingBytes),
+      {
+        mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
+      },
+    ),
   );
 }
 

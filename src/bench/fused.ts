@@ -9,7 +9,8 @@
 // one rank's GEMM (communication fully hidden). Each is validated first (the fused and sequential
 // results bit for bit against each other and against symmkit's GEMM of the gathered A for ag-gemm; the
 // NCCL + cuBLASLt result within bf16 rounding), then timed as GPU time from CUDA-graph replays (median),
-// every rank starting each replay together.
+// the implementations' graphs replayed in turn round after round (graphTimeManyUs), every rank starting
+// each replay together.
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../dist/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
@@ -22,7 +23,7 @@ import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { startTogether } from "./collectives.js";
 import { relFrobenius, type GemmShape } from "./gemm.js";
-import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
+import { benchEnvironment, graphTimeManyUs, table, type BenchEnvironment } from "./report.js";
 
 export type FusedBench = "ag-gemm" | "gemm-rs";
 
@@ -68,19 +69,32 @@ function stagingFor(bench: FusedBench, [m, n, k]: GemmShape, world: number, elem
   return bench === "ag-gemm" ? (m / world) * k * dtypeInfo(elem).bytes : m * n * 2;
 }
 
+/** The staging buffer a group needs to run every fused construction on `shapes`. */
+export function fusedStagingBytes(
+  bench: FusedBench,
+  shapes: readonly GemmShape[],
+  world: number,
+  elem: LtElem,
+): number {
+  return Math.max(1 << 20, ...shapes.map((s) => stagingFor(bench, s, world, elem)));
+}
+
 export async function benchFused(o: {
   bench: FusedBench;
   shapes: readonly GemmShape[];
   elem: LtElem;
   implementations?: readonly string[] | undefined;
+  /** Run in this group (its staging buffer large enough: fusedStagingBytes) instead of a new one. */
+  group?: Group;
 }): Promise<FusedBenchResult | undefined> {
-  const world0 = Number(process.env.WORLD_SIZE ?? 1);
+  const world0 = o.group?.worldSize ?? Number(process.env.WORLD_SIZE ?? 1);
   for (const [m, , k] of o.shapes) {
     if (m % world0 !== 0 || (o.bench === "gemm-rs" && k % world0 !== 0))
       fail(`bench ${o.bench}: shape m ${m} (and k ${k} for gemm-rs) must divide by ${world0} ranks`);
   }
-  const staging = Math.max(1 << 20, ...o.shapes.map((s) => stagingFor(o.bench, s, world0, o.elem)));
-  const group: Group = await ProcessGroup.world<GpuCollectives>({}, (g) => GpuCollectives.create(g, staging));
+  const staging = fusedStagingBytes(o.bench, o.shapes, world0, o.elem);
+  const group: Group =
+    o.group ?? (await ProcessGroup.world<GpuCollectives>({}, (g) => GpuCollectives.create(g, staging)));
   const { device, rank, worldSize: world } = group;
   const c = group.collectives;
   const stream = Stream.create(device);
@@ -144,15 +158,13 @@ export async function benchFused(o: {
     await group.barrier();
     const flops = 2 * m * n * rankK;
     const perGraph = Math.max(2, Math.min(50, Math.ceil(10e-3 / (flops / 600e12))));
-    const us: Record<string, number> = {};
-    for (const [i, name] of implementations.entries()) {
-      us[name] = await graphTimeUs(stream, runs[i]!, {
-        perGraph,
-        replays: 10,
-        beforeReplay: () => startTogether(group, stream),
-        sync: () => group.synchronize(stream),
-      });
-    }
+    const times = await graphTimeManyUs(stream, runs, {
+      perGraph,
+      replays: 10,
+      beforeReplay: () => startTogether(group, stream),
+      sync: () => group.synchronize(stream),
+    });
+    const us = Object.fromEntries(implementations.map((name, i) => [name, times[i]!]));
     rows.push({ m, n, k, rankFlops: flops, us });
     if (rank === 0)
       process.stdout.write(`  ${implementations.map((x) => `${x} ${us[x]!.toFixed(1)}`).join(", ")} us\n`);
@@ -170,7 +182,7 @@ export async function benchFused(o: {
           rows,
         }
       : undefined;
-  await group.destroy();
+  if (!o.group) await group.destroy();
   return result;
 }
 

@@ -80,26 +80,44 @@ export async function graphTimeUs(
   enqueue: () => void,
   options: { perGraph: number; replays?: number; beforeReplay?: () => Promise<void>; sync?: () => void },
 ): Promise<number> {
-  const g = Graph.capture(stream, () => {
-    for (let k = 0; k < options.perGraph; k++) enqueue();
-  });
+  return (await graphTimeManyUs(stream, [enqueue], options))[0]!;
+}
+
+/**
+ * GPU microseconds per operation for several implementations measured side by side: each captured in its
+ * own graph of `perGraph` calls, then every replay round launches each graph once in turn (after
+ * `beforeReplay`), so that drift of clocks and temperature over a run reaches every implementation
+ * alike; median over `replays` rounds after 3 warm-up rounds.
+ */
+export async function graphTimeManyUs(
+  stream: Stream,
+  enqueues: readonly (() => void)[],
+  options: { perGraph: number; replays?: number; beforeReplay?: () => Promise<void>; sync?: () => void },
+): Promise<number[]> {
+  const graphs = enqueues.map((enqueue) =>
+    Graph.capture(stream, () => {
+      for (let k = 0; k < options.perGraph; k++) enqueue();
+    }),
+  );
   const start = Event.create(stream.device);
   const end = Event.create(stream.device);
-  const per: number[] = [];
+  const per = enqueues.map((): number[] => []);
   try {
     for (let r = 0; r < (options.replays ?? 20) + 3; r++) {
-      await options.beforeReplay?.();
-      start.record(stream);
-      g.launch(stream);
-      end.record(stream);
-      if (options.sync) options.sync();
-      else stream.synchronize();
-      if (r >= 3) per.push((end.elapsedMsSince(start) * 1000) / options.perGraph);
+      for (const [i, g] of graphs.entries()) {
+        await options.beforeReplay?.();
+        start.record(stream);
+        g.launch(stream);
+        end.record(stream);
+        if (options.sync) options.sync();
+        else stream.synchronize();
+        if (r >= 3) per[i]!.push((end.elapsedMsSince(start) * 1000) / options.perGraph);
+      }
     }
   } finally {
-    g.dispose();
+    for (const g of graphs) g.dispose();
     start.dispose();
     end.dispose();
   }
-  return median(per);
+  return per.map(median);
 }

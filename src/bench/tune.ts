@@ -14,10 +14,16 @@ import {
   TUNED_COLLECTIVES,
   tuneFileName,
   userTuneDir,
+  type FusedRule,
+  type FusedRules,
   type TunedCollective,
   type TuneRule,
   type TuneTable,
 } from "../ops/tune-table.js";
+import { FUSED_TUNABLE } from "../ops/fused-checks.js";
+import type { LtElem } from "../ops/cublaslt-matmul.js";
+import { benchFused, fusedStagingBytes, type FusedBenchResult } from "./fused.js";
+import type { GemmShape } from "./gemm.js";
 import type { DType } from "../runtime/dtype.js";
 import {
   benchAllGather,
@@ -48,10 +54,32 @@ export function rulesFrom(
   return rules;
 }
 
+/** The fused matmuls' rules a benchmark's rows give: per m the fastest of the fused constructions, the
+ * sequential path and NCCL + cuBLASLt (not the floors), runs of one merged. */
+export function fusedRulesFrom(result: FusedBenchResult): FusedRule[] {
+  const rules: FusedRule[] = [];
+  for (const row of [...result.rows].sort((a, b) => a.m - b.m)) {
+    const best = Object.entries(row.us)
+      .filter(([name]) => !name.endsWith("_alone"))
+      .sort((a, b) => a[1] - b[1])[0];
+    if (!best) continue;
+    const last = rules.at(-1);
+    if (last?.algorithm === best[0]) rules[rules.length - 1] = { maxRows: row.m, algorithm: best[0] };
+    else rules.push({ maxRows: row.m, algorithm: best[0] });
+  }
+  return rules;
+}
+
+/** The fused matmuls' problems `symmkit tune` measures: m from 256 to 8192 rows at n = k = 8192. */
+export const FUSED_TUNE_SHAPES: readonly GemmShape[] = [256, 512, 1024, 2048, 4096, 8192].map(
+  (m) => [m, 8192, 8192] as const,
+);
+
 export interface TuneResult {
   readonly table: TuneTable;
   readonly file: string;
   readonly results: readonly CollectiveBenchResult[];
+  readonly fused: readonly FusedBenchResult[];
 }
 
 /** Collective: every rank measures; rank 0 writes the table into `dir` (default the user's tune dir). */
@@ -60,13 +88,21 @@ export async function tune(options: {
   dtype: DType;
   dir?: string | undefined;
 }): Promise<TuneResult | undefined> {
-  const group = await benchGroup(options.sizes, Math.max(...options.sizes), true);
+  const elem: LtElem = "bf16";
+  const fusedStaging = fusedStagingBytes("gemm-rs", FUSED_TUNE_SHAPES, 1, elem);
+  const group = await benchGroup(options.sizes, Math.max(...options.sizes), true, fusedStaging);
   const world = group.worldSize;
   const o = { sizes: options.sizes, dtype: options.dtype, group };
   const results = [await benchAllReduce(o), await benchAllGather(o), await benchReduceScatter(o)];
+  const shapes = FUSED_TUNE_SHAPES.filter(([m]) => m % world === 0);
+  const fusedResults = [
+    await benchFused({ bench: "ag-gemm", shapes, elem, group }),
+    await benchFused({ bench: "gemm-rs", shapes, elem, group }),
+  ];
   const device = group.device.props.name;
   await group.destroy();
-  if (results.some((r) => r === undefined)) return undefined;
+  if (results.some((r) => r === undefined) || fusedResults.some((r) => r === undefined)) return undefined;
+  const [ag, rs] = fusedResults as FusedBenchResult[];
   const measured = results as CollectiveBenchResult[];
   const usable = (algorithm: string, bytes: number): boolean =>
     mailboxBytesPerPeer(algorithm, bytes, world) <= DEFAULT_MAILBOX_SLOT_BYTES;
@@ -74,15 +110,29 @@ export async function tune(options: {
     TUNED_COLLECTIVES.map((c, i) => [c, rulesFrom(measured[i]!, usable)]),
   ) as Record<TunedCollective, TuneRule[]>;
   const env = measured[0]!.environment;
+  const fused: FusedRules = {
+    gitRevision: env.gitRevision,
+    date: env.date,
+    "all-gather-matmul": fusedRulesFrom(ag!),
+    "matmul-reduce-scatter": fusedRulesFrom(rs!),
+  };
   const file = path.join(options.dir ?? userTuneDir(), tuneFileName(device, world));
   const table = checkTuneTable(
-    { device, worldSize: world, dtype: options.dtype, gitRevision: env.gitRevision, date: env.date, rules },
-    TUNABLE_ALGORITHMS,
+    {
+      device,
+      worldSize: world,
+      dtype: options.dtype,
+      gitRevision: env.gitRevision,
+      date: env.date,
+      rules,
+      fused,
+    },
+    { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE },
     file,
   );
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, `${JSON.stringify(table, null, 2)}\n`);
-  return { table, file, results: measured };
+  return { table, file, results: measured, fused: [ag!, rs!] };
 }
 
 export function formatTune(r: TuneResult): string {
@@ -90,6 +140,10 @@ export function formatTune(r: TuneResult): string {
   for (const c of TUNED_COLLECTIVES) {
     const rules = r.table.rules[c].map((x) => `<=${x.maxBytes}: ${x.algorithm}`).join(", ");
     lines.push(`  ${c}: ${rules} (and above: the last)`);
+  }
+  for (const [op, rules] of Object.entries(r.table.fused ?? {})) {
+    if (!Array.isArray(rules)) continue;
+    lines.push(`  ${op}: ${rules.map((x: FusedRule) => `<=${x.maxRows} rows: ${x.algorithm}`).join(", ")}`);
   }
   return lines.join("\n");
 }

@@ -29,6 +29,12 @@ export type AllGatherMatmulAlgorithm = (typeof ALL_GATHER_MATMUL_ALGORITHMS)[num
 export const MATMUL_REDUCE_SCATTER_ALGORITHMS = ["auto", "fused", "sequential", "nccl_cublaslt"] as const;
 export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORITHMS)[number];
 
+/** What auto may pick, by fused matmul (tune tables name these): every algorithm but auto. */
+export const FUSED_TUNABLE = {
+  "all-gather-matmul": ALL_GATHER_MATMUL_ALGORITHMS.filter((a) => a !== "auto"),
+  "matmul-reduce-scatter": MATMUL_REDUCE_SCATTER_ALGORITHMS.filter((a) => a !== "auto"),
+};
+
 /** The CPU backend computes the reference only: the sequential construction. */
 export const CPU_FUSED_MATMUL_ALGORITHMS = ["auto", "sequential"] as const;
 export type CpuFusedMatmulAlgorithm = (typeof CPU_FUSED_MATMUL_ALGORITHMS)[number];

@@ -44,6 +44,7 @@ import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
 import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
 import { checkMatmul, overlaps, type Span } from "./matmul.js";
 import { checkAlgorithm, checkCapacity } from "./validate.js";
+import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
 
 /** Bytes at the start of the staging buffer's signal pad kept for barrier slots (block x world). */
 export const SCATTER_FLAGS_OFFSET_BYTES = 16 * 1024;
@@ -54,12 +55,24 @@ export const PULL_BLOCKS = 16;
 const PULL_THREADS = 512;
 
 /**
- * auto's rules until measured tables exist: the fused kernels from this many rows of the gathered
- * (all-gather + GEMM) or reduced (GEMM + reduce-scatter) problem; below, their fixed costs (barrier
- * kernel, copies, flags) outweigh what they hide, and the sequential path runs.
+ * auto's rules where no tune table has fused rules, by rows of the gathered (all-gather + GEMM) or
+ * reduced (GEMM + reduce-scatter) problem: measured on 2 H200s at n = k = 8192, bf16 and fp8
+ * (bench/results/h200x2/ag-gemm-*.json, gemm-rs-*.json). Below the fused crossovers the fixed costs
+ * (barrier kernel, copies, flags, the reduce tail) outweigh what the fusion hides; at 256 rows cuBLASLt's
+ * small-m GEMM beats symmkit's 128 x 256 tiles, so NCCL + cuBLASLt runs there.
  */
-export const AG_FUSED_MIN_ROWS = 2048;
-export const RS_FUSED_MIN_ROWS = 2048;
+export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRule[]>> = {
+  "all-gather-matmul": [
+    { maxRows: 256, algorithm: "nccl_cublaslt" },
+    { maxRows: 1024, algorithm: "sequential" },
+    { maxRows: 2 ** 31, algorithm: "fused_copy_engine" },
+  ],
+  "matmul-reduce-scatter": [
+    { maxRows: 256, algorithm: "nccl_cublaslt" },
+    { maxRows: 512, algorithm: "sequential" },
+    { maxRows: 2 ** 31, algorithm: "fused" },
+  ],
+};
 
 /** A plain tensor, or a symmetric one whose local tensor is read in place (all-gather + GEMM's shard). */
 export type FusedInput = Tensor | SymmetricTensor;
@@ -74,6 +87,8 @@ export interface FusionContext {
   };
   readonly staging: SymmetricTensor;
   readonly comm: NcclComm;
+  /** The machine's tune table, if any: its fused rules come before the built-in ones. */
+  readonly tuned: LoadedTuneTable | undefined;
   /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope). */
   barrier(view: Uint8Array, stream: Stream): void;
   /** Two phase numbers for a kernel's timeout records. */
@@ -242,23 +257,27 @@ export class FusedMatmul {
   }
 
   /**
-   * What auto picks for all-gather + GEMM: the fused kernel (copy-engine producer) from AG_FUSED_MIN_ROWS
-   * rows when the shard fits the staging buffer (`staged`: its bytes for a plain shard, 0 for a symmetric
-   * one); otherwise symmkit's all-gather then GEMM.
+   * What auto picks for all-gather + GEMM: the tune table's rule for the problem's rows, else the built-in
+   * rule (BUILT_IN_FUSED_RULES), but a fused construction only where the shard fits the staging buffer
+   * (`staged`: its bytes for a plain shard, 0 for a symmetric one); otherwise the sequential path.
    */
   autoAllGatherMatmul(p: FusedProblem, staged: number): AllGatherMatmulAlgorithm {
-    const { group, staging } = this.#ctx;
-    if (group.worldSize > 1 && p.m >= AG_FUSED_MIN_ROWS && staged <= staging.tensor.nbytes)
-      return "fused_copy_engine";
-    return "sequential";
+    const pick = this.#rule("all-gather-matmul", p.m) as AllGatherMatmulAlgorithm;
+    if (pick.startsWith("fused") && staged > this.#ctx.staging.tensor.nbytes) return "sequential";
+    return pick;
   }
 
-  /** What auto picks for GEMM + reduce-scatter: the fused kernel (TMA pushes) from RS_FUSED_MIN_ROWS rows
-   * when the receive buffer and flags fit; otherwise symmkit's GEMM then reduce-scatter. */
+  /** What auto picks for GEMM + reduce-scatter: likewise, fused only where the receive buffer and the
+   * flags fit. */
   autoMatmulReduceScatter(p: FusedProblem): MatmulReduceScatterAlgorithm {
-    const { group } = this.#ctx;
-    if (group.worldSize > 1 && p.m >= RS_FUSED_MIN_ROWS && this.#scatterRoom(p) === undefined) return "fused";
-    return "sequential";
+    const pick = this.#rule("matmul-reduce-scatter", p.m) as MatmulReduceScatterAlgorithm;
+    if (pick.startsWith("fused") && this.#scatterRoom(p) !== undefined) return "sequential";
+    return pick;
+  }
+
+  #rule(op: TunedFused, rows: number): string {
+    const rules = this.#ctx.tuned?.fused?.[op] ?? BUILT_IN_FUSED_RULES[op];
+    return pickFusedRule(rules, rows)!;
   }
 
   #checkScatterRoom(what: string, p: FusedProblem): void {

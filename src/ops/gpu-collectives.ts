@@ -35,11 +35,12 @@ import {
   type ReduceOp,
 } from "./validate.js";
 import { loadTuneTable, pickRule, type LoadedTuneTable, type TunedCollective } from "./tune-table.js";
-import type {
-  AllGatherMatmulAlgorithm,
-  AllGatherMatmulOptions,
-  FusedMatmulOptions,
-  MatmulReduceScatterAlgorithm,
+import {
+  FUSED_TUNABLE,
+  type AllGatherMatmulAlgorithm,
+  type AllGatherMatmulOptions,
+  type FusedMatmulOptions,
+  type MatmulReduceScatterAlgorithm,
 } from "./fused-checks.js";
 import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
 
@@ -183,6 +184,7 @@ export class GpuCollectives {
       group,
       staging,
       comm,
+      tuned,
       barrier: (view, stream) => this.#barrierKernel(view, stream),
       nextPhase: () => this.#nextPhase(),
       allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
@@ -223,7 +225,7 @@ export class GpuCollectives {
       staging,
       { buffers, view: buffers.deviceView(), state, slotBytes },
       await group.nccl(),
-      loadTuneTable(group.device.props.name, world, TUNABLE_ALGORITHMS),
+      loadTuneTable(group.device.props.name, world, { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE }),
     );
   }
 

@@ -10,12 +10,30 @@ import { PACKAGE_ROOT, userCacheDir } from "../paths.js";
 
 export const TUNED_COLLECTIVES = ["all-reduce", "all-gather", "reduce-scatter"] as const;
 export type TunedCollective = (typeof TUNED_COLLECTIVES)[number];
+/** The fused matmuls auto picks for by the problem's rows (src/ops/fused-matmul.ts). */
+export const TUNED_FUSED = ["all-gather-matmul", "matmul-reduce-scatter"] as const;
+export type TunedFused = (typeof TUNED_FUSED)[number];
 
 /** Sizes up to maxBytes (per rank: all-reduce and all-gather input, reduce-scatter output) take algorithm. */
 export interface TuneRule {
   readonly maxBytes: number;
   readonly algorithm: string;
 }
+
+/** Problems of up to maxRows rows (the gathered A's, or the reduced product's, m) take algorithm. */
+export interface FusedRule {
+  readonly maxRows: number;
+  readonly algorithm: string;
+}
+
+/** The fused matmuls' rules and the run they come from (`symmkit tune`, or `bench ag-gemm|gemm-rs`). */
+export type FusedRules = { readonly gitRevision: string; readonly date: string } & Readonly<
+  Partial<Record<TunedFused, readonly FusedRule[]>>
+>;
+
+/** The algorithms a table may name, by collective and fused matmul. */
+export type TuneKnown = Readonly<Record<TunedCollective, readonly string[]>> &
+  Readonly<Partial<Record<TunedFused, readonly string[]>>>;
 
 export interface TuneTable {
   readonly device: string;
@@ -25,6 +43,8 @@ export interface TuneTable {
   readonly date: string;
   /** Ascending maxBytes; sizes above the last rule take the last rule's algorithm. */
   readonly rules: Readonly<Record<TunedCollective, readonly TuneRule[]>>;
+  /** Ascending maxRows, likewise; absent: auto follows fused-matmul.ts's built-in rules. */
+  readonly fused?: FusedRules;
 }
 
 /** A table as loaded, with the file it came from. */
@@ -50,12 +70,13 @@ export function pickRule(rules: readonly TuneRule[], bytes: number): string | un
   return (rules.find((r) => bytes <= r.maxBytes) ?? rules.at(-1))?.algorithm;
 }
 
+/** The algorithm fused `rules` give a problem of `rows` rows. */
+export function pickFusedRule(rules: readonly FusedRule[], rows: number): string | undefined {
+  return (rules.find((r) => rows <= r.maxRows) ?? rules.at(-1))?.algorithm;
+}
+
 /** Checks a parsed table: every collective's rules ascending, with algorithms from `known`. */
-export function checkTuneTable(
-  value: unknown,
-  known: Readonly<Record<TunedCollective, readonly string[]>>,
-  file: string,
-): TuneTable {
+export function checkTuneTable(value: unknown, known: TuneKnown, file: string): TuneTable {
   const bad = (why: string): never => {
     throw new SymmkitError(
       "SYMMKIT_INVALID_ARGUMENT",
@@ -66,15 +87,29 @@ export function checkTuneTable(
   if (typeof t !== "object" || t === null) return bad("not a JSON object");
   if (typeof t.device !== "string" || !Number.isInteger(t.worldSize)) bad("no device or worldSize");
   if (typeof t.rules !== "object" || t.rules === null) return bad("no rules");
-  for (const c of TUNED_COLLECTIVES) {
-    const rules: unknown = t.rules[c];
-    if (!Array.isArray(rules) || rules.length === 0) bad(`no rules for ${c}`);
+  /** Rules: a non-empty array, `bound` ascending, algorithms from `allowed`. */
+  const checkRules = (
+    what: string,
+    rules: unknown,
+    bound: "maxBytes" | "maxRows",
+    allowed: readonly string[],
+  ) => {
+    if (!Array.isArray(rules) || rules.length === 0) bad(`no rules for ${what}`);
     let last = 0;
-    for (const r of rules as TuneRule[]) {
-      if (!Number.isSafeInteger(r.maxBytes) || r.maxBytes <= last)
-        bad(`${c}: maxBytes must be ascending positive integers`);
-      if (!known[c].includes(r.algorithm)) bad(`${c}: unknown algorithm ${String(r.algorithm)}`);
-      last = r.maxBytes;
+    for (const r of rules as Record<string, unknown>[]) {
+      const x = r[bound];
+      if (typeof x !== "number" || !Number.isSafeInteger(x) || x <= last)
+        bad(`${what}: ${bound} must be ascending positive integers`);
+      if (!allowed.includes(r.algorithm as string)) bad(`${what}: unknown algorithm ${String(r.algorithm)}`);
+      last = x as number;
+    }
+  };
+  for (const c of TUNED_COLLECTIVES) checkRules(c, t.rules[c], "maxBytes", known[c]);
+  if (t.fused !== undefined) {
+    if (typeof t.fused !== "object" || t.fused === null) bad("fused is not an object");
+    for (const f of TUNED_FUSED) {
+      const rules = t.fused?.[f];
+      if (rules !== undefined) checkRules(f, rules, "maxRows", known[f] ?? []);
     }
   }
   return t as TuneTable;
@@ -84,7 +119,7 @@ export function checkTuneTable(
 export function loadTuneTable(
   device: string,
   worldSize: number,
-  known: Readonly<Record<TunedCollective, readonly string[]>>,
+  known: TuneKnown,
   dirs: readonly string[] = [userTuneDir(), SHIPPED_TUNE_DIR],
 ): LoadedTuneTable | undefined {
   for (const dir of dirs) {
