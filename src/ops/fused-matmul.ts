@@ -58,8 +58,8 @@ const PULL_THREADS = 512;
  * auto's rules where no tune table has fused rules, by rows of the gathered (all-gather + GEMM) or
  * reduced (GEMM + reduce-scatter) problem: measured on 2 H200s at n = k = 8192, bf16 and fp8
  * (bench/results/h200x2/ag-gemm-*.json, gemm-rs-*.json). Below the fused crossovers the fixed costs
- * (barrier kernel, copies, flags, the reduce tail) outweigh what the fusion hides; at 256 rows cuBLASLt's
- * small-m GEMM beats symmkit's 128 x 256 tiles, so NCCL + cuBLASLt runs there.
+ * (barrier kernel, copies, flags, the reduce tail) outweigh what the fusion hides; at 256 rows of
+ * all-gather + GEMM cuBLASLt's small-m GEMM beats symmkit's 128 x 256 tiles, so NCCL + cuBLASLt runs there.
  */
 export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRule[]>> = {
   "all-gather-matmul": [
@@ -68,7 +68,6 @@ export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRul
     { maxRows: 2 ** 31, algorithm: "fused_copy_engine" },
   ],
   "matmul-reduce-scatter": [
-    { maxRows: 256, algorithm: "nccl_cublaslt" },
     { maxRows: 512, algorithm: "sequential" },
     { maxRows: 2 ** 31, algorithm: "fused" },
   ],
