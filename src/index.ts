@@ -68,6 +68,15 @@ export {
   type BLayout,
 } from "./ops/matmul.js";
 export { HopperGemm, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
+export {
+  ALL_GATHER_MATMUL_ALGORITHMS,
+  MATMUL_REDUCE_SCATTER_ALGORITHMS,
+  CPU_FUSED_MATMUL_ALGORITHMS,
+  type AllGatherMatmulAlgorithm,
+  type MatmulReduceScatterAlgorithm,
+  type AllGatherMatmulOptions,
+  type FusedMatmulOptions,
+} from "./ops/fused-checks.js";
 export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm-programs.js";
 export { CublasLtMatmul } from "./ops/cublaslt-matmul.js";
 export { CublasError } from "./cuda/cublaslt.js";

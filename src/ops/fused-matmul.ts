@@ -42,7 +42,7 @@ import {
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
 import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
-import { checkMatmul, overlaps, type Span } from "./matmul.js";
+import { checkMatmul, gemmOperands, overlaps, type Span } from "./matmul.js";
 import { checkAlgorithm, checkCapacity } from "./validate.js";
 import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
 
@@ -184,7 +184,7 @@ export class FusedMatmul {
     } else if (algorithm === "sequential") {
       this.#ctx.allGather(aShard, gathered.view([p.m * p.k]), s);
       this.#gemm(p, "grouped", "none", "store").launch({
-        ...this.#common(p, gathered, b, out, scales),
+        ...gemmOperands(p, gathered, b, out, scales),
         stream: s,
       });
     } else {
@@ -226,7 +226,7 @@ export class FusedMatmul {
         this.#ctx.comm.reduceScatter(partial, out.view([p.shardRows * p.n]), "sum", s);
       } else {
         this.#gemm(p, "grouped", "none", "store").launch({
-          ...this.#common(p, a, b, partial, scales),
+          ...gemmOperands(p, a, b, partial, scales),
           stream: s,
         });
         this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s);
@@ -240,7 +240,7 @@ export class FusedMatmul {
     // Every owner finished reading its receive buffer in the previous call.
     this.#ctx.barrier(staging.deviceView(), s);
     gemm.launch({
-      ...this.#common(p, a, b, out, scales),
+      ...gemmOperands(p, a, b, out, scales),
       stream: s,
       waitRank: group.rank,
       scatter: {
@@ -355,7 +355,7 @@ export class FusedMatmul {
     side.joins[0].record(s2);
     const { tilesM } = gemmTiles(p.m, p.n);
     gemm.launch({
-      ...this.#common(p, gathered, b, out, scales),
+      ...gemmOperands(p, gathered, b, out, scales),
       stream: s,
       readyFlags: this.#flags.ptr,
       flagRows: p.shardRows,
@@ -369,22 +369,9 @@ export class FusedMatmul {
     s.waitEvent(side.joins[1]);
   }
 
-  #common(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales) {
-    return {
-      a: a.ptr,
-      b: b.ptr,
-      d: d.ptr,
-      m: p.m,
-      n: p.n,
-      k: p.k,
-      ...(scales.scaleA ? { scaleA: scales.scaleA.ptr } : {}),
-      ...(scales.scaleB ? { scaleB: scales.scaleB.ptr } : {}),
-    };
-  }
-
   #cublas(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
     CublasLtMatmul.for(this.#ctx.group.device).run({
-      ...this.#common(p, a, b, d, scales),
+      ...gemmOperands(p, a, b, d, scales),
       elem: p.elem,
       layoutB: p.layoutB,
       stream: s,

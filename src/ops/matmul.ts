@@ -155,6 +155,26 @@ export function checkMatmul(
   return p;
 }
 
+/** The operands of a GEMM launch (either implementation): addresses, shape, optional fp8 scales. */
+export function gemmOperands(
+  p: { readonly m: number; readonly n: number; readonly k: number },
+  a: Tensor,
+  b: Tensor,
+  d: Tensor,
+  scales: { readonly scaleA?: Tensor | undefined; readonly scaleB?: Tensor | undefined },
+) {
+  return {
+    a: a.ptr,
+    b: b.ptr,
+    d: d.ptr,
+    m: p.m,
+    n: p.n,
+    k: p.k,
+    ...(scales.scaleA ? { scaleA: scales.scaleA.ptr } : {}),
+    ...(scales.scaleB ? { scaleB: scales.scaleB.ptr } : {}),
+  };
+}
+
 const gemms = new Map<string, HopperGemm>();
 
 function plainGemm(device: Device, elem: LtElem, layoutB: BLayout): HopperGemm {
@@ -184,14 +204,7 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
   const p = checkMatmul(a, b, options.out, options);
   const out = options.out ?? Tensor.empty([p.m, p.n], "bf16", { device });
   const common = {
-    a: a.ptr,
-    b: b.ptr,
-    d: out.ptr,
-    m: p.m,
-    n: p.n,
-    k: p.k,
-    ...(options.scaleA ? { scaleA: options.scaleA.ptr } : {}),
-    ...(options.scaleB ? { scaleB: options.scaleB.ptr } : {}),
+    ...gemmOperands(p, a, b, out, options),
     ...(options.stream ? { stream: options.stream } : {}),
   };
   if ((options.impl ?? "symmkit") === "symmkit") plainGemm(device, p.elem, p.layoutB).launch(common);

@@ -4,7 +4,7 @@
 // GEMM + reduce-scatter the owner's reduce waits on the missing rank's tiles; for all-gather + GEMM the
 // closing barrier waits for it. Run with SYMMKIT_SYNC_TIMEOUT_MS and FUSED_OP=rs or ag.
 import { init } from "../../../src/init.js";
-import { SymmTimeoutError } from "../../../src/dist/sync-watch.js";
+import { timeoutOutcome } from "../../support/timeout-outcome.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
 
 const group = await init({ backend: "cuda" });
@@ -16,28 +16,17 @@ const a = Tensor.rand([512 * world, 512], "bf16", { seed: 1n, offset: BigInt(ran
 const b = Tensor.rand([1024, 512], "bf16", { seed: 2n, offset: BigInt(rank) << 32n });
 group.synchronize();
 await group.barrier();
-const limit = group.watch.timeoutMs;
 const t0 = Date.now();
 if (rank === skipper) c.barrier();
 else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused" });
 else c.allGatherMatmul(a, b, { algorithm: "fused_copy_engine" });
-let outcome: string;
-try {
-  group.synchronize();
-  outcome = rank === skipper ? "skipped" : "NO TIMEOUT";
-} catch (e) {
-  const ms = Date.now() - t0;
-  if (
-    e instanceof SymmTimeoutError &&
-    e.record.peer === skipper &&
-    e.record.rank === rank &&
-    ms < limit + 5000
-  ) {
-    outcome = `timeout naming rank ${e.record.peer} after ${ms} ms (limit ${limit} ms) in ${op}: ${e.message.split(".")[0]}`;
-  } else {
-    outcome = `WRONG ERROR after ${ms} ms: ${String(e)}`;
-  }
-}
+const outcome = timeoutOutcome(() => group.synchronize(), {
+  rank,
+  skipper,
+  limitMs: group.watch.timeoutMs,
+  startMs: t0,
+  what: op,
+});
 console.log(outcome);
 await group.store.barrier("done");
 process.exit(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);

@@ -10,8 +10,8 @@
 //   the inputs changed between replays; a rank delayed 50 ms; 200 calls alternating shapes and
 //   algorithms; bad input is a typed error with nothing written. Seeded inputs, the seed printed.
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { agreement, rawHash, sharedSeed } from "../../support/agree.js";
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
 import { reduceInto } from "../../../src/ops/reduce.js";
@@ -24,15 +24,13 @@ import { Device, deviceCount } from "../../../src/runtime/device.js";
 import { decodeToF32, encode, type DType, type RawArray } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
-import { freshSeed, Tensor } from "../../../src/runtime/tensor.js";
+import { Tensor } from "../../../src/runtime/tensor.js";
 
 const group = await init({ backend: "cuda", stagingBytes: 32 << 20 });
 const c = group.collectives;
 const { rank, worldSize: world, device } = group;
 const stream = defaultStream(device);
-if (rank === 0) await group.store.set("seed", String(process.env.SYMMKIT_TEST_SEED ?? freshSeed()));
-const seed = BigInt((await group.store.get("seed")).toString());
-if (rank === 0) console.log(`seed ${seed} (replay with SYMMKIT_TEST_SEED=${seed})`);
+const seed = await sharedSeed(group.store, rank);
 const GUARD = 4096;
 
 type Layout = "nk" | "kn";
@@ -94,18 +92,8 @@ function guardsIntact(whole: Tensor, what: string): void {
       assert.fail(`${what}: guard overwritten`);
 }
 
-const hash = (raw: RawArray): string =>
-  crypto
-    .createHash("sha256")
-    .update(new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength))
-    .digest("hex");
-let agreed = 0;
-async function agree(raw: RawArray, what: string): Promise<void> {
-  const key = `agree/${agreed++}`;
-  await group.store.set(`${key}/${rank}`, hash(raw));
-  for (let r = 0; r < world; r++)
-    assert.equal((await group.store.get(`${key}/${r}`)).toString(), hash(raw), `${what}: rank ${r} differs`);
-}
+const hash = rawHash;
+const agree = agreement(group.store, rank, world);
 
 /** One all-gather + GEMM problem: every rank's shard, this rank's weight, and the references. */
 interface AgCase {

@@ -2,7 +2,7 @@
 // fail with SymmTimeoutError naming it, within the deadline plus 5 s. Run with SYMMKIT_SYNC_TIMEOUT_MS.
 import { initCuda as init } from "../../../src/dist/process-group.js";
 import { SYNC_KERNELS, SYMM_VIEW_PARAM } from "../../../src/dist/sync-kernels.js";
-import { SymmTimeoutError } from "../../../src/dist/sync-watch.js";
+import { timeoutOutcome } from "../../support/timeout-outcome.js";
 import { sharedModule } from "../../../src/runtime/module.js";
 
 const group = await init();
@@ -13,23 +13,7 @@ const kernel = sharedModule(SYNC_KERNELS, device).kernel("symmkit::barrier_unles
 const limit = group.watch.timeoutMs;
 const t0 = Date.now();
 kernel.launch({ grid: 4, block: 32 }, sym.deviceView(), skipper);
-let outcome: string;
-try {
-  group.synchronize();
-  outcome = rank === skipper ? "skipped" : "NO TIMEOUT";
-} catch (e) {
-  const ms = Date.now() - t0;
-  if (
-    e instanceof SymmTimeoutError &&
-    e.record.peer === skipper &&
-    e.record.rank === rank &&
-    ms < limit + 5000
-  ) {
-    outcome = `timeout naming rank ${e.record.peer} after ${ms} ms (limit ${limit} ms): ${e.message.split(".")[0]}`;
-  } else {
-    outcome = `WRONG ERROR after ${ms} ms: ${String(e)}`;
-  }
-}
+const outcome = timeoutOutcome(() => group.synchronize(), { rank, skipper, limitMs: limit, startMs: t0 });
 console.log(outcome);
 await group.store.barrier("done"); // the store still works after a rank's CUDA context is gone
 process.exit(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);
