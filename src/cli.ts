@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // The symmkit command.
+import { exitFlushed } from "./exit.js";
 import { parseArgs } from "node:util";
 import { SymmkitError } from "./errors.js";
 import { VERSION } from "./paths.js";
@@ -228,12 +229,12 @@ async function main(argv: string[]): Promise<number> {
 }
 
 // Exit explicitly: a command that failed may leave connections open (the store, sockets), and a rank
-// that keeps running after its error would hold the whole job. Writes to pipes are synchronous on Linux.
+// that keeps running after its error would hold the whole job. Output is flushed first (src/exit.ts).
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  (code) => exitFlushed(code),
   (e: unknown) => {
     if (e instanceof SymmkitError) process.stderr.write(`symmkit: ${e.code}: ${e.message}\n`);
     else process.stderr.write(`symmkit: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-    process.exit(1);
+    return exitFlushed(1);
   },
 );

@@ -46,7 +46,8 @@ function run(
       }
     });
     p.stderr.on("data", (d: Buffer) => r.stderr.push(...d.toString().split("\n").filter(Boolean)));
-    p.on("exit", (code) => {
+    // "close": after the exit and the last of the launcher's output.
+    p.on("close", (code) => {
       r.code = code;
       resolve(r);
     });
@@ -142,6 +143,18 @@ test("SIGINT to the launcher stops every rank", async () => {
   assert.equal(r.code, 130);
   assert.ok(r.stderr.some((l) => /stopped by SIGINT/.test(l)));
   await noneAlive(r.pids);
+});
+
+test("a rank's last lines, written just before it exits, all reach the launcher's output", async () => {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const r = await run(3, { 0: "burst", 1: "burst", 2: "burst" });
+    assert.equal(r.code, 0);
+    for (const rank of [0, 1, 2]) {
+      const lines = r.stdout.filter((l) => l.startsWith(`[rank ${rank}] burst`));
+      assert.equal(lines.length, 20001, `rank ${rank}: ${lines.length} of 20001 lines`);
+      assert.equal(lines.at(-1), `[rank ${rank}] burst done`);
+    }
+  }
 });
 
 test("argument parsing: options, then the script and its own arguments", () => {

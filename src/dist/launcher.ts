@@ -168,13 +168,17 @@ export async function launch(o: LaunchOptions): Promise<number> {
     children.push(entry);
     readline.createInterface({ input: proc.stdout }).on("line", (l) => out(`[rank ${rank}] ${l}`));
     readline.createInterface({ input: proc.stderr }).on("line", (l) => err(`[rank ${rank}] ${l}`));
-    // A process the rank started outside its group could hold these pipes open after the rank is gone:
-    // give them a moment to drain, then stop reading, so the launcher never waits on them.
+    // The rank is done once it exited and its pipes closed: "exit" can come while the pipes still hold
+    // its last lines. A process the rank started outside its group could hold them open after the rank
+    // is gone: give them a moment to drain, then stop reading, so the launcher never waits on them.
+    const drained = Promise.all(
+      [proc.stdout, proc.stderr].map((s) => new Promise<void>((done) => s.once("close", () => done()))),
+    );
     const release = (): NodeJS.Timeout =>
       setTimeout(() => {
         proc.stdout.destroy();
         proc.stderr.destroy();
-      }, 1000).unref();
+      }, 3000).unref();
     return new Promise<RankExit>((resolve) => {
       proc.on("error", (e) => {
         err(`symmkit run: rank ${rank} could not start ${argv[0]}: ${e.message}`);
@@ -197,7 +201,7 @@ export async function launch(o: LaunchOptions): Promise<number> {
         } catch {
           // nothing left
         }
-        resolve(e);
+        void drained.then(() => resolve(e));
       });
     });
   });

@@ -3,6 +3,7 @@
 // The others must fail with SymmTimeoutError naming it, within the deadline plus 5 s: for
 // GEMM + reduce-scatter the owner's reduce waits on the missing rank's tiles; for all-gather + GEMM the
 // closing barrier waits for it. Run with SYMMKIT_SYNC_TIMEOUT_MS and FUSED_OP=rs or ag.
+import { exitFlushed } from "../../../src/exit.js";
 import { init } from "../../../src/init.js";
 import { timeoutOutcome } from "../../support/timeout-outcome.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
@@ -29,4 +30,4 @@ const outcome = timeoutOutcome(() => group.synchronize(), {
 });
 console.log(outcome);
 await group.store.barrier("done");
-process.exit(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);
+await exitFlushed(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);

@@ -1,5 +1,6 @@
 // One rank of the timeout check: the last rank skips a barrier every other rank enters. The others must
 // fail with SymmTimeoutError naming it, within the deadline plus 5 s. Run with SYMMKIT_SYNC_TIMEOUT_MS.
+import { exitFlushed } from "../../../src/exit.js";
 import { initCuda as init } from "../../../src/dist/process-group.js";
 import { SYNC_KERNELS, SYMM_VIEW_PARAM } from "../../../src/dist/sync-kernels.js";
 import { timeoutOutcome } from "../../support/timeout-outcome.js";
@@ -16,4 +17,4 @@ kernel.launch({ grid: 4, block: 32 }, sym.deviceView(), skipper);
 const outcome = timeoutOutcome(() => group.synchronize(), { rank, skipper, limitMs: limit, startMs: t0 });
 console.log(outcome);
 await group.store.barrier("done"); // the store still works after a rank's CUDA context is gone
-process.exit(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);
+await exitFlushed(outcome.startsWith("timeout") || outcome === "skipped" ? 0 : 1);
