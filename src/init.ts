@@ -4,7 +4,7 @@ import { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
 import { GpuCollectives } from "./ops/gpu-collectives.js";
 import { stagingBytesFromEnv } from "./dist/env.js";
 import { ProcessGroup, type InitOptions as CudaInitOptions } from "./dist/process-group.js";
-import { LibraryNotFoundError } from "./errors.js";
+import { InvalidArgumentError, LibraryNotFoundError } from "./errors.js";
 import { deviceCount } from "./runtime/device.js";
 
 export type Backend = "cuda" | "cpu";
@@ -35,11 +35,39 @@ export function detectBackend(): { backend: Backend; reason: string } {
   }
 }
 
+/** Largest CPU staging buffer: one shared region an ArrayBuffer can view. */
+const MAX_CPU_STAGING_BYTES = 2 ** 32 - 1;
+
+/** Every option checked before anything is started, with a typed error naming it. */
+function checkInitOptions(
+  o: InitOptions,
+  backend: Backend,
+  env: Readonly<Record<string, string | undefined>>,
+): void {
+  const bad = (what: string): never => {
+    throw new InvalidArgumentError(`init: ${what}`);
+  };
+  for (const name of ["syncTimeoutMs", "storeTimeoutMs"] as const) {
+    const v = o[name];
+    // setTimeout's limit: larger deadlines would fire at once.
+    if (v !== undefined && (!Number.isInteger(v) || v < 1 || v > 2 ** 31 - 1))
+      bad(`${name} ${v} must be an integer number of milliseconds in [1, 2^31)`);
+  }
+  const staging = o.stagingBytes ?? stagingBytesFromEnv(env);
+  if (staging !== undefined && (!Number.isSafeInteger(staging) || staging < 1))
+    bad(`stagingBytes ${staging} must be a positive integer`);
+  if (backend === "cpu" && staging !== undefined && staging > MAX_CPU_STAGING_BYTES)
+    bad(`stagingBytes ${staging} exceeds the CPU backend's ${MAX_CPU_STAGING_BYTES}-byte shared buffer`);
+}
+
 export function init(options: InitOptions & { backend: "cpu" }): Promise<CpuProcessGroup>;
 export function init(options: InitOptions & { backend: "cuda" }): Promise<CudaProcessGroup>;
 export function init(options?: InitOptions): Promise<AnyProcessGroup>;
 export async function init(options: InitOptions = {}): Promise<AnyProcessGroup> {
+  if (options.backend !== undefined && !["auto", "cuda", "cpu"].includes(options.backend))
+    throw new InvalidArgumentError(`init: backend ${String(options.backend)} is not one of auto, cuda, cpu`);
   const backend = !options.backend || options.backend === "auto" ? detectBackend().backend : options.backend;
+  checkInitOptions(options, backend, process.env);
   const { backend: _ignored, mailboxSlotBytes, ...rest } = options;
   void _ignored;
   if (backend === "cpu") return CpuProcessGroup.world(rest);

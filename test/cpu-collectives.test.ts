@@ -48,6 +48,13 @@ for (const n of [2, 3, 4]) {
   });
 }
 
+test("32 CPU ranks on one host: every rank's descriptors reach every other (no queue deadlock)", () => {
+  const r = run(32, "many-ranks.js");
+  assert.equal(r.status, 0, r.out);
+  assert.equal(r.out.match(/many ranks ok/g)?.length, 32, r.out);
+  assertNothingLeft(r.out);
+});
+
 test("a rank that never arrives makes the others fail with SymmTimeoutError naming it", () => {
   const r = run(3, "cpu-fault-rank.js", { FAULT: "skip", SYMMKIT_SYNC_TIMEOUT_MS: "1000" });
   assert.equal(r.status, 0, r.out);

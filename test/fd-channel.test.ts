@@ -26,7 +26,7 @@ test("a file descriptor crosses between two processes in both directions and rea
   const file = path.join(dir, "from-parent.txt");
   fs.writeFileSync(file, secret);
   const fd = fs.openSync(file, "r");
-  ch.send(path.join(dir, "child.sock"), fd, Buffer.from("file-1"));
+  assert.equal(ch.trySend(path.join(dir, "child.sock"), fd, Buffer.from("file-1")), true);
   fs.closeSync(fd);
   fs.unlinkSync(file); // the descriptor keeps the file alive for the receiver
   assert.deepEqual(JSON.parse((await lines.next()).value as string), { tag: "file-1", content: secret });
@@ -52,9 +52,31 @@ test("receiving with nothing sent times out with a clear error", async () => {
   );
   assert.ok(Date.now() - t0 < 2000);
   assert.throws(
-    () => ch.send(path.join(dir, "nobody.sock"), 0, Buffer.from("x")),
+    () => ch.trySend(path.join(dir, "nobody.sock"), 0, Buffer.from("x")),
     /sendmsg.*(ENOENT|ECONNREFUSED)/,
   );
+  assert.equal(ch.tryReceive(), undefined);
   ch.close();
+  fs.rmSync(dir, { recursive: true });
+});
+
+test("a full receiver queue is reported, not waited on; what was queued is taken without waiting", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-fd-"));
+  const rx = FdChannel.bind(path.join(dir, "rx.sock"));
+  const tx = FdChannel.bind(path.join(dir, "tx.sock"));
+  const fd = fs.openSync(fileURLToPath(import.meta.url), "r");
+  let sent = 0;
+  while (sent < 10_000 && tx.trySend(rx.path, fd, Buffer.from(`m${sent}`))) sent++;
+  assert.ok(sent > 0 && sent < 10_000, `the queue took ${sent} messages before it was full`);
+  for (let i = 0; i < sent; i++) {
+    const got = rx.tryReceive();
+    assert.equal(got?.tag.toString(), `m${i}`);
+    closeFd(got.fd);
+  }
+  assert.equal(rx.tryReceive(), undefined);
+  assert.equal(tx.trySend(rx.path, fd, Buffer.from("again")), true);
+  closeFd(rx.tryReceive()!.fd);
+  fs.closeSync(fd);
+  for (const c of [rx, tx]) c.close();
   fs.rmSync(dir, { recursive: true });
 });

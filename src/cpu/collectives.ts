@@ -13,6 +13,7 @@ import {
   checkPeer,
   checkReduction,
   checkSameDtype,
+  checkTensorArgs,
   ALL_REDUCE_ALGORITHMS,
   type AllReduceAlgorithm,
   type ReduceOp,
@@ -79,6 +80,7 @@ export class CpuCollectives {
     options: { op?: ReduceOp; algorithm?: AllReduceAlgorithm; output?: HostTensor } = {},
   ): HostTensor {
     const what = "allReduce";
+    checkTensorArgs(what, options.output === undefined ? { input } : { input, output: options.output });
     const op = options.op ?? "sum";
     const algorithm = options.algorithm ?? "auto";
     const output = options.output ?? input;
@@ -130,6 +132,7 @@ export class CpuCollectives {
   allGather(input: HostTensor, output: HostTensor): HostTensor {
     const what = "allGather";
     const { world } = this.#sync;
+    checkTensorArgs(what, { input, output });
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * world);
     const n = input.numel;
@@ -144,6 +147,7 @@ export class CpuCollectives {
   /** Chunk `rank` of the reduction of every rank's `input` (world x output elements), into `output`. */
   reduceScatter(input: HostTensor, output: HostTensor, options: { op?: ReduceOp } = {}): HostTensor {
     const what = "reduceScatter";
+    checkTensorArgs(what, { input, output });
     const op = options.op ?? "sum";
     const { rank, world } = this.#sync;
     checkReduction(what, op, input.dtype);
@@ -170,6 +174,7 @@ export class CpuCollectives {
     options: AllGatherMatmulOptions<HostTensor> & { algorithm?: CpuFusedMatmulAlgorithm } = {},
   ): { out: HostTensor; gathered: HostTensor } {
     const what = "allGatherMatmul";
+    checkTensorArgs(what, { aShard, b });
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_FUSED_MATMUL_ALGORITHMS);
     const p = checkAllGatherMatmul(what, this.#sync.world, aShard, b, options);
     const gathered = options.gathered ?? HostTensor.empty([p.m, p.k], p.elem);
@@ -190,6 +195,7 @@ export class CpuCollectives {
     options: FusedMatmulOptions<HostTensor> & { algorithm?: CpuFusedMatmulAlgorithm } = {},
   ): HostTensor {
     const what = "matmulReduceScatter";
+    checkTensorArgs(what, { a, b });
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_FUSED_MATMUL_ALGORITHMS);
     const p = checkMatmulReduceScatter(what, this.#sync.world, a, b, options);
     checkCapacity(what, p.m * p.n * 2, this.capacityBytes);
@@ -202,6 +208,7 @@ export class CpuCollectives {
   /** `tensor` of rank `root` into `tensor` of every rank. */
   broadcast(tensor: HostTensor, root: number): HostTensor {
     const what = "broadcast";
+    checkTensorArgs(what, { tensor });
     const { rank, world } = this.#sync;
     if (root !== rank) checkPeer(what, root, world, rank);
     checkCapacity(what, tensor.nbytes, this.capacityBytes);
@@ -218,6 +225,7 @@ export class CpuCollectives {
    */
   send(tensor: HostTensor, peer: number): void {
     const { rank, world, pads } = this.#sync;
+    checkTensorArgs("send", { tensor });
     checkPeer("send", peer, world, rank);
     this.#stage(tensor, "send");
     putSignal(this.#sync, pads[peer]!, READY_SLOTS * world + rank, peer, this.#phase);
@@ -226,6 +234,7 @@ export class CpuCollectives {
 
   recv(tensor: HostTensor, peer: number): HostTensor {
     const { rank, world, pads } = this.#sync;
+    checkTensorArgs("recv", { tensor });
     checkPeer("recv", peer, world, rank);
     checkCapacity("recv", tensor.nbytes, this.capacityBytes);
     waitSignal(this.#sync, pads[rank]!, READY_SLOTS * world + peer, peer, this.#phase);

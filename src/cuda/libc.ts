@@ -44,6 +44,7 @@ export const SOL_SOCKET = 1;
 export const SCM_RIGHTS = 1;
 export const SO_RCVTIMEO = 20;
 export const MSG_CMSG_CLOEXEC = 0x40000000;
+export const MSG_DONTWAIT = 0x40;
 export const MSG_CTRUNC = 0x8;
 export const MSG_TRUNC = 0x20;
 export const PR_SET_PDEATHSIG = 1;

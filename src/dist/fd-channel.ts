@@ -1,7 +1,8 @@
 // File descriptors between processes of one host: a Unix-domain datagram socket per process, each
 // message carrying one descriptor (SCM_RIGHTS) and a small tag saying what it is. Node cannot pass
-// arbitrary descriptors, so this goes through libc. Receiving blocks on koffi's thread pool, never on
-// the main thread, and always has a deadline (SO_RCVTIMEO).
+// arbitrary descriptors, so this goes through libc. Sending never blocks (a full receiver queue is
+// reported, for the caller to retry); receiving either takes what is queued at once, or blocks on
+// koffi's thread pool, never on the main thread, and always with a deadline (SO_RCVTIMEO).
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import { koffi, NativeBlock, type Ptr } from "../cuda/native.js";
 import {
@@ -10,6 +11,7 @@ import {
   libc,
   MSG_CMSG_CLOEXEC,
   MSG_CTRUNC,
+  MSG_DONTWAIT,
   MSG_TRUNC,
   OsError,
   SCM_RIGHTS,
@@ -92,8 +94,11 @@ export class FdChannel {
     return new FdChannel(sock, path);
   }
 
-  /** Sends `fd` (which stays open here) with `tag` to the channel bound at `to`. */
-  send(to: string, fd: number, tag: Uint8Array): void {
+  /**
+   * Sends `fd` (which stays open here) with `tag` to the channel bound at `to`; false, sending nothing,
+   * when the receiver's queue is full (it holds a few messages until its owner receives them).
+   */
+  trySend(to: string, fd: number, tag: Uint8Array): boolean {
     if (tag.length > MAX_TAG_BYTES)
       throw new InvalidArgumentError(`tag of ${tag.length} bytes exceeds ${MAX_TAG_BYTES}`);
     const name = MSGHDR + IOVEC + CMSG_SPACE_ONE_FD;
@@ -109,7 +114,25 @@ export class FdChannel {
       b.view.setInt32(cmsg + 12, SCM_RIGHTS, true);
       b.view.setInt32(cmsg + 16, fd, true);
       b.u8.set(tag, payload);
-      check(libc().sendmsg(this.handle, msg, 0), `sendmsg(fd ${fd} to ${to})`);
+      const n = Number(libc().sendmsg(this.handle, msg, MSG_DONTWAIT));
+      if (n < 0 && koffi.errno() === EAGAIN) return false;
+      check(n, `sendmsg(fd ${fd} to ${to})`);
+      return true;
+    } finally {
+      b.free();
+    }
+  }
+
+  /** A descriptor already queued on this channel (opened close-on-exec), or undefined: never waits. */
+  tryReceive(): ReceivedFd | undefined {
+    const payload = MSGHDR + IOVEC + CMSG_SPACE_ONE_FD;
+    const b = new NativeBlock(payload + MAX_TAG_BYTES);
+    try {
+      const { msg } = layoutMessage(b, payload, MAX_TAG_BYTES);
+      const n = Number(libc().recvmsg(this.handle, msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT));
+      if (n < 0 && koffi.errno() === EAGAIN) return undefined;
+      if (n < 0) throw new OsError("recvmsg", koffi.errno());
+      return received(b, payload, n);
     } finally {
       b.free();
     }
@@ -138,25 +161,7 @@ export class FdChannel {
           const n = Number(res);
           if (n < 0)
             throw errno === EAGAIN ? new FdTimeoutError(timeoutMs, this.path) : new OsError("recvmsg", errno);
-          const flags = b.view.getInt32(48, true);
-          if (flags & (MSG_CTRUNC | MSG_TRUNC))
-            throw new SymmkitError("SYMMKIT_OS_ERROR", "recvmsg: message truncated");
-          const cmsg = MSGHDR + IOVEC;
-          const cmsgLen = Number(b.view.getBigUint64(cmsg, true));
-          if (
-            cmsgLen < CMSG_LEN_ONE_FD ||
-            b.view.getInt32(cmsg + 8, true) !== SOL_SOCKET ||
-            b.view.getInt32(cmsg + 12, true) !== SCM_RIGHTS
-          ) {
-            throw new SymmkitError(
-              "SYMMKIT_OS_ERROR",
-              "recvmsg: a message arrived without a file descriptor",
-            );
-          }
-          resolve({
-            fd: b.view.getInt32(cmsg + 16, true),
-            tag: Buffer.from(b.u8.subarray(payload, payload + n)),
-          });
+          resolve(received(b, payload, n));
         } catch (e) {
           reject(e instanceof Error ? e : new Error(String(e)));
         } finally {
@@ -177,6 +182,23 @@ export class FdChannel {
     libc().close(this.#sock);
     this.#sock = -1;
   }
+}
+
+/** The descriptor and tag of a message recvmsg put into `b` (its `n` payload bytes at `payload`). */
+function received(b: NativeBlock, payload: number, n: number): ReceivedFd {
+  const flags = b.view.getInt32(48, true);
+  if (flags & (MSG_CTRUNC | MSG_TRUNC))
+    throw new SymmkitError("SYMMKIT_OS_ERROR", "recvmsg: message truncated");
+  const cmsg = MSGHDR + IOVEC;
+  const cmsgLen = Number(b.view.getBigUint64(cmsg, true));
+  if (
+    cmsgLen < CMSG_LEN_ONE_FD ||
+    b.view.getInt32(cmsg + 8, true) !== SOL_SOCKET ||
+    b.view.getInt32(cmsg + 12, true) !== SCM_RIGHTS
+  ) {
+    throw new SymmkitError("SYMMKIT_OS_ERROR", "recvmsg: a message arrived without a file descriptor");
+  }
+  return { fd: b.view.getInt32(cmsg + 16, true), tag: Buffer.from(b.u8.subarray(payload, payload + n)) };
 }
 
 /** Closes a descriptor received or exported (through libc: Node does not own it). */

@@ -2,7 +2,9 @@
 // a private directory (mode 0700): the one symmkit run made for the host (SYMMKIT_FD_DIR, removed by
 // the launcher even when ranks crash), or else one local rank 0 makes and publishes through the store. Messages are tagged
 // with (key, sender); a message for a key nobody is waiting for yet is kept until asked for, so ranks
-// may run ahead of each other.
+// may run ahead of each other. A receiver's socket queues only a few messages: a sender that finds it
+// full takes in what was sent to itself meanwhile and tries again, so no number of ranks sending to each
+// other at once can deadlock, and gives up at the deadline naming the receiver.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -49,17 +51,30 @@ export class FdExchange {
     return new FdExchange(channel, dir, store, !given && localRank === 0);
   }
 
-  /** Sends `fd` (still ours afterwards) to `to` under `key`. */
-  async send(to: number, fd: number, key: string, from: number): Promise<void> {
+  /** Sends `fd` (still ours afterwards) to `to` under `key`, within `timeoutMs`. */
+  async send(to: number, fd: number, key: string, from: number, timeoutMs: number): Promise<void> {
     if (!this.#ready.has(to)) {
       await this.#store.wait([`fd/ready/${to}`]);
       this.#ready.add(to);
     }
-    this.#channel.send(
-      path.join(this.#dir, `rank${to}.sock`),
-      fd,
-      Buffer.from(JSON.stringify({ key, from })),
-    );
+    const dest = path.join(this.#dir, `rank${to}.sock`);
+    const tag = Buffer.from(JSON.stringify({ key, from }));
+    const deadline = Date.now() + timeoutMs;
+    while (!this.#channel.trySend(dest, fd, tag)) {
+      // Its queue is full: take in what was sent to us (a peer may be waiting on our queue in turn).
+      for (let got = this.#channel.tryReceive(); got; got = this.#channel.tryReceive()) this.#keep(got);
+      if (Date.now() > deadline)
+        throw new SymmkitError(
+          "SYMMKIT_STORE_TIMEOUT",
+          `rank ${to} took no descriptor for ${timeoutMs} ms (its queue stayed full); is it alive?`,
+        );
+      await new Promise((r) => setTimeout(r, 1));
+    }
+  }
+
+  #keep(got: { fd: number; tag: Buffer }): void {
+    const tag = JSON.parse(got.tag.toString()) as { key: string; from: number };
+    this.#stash.set(`${tag.key}|${tag.from}`, got.fd);
   }
 
   /** The descriptor `from` sent under `key` (ours to close). */
@@ -78,9 +93,7 @@ export class FdExchange {
           "SYMMKIT_STORE_TIMEOUT",
           `rank ${from} never sent ${key} (waited ${timeoutMs} ms)`,
         );
-      const got = await this.#channel.receive(left);
-      const tag = JSON.parse(got.tag.toString()) as { key: string; from: number };
-      this.#stash.set(`${tag.key}|${tag.from}`, got.fd);
+      this.#keep(await this.#channel.receive(left));
     }
   }
 
@@ -105,15 +118,16 @@ export class FdExchange {
   ): Promise<void> {
     const { store, rank, worldSize, ranks } = group;
     await store.set(`${key}/sig/${rank}`, signature);
-    for (let r = 0; r < worldSize; r++) {
-      if (r === rank) continue;
+    // Starting at the next rank, so that the ranks' first messages go to different receivers.
+    for (let k = 1; k < worldSize; k++) {
+      const r = (rank + k) % worldSize;
       const theirs = (await store.get(`${key}/sig/${r}`)).toString();
       if (theirs !== signature) {
         throw new InvalidArgumentError(
           `rank ${r} allocated ${theirs} where this rank allocated ${signature}; symmetric allocations must match`,
         );
       }
-      await this.send(ranks[r]!, fd, key, ranks[rank]!);
+      await this.send(ranks[r]!, fd, key, ranks[rank]!, group.storeTimeoutMs);
     }
     for (let r = 0; r < worldSize; r++) {
       if (r === rank) continue;

@@ -32,6 +32,7 @@ import {
   checkNumel,
   checkReduction,
   checkSameDtype,
+  checkTensorArgs,
   type ReduceOp,
 } from "./validate.js";
 import { loadTuneTable, pickRule, type LoadedTuneTable, type TunedCollective } from "./tune-table.js";
@@ -244,6 +245,7 @@ export class GpuCollectives {
     options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuAllReduceAlgorithm; output?: Tensor } = {},
   ): Tensor {
     const what = "allReduce";
+    checkTensorArgs(what, options.output === undefined ? { input } : { input, output: options.output });
     const x = this.#local(input, what);
     const op = options.op ?? "sum";
     const requested = options.algorithm ?? "auto";
@@ -314,6 +316,7 @@ export class GpuCollectives {
     options: CollectiveOptions & { algorithm?: GpuAllGatherAlgorithm; progressFlags?: Tensor } = {},
   ): Tensor {
     const what = "allGather";
+    checkTensorArgs(what, { input, output });
     const x = this.#local(input, what);
     const requested = options.algorithm ?? "auto";
     checkAlgorithm(what, requested, GPU_ALL_GATHER_ALGORITHMS);
@@ -370,6 +373,7 @@ export class GpuCollectives {
     options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuReduceScatterAlgorithm } = {},
   ): Tensor {
     const what = "reduceScatter";
+    checkTensorArgs(what, { input, output });
     const x = this.#local(input, what);
     const op = options.op ?? "sum";
     const requested = options.algorithm ?? "auto";
