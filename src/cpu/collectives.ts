@@ -13,7 +13,7 @@ import {
   checkPeer,
   checkReduction,
   checkSameDtype,
-  checkTensorArgs,
+  checkTensorArg,
   ALL_REDUCE_ALGORITHMS,
   type AllReduceAlgorithm,
   type ReduceOp,
@@ -80,7 +80,8 @@ export class CpuCollectives {
     options: { op?: ReduceOp; algorithm?: AllReduceAlgorithm; output?: HostTensor } = {},
   ): HostTensor {
     const what = "allReduce";
-    checkTensorArgs(what, options.output === undefined ? { input } : { input, output: options.output });
+    checkTensorArg(what, "input", input);
+    if (options.output !== undefined) checkTensorArg(what, "output", options.output);
     const op = options.op ?? "sum";
     const algorithm = options.algorithm ?? "auto";
     const output = options.output ?? input;
@@ -132,7 +133,8 @@ export class CpuCollectives {
   allGather(input: HostTensor, output: HostTensor): HostTensor {
     const what = "allGather";
     const { world } = this.#sync;
-    checkTensorArgs(what, { input, output });
+    checkTensorArg(what, "input", input);
+    checkTensorArg(what, "output", output);
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * world);
     const n = input.numel;
@@ -147,7 +149,8 @@ export class CpuCollectives {
   /** Chunk `rank` of the reduction of every rank's `input` (world x output elements), into `output`. */
   reduceScatter(input: HostTensor, output: HostTensor, options: { op?: ReduceOp } = {}): HostTensor {
     const what = "reduceScatter";
-    checkTensorArgs(what, { input, output });
+    checkTensorArg(what, "input", input);
+    checkTensorArg(what, "output", output);
     const op = options.op ?? "sum";
     const { rank, world } = this.#sync;
     checkReduction(what, op, input.dtype);
@@ -174,7 +177,8 @@ export class CpuCollectives {
     options: AllGatherMatmulOptions<HostTensor> & { algorithm?: CpuFusedMatmulAlgorithm } = {},
   ): { out: HostTensor; gathered: HostTensor } {
     const what = "allGatherMatmul";
-    checkTensorArgs(what, { aShard, b });
+    checkTensorArg(what, "aShard", aShard);
+    checkTensorArg(what, "b", b);
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_FUSED_MATMUL_ALGORITHMS);
     const p = checkAllGatherMatmul(what, this.#sync.world, aShard, b, options);
     const gathered = options.gathered ?? HostTensor.empty([p.m, p.k], p.elem);
@@ -195,7 +199,8 @@ export class CpuCollectives {
     options: FusedMatmulOptions<HostTensor> & { algorithm?: CpuFusedMatmulAlgorithm } = {},
   ): HostTensor {
     const what = "matmulReduceScatter";
-    checkTensorArgs(what, { a, b });
+    checkTensorArg(what, "a", a);
+    checkTensorArg(what, "b", b);
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_FUSED_MATMUL_ALGORITHMS);
     const p = checkMatmulReduceScatter(what, this.#sync.world, a, b, options);
     checkCapacity(what, p.m * p.n * 2, this.capacityBytes);
@@ -208,7 +213,7 @@ export class CpuCollectives {
   /** `tensor` of rank `root` into `tensor` of every rank. */
   broadcast(tensor: HostTensor, root: number): HostTensor {
     const what = "broadcast";
-    checkTensorArgs(what, { tensor });
+    checkTensorArg(what, "tensor", tensor);
     const { rank, world } = this.#sync;
     if (root !== rank) checkPeer(what, root, world, rank);
     checkCapacity(what, tensor.nbytes, this.capacityBytes);
@@ -225,7 +230,7 @@ export class CpuCollectives {
    */
   send(tensor: HostTensor, peer: number): void {
     const { rank, world, pads } = this.#sync;
-    checkTensorArgs("send", { tensor });
+    checkTensorArg("send", "tensor", tensor);
     checkPeer("send", peer, world, rank);
     this.#stage(tensor, "send");
     putSignal(this.#sync, pads[peer]!, READY_SLOTS * world + rank, peer, this.#phase);
@@ -234,7 +239,7 @@ export class CpuCollectives {
 
   recv(tensor: HostTensor, peer: number): HostTensor {
     const { rank, world, pads } = this.#sync;
-    checkTensorArgs("recv", { tensor });
+    checkTensorArg("recv", "tensor", tensor);
     checkPeer("recv", peer, world, rank);
     checkCapacity("recv", tensor.nbytes, this.capacityBytes);
     waitSignal(this.#sync, pads[rank]!, READY_SLOTS * world + peer, peer, this.#phase);

@@ -43,7 +43,7 @@ import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./
 import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
 import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
 import { checkMatmul, gemmOperands, overlaps, type Span } from "./matmul.js";
-import { checkAlgorithm, checkCapacity, checkTensorArgs } from "./validate.js";
+import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
 import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
 
 /** Bytes at the start of the staging buffer's signal pad kept for barrier slots (block x world). */
@@ -138,7 +138,8 @@ export class FusedMatmul {
     },
   ): { out: Tensor; gathered: Tensor } {
     const what = "allGatherMatmul";
-    checkTensorArgs(what, { aShard: input, b });
+    checkTensorArg(what, "aShard", input);
+    checkTensorArg(what, "b", b);
     const { group } = this.#ctx;
     const aShard = input instanceof Tensor ? input : input.tensor;
     if (!(input instanceof Tensor) && (input.worldSize !== group.worldSize || input.rank !== group.rank))
@@ -201,7 +202,8 @@ export class FusedMatmul {
     o: Options<Tensor> & { readonly stream: Stream; readonly algorithm?: MatmulReduceScatterAlgorithm },
   ): Tensor {
     const what = "matmulReduceScatter";
-    checkTensorArgs(what, { a, b });
+    checkTensorArg(what, "a", a);
+    checkTensorArg(what, "b", b);
     const { group } = this.#ctx;
     const requested = o.algorithm ?? "auto";
     checkAlgorithm(what, requested, MATMUL_REDUCE_SCATTER_ALGORITHMS);

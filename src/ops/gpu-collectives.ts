@@ -32,7 +32,7 @@ import {
   checkNumel,
   checkReduction,
   checkSameDtype,
-  checkTensorArgs,
+  checkTensorArg,
   type ReduceOp,
 } from "./validate.js";
 import { loadTuneTable, pickRule, type LoadedTuneTable, type TunedCollective } from "./tune-table.js";
@@ -245,7 +245,8 @@ export class GpuCollectives {
     options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuAllReduceAlgorithm; output?: Tensor } = {},
   ): Tensor {
     const what = "allReduce";
-    checkTensorArgs(what, options.output === undefined ? { input } : { input, output: options.output });
+    checkTensorArg(what, "input", input);
+    if (options.output !== undefined) checkTensorArg(what, "output", options.output);
     const x = this.#local(input, what);
     const op = options.op ?? "sum";
     const requested = options.algorithm ?? "auto";
@@ -316,7 +317,8 @@ export class GpuCollectives {
     options: CollectiveOptions & { algorithm?: GpuAllGatherAlgorithm; progressFlags?: Tensor } = {},
   ): Tensor {
     const what = "allGather";
-    checkTensorArgs(what, { input, output });
+    checkTensorArg(what, "input", input);
+    checkTensorArg(what, "output", output);
     const x = this.#local(input, what);
     const requested = options.algorithm ?? "auto";
     checkAlgorithm(what, requested, GPU_ALL_GATHER_ALGORITHMS);
@@ -373,7 +375,8 @@ export class GpuCollectives {
     options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuReduceScatterAlgorithm } = {},
   ): Tensor {
     const what = "reduceScatter";
-    checkTensorArgs(what, { input, output });
+    checkTensorArg(what, "input", input);
+    checkTensorArg(what, "output", output);
     const x = this.#local(input, what);
     const op = options.op ?? "sum";
     const requested = options.algorithm ?? "auto";

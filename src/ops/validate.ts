@@ -20,14 +20,12 @@ export const REDUCE_DTYPES: readonly DType[] = ["f32", "f16", "bf16"];
 export const ALL_REDUCE_ALGORITHMS = ["auto", "one_shot", "two_shot"] as const;
 export type AllReduceAlgorithm = (typeof ALL_REDUCE_ALGORITHMS)[number];
 
-/** Each named argument is a tensor (a plain, host or symmetric one), not null, undefined or a number. */
-export function checkTensorArgs(what: string, args: Readonly<Record<string, unknown>>): void {
-  for (const [name, t] of Object.entries(args)) {
-    if (typeof t !== "object" || t === null || !("dtype" in t || "tensor" in t)) {
-      throw new InvalidArgumentError(
-        `${what}: ${name} must be a tensor, got ${t === null ? "null" : typeof t === "object" ? "an object" : typeof t}`,
-      );
-    }
+/** `t` is a tensor (a plain, host or symmetric one), not null, undefined or a number. */
+export function checkTensorArg(what: string, name: string, t: unknown): void {
+  if (typeof t !== "object" || t === null || !("dtype" in t || "tensor" in t)) {
+    throw new InvalidArgumentError(
+      `${what}: ${name} must be a tensor, got ${t === null ? "null" : typeof t === "object" ? "an object" : typeof t}`,
+    );
   }
 }
 
