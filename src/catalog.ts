@@ -4,7 +4,7 @@ import { compileProgram, type CompiledProgram } from "./runtime/jit/compiler.js"
 import type { KernelCache } from "./runtime/jit/cache.js";
 import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
-import { LINK_PROBE, SYNC_KERNELS } from "./dist/sync-kernels.js";
+import { LINK_PROBE, SYNC_KERNELS } from "./distributed/sync-kernels.js";
 import { COLL_PROGRAMS } from "./ops/coll-programs.js";
 import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
 import { FUSED_PROGRAMS } from "./ops/fused-programs.js";

@@ -49,7 +49,7 @@ const commands: Record<string, Command> = {
     return 0;
   },
   run: async (args) => {
-    const { launch, parseRunArgs } = await import("./dist/launcher.js");
+    const { launch, parseRunArgs } = await import("./distributed/launcher.js");
     return launch(parseRunArgs(args));
   },
   demo: async () => {

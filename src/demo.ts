@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { SymmkitError } from "./errors.js";
 import type { CpuProcessGroup } from "./cpu/process-group.js";
 import { HostTensor } from "./cpu/host-tensor.js";
-import { launch } from "./dist/launcher.js";
+import { launch } from "./distributed/launcher.js";
 import { detectBackend, init, type AnyProcessGroup, type CudaProcessGroup } from "./init.js";
 import { reduceInto } from "./ops/reduce.js";
 import type { GpuAllReduceAlgorithm } from "./ops/gpu-collectives.js";

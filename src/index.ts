@@ -38,7 +38,7 @@ export {
 } from "./runtime/jit/compiler.js";
 export { hostUniform, hostNormal, hostRandInt, philox4x32_10 } from "./runtime/random.js";
 export { compileCatalog, PROGRAMS } from "./catalog.js";
-export { ProcessGroup, initCuda } from "./dist/process-group.js";
+export { ProcessGroup, initCuda } from "./distributed/process-group.js";
 export { init, detectBackend, type Backend, type AnyProcessGroup, type InitOptions } from "./init.js";
 export { CpuProcessGroup } from "./cpu/process-group.js";
 export { CpuCollectives } from "./cpu/collectives.js";
@@ -51,13 +51,18 @@ export {
   type ReduceOp as CollectiveReduceOp,
   type AllReduceAlgorithm,
 } from "./ops/validate.js";
-export { SymmetricTensor, type SymmetricOptions } from "./dist/symmetric-memory.js";
-export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./dist/sync-kernels.js";
-export { SymmTimeoutError, SyncWatch } from "./dist/sync-watch.js";
-export { NcclComm, type ReduceOp } from "./dist/nccl-comm.js";
-export { StoreClient, StoreTimeoutError, StoreClosedError, StoreRefusedError } from "./dist/store/client.js";
-export { StoreServer } from "./dist/store/server.js";
-export { launch, parseRunArgs, type LaunchOptions } from "./dist/launcher.js";
+export { SymmetricTensor, type SymmetricOptions } from "./distributed/symmetric-memory.js";
+export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./distributed/sync-kernels.js";
+export { SymmTimeoutError, SyncWatch } from "./distributed/sync-watch.js";
+export { NcclComm, type ReduceOp } from "./distributed/nccl-comm.js";
+export {
+  StoreClient,
+  StoreTimeoutError,
+  StoreClosedError,
+  StoreRefusedError,
+} from "./distributed/store/client.js";
+export { StoreServer } from "./distributed/store/server.js";
+export { launch, parseRunArgs, type LaunchOptions } from "./distributed/launcher.js";
 export { DEVICE_INCLUDE_DIR, VERSION } from "./paths.js";
 export {
   matmul,

@@ -2,8 +2,8 @@
 // otherwise, or the one asked for.
 import { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
 import { GpuCollectives } from "./ops/gpu-collectives.js";
-import { stagingBytesFromEnv } from "./dist/env.js";
-import { ProcessGroup, type InitOptions as CudaInitOptions } from "./dist/process-group.js";
+import { stagingBytesFromEnv } from "./distributed/env.js";
+import { ProcessGroup, type InitOptions as CudaInitOptions } from "./distributed/process-group.js";
 import { InvalidArgumentError, LibraryNotFoundError } from "./errors.js";
 import { deviceCount } from "./runtime/device.js";
 

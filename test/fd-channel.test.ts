@@ -7,7 +7,7 @@ import path from "node:path";
 import readline from "node:readline";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { closeFd, FdChannel, FdTimeoutError } from "../src/dist/fd-channel.js";
+import { closeFd, FdChannel, FdTimeoutError } from "../src/distributed/fd-channel.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 

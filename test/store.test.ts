@@ -9,8 +9,8 @@ import {
   StoreClosedError,
   StoreRefusedError,
   StoreTimeoutError,
-} from "../src/dist/store/client.js";
-import { StoreServer } from "../src/dist/store/server.js";
+} from "../src/distributed/store/client.js";
+import { StoreServer } from "../src/distributed/store/server.js";
 
 const token = "t0k3n-for-tests";
 

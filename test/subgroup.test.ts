@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { subgroup } from "../src/dist/scoped-store.js";
+import { subgroup } from "../src/distributed/scoped-store.js";
 import { InvalidArgumentError } from "../src/errors.js";
 
 test("newGroup's rule: members get sorted ranks and agreeing names; others get nothing; bad lists are refused", () => {

@@ -2,8 +2,8 @@
 // CUDA-graph replays. A kernel runs `iterations` barriers back to back; per-barrier time is the replay
 // time over all barriers it ran. The put/wait round trip is measured between ranks 0 and 1.
 import { SymmkitError } from "../errors.js";
-import { initCuda as init } from "../dist/process-group.js";
-import { barrierLoopExpr, SYNC_KERNELS, SYMM_VIEW_PARAM } from "../dist/sync-kernels.js";
+import { initCuda as init } from "../distributed/process-group.js";
+import { barrierLoopExpr, SYNC_KERNELS, SYMM_VIEW_PARAM } from "../distributed/sync-kernels.js";
 import { deviceCount } from "../runtime/device.js";
 import { Event } from "../runtime/event.js";
 import { Graph } from "../runtime/graph.js";

@@ -6,7 +6,7 @@
 // user reaches peak speed); all-reduce also runs on plain tensors, which the kernel copies into the
 // staging buffer itself ("_plain").
 import { SymmkitError } from "../errors.js";
-import { ProcessGroup } from "../dist/process-group.js";
+import { ProcessGroup } from "../distributed/process-group.js";
 import { reduceInto } from "../ops/reduce.js";
 import {
   DEFAULT_MAILBOX_SLOT_BYTES,

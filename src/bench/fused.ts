@@ -12,7 +12,7 @@
 // the implementations' graphs replayed in turn round after round (graphTimeManyUs), every rank starting
 // each replay together.
 import { SymmkitError } from "../errors.js";
-import { ProcessGroup } from "../dist/process-group.js";
+import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
 import type { AllGatherMatmulAlgorithm, MatmulReduceScatterAlgorithm } from "../ops/fused-checks.js";
 import type { LtElem } from "../ops/cublaslt-matmul.js";

@@ -1,14 +1,14 @@
 // `symmkit run -n N -- symmkit bench link`: what NVLink gives a collective's traffic pattern, every rank
 // moving the same bytes to (push) or from (pull) every peer at once: by SM stores or loads at several
-// launch shapes (device/include/symmkit/dist/link_probe.cuh), by the copy engines (one cuMemcpyDtoDAsync
+// launch shapes (device/include/symmkit/probes/link_probe.cuh), by the copy engines (one cuMemcpyDtoDAsync
 // per peer, rank-rotated), and by the copy engines pushing on one stream while they pull on another (as
 // a copy-engine all-reduce would overlap its two phases). GPU time from CUDA-graph replays started
 // together on all ranks; each variant's slots are checked once before it is timed. The floor for the
 // collectives' perf notes: GB/s per rank and direction.
 import { SymmkitError } from "../errors.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
-import { ProcessGroup } from "../dist/process-group.js";
-import { LINK_PROBE, linkExpr, SYMM_VIEW_PARAM } from "../dist/sync-kernels.js";
+import { ProcessGroup } from "../distributed/process-group.js";
+import { LINK_PROBE, linkExpr, SYMM_VIEW_PARAM } from "../distributed/sync-kernels.js";
 import { deviceCount } from "../runtime/device.js";
 import { copyDeviceToDevice } from "../runtime/memory.js";
 import { sharedModule } from "../runtime/module.js";

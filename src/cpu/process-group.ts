@@ -4,10 +4,10 @@
 import { InvalidArgumentError } from "../errors.js";
 import type { DType } from "../runtime/dtype.js";
 import type { Shape } from "../runtime/tensor.js";
-import { stagingBytesFromEnv } from "../dist/env.js";
-import { joinJob, type Job } from "../dist/job.js";
-import { ScopedStore, subgroup } from "../dist/scoped-store.js";
-import { syncTimeoutFromEnv } from "../dist/sync-watch.js";
+import { stagingBytesFromEnv } from "../distributed/env.js";
+import { joinJob, type Job } from "../distributed/job.js";
+import { ScopedStore, subgroup } from "../distributed/scoped-store.js";
+import { syncTimeoutFromEnv } from "../distributed/sync-watch.js";
 import { CpuCollectives } from "./collectives.js";
 import { CpuSymmetricTensor } from "./symmetric.js";
 

@@ -1,5 +1,5 @@
 // Memory shared between the rank processes of one host: an anonymous memory file (memfd) mapped into
-// each process. The creator sends its descriptor to peers (src/dist/fd-exchange.ts), as the GPU path
+// each process. The creator sends its descriptor to peers (src/distributed/fd-exchange.ts), as the GPU path
 // sends its CUDA allocations; nothing has a name in /dev/shm, so nothing is left behind, even by a crash.
 import { SymmkitError } from "../errors.js";
 import {

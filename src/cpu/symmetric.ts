@@ -4,9 +4,9 @@
 import { InvalidArgumentError } from "../errors.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { numelOf, type Shape } from "../runtime/tensor.js";
-import { closeFd } from "../dist/fd-channel.js";
-import type { FdExchange } from "../dist/fd-exchange.js";
-import type { ScopedStore } from "../dist/scoped-store.js";
+import { closeFd } from "../distributed/fd-channel.js";
+import type { FdExchange } from "../distributed/fd-exchange.js";
+import type { ScopedStore } from "../distributed/scoped-store.js";
 import { HostTensor } from "./host-tensor.js";
 import { SharedRegion } from "./shared-memory.js";
 import { SLOT_GROUPS } from "./sync.js";

@@ -4,7 +4,7 @@
 // overrun a slow one. Atomics are sequentially consistent: a rank's plain writes before a put are visible
 // to the rank that completes the matching wait. Every wait is bounded: past the deadline it throws
 // SymmTimeoutError naming the peer that never signalled.
-import { SymmTimeoutError } from "../dist/sync-watch.js";
+import { SymmTimeoutError } from "../distributed/sync-watch.js";
 
 export interface CpuSyncEnv {
   readonly rank: number;

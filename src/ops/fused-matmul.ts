@@ -17,10 +17,10 @@
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
 import { InvalidArgumentError } from "../errors.js";
-import type { NcclComm } from "../dist/nccl-comm.js";
-import type { SyncWatch } from "../dist/sync-watch.js";
+import type { NcclComm } from "../distributed/nccl-comm.js";
+import type { SyncWatch } from "../distributed/sync-watch.js";
 import type { Device } from "../runtime/device.js";
-import type { SymmetricTensor } from "../dist/symmetric-memory.js";
+import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import { Event } from "../runtime/event.js";
 import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runtime/memory.js";
 import { sharedModule } from "../runtime/module.js";

@@ -3,11 +3,11 @@
 // NCCL. Pull kernels copy a plain input into the group's symmetric staging buffer themselves, so a call
 // is one kernel; mailbox kernels (lamport, ll) push the input into every peer's mailbox, with no barrier.
 import { InvalidArgumentError } from "../errors.js";
-import type { NcclComm } from "../dist/nccl-comm.js";
-import type { ProcessGroup } from "../dist/process-group.js";
-import type { SymmetricTensor } from "../dist/symmetric-memory.js";
+import type { NcclComm } from "../distributed/nccl-comm.js";
+import type { ProcessGroup } from "../distributed/process-group.js";
+import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runtime/memory.js";
-import { barrierLoopExpr, SYMM_VIEW_PARAM, SYNC_KERNELS } from "../dist/sync-kernels.js";
+import { barrierLoopExpr, SYMM_VIEW_PARAM, SYNC_KERNELS } from "../distributed/sync-kernels.js";
 import type { Kernel, ParamType } from "../runtime/kernel.js";
 import { sharedModule, type Module } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";

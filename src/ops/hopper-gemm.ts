@@ -8,7 +8,7 @@ import type { Stream } from "../runtime/stream.js";
 import { encodeTensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
-import { SyncWatch } from "../dist/sync-watch.js";
+import { SyncWatch } from "../distributed/sync-watch.js";
 import {
   FUSION_PARAMS_LAYOUT as F,
   GEMM_ARGS_LAYOUT as L,

@@ -1,6 +1,6 @@
 // The timeout checks' verdict: after `synchronize` on a rank other than the skipper, a SymmTimeoutError
 // must name the skipper as the peer and this rank as the waiter, within the deadline plus 5 s.
-import { SymmTimeoutError } from "../../src/dist/sync-watch.js";
+import { SymmTimeoutError } from "../../src/distributed/sync-watch.js";
 
 export function timeoutOutcome(
   synchronize: () => void,

@@ -4,14 +4,14 @@
 // memory and open descriptors flat. Exits non-zero on the first wrong result.
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import { initCuda as init } from "../../../src/dist/process-group.js";
+import { initCuda as init } from "../../../src/distributed/process-group.js";
 import {
   SYNC_KERNELS,
   SYMM_VIEW_PARAM,
   barrierLoopExpr,
   exchangeWord,
-} from "../../../src/dist/sync-kernels.js";
-import type { SymmetricTensor } from "../../../src/dist/symmetric-memory.js";
+} from "../../../src/distributed/sync-kernels.js";
+import type { SymmetricTensor } from "../../../src/distributed/symmetric-memory.js";
 import { copyDeviceToHost } from "../../../src/runtime/memory.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { sharedModule } from "../../../src/runtime/module.js";

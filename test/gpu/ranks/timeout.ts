@@ -1,8 +1,8 @@
 // One rank of the timeout check: the last rank skips a barrier every other rank enters. The others must
 // fail with SymmTimeoutError naming it, within the deadline plus 5 s. Run with SYMMKIT_SYNC_TIMEOUT_MS.
 import { exitFlushed } from "../../../src/exit.js";
-import { initCuda as init } from "../../../src/dist/process-group.js";
-import { SYNC_KERNELS, SYMM_VIEW_PARAM } from "../../../src/dist/sync-kernels.js";
+import { initCuda as init } from "../../../src/distributed/process-group.js";
+import { SYNC_KERNELS, SYMM_VIEW_PARAM } from "../../../src/distributed/sync-kernels.js";
 import { timeoutOutcome } from "../../support/timeout-outcome.js";
 import { sharedModule } from "../../../src/runtime/module.js";
 

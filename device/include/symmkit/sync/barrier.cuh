@@ -1,7 +1,7 @@
 // symmkit/sync/barrier.cuh: the block-wise barrier across ranks, and symm_sync.
 //
 // Contract: SymmView (passed to kernels by value, 160 bytes, layout shared with the host in
-// src/dist/symmetric-memory.ts) holds every rank's buffer and signal pad as mapped on this GPU. Block b
+// src/distributed/symmetric-memory.ts) holds every rank's buffer and signal pad as mapped on this GPU. Block b
 // of rank r and block b of every other rank meet at barrier_block(b): thread p < world (p != r) puts a
 // signal into slot [b * world + r] of rank p's pad and waits for the one rank p put into slot
 // [b * world + p] of ours. Slots are self-resetting (sync/signal.cuh): the pads are all zero again

@@ -7,7 +7,7 @@
 // the abort flag, the first thread to notice writes a TimeoutRecord (rank, block, peer, phase, time
 // waited) into host-mapped memory, makes it visible to the host (system fence) and traps: the kernel
 // stops instead of hanging, the host sees the launch fail and turns the record into SymmTimeoutError
-// naming the peer (src/dist/sync-watch.ts). A trap ends the CUDA context, as a dead peer ends the job.
+// naming the peer (src/distributed/sync-watch.ts). A trap ends the CUDA context, as a dead peer ends the job.
 // Nothing here writes device memory, so a wait is safe to replay under CUDA graphs.
 #pragma once
 #include "symmkit/core/memory.cuh"

@@ -1,4 +1,4 @@
-// symmkit/dist/link_probe.cuh: NVLink bandwidth probes (symmkit bench link): every rank moves the same
+// symmkit/probes/link_probe.cuh: NVLink bandwidth probes (symmkit bench link): every rank moves the same
 // bytes to (push: stores) or from (pull: loads) every peer at once, as a collective's traffic does.
 //
 // Contract. The symmetric buffer holds W slots of `bytes` (a multiple of 512). Push: rank r stores its

@@ -1,4 +1,4 @@
-// The programs behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/dist/:
+// The programs behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/probes/:
 // sync_kernels.cuh, link_probe.cuh).
 import type { ProgramSpec } from "../runtime/module.js";
 
@@ -9,8 +9,8 @@ export const barrierLoopExpr = (prev: boolean, next: boolean): string =>
   `symmkit::barrier_loop<${prev}, ${next}>`;
 
 export const SYNC_KERNELS: ProgramSpec = {
-  name: "symmkit/dist/sync_kernels",
-  source: '#include "symmkit/dist/sync_kernels.cuh"\n',
+  name: "symmkit/probes/sync_kernels",
+  source: '#include "symmkit/probes/sync_kernels.cuh"\n',
   nameExpressions: [
     "symmkit::exchange_pattern",
     "symmkit::barrier_unless",
@@ -31,8 +31,8 @@ export const linkExpr = (world: number, push: boolean, unroll: number): string =
   `symmkit::link_copy<${world}, ${push}, ${unroll}>`;
 
 export const LINK_PROBE: ProgramSpec = {
-  name: "symmkit/dist/link_probe",
-  source: '#include "symmkit/dist/link_probe.cuh"\n',
+  name: "symmkit/probes/link_probe",
+  source: '#include "symmkit/probes/link_probe.cuh"\n',
   nameExpressions: [2, 3, 4, 5, 6, 7, 8].flatMap((w) =>
     [true, false].flatMap((push) => [1, 4].map((u) => linkExpr(w, push, u))),
   ),

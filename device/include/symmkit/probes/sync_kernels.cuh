@@ -1,4 +1,4 @@
-// symmkit/dist/sync_kernels.cuh: kernels that exercise and time the cross-GPU primitives: writing into
+// symmkit/probes/sync_kernels.cuh: kernels that exercise and time the cross-GPU primitives: writing into
 // every peer's buffer, barrier loops in each pattern, and a put/wait round trip.
 //
 // Contract: as sync/barrier.cuh. Every kernel leaves the signal pads as it found them (all zero), so
