@@ -5,7 +5,8 @@ import type { KernelCache } from "./runtime/jit/cache.js";
 import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
 import { LINK_PROBE, SYNC_KERNELS } from "./distributed/sync-kernels.js";
-import { COLL_PROGRAMS } from "./ops/coll-programs.js";
+import { BARRIER_KERNELS } from "./ops/coll/programs.js";
+import { collectivePrograms } from "./ops/coll/registry.js";
 import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
 import { FUSED_PROGRAMS } from "./ops/fused-programs.js";
 
@@ -13,7 +14,8 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,
   SYNC_KERNELS,
   LINK_PROBE,
-  ...COLL_PROGRAMS,
+  BARRIER_KERNELS,
+  ...collectivePrograms(),
   ...GEMM_PROGRAMS,
   ...FUSED_PROGRAMS,
 ];

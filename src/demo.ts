@@ -10,7 +10,7 @@ import { HostTensor } from "./cpu/host-tensor.js";
 import { launch } from "./distributed/launcher.js";
 import { detectBackend, init, type AnyProcessGroup, type CudaProcessGroup } from "./init.js";
 import { reduceInto } from "./ops/reduce.js";
-import type { GpuAllReduceAlgorithm } from "./ops/gpu-collectives.js";
+import { CPU_ALL_REDUCE_ALGORITHMS, TUNABLE_ALGORITHMS } from "./ops/coll/registry.js";
 import { decodeToF32, encode, type DType, type RawArray } from "./runtime/dtype.js";
 import { hostUniform } from "./runtime/random.js";
 import { defaultStream } from "./runtime/stream.js";
@@ -19,6 +19,7 @@ import { freshSeed, Tensor } from "./runtime/tensor.js";
 import { startTogether } from "./bench/collectives.js";
 import { graphTimeUs, median, table } from "./bench/report.js";
 import { cpuMlpDemo, gpuMlpDemo } from "./demo-mlp.js";
+import { readEnvVar } from "./settings.js";
 
 const CPU_RANKS = 4;
 
@@ -94,7 +95,7 @@ async function demoRank(): Promise<number> {
 
 async function shareSeed(group: AnyProcessGroup): Promise<Buffer> {
   if (group.rank === 0)
-    await group.store.set("demo/seed", String(process.env.SYMMKIT_TEST_SEED ?? freshSeed()));
+    await group.store.set("demo/seed", String(readEnvVar("SYMMKIT_TEST_SEED") ?? freshSeed()));
   return group.store.get("demo/seed");
 }
 
@@ -122,7 +123,7 @@ function cpuDemo(group: CpuProcessGroup, seed: bigint, say: (s: string) => void)
     const want = encode(dtype, new Float32Array(n));
     reduceInto(dtype, "sum", inputs, 0, want, 0, n);
     const x = HostTensor.fromHost(inputs[rank]!, dtype);
-    for (const algorithm of ["one_shot", "two_shot"] as const) {
+    for (const algorithm of CPU_ALL_REDUCE_ALGORITHMS.filter((a) => a !== "auto")) {
       const out = HostTensor.empty([n], dtype);
       c.allReduce(x, { algorithm, output: out });
       sameBits(out.raw, want, `all-reduce ${algorithm} (${bytes} bytes)`);
@@ -182,8 +183,10 @@ async function gpuDemo(group: CudaProcessGroup, seed: bigint, say: (s: string) =
     reduceInto(dtype, "sum", inputs, 0, want, 0, n);
     const x = Tensor.fromHost(inputs[rank]!, dtype);
     const out = Tensor.empty([n], dtype);
-    const algorithms: GpuAllReduceAlgorithm[] = ["one_shot", "two_shot", "nccl"];
-    if (bytes <= c.mailboxSlotBytes) algorithms.splice(2, 0, "lamport");
+    // Every algorithm the registry has that fits this group (plain input: staged in the buffer).
+    const algorithms = TUNABLE_ALGORITHMS["all-reduce"].filter((a) =>
+      c.canRun("all-reduce", a, bytes, bytes),
+    );
     for (const algorithm of algorithms) {
       c.allReduce(x, { algorithm, output: out, stream });
       group.synchronize(stream);

@@ -8,6 +8,7 @@ import { ncclLibraryPath, ncclVersion } from "./cuda/nccl.js";
 import { check as nvmlCheck, nvml, NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK } from "./cuda/nvml.js";
 import { Device, deviceCount, driverVersion } from "./runtime/device.js";
 import { getToolchain } from "./runtime/jit/compiler.js";
+import { checkEnvVars, isEnvVarName, type EnvVarCheck } from "./settings.js";
 
 export interface GpuReport {
   readonly ordinal: number;
@@ -33,6 +34,8 @@ export interface DoctorReport {
   readonly nvrtc: Section<{ version: string; library: string; headers: readonly string[] }>;
   readonly nccl: Section<{ version: string; library: string }>;
   readonly cublasLt: Section<{ version: string; library: string }>;
+  /** The SYMMKIT_* variables set here, each checked (src/settings.ts). */
+  readonly environment: readonly EnvVarCheck[];
 }
 
 function section<T>(f: () => T): Section<T> {
@@ -66,6 +69,7 @@ export function gatherDoctorReport(): DoctorReport {
     }),
     nccl: section(() => ({ version: ncclVersion(), library: ncclLibraryPath() })),
     cublasLt: section(() => ({ version: cublasLtVersion(), library: cublasLtLibraryPath() })),
+    environment: checkEnvVars(),
   };
 }
 
@@ -156,6 +160,12 @@ export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean
   ]);
   show("nccl", r.nccl, (v) => [`version ${v.version}`, `library ${v.library}`]);
   show("cublasLt", r.cublasLt, (v) => [`version ${v.version}`, `library ${v.library}`]);
+  lines.push("environment (SYMMKIT_*):");
+  if (r.environment.length === 0) lines.push("  none set: defaults apply");
+  for (const v of r.environment)
+    lines.push(
+      `  ${v.name}=${v.value}${v.problem === undefined ? "" : `  ${isEnvVarName(v.name) ? "INVALID" : "UNKNOWN"}: ${v.problem}`}`,
+    );
   const ok = r.driver.ok && r.gpus.ok && r.nvrtc.ok;
   lines.push(
     ok ? "symmkit's GPU path can run here." : "symmkit's GPU path cannot run here: see MISSING above.",

@@ -39,20 +39,52 @@ export {
 export { hostUniform, hostNormal, hostRandInt, philox4x32_10 } from "./runtime/random.js";
 export { compileCatalog, PROGRAMS } from "./catalog.js";
 export { ProcessGroup, initCuda } from "./distributed/process-group.js";
-export { init, detectBackend, type Backend, type AnyProcessGroup, type InitOptions } from "./init.js";
-export { CpuProcessGroup } from "./cpu/process-group.js";
-export { CpuCollectives } from "./cpu/collectives.js";
+export {
+  init,
+  detectBackend,
+  type Backend,
+  type AnyProcessGroup,
+  type CudaProcessGroup,
+  type InitOptions,
+} from "./init.js";
+export { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
+export { CpuCollectives, type CpuAlgorithms } from "./cpu/collectives.js";
 export { CpuSymmetricTensor } from "./cpu/symmetric.js";
 export { HostTensor } from "./cpu/host-tensor.js";
+export { REDUCE_OPS, REDUCE_DTYPES, type ReduceOp as CollectiveReduceOp } from "./ops/validate.js";
+export type { Collectives, AlgorithmNames } from "./ops/collectives.js";
 export {
-  REDUCE_OPS,
-  REDUCE_DTYPES,
-  ALL_REDUCE_ALGORITHMS,
-  type ReduceOp as CollectiveReduceOp,
-  type AllReduceAlgorithm,
-} from "./ops/validate.js";
+  GpuCollectives,
+  DEFAULT_MAILBOX_SLOT_BYTES,
+  type GpuAlgorithms,
+  type CollectiveInput,
+  type CollectiveOptions,
+  type GpuCollectivesOptions,
+} from "./ops/gpu-collectives.js";
+export {
+  COLLECTIVE_ALGORITHMS,
+  GPU_ALL_REDUCE_ALGORITHMS,
+  GPU_ALL_GATHER_ALGORITHMS,
+  GPU_REDUCE_SCATTER_ALGORITHMS,
+  CPU_ALL_REDUCE_ALGORITHMS,
+  CPU_ALL_GATHER_ALGORITHMS,
+  CPU_REDUCE_SCATTER_ALGORITHMS,
+  algorithmTable,
+  type CollectiveName,
+  type CollectiveAlgorithm,
+  type GpuAllReduceAlgorithm,
+  type GpuAllGatherAlgorithm,
+  type GpuReduceScatterAlgorithm,
+  type CpuAllReduceAlgorithm,
+  type CpuAllGatherAlgorithm,
+  type CpuReduceScatterAlgorithm,
+} from "./ops/coll/registry.js";
+export { OsError } from "./cuda/libc.js";
+export { NcclError } from "./cuda/nccl.js";
+export { FdTimeoutError } from "./distributed/fd-channel.js";
+export { ProtocolError } from "./distributed/store/protocol.js";
 export { SymmetricTensor, type SymmetricOptions } from "./distributed/symmetric-memory.js";
-export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./distributed/sync-kernels.js";
+export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./distributed/device-layouts.js";
 export { SymmTimeoutError, SyncWatch } from "./distributed/sync-watch.js";
 export { NcclComm, type ReduceOp } from "./distributed/nccl-comm.js";
 export {

@@ -6,7 +6,8 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { SymmkitError } from "../src/errors.js";
-import { mailboxBytesPerPeer, TUNABLE_ALGORITHMS } from "../src/ops/gpu-collectives.js";
+import { TUNABLE_ALGORITHMS } from "../src/ops/gpu-collectives.js";
+import { mailboxBytesPerPeer } from "../src/ops/coll/registry.js";
 import {
   checkTuneTable,
   loadTuneTable,
@@ -18,7 +19,7 @@ import {
 import { fusedRulesFrom, rulesFrom } from "../src/bench/tune.js";
 import type { FusedBenchResult } from "../src/bench/fused.js";
 import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
-import { pickFusedRule } from "../src/ops/tune-table.js";
+import { pickFusedRule, type TunedCollective } from "../src/ops/tune-table.js";
 import type { CollectiveBenchResult } from "../src/bench/collectives.js";
 
 const table = (device: string, world: number, allReduce = "lamport") => ({
@@ -123,7 +124,8 @@ test("tune keeps per size the fastest usable algorithm, merges runs, and counts 
     [1 << 20, { lamport: 14, one_shot: 18, nccl: 17, one_shot_plain: 3 }],
     [64 << 20, { lamport: 100, one_shot: 600, nccl: 300, one_shot_plain: 3 }],
   ]);
-  const usable = (a: string, bytes: number): boolean => mailboxBytesPerPeer(a, bytes, 4) <= 4 << 20;
+  const usable = (collective: TunedCollective, a: string, bytes: number): boolean =>
+    mailboxBytesPerPeer(collective, a, bytes, 4) <= 4 << 20;
   // 64 MiB: lamport is fastest but does not fit the default mailbox; one_shot_plain is no algorithm.
   assert.deepEqual(rulesFrom(ar, usable), [
     { maxBytes: 1 << 20, algorithm: "lamport" },
@@ -134,10 +136,10 @@ test("tune keeps per size the fastest usable algorithm, merges runs, and counts 
 });
 
 test("mailbox bytes per peer: one-shot and ll send it all, two-shot two chunks of 16-byte groups", () => {
-  assert.equal(mailboxBytesPerPeer("lamport", 1000, 4), 1000);
-  assert.equal(mailboxBytesPerPeer("ll", 1000, 4), 1000);
-  assert.equal(mailboxBytesPerPeer("lamport_two_shot", 1000, 4), 2 * 16 * 16);
-  assert.equal(mailboxBytesPerPeer("two_shot", 1 << 30, 4), 0);
+  assert.equal(mailboxBytesPerPeer("all-reduce", "lamport", 1000, 4), 1000);
+  assert.equal(mailboxBytesPerPeer("all-gather", "ll", 1000, 4), 1000);
+  assert.equal(mailboxBytesPerPeer("all-reduce", "lamport_two_shot", 1000, 4), 2 * 16 * 16);
+  assert.equal(mailboxBytesPerPeer("all-reduce", "two_shot", 1 << 30, 4), 0);
 });
 
 test("the tables shipped in tune/ load and name only known algorithms", () => {

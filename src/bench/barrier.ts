@@ -3,7 +3,8 @@
 // time over all barriers it ran. The put/wait round trip is measured between ranks 0 and 1.
 import { SymmkitError } from "../errors.js";
 import { initCuda as init } from "../distributed/process-group.js";
-import { barrierLoopExpr, SYNC_KERNELS, SYMM_VIEW_PARAM } from "../distributed/sync-kernels.js";
+import { barrierLoopExpr, SYNC_KERNELS } from "../distributed/sync-kernels.js";
+import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import { deviceCount } from "../runtime/device.js";
 import { Event } from "../runtime/event.js";
 import { Graph } from "../runtime/graph.js";

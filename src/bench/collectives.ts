@@ -8,13 +8,14 @@
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { reduceInto } from "../ops/reduce.js";
+import { DEFAULT_MAILBOX_SLOT_BYTES, GpuCollectives } from "../ops/gpu-collectives.js";
 import {
-  DEFAULT_MAILBOX_SLOT_BYTES,
-  GpuCollectives,
-  type GpuAllGatherAlgorithm,
-  type GpuAllReduceAlgorithm,
-  type GpuReduceScatterAlgorithm,
-} from "../ops/gpu-collectives.js";
+  COLLECTIVE_ALGORITHMS,
+  mailboxBytesPerPeer,
+  type CollectiveAlgorithm,
+  type CollectiveName,
+  type GpuAlgorithm,
+} from "../ops/coll/registry.js";
 import { deviceCount } from "../runtime/device.js";
 import { decodeToF32, dtypeInfo, encode, type DType } from "../runtime/dtype.js";
 import { hostUniform } from "../runtime/random.js";
@@ -37,7 +38,7 @@ export interface CollectiveBenchResult {
   readonly rows: readonly CollectiveRow[];
 }
 
-export type Collective = "all-reduce" | "all-gather" | "reduce-scatter";
+export type Collective = CollectiveName;
 
 interface Implementation<A extends string> {
   readonly name: string;
@@ -52,22 +53,28 @@ const impl = <A extends string>(algorithm: A, plain = false): Implementation<A> 
   plain,
 });
 
-/** Every implementation each benchmark knows, on a symmetric input (zero-copy) unless "_plain". */
+const implementations = <C extends Collective>(c: C): Implementation<GpuAlgorithm<C>>[] =>
+  Object.entries(COLLECTIVE_ALGORITHMS[c]).flatMap(([name, r]: [string, CollectiveAlgorithm]) => {
+    const a = name as GpuAlgorithm<C>;
+    return r.benchPlain ? [impl(a), impl(a, true)] : [impl(a)];
+  });
+
+/** Every implementation each benchmark knows (the registry's algorithms), on a symmetric input
+ * (zero-copy) unless "_plain". */
 export const BENCH_IMPLEMENTATIONS = {
-  "all-reduce": [
-    impl<GpuAllReduceAlgorithm>("one_shot"),
-    impl<GpuAllReduceAlgorithm>("two_shot"),
-    impl<GpuAllReduceAlgorithm>("lamport"),
-    impl<GpuAllReduceAlgorithm>("lamport_two_shot"),
-    impl<GpuAllReduceAlgorithm>("nccl"),
-    impl<GpuAllReduceAlgorithm>("one_shot", true),
-    impl<GpuAllReduceAlgorithm>("two_shot", true),
-  ],
-  "all-gather": (["pull", "ll", "copy_engine", "nccl"] as const).map((a) => impl<GpuAllGatherAlgorithm>(a)),
-  "reduce-scatter": (["pull", "lamport", "copy_engine", "nccl"] as const).map((a) =>
-    impl<GpuReduceScatterAlgorithm>(a),
-  ),
+  "all-reduce": implementations("all-reduce"),
+  "all-gather": implementations("all-gather"),
+  "reduce-scatter": implementations("reduce-scatter"),
 } as const;
+
+/** The mailbox slot the chosen implementations need for the largest size (world 2 needs the most). */
+function mailboxNeed(
+  c: Collective,
+  chosen: readonly Implementation<string>[],
+  sizes: readonly number[],
+): number {
+  return Math.max(0, ...chosen.flatMap((i) => sizes.map((b) => mailboxBytesPerPeer(c, i.algorithm, b, 2))));
+}
 
 /** The implementations named in `names` (all when undefined), NCCL always among them. */
 function choose<A extends string>(
@@ -219,7 +226,7 @@ function randomInput(group: BenchGroup, stream: Stream, count: number, dtype: DT
 /** Sizes are bytes per rank. Validation: see validateReduction. */
 export async function benchAllReduce(o: CollectiveBenchOptions): Promise<CollectiveBenchResult | undefined> {
   const chosen = choose("all-reduce", BENCH_IMPLEMENTATIONS["all-reduce"], o.implementations);
-  const mailbox = chosen.some((i) => i.algorithm.startsWith("lamport")) ? Math.max(...o.sizes) : 0;
+  const mailbox = mailboxNeed("all-reduce", chosen, o.sizes);
   return benchCollective("all-reduce", chosen, o, mailbox, async (group, stream, bytes, seed) => {
     const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
     const sym = await group.symmetric.empty([count], o.dtype);
@@ -254,7 +261,7 @@ export async function benchReduceScatter(
   o: CollectiveBenchOptions,
 ): Promise<CollectiveBenchResult | undefined> {
   const chosen = choose("reduce-scatter", BENCH_IMPLEMENTATIONS["reduce-scatter"], o.implementations);
-  const mailbox = chosen.some((i) => i.algorithm === "lamport") ? Math.max(...o.sizes) : 0;
+  const mailbox = mailboxNeed("reduce-scatter", chosen, o.sizes);
   return benchCollective("reduce-scatter", chosen, o, mailbox, async (group, stream, bytes, seed) => {
     const world = group.worldSize;
     const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
@@ -288,7 +295,7 @@ export async function benchReduceScatter(
  * against the inputs first. */
 export async function benchAllGather(o: CollectiveBenchOptions): Promise<CollectiveBenchResult | undefined> {
   const chosen = choose("all-gather", BENCH_IMPLEMENTATIONS["all-gather"], o.implementations);
-  const mailbox = chosen.some((i) => i.algorithm === "ll") ? Math.max(...o.sizes) : 0;
+  const mailbox = mailboxNeed("all-gather", chosen, o.sizes);
   return benchCollective("all-gather", chosen, o, mailbox, async (group, stream, bytes) => {
     const { device, rank, worldSize: world } = group;
     const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);

@@ -8,7 +8,8 @@
 import { SymmkitError } from "../errors.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
 import { ProcessGroup } from "../distributed/process-group.js";
-import { LINK_PROBE, linkExpr, SYMM_VIEW_PARAM } from "../distributed/sync-kernels.js";
+import { LINK_PROBE, linkExpr } from "../distributed/sync-kernels.js";
+import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import { deviceCount } from "../runtime/device.js";
 import { copyDeviceToDevice } from "../runtime/memory.js";
 import { sharedModule } from "../runtime/module.js";

@@ -4,6 +4,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { PACKAGE_ROOT, VERSION } from "../paths.js";
+import { readEnvVar } from "../settings.js";
 import type { Device } from "../runtime/device.js";
 import { driverVersion } from "../runtime/device.js";
 import { Event } from "../runtime/event.js";
@@ -11,7 +12,8 @@ import { Graph } from "../runtime/graph.js";
 import type { Stream } from "../runtime/stream.js";
 
 export function gitRevision(): string {
-  if (process.env.SYMMKIT_GIT_REVISION) return process.env.SYMMKIT_GIT_REVISION;
+  const given = readEnvVar("SYMMKIT_GIT_REVISION");
+  if (given) return given;
   try {
     return execFileSync("git", ["rev-parse", "--short=12", "HEAD"], {
       cwd: PACKAGE_ROOT,

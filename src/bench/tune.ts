@@ -4,11 +4,8 @@
 // with the default mailbox can run.
 import fs from "node:fs";
 import path from "node:path";
-import {
-  DEFAULT_MAILBOX_SLOT_BYTES,
-  mailboxBytesPerPeer,
-  TUNABLE_ALGORITHMS,
-} from "../ops/gpu-collectives.js";
+import { DEFAULT_MAILBOX_SLOT_BYTES, TUNABLE_ALGORITHMS } from "../ops/gpu-collectives.js";
+import { mailboxBytesPerPeer } from "../ops/coll/registry.js";
 import {
   checkTuneTable,
   TUNED_COLLECTIVES,
@@ -36,7 +33,7 @@ import {
 /** The rules a benchmark's rows give: per size the fastest usable algorithm, runs of one merged. */
 export function rulesFrom(
   result: CollectiveBenchResult,
-  usable: (algorithm: string, bytes: number) => boolean,
+  usable: (collective: TunedCollective, algorithm: string, bytes: number) => boolean,
 ): TuneRule[] {
   const world = result.environment.worldSize;
   const rules: TuneRule[] = [];
@@ -44,7 +41,7 @@ export function rulesFrom(
     // Rows count all-gather and reduce-scatter bytes over all ranks; tables count them per rank.
     const bytes = result.collective === "all-reduce" ? row.bytes : row.bytes / world;
     const best = Object.entries(row.us)
-      .filter(([name]) => !name.endsWith("_plain") && usable(name, bytes))
+      .filter(([name]) => !name.endsWith("_plain") && usable(result.collective, name, bytes))
       .sort((a, b) => a[1] - b[1])[0];
     if (!best) continue;
     const last = rules.at(-1);
@@ -104,8 +101,8 @@ export async function tune(options: {
   if (results.some((r) => r === undefined) || fusedResults.some((r) => r === undefined)) return undefined;
   const [ag, rs] = fusedResults as FusedBenchResult[];
   const measured = results as CollectiveBenchResult[];
-  const usable = (algorithm: string, bytes: number): boolean =>
-    mailboxBytesPerPeer(algorithm, bytes, world) <= DEFAULT_MAILBOX_SLOT_BYTES;
+  const usable = (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
+    mailboxBytesPerPeer(collective, algorithm, bytes, world) <= DEFAULT_MAILBOX_SLOT_BYTES;
   const rules = Object.fromEntries(
     TUNED_COLLECTIVES.map((c, i) => [c, rulesFrom(measured[i]!, usable)]),
   ) as Record<TunedCollective, TuneRule[]>;

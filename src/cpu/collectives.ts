@@ -14,10 +14,17 @@ import {
   checkReduction,
   checkSameDtype,
   checkTensorArg,
-  ALL_REDUCE_ALGORITHMS,
-  type AllReduceAlgorithm,
   type ReduceOp,
 } from "../ops/validate.js";
+import {
+  CPU_ALL_GATHER_ALGORITHMS,
+  CPU_ALL_REDUCE_ALGORITHMS,
+  CPU_REDUCE_SCATTER_ALGORITHMS,
+  type CpuAllGatherAlgorithm,
+  type CpuAllReduceAlgorithm,
+  type CpuReduceScatterAlgorithm,
+} from "../ops/coll/registry.js";
+import type { Collectives } from "../ops/collectives.js";
 import {
   checkAllGatherMatmul,
   checkMatmulReduceScatter,
@@ -34,7 +41,16 @@ import { ACK_SLOTS, barrier, putSignal, READY_SLOTS, waitSignal, type CpuSyncEnv
 /** Below this many bytes, "auto" picks one-shot (one barrier round less); above, two-shot (less reading). */
 export const ONE_SHOT_MAX_BYTES = 64 * 1024;
 
-export class CpuCollectives {
+/** The algorithms the CPU backend accepts, by operation. */
+export interface CpuAlgorithms {
+  readonly allReduce: CpuAllReduceAlgorithm;
+  readonly allGather: CpuAllGatherAlgorithm;
+  readonly reduceScatter: CpuReduceScatterAlgorithm;
+  readonly allGatherMatmul: CpuFusedMatmulAlgorithm;
+  readonly matmulReduceScatter: CpuFusedMatmulAlgorithm;
+}
+
+export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAlgorithms> {
   readonly #sync: CpuSyncEnv;
   readonly #staging: CpuSymmetricTensor;
   #phase = 0;
@@ -74,19 +90,19 @@ export class CpuCollectives {
     barrier(this.#sync, this.#phase++);
   }
 
-  /** Sum (or max, min) of `input` over all ranks, into `output` (default: `input` itself). */
+  /** Sum (or max, min) of `input` over all ranks, into `output` (default: a new tensor). */
   allReduce(
     input: HostTensor,
-    options: { op?: ReduceOp; algorithm?: AllReduceAlgorithm; output?: HostTensor } = {},
+    options: { op?: ReduceOp; algorithm?: CpuAllReduceAlgorithm; output?: HostTensor } = {},
   ): HostTensor {
     const what = "allReduce";
     checkTensorArg(what, "input", input);
     if (options.output !== undefined) checkTensorArg(what, "output", options.output);
     const op = options.op ?? "sum";
     const algorithm = options.algorithm ?? "auto";
-    const output = options.output ?? input;
+    const output = options.output ?? HostTensor.empty(input.shape, input.dtype);
     checkReduction(what, op, input.dtype);
-    checkAlgorithm(what, algorithm, ALL_REDUCE_ALGORITHMS);
+    checkAlgorithm(what, algorithm, CPU_ALL_REDUCE_ALGORITHMS);
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel);
     checkCapacity(what, input.nbytes, this.capacityBytes);
@@ -130,11 +146,16 @@ export class CpuCollectives {
   }
 
   /** Every rank's `input`, in rank order, into `output` (world x input elements). */
-  allGather(input: HostTensor, output: HostTensor): HostTensor {
+  allGather(
+    input: HostTensor,
+    output: HostTensor,
+    options: { algorithm?: CpuAllGatherAlgorithm } = {},
+  ): HostTensor {
     const what = "allGather";
     const { world } = this.#sync;
     checkTensorArg(what, "input", input);
     checkTensorArg(what, "output", output);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_ALL_GATHER_ALGORITHMS);
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * world);
     const n = input.numel;
@@ -147,10 +168,15 @@ export class CpuCollectives {
   }
 
   /** Chunk `rank` of the reduction of every rank's `input` (world x output elements), into `output`. */
-  reduceScatter(input: HostTensor, output: HostTensor, options: { op?: ReduceOp } = {}): HostTensor {
+  reduceScatter(
+    input: HostTensor,
+    output: HostTensor,
+    options: { op?: ReduceOp; algorithm?: CpuReduceScatterAlgorithm } = {},
+  ): HostTensor {
     const what = "reduceScatter";
     checkTensorArg(what, "input", input);
     checkTensorArg(what, "output", output);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_REDUCE_SCATTER_ALGORITHMS);
     const op = options.op ?? "sum";
     const { rank, world } = this.#sync;
     checkReduction(what, op, input.dtype);

@@ -5,6 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { LibraryNotFoundError, SymmkitError } from "../errors.js";
+import { readEnvVar, type EnvVarName, type LibraryEnvVar } from "../settings.js";
 import { koffi, type LibraryHandle } from "./native.js";
 
 export type LibraryId = "cuda" | "nvrtc" | "nccl" | "cublasLt" | "nvml";
@@ -12,8 +13,8 @@ export type LibraryId = "cuda" | "nvrtc" | "nccl" | "cublasLt" | "nvml";
 export interface LibrarySpec {
   readonly id: LibraryId;
   readonly display: string;
-  /** Override: a library file, or a directory holding it. */
-  readonly envVar: string;
+  /** Override: a library file, or a directory holding it (src/settings.ts). */
+  readonly envVar: LibraryEnvVar;
   /** File names that count as this library, e.g. libnvrtc.so, libnvrtc.so.13. */
   readonly pattern: RegExp;
   /** Names handed to the system loader as they are (its cache and LD_LIBRARY_PATH), best first. */
@@ -245,7 +246,7 @@ export function findLibrary(spec: LibrarySpec, ctx: SearchContext, open: Opener 
     return undefined;
   };
 
-  const override = ctx.env[spec.envVar];
+  const override = readEnvVar(spec.envVar, ctx.env);
   if (override) {
     const found = ctx.isDir(override)
       ? tryDir(override, spec.envVar)
@@ -311,11 +312,11 @@ export interface HeaderDirs {
   readonly via: string;
 }
 
-const HEADERS_ENV = "SYMMKIT_CUDA_INCLUDE";
+const HEADERS_ENV = "SYMMKIT_CUDA_INCLUDE" satisfies EnvVarName;
 
 export function findCudaHeaders(ctx: SearchContext, nvrtcPath?: string): HeaderDirs {
   const places: Place[] = [];
-  const override = ctx.env[HEADERS_ENV];
+  const override = readEnvVar(HEADERS_ENV, ctx.env);
   if (override) {
     places.push({ dir: override, via: HEADERS_ENV });
   } else {

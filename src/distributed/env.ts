@@ -1,5 +1,6 @@
 // The torchrun-style environment a rank is started with (symmkit run sets it).
 import { SymmkitError } from "../errors.js";
+import { readEnvVar, type Env } from "../settings.js";
 
 export interface DistEnv {
   readonly rank: number;
@@ -13,7 +14,7 @@ export interface DistEnv {
   readonly launcherPid: number | undefined;
 }
 
-function int(env: Readonly<Record<string, string | undefined>>, name: string, min: number): number {
+function int(env: Env, name: string, min: number): number {
   const v = env[name];
   if (v === undefined || !/^\d+$/.test(v) || Number(v) < min) {
     throw new SymmkitError(
@@ -25,8 +26,8 @@ function int(env: Readonly<Record<string, string | undefined>>, name: string, mi
 }
 
 /** Reads the environment; a process started alone (no WORLD_SIZE) is rank 0 of 1. */
-export function readDistEnv(env: Readonly<Record<string, string | undefined>> = process.env): DistEnv {
-  const launcherPid = env.SYMMKIT_LAUNCHER_PID ? Number(env.SYMMKIT_LAUNCHER_PID) : undefined;
+export function readDistEnv(env: Env = process.env): DistEnv {
+  const launcherPid = readEnvVar("SYMMKIT_LAUNCHER_PID", env);
   if (env.WORLD_SIZE === undefined) {
     return {
       rank: 0,
@@ -56,23 +57,12 @@ export function readDistEnv(env: Readonly<Record<string, string | undefined>> = 
     localWorldSize,
     masterAddr: env.MASTER_ADDR ?? "127.0.0.1",
     masterPort: worldSize > 1 ? int(env, "MASTER_PORT", 1) : Number(env.MASTER_PORT ?? 0),
-    token: env.SYMMKIT_JOB_TOKEN,
+    token: readEnvVar("SYMMKIT_JOB_TOKEN", env),
     launcherPid,
   };
 }
 
-/** SYMMKIT_STAGING_BYTES: each rank's staging buffer for collectives, or undefined when unset. */
-export function stagingBytesFromEnv(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-): number | undefined {
-  const v = env.SYMMKIT_STAGING_BYTES;
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n <= 0) {
-    throw new SymmkitError(
-      "SYMMKIT_ENVIRONMENT",
-      `SYMMKIT_STAGING_BYTES must be a positive integer, got ${v}`,
-    );
-  }
-  return n;
+/** SYMMKIT_STAGING_BYTES (src/settings.ts): each rank's staging buffer for collectives, or undefined. */
+export function stagingBytesFromEnv(env: Env = process.env): number | undefined {
+  return readEnvVar("SYMMKIT_STAGING_BYTES", env);
 }

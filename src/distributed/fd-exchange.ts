@@ -9,6 +9,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
+import { readEnvVar } from "../settings.js";
 import { closeFd, FdChannel } from "./fd-channel.js";
 import type { ScopedStore } from "./scoped-store.js";
 
@@ -36,7 +37,7 @@ export class FdExchange {
   ): Promise<FdExchange> {
     const dirKey = `fd/node${node}/dir`;
     let dir: string;
-    const given = process.env.SYMMKIT_FD_DIR;
+    const given = readEnvVar("SYMMKIT_FD_DIR");
     if (given) {
       dir = given;
     } else if (localRank === 0) {

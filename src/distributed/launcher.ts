@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import readline from "node:readline";
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
+import { readEnvVar } from "../settings.js";
 import { StoreServer } from "./store/server.js";
 
 export interface LaunchOptions {
@@ -70,7 +71,7 @@ function validate(o: LaunchOptions): void {
 
 /** The job token: random for one node; shared through SYMMKIT_JOB_TOKEN across nodes. */
 function jobToken(o: LaunchOptions): string {
-  const given = process.env.SYMMKIT_JOB_TOKEN;
+  const given = readEnvVar("SYMMKIT_JOB_TOKEN");
   if (given) return given;
   if (o.nnodes > 1) {
     throw new SymmkitError(

@@ -22,7 +22,7 @@ import { closeFd } from "./fd-channel.js";
 import type { FdExchange } from "./fd-exchange.js";
 import type { ScopedStore } from "./scoped-store.js";
 import type { SyncWatch } from "./sync-watch.js";
-import { SYMM_VIEW_BYTES } from "./sync-kernels.js";
+import { DEVICE_POINTER_BYTES, SYMM_VIEW_LAYOUT } from "./device-layouts.js";
 
 /** Default signal pad: 64 KiB = 16384 u32 slots, e.g. 4096 blocks at world size 4. */
 export const DEFAULT_PAD_BYTES = 64 * 1024;
@@ -230,19 +230,20 @@ export class SymmetricTensor implements AsyncDisposable {
   }
 
   /**
-   * The 160-byte SymmView kernels take by value (device/include/symmkit/sync/barrier.cuh): buffers and
+   * The SymmView kernels take by value (device/include/symmkit/sync/barrier.cuh; SYMM_VIEW_LAYOUT): buffers and
    * pads of every rank, this rank, the world size, and the bounded-wait settings of the group.
    */
   deviceView(): Uint8Array {
-    const b = new Uint8Array(SYMM_VIEW_BYTES);
+    const L = SYMM_VIEW_LAYOUT;
+    const b = new Uint8Array(L.bytes);
     const v = new DataView(b.buffer);
-    this.bufferPtrs.forEach((p, i) => v.setBigUint64(8 * i, p, true));
-    this.padPtrs.forEach((p, i) => v.setBigUint64(64 + 8 * i, p, true));
-    v.setUint32(128, this.rank, true);
-    v.setUint32(132, this.worldSize, true);
-    v.setBigUint64(136, this.#ctx.watch.timeoutNs, true);
-    v.setBigUint64(144, this.#ctx.watch.abortFlagPtr, true);
-    v.setBigUint64(152, this.#ctx.watch.recordPtr, true);
+    this.bufferPtrs.forEach((p, i) => v.setBigUint64(L.buffers + DEVICE_POINTER_BYTES * i, p, true));
+    this.padPtrs.forEach((p, i) => v.setBigUint64(L.pads + DEVICE_POINTER_BYTES * i, p, true));
+    v.setUint32(L.rank, this.rank, true);
+    v.setUint32(L.world, this.worldSize, true);
+    v.setBigUint64(L.timeoutNs, this.#ctx.watch.timeoutNs, true);
+    v.setBigUint64(L.abortFlag, this.#ctx.watch.abortFlagPtr, true);
+    v.setBigUint64(L.record, this.#ctx.watch.recordPtr, true);
     return b;
   }
 

@@ -1,9 +1,6 @@
-// The programs behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/probes/:
+// The probe programs behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/probes/:
 // sync_kernels.cuh, link_probe.cuh).
 import type { ProgramSpec } from "../runtime/module.js";
-
-export const SYMM_VIEW_BYTES = 160;
-export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
 
 export const barrierLoopExpr = (prev: boolean, next: boolean): string =>
   `symmkit::barrier_loop<${prev}, ${next}>`;
@@ -15,7 +12,6 @@ export const SYNC_KERNELS: ProgramSpec = {
     "symmkit::exchange_pattern",
     "symmkit::barrier_unless",
     "symmkit::ping_pong",
-    "symmkit::barrier_hold",
     ...[false, true].flatMap((p) => [false, true].map((n) => barrierLoopExpr(p, n))),
   ],
 };

@@ -5,25 +5,14 @@ import { CudaError, SymmkitError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
+import { readEnvVar, type Env } from "../settings.js";
+import { SYNC_WATCH_LAYOUT, TIMEOUT_RECORD_LAYOUT } from "./device-layouts.js";
 
-/** Byte layout of the watch block: abort flag at 0, TimeoutRecord (32 bytes) at 16. */
-const ABORT_OFFSET = 0;
-const RECORD_OFFSET = 16;
-const BLOCK_BYTES = 64;
+export { DEFAULT_SYNC_TIMEOUT_MS } from "../settings.js";
 
-export const DEFAULT_SYNC_TIMEOUT_MS = 30_000;
-
-export function syncTimeoutFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): number {
-  const v = env.SYMMKIT_SYNC_TIMEOUT_MS;
-  if (v === undefined) return DEFAULT_SYNC_TIMEOUT_MS;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) {
-    throw new SymmkitError(
-      "SYMMKIT_ENVIRONMENT",
-      `SYMMKIT_SYNC_TIMEOUT_MS must be a positive integer, got ${v}`,
-    );
-  }
-  return n;
+/** SYMMKIT_SYNC_TIMEOUT_MS, or its default (src/settings.ts). */
+export function syncTimeoutFromEnv(env: Env = process.env): number {
+  return readEnvVar("SYMMKIT_SYNC_TIMEOUT_MS", env);
 }
 
 export interface TimeoutRecord {
@@ -63,7 +52,7 @@ export class SyncWatch implements Disposable {
   }
 
   static create(device: Device, timeoutMs: number = syncTimeoutFromEnv()): SyncWatch {
-    return new SyncWatch(PinnedMemory.alloc(BLOCK_BYTES, { mapped: true, device }), timeoutMs);
+    return new SyncWatch(PinnedMemory.alloc(SYNC_WATCH_LAYOUT.bytes, { mapped: true, device }), timeoutMs);
   }
 
   get timeoutNs(): bigint {
@@ -72,30 +61,31 @@ export class SyncWatch implements Disposable {
 
   /** Device address of the abort flag kernels poll. */
   get abortFlagPtr(): Ptr {
-    return this.#mem.devicePtr + BigInt(ABORT_OFFSET);
+    return this.#mem.devicePtr + BigInt(SYNC_WATCH_LAYOUT.abortFlag);
   }
 
   /** Device address of the TimeoutRecord. */
   get recordPtr(): Ptr {
-    return this.#mem.devicePtr + BigInt(RECORD_OFFSET);
+    return this.#mem.devicePtr + BigInt(SYNC_WATCH_LAYOUT.record);
   }
 
   /** Asks every bounded wait of this group's kernels to give up (e.g. a peer is known to be dead). */
   abort(): void {
-    this.#view.setUint32(ABORT_OFFSET, 1, true);
+    this.#view.setUint32(SYNC_WATCH_LAYOUT.abortFlag, 1, true);
   }
 
   record(): TimeoutRecord | undefined {
     const v = this.#view;
-    const o = RECORD_OFFSET;
-    if (v.getUint32(o, true) === 0) return undefined;
+    const o = SYNC_WATCH_LAYOUT.record;
+    const L = TIMEOUT_RECORD_LAYOUT;
+    if (v.getUint32(o + L.flag, true) === 0) return undefined;
     return {
-      rank: v.getUint32(o + 4, true),
-      block: v.getUint32(o + 8, true),
-      peer: v.getUint32(o + 12, true),
-      phase: v.getUint32(o + 16, true),
-      thread: v.getUint32(o + 20, true),
-      waitedMs: Number(v.getBigUint64(o + 24, true)) / 1e6,
+      rank: v.getUint32(o + L.rank, true),
+      block: v.getUint32(o + L.block, true),
+      peer: v.getUint32(o + L.peer, true),
+      phase: v.getUint32(o + L.phase, true),
+      thread: v.getUint32(o + L.thread, true),
+      waitedMs: Number(v.getBigUint64(o + L.waitedNs, true)) / 1e6,
     };
   }
 

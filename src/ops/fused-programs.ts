@@ -1,6 +1,6 @@
 // The kernels the fused matmuls add besides the GEMM variants (gemm-programs.ts): the SM producer of
 // all-gather + GEMM (device/include/symmkit/fused/all_gather_pull.cuh).
-import { SYMM_VIEW_PARAM } from "../distributed/sync-kernels.js";
+import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import type { ProgramSpec } from "../runtime/module.js";
 
 export const ALL_GATHER_PULL_EXPR = "symmkit::all_gather_pull_flagged";

@@ -1,30 +1,52 @@
 // The collectives on GPU symmetric memory: validate (src/ops/validate.ts, shared with the CPU backend),
-// pick an algorithm, launch the kernel specialised for the dtype, op and world size, or hand over to
-// NCCL. Pull kernels copy a plain input into the group's symmetric staging buffer themselves, so a call
-// is one kernel; mailbox kernels (lamport, ll) push the input into every peer's mailbox, with no barrier.
+// pick an algorithm (auto: the tune table's pick, else the registry's built-in rule, whichever can run
+// with this group's staging buffer and mailbox), and launch it through its record in
+// src/ops/coll/registry.ts. Kernel handles are resolved once per (kernel, dtype, op) and kept, and the
+// staging buffer's SymmView is made once: an eager call builds no strings and allocates nothing but its
+// argument objects (and its output, when none is given).
 import { InvalidArgumentError } from "../errors.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { ProcessGroup } from "../distributed/process-group.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
-import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runtime/memory.js";
-import { barrierLoopExpr, SYMM_VIEW_PARAM, SYNC_KERNELS } from "../distributed/sync-kernels.js";
+import { MAILBOX_STATE_LAYOUT } from "../distributed/device-layouts.js";
+import { DeviceMemory, memset } from "../runtime/memory.js";
+import type { DType } from "../runtime/dtype.js";
 import type { Kernel, ParamType } from "../runtime/kernel.js";
-import { sharedModule, type Module } from "../runtime/module.js";
+import { sharedModule } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
+import type { MAILBOX_PARAMS } from "./coll/programs.js";
 import {
   allGatherExpr,
   allGatherProgram,
-  COLL_PARAMS,
-  COPY_ENGINE_REDUCE_PARAMS,
-  MAILBOX_PARAMS,
-  MAILBOX_STATE_BYTES,
+  BARRIER_HOLD_PARAMS,
+  BARRIER_KERNELS,
+  GROUP_BARRIER_PARAMS,
   reducingExpr,
   reducingProgram,
-  TWO_SHOT_PARAMS,
   type AllGatherKernel,
   type ReducingKernel,
-} from "./coll-programs.js";
+} from "./coll/programs.js";
+import {
+  algorithmRecord,
+  builtInPick,
+  canRun,
+  GPU_ALL_GATHER_ALGORITHMS,
+  GPU_ALL_REDUCE_ALGORITHMS,
+  GPU_REDUCE_SCATTER_ALGORITHMS,
+  THREADS,
+  TUNABLE_ALGORITHMS,
+  type CollectiveAlgorithm,
+  type CollectiveCall,
+  type CollectiveContext,
+  type CollectiveName,
+  type GpuAlgorithm,
+  type GpuAllGatherAlgorithm,
+  type GpuAllReduceAlgorithm,
+  type GpuReduceScatterAlgorithm,
+} from "./coll/registry.js";
+import type { Collectives } from "./collectives.js";
+import { overlaps } from "./matmul.js";
 import {
   checkAlgorithm,
   checkCapacity,
@@ -35,7 +57,7 @@ import {
   checkTensorArg,
   type ReduceOp,
 } from "./validate.js";
-import { loadTuneTable, pickRule, type LoadedTuneTable, type TunedCollective } from "./tune-table.js";
+import { loadTuneTable, pickRule, type LoadedTuneTable } from "./tune-table.js";
 import {
   FUSED_TUNABLE,
   type AllGatherMatmulAlgorithm,
@@ -45,99 +67,20 @@ import {
 } from "./fused-checks.js";
 import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
 
-/** lamport: one-shot by pushing into peers' mailboxes (coll/mailbox.cuh), no barrier; lamport_two_shot:
- * reduce-scatter and all-gather the same way, in one kernel. Up to what fits the mailbox slot. */
-export const GPU_ALL_REDUCE_ALGORITHMS = [
-  "auto",
-  "one_shot",
-  "two_shot",
-  "lamport",
-  "lamport_two_shot",
-  "nccl",
-] as const;
-export type GpuAllReduceAlgorithm = (typeof GPU_ALL_REDUCE_ALGORITHMS)[number];
-/** reduce-scatter's copy_engine: the copy engines push each peer its chunk (rank-rotated), then a kernel
- * reduces the chunks that landed here, locally. */
-export const GPU_REDUCE_SCATTER_ALGORITHMS = ["auto", "pull", "lamport", "copy_engine", "nccl"] as const;
-export type GpuReduceScatterAlgorithm = (typeof GPU_REDUCE_SCATTER_ALGORITHMS)[number];
-/** all-gather also runs on the copy engines (one copy per peer chunk, rank-rotated, with progress flags)
- * and as ll, pushing flagged words into peers' mailboxes (coll/mailbox.cuh), no barrier. */
-export const GPU_ALL_GATHER_ALGORITHMS = ["auto", "pull", "ll", "copy_engine", "nccl"] as const;
-export type GpuAllGatherAlgorithm = (typeof GPU_ALL_GATHER_ALGORITHMS)[number];
-
-/**
- * auto's rule until `symmkit tune` measures the machine: one-shot up to this many bytes, two-shot above,
- * by world size. From bf16 runs on 2 and 4 H200s (bench/results/h200x2, h200x4): on 2 GPUs one-shot won
- * at every size from 4 KiB to 64 MiB (it moves half the bytes over NVLink that two-shot does there); on 4
- * the two are level at 256 KiB and two-shot wins from 1 MiB. 3 GPUs, unmeasured, follow 4.
- */
-export function oneShotMaxBytes(world: number): number {
-  return world === 2 ? Number.MAX_SAFE_INTEGER : 256 * 1024;
-}
-/**
- * auto's all-gather rule: the copy engines from this many output bytes, the pull kernel below. On 4
- * H200s (bench/results/h200x4/all-gather.json) the copy engines cost ~31 us at any small size (four copy
- * nodes and two barrier kernels) but win from 64 MiB (192.6 against 315.5 us; NCCL 199.5), and the two
- * are level at 16 MiB.
- */
-export const COPY_ENGINE_ALL_GATHER_MIN_BYTES = 16 * 1024 * 1024;
-/** auto's rule for the mailbox (lamport, ll) algorithms: up to this many bytes pushed to each peer, and
- * within the mailbox slot. */
-export const MAILBOX_AUTO_MAX_BYTES = 256 * 1024;
-/** reduce-scatter's: lamport up to this many output bytes (4 H200s: 13.9 us against pull's 18.7 at 1 MiB
- * of output, level at 4 MiB). */
-export const LAMPORT_REDUCE_SCATTER_MAX_BYTES = 1024 * 1024;
-
-/**
- * What `algorithm` sends each peer through the mailbox for `bytes` per rank (all-reduce and all-gather:
- * input, reduce-scatter: output), or 0 when it does not use the mailbox. lamport_two_shot sends a
- * reduce-scatter and an all-gather chunk of 16-byte groups.
- */
-export function mailboxBytesPerPeer(algorithm: string, bytes: number, world: number): number {
-  if (algorithm === "lamport" || algorithm === "ll") return bytes;
-  if (algorithm === "lamport_two_shot") return 2 * 16 * Math.ceil(Math.ceil(bytes / 16) / world);
-  return 0;
-}
-
-/** Algorithms that copy a plain input into the staging buffer (and two_shot's scratch lives there). */
-const STAGING_ALGORITHMS: ReadonlySet<string> = new Set(["one_shot", "two_shot", "pull", "copy_engine"]);
-
-/** What the staging buffer must hold for `input`: a plain tensor is copied in, a symmetric one read in
- * place. */
-function stagedBytes(input: CollectiveInput, x: Tensor): number {
-  return input instanceof Tensor ? x.nbytes : 0;
-}
-
-/** What `algorithm` needs in the staging buffer: `staged` (stagedBytes), but the copy-engine
- * reduce-scatter receives world chunks of `bytes` (its output size) whatever its input. */
-function stagingNeed(
-  collective: TunedCollective,
-  algorithm: string,
-  bytes: number,
-  staged: number,
-  world: number,
-): number {
-  return collective === "reduce-scatter" && algorithm === "copy_engine" ? bytes * world : staged;
-}
-
-/** What auto may pick, by collective: every algorithm but auto itself. */
-export const TUNABLE_ALGORITHMS = {
-  "all-reduce": GPU_ALL_REDUCE_ALGORITHMS.filter((a) => a !== "auto"),
-  "all-gather": GPU_ALL_GATHER_ALGORITHMS.filter((a) => a !== "auto"),
-  "reduce-scatter": GPU_REDUCE_SCATTER_ALGORITHMS.filter((a) => a !== "auto"),
+export {
+  GPU_ALL_GATHER_ALGORITHMS,
+  GPU_ALL_REDUCE_ALGORITHMS,
+  GPU_REDUCE_SCATTER_ALGORITHMS,
+  TUNABLE_ALGORITHMS,
+  type GpuAllGatherAlgorithm,
+  type GpuAllReduceAlgorithm,
+  type GpuReduceScatterAlgorithm,
 };
-interface TunableAlgorithms {
-  "all-reduce": GpuAllReduceAlgorithm;
-  "all-gather": GpuAllGatherAlgorithm;
-  "reduce-scatter": GpuReduceScatterAlgorithm;
-}
-const THREADS = 512;
+
 /** Mailbox kernels run blocks of 128 threads while that takes at most one block per SM (more SMs
  * sending and polling at once: 4 KiB to 256 KiB all-reduce 5-30% faster than with 512 on 4 H200s),
  * and blocks of 512 above (4 MiB 16-25% faster than with 128). */
 const MAILBOX_SMALL_THREADS = 128;
-/** Bytes of what a mailbox kernel sends each peer that one of its threads handles. */
-const MAILBOX_THREAD_BYTES = { lamport: 16, lamport_two_shot: 32, ll: 8 } as const;
 /** Default mailbox slot: what one rank may push to one peer in one mailbox call. The mailbox takes
  * 7 x world slots per rank (three Lamport buffers, two LL buffers of double-size slots). */
 export const DEFAULT_MAILBOX_SLOT_BYTES = 4 * 1024 * 1024;
@@ -160,13 +103,45 @@ interface Mailbox {
   readonly slotBytes: number;
 }
 
-export class GpuCollectives {
+/** `get(a, b, c)` made once by `make` and kept: three Map lookups, no key building. */
+class Memo3<A, B, C, V> {
+  readonly #map = new Map<A, Map<B, Map<C, V>>>();
+  get(a: A, b: B, c: C, make: () => V): V {
+    let mb = this.#map.get(a);
+    if (!mb) this.#map.set(a, (mb = new Map<B, Map<C, V>>()));
+    let mc = mb.get(b);
+    if (!mc) mb.set(b, (mc = new Map<C, V>()));
+    let v = mc.get(c);
+    if (v === undefined) mc.set(c, (v = make()));
+    return v;
+  }
+}
+
+/** The algorithms the GPU backend accepts, by operation. */
+export interface GpuAlgorithms {
+  readonly allReduce: GpuAllReduceAlgorithm;
+  readonly allGather: GpuAllGatherAlgorithm;
+  readonly reduceScatter: GpuReduceScatterAlgorithm;
+  readonly allGatherMatmul: AllGatherMatmulAlgorithm;
+  readonly matmulReduceScatter: MatmulReduceScatterAlgorithm;
+}
+
+export class GpuCollectives implements Collectives<
+  Tensor,
+  CollectiveInput,
+  GpuAlgorithms,
+  CollectiveOptions
+> {
   readonly #group: ProcessGroup<GpuCollectives>;
   readonly #staging: SymmetricTensor;
   readonly #mailbox: Mailbox;
   readonly #comm: NcclComm;
   readonly #tuned: LoadedTuneTable | undefined;
   readonly #fused: FusedMatmul;
+  readonly #ctx: CollectiveContext;
+  readonly #reducingKernels = new Memo3<ReducingKernel, DType, ReduceOp, Kernel>();
+  readonly #allGatherKernels = new Map<AllGatherKernel, Kernel>();
+  readonly #groupBarrier: Kernel<typeof GROUP_BARRIER_PARAMS>;
   #phase = 0;
 
   private constructor(
@@ -181,13 +156,18 @@ export class GpuCollectives {
     this.#mailbox = mailbox;
     this.#comm = comm;
     this.#tuned = tuned;
+    this.#groupBarrier = sharedModule(BARRIER_KERNELS, group.device).kernel(
+      "symmkit::group_barrier",
+      GROUP_BARRIER_PARAMS,
+    );
+    this.#ctx = this.#context();
     this.#fused = new FusedMatmul({
       group,
       staging,
       comm,
       tuned,
-      barrier: (view, stream) => this.#barrierKernel(view, stream),
-      nextPhase: () => this.#nextPhase(),
+      barrier: (view, stream) => this.#ctx.groupBarrier(view, stream),
+      nextPhase: () => this.#ctx.nextPhase(),
       allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
       reduceScatter: (input, output, stream) => void this.reduceScatter(input, output, { stream }),
     });
@@ -216,10 +196,11 @@ export class GpuCollectives {
     // The pad holds the barrier slots and GEMM + reduce-scatter's tile flags.
     const staging = await group.symmetric.empty([stagingBytes], "u8", { padBytes: STAGING_PAD_BYTES });
     const buffers = await group.symmetric.empty([7 * world * slotBytes], "u8");
-    const state = DeviceMemory.alloc(MAILBOX_STATE_BYTES, group.device);
+    const stateBytes = MAILBOX_STATE_LAYOUT.bytes;
+    const state = DeviceMemory.alloc(stateBytes, group.device);
     const stream = defaultStream(group.device);
     memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * slotBytes) / 4, stream);
-    memset(state.ptr, 0, 4, MAILBOX_STATE_BYTES / 4, stream);
+    memset(state.ptr, 0, 4, stateBytes / 4, stream);
     stream.synchronize();
     return new GpuCollectives(
       group,
@@ -252,56 +233,23 @@ export class GpuCollectives {
     const requested = options.algorithm ?? "auto";
     checkReduction(what, op, x.dtype);
     checkAlgorithm(what, requested, GPU_ALL_REDUCE_ALGORITHMS);
-    // Two-shot on a symmetric input out of place takes the staging buffer as scratch of the input's size.
-    const inPlace = !(input instanceof Tensor) && options.output?.ptr === input.tensor.ptr;
-    const algorithm =
-      requested === "auto" ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes) : requested;
     const output = options.output ?? Tensor.empty(x.shape, x.dtype, { device: this.#group.device });
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel);
     this.#onDevice(what, output);
-    const stream = options.stream ?? defaultStream(this.#group.device);
-    if (algorithm === "nccl") {
-      this.#comm.allReduce(x, output, op, stream);
-      return output;
-    }
-    if (this.#group.worldSize === 1) {
-      copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
-      return output;
-    }
-    if (algorithm === "lamport") {
-      const k = this.#reducing("lamport_all_reduce", x, op, MAILBOX_PARAMS);
-      this.#pushLaunch("lamport", k, what, x, output, x.numel, x.nbytes, stream);
-      return output;
-    }
-    if (algorithm === "lamport_two_shot") {
-      const k = this.#reducing("lamport_two_shot_all_reduce", x, op, MAILBOX_PARAMS);
-      this.#pushLaunch("lamport_two_shot", k, what, x, output, x.numel, x.nbytes, stream);
-      return output;
-    }
-    const [view, staged] = this.#stage(input, x, what);
-    if (algorithm === "one_shot") {
-      const k = this.#reducing("one_shot_all_reduce", x, op, COLL_PARAMS);
-      k.launch(
-        { grid: this.#blocks(x.nbytes), block: THREADS, stream },
-        view,
-        staged,
-        output,
-        x.numel,
-        this.#nextPhase(),
-      );
-      return output;
-    }
-    // Two-shot stores the reduced chunks into every rank's scratch buffer: the staging buffer, or a
-    // symmetric input itself only when the call is in place.
-    let scratch = view;
-    if (!(input instanceof Tensor) && !inPlace) {
-      checkCapacity(`${what} (two-shot scratch)`, x.nbytes, this.capacityBytes);
-      scratch = this.#staging.deviceView();
-    }
-    const k = this.#reducing("two_shot_all_reduce", x, op, TWO_SHOT_PARAMS);
-    const grid = this.#blocks(Math.ceil(x.nbytes / this.#group.worldSize));
-    k.launch({ grid, block: THREADS, stream }, view, scratch, staged, output, x.numel, this.#nextPhase());
+    // Two-shot on a symmetric input out of place takes the staging buffer as scratch of the input's size.
+    const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
+    const algorithm =
+      requested === "auto" ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes) : requested;
+    this.#launch("all-reduce", algorithm, {
+      what,
+      input,
+      x,
+      output,
+      op,
+      stream: this.#stream(options),
+      flags: undefined,
+    });
     return output;
   }
 
@@ -337,34 +285,15 @@ export class GpuCollectives {
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel * this.#group.worldSize);
     this.#onDevice(what, output);
-    const stream = options.stream ?? defaultStream(this.#group.device);
-    if (algorithm === "nccl") {
-      this.#comm.allGather(x, output, stream);
-      return output;
-    }
-    if (this.#group.worldSize === 1) {
-      copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
-      return output;
-    }
-    if (algorithm === "copy_engine") {
-      this.#copyEngineAllGather(input, x, output, stream, flags);
-      return output;
-    }
-    if (algorithm === "ll") {
-      const k = this.#allGatherKernel("ll_all_gather", MAILBOX_PARAMS);
-      this.#pushLaunch("ll", k, what, x, output, x.nbytes, x.nbytes, stream);
-      return output;
-    }
-    const [view, staged] = this.#stage(input, x, what);
-    const k = this.#allGatherKernel("all_gather_pull", COLL_PARAMS);
-    k.launch(
-      { grid: this.#blocks(x.nbytes * this.#group.worldSize), block: THREADS, stream },
-      view,
-      staged,
+    this.#launch("all-gather", algorithm, {
+      what,
+      input,
+      x,
       output,
-      x.nbytes,
-      this.#nextPhase(),
-    );
+      op: "sum",
+      stream: this.#stream(options),
+      flags,
+    });
     return output;
   }
 
@@ -390,35 +319,25 @@ export class GpuCollectives {
       requested === "auto"
         ? this.autoAlgorithm("reduce-scatter", output.nbytes, stagedBytes(input, x))
         : requested;
-    const stream = options.stream ?? defaultStream(this.#group.device);
-    if (algorithm === "nccl") {
-      this.#comm.reduceScatter(x, output, op, stream);
-      return output;
-    }
-    if (this.#group.worldSize === 1) {
-      copyDeviceToDevice(output.ptr, x.ptr, x.nbytes, stream);
-      return output;
-    }
-    if (algorithm === "lamport") {
-      const k = this.#reducing("lamport_reduce_scatter", x, op, MAILBOX_PARAMS);
-      this.#pushLaunch("lamport", k, what, x, output, output.numel, output.nbytes, stream);
-      return output;
-    }
-    if (algorithm === "copy_engine") {
-      this.#copyEngineReduceScatter(x, output, op, stream);
-      return output;
-    }
-    const [view, staged] = this.#stage(input, x, what);
-    const k = this.#reducing("reduce_scatter_pull", x, op, COLL_PARAMS);
-    k.launch(
-      { grid: this.#blocks(output.nbytes), block: THREADS, stream },
-      view,
-      staged,
+    this.#launch("reduce-scatter", algorithm, {
+      what,
+      input,
+      x,
       output,
-      output.numel,
-      this.#nextPhase(),
-    );
+      op,
+      stream: this.#stream(options),
+      flags: undefined,
+    });
     return output;
+  }
+
+  /** Runs `algorithm`'s record; a mailbox or staging need it cannot meet is a typed error first. */
+  #launch(collective: CollectiveName, algorithm: string, call: CollectiveCall): void {
+    algorithmRecord(collective, algorithm).launch(this.#ctx, call);
+  }
+
+  #stream(options: CollectiveOptions): Stream {
+    return options.stream ?? defaultStream(this.#group.device);
   }
 
   /**
@@ -437,7 +356,7 @@ export class GpuCollectives {
   ): { out: Tensor; gathered: Tensor } {
     return this.#fused.allGatherMatmul(aShard, b, {
       ...options,
-      stream: options.stream ?? defaultStream(this.#group.device),
+      stream: this.#stream(options),
     });
   }
 
@@ -456,7 +375,7 @@ export class GpuCollectives {
   ): Tensor {
     return this.#fused.matmulReduceScatter(a, b, {
       ...options,
-      stream: options.stream ?? defaultStream(this.#group.device),
+      stream: this.#stream(options),
     });
   }
 
@@ -475,89 +394,15 @@ export class GpuCollectives {
    * one barrier latency of each other (benchmarks use it to start timed work together).
    */
   barrier(options: CollectiveOptions & { holdNs?: number } = {}): void {
-    const stream = options.stream ?? defaultStream(this.#group.device);
-    const k = this.#module(SYNC_KERNELS).kernel("symmkit::barrier_hold", [SYMM_VIEW_PARAM, "u64"]);
-    k.launch({ grid: 1, block: 32, stream }, this.#staging.deviceView(), options.holdNs ?? 0);
-  }
-
-  /**
-   * Copy-engine all-gather, all in stream order: (plain input: copy it into the staging buffer), zero the
-   * flags, a barrier kernel (release/acquire: every rank's buffer is complete before any peer copies
-   * from it), one cuMemcpyDtoDAsync per rank starting at our own (rotated, so the W copy engines pulling
-   * from one rank's buffer do not all start on the same rank), each followed by its flag, and a closing
-   * barrier kernel (nobody rewrites its buffer while a peer's copy engine may still read it). No SM does
-   * the copying.
-   */
-  #copyEngineAllGather(
-    input: CollectiveInput,
-    x: Tensor,
-    output: Tensor,
-    stream: Stream,
-    flags?: Tensor,
-  ): void {
-    const world = this.#group.worldSize;
-    const rank = this.#group.rank;
-    let source: SymmetricTensor;
-    if (input instanceof Tensor) {
-      checkCapacity("allGather", x.nbytes, this.capacityBytes);
-      copyDeviceToDevice(this.#staging.tensor.ptr, x.ptr, x.nbytes, stream);
-      source = this.#staging;
-    } else {
-      source = input;
-    }
-    if (flags) memset(flags.ptr, 0, 4, world, stream);
-    const view = source.deviceView();
-    this.#barrierKernel(view, stream);
-    for (let k = 0; k < world; k++) {
-      const r = (rank + k) % world;
-      copyDeviceToDevice(output.ptr + BigInt(r * x.nbytes), source.bufferPtrs[r]!, x.nbytes, stream);
-      if (flags) writeValue32(flags.ptr + BigInt(4 * r), 1, stream);
-    }
-    this.#barrierKernel(view, stream);
-  }
-
-  /**
-   * Copy-engine reduce-scatter, all in stream order: a barrier kernel (every peer finished whatever it
-   * did with its staging buffer before), one cuMemcpyDtoDAsync per peer pushing it its chunk of `x` into
-   * slot `rank` of its staging buffer, starting at the next rank (rotated, so that the W copy engines
-   * write into W different ranks at each step), a barrier kernel (release/acquire: every chunk pushed
-   * here has landed), then copy_engine_reduce_scatter reduces the W chunks in rank order, reading this
-   * rank's own chunk from `x` itself, local memory only. The next call's opening barrier keeps peers
-   * from pushing into the slots before that reduce finished.
-   */
-  #copyEngineReduceScatter(x: Tensor, output: Tensor, op: ReduceOp, stream: Stream): void {
-    const world = this.#group.worldSize;
-    const rank = this.#group.rank;
-    const chunk = output.nbytes;
-    checkCapacity(
-      "reduceScatter (copy-engine slots)",
-      chunk * world,
-      this.capacityBytes,
-      "pass a larger stagingBytes to init(), or use another algorithm",
+    const k = sharedModule(BARRIER_KERNELS, this.#group.device).kernel(
+      "symmkit::barrier_hold",
+      BARRIER_HOLD_PARAMS,
     );
-    const view = this.#staging.deviceView();
-    this.#barrierKernel(view, stream);
-    for (let k = 1; k < world; k++) {
-      const d = (rank + k) % world;
-      const slot = this.#staging.bufferPtrs[d]! + BigInt(rank * chunk);
-      copyDeviceToDevice(slot, x.ptr + BigInt(d * chunk), chunk, stream);
-    }
-    this.#barrierKernel(view, stream);
-    const k = this.#reducing("copy_engine_reduce_scatter", x, op, COPY_ENGINE_REDUCE_PARAMS);
     k.launch(
-      { grid: this.#blocks(chunk), block: THREADS, stream },
-      this.#staging.tensor.ptr,
-      x.ptr + BigInt(rank * chunk),
-      output,
-      output.numel,
-      rank,
+      { grid: 1, block: 32, stream: this.#stream(options) },
+      this.#ctx.stagingView,
+      options.holdNs ?? 0,
     );
-  }
-
-  /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope). */
-  #barrierKernel(view: Uint8Array, stream: Stream): void {
-    const k = this.#module(SYNC_KERNELS).kernel(barrierLoopExpr(true, true), [SYMM_VIEW_PARAM, "u32"]);
-    k.launch({ grid: 1, block: 32, stream }, view, 1);
   }
 
   /** The local tensor of an input, checked to be on this group's GPU. */
@@ -581,119 +426,128 @@ export class GpuCollectives {
     }
   }
 
-  /** The SymmView the kernel reads and the plain tensor it copies in first (0n: the input is the user's
-   * own symmetric tensor, read in place). */
-  #stage(input: CollectiveInput, x: Tensor, what: string): [Uint8Array, bigint] {
-    if (!(input instanceof Tensor)) return [input.deviceView(), 0n];
-    checkCapacity(what, x.nbytes, this.capacityBytes);
-    return [this.#staging.deviceView(), x.ptr];
-  }
-
-  #module(spec: Parameters<typeof sharedModule>[0]): Module {
-    return sharedModule(spec, this.#group.device);
-  }
-
-  #allGatherKernel<const Ps extends readonly ParamType[]>(kernel: AllGatherKernel, params: Ps): Kernel<Ps> {
-    return this.#module(allGatherProgram(kernel)).kernel(
-      allGatherExpr(kernel, this.#group.worldSize),
-      params,
-    );
+  /** What the launches use of this object (see CollectiveContext). */
+  #context(): CollectiveContext {
+    const group = this.#group;
+    const device = group.device;
+    const world = group.worldSize;
+    const staging = this.#staging;
+    const stagingView = staging.deviceView();
+    const smCount = device.props.smCount;
+    const blocks = (bytes: number, threads = THREADS): number =>
+      Math.max(1, Math.min(smCount, Math.ceil(bytes / 16 / threads)));
+    const capacityBytes = staging.tensor.nbytes;
+    return {
+      rank: group.rank,
+      world,
+      comm: this.#comm,
+      staging,
+      stagingView,
+      capacityBytes,
+      reducing: <const Ps extends readonly ParamType[]>(
+        kernel: ReducingKernel,
+        dtype: DType,
+        op: ReduceOp,
+        params: Ps,
+      ): Kernel<Ps> =>
+        this.#reducingKernels.get(kernel, dtype, op, () =>
+          sharedModule(reducingProgram(kernel, dtype, op), device).kernel(
+            reducingExpr(kernel, dtype, op, world),
+            params,
+          ),
+        ) as unknown as Kernel<Ps>,
+      allGatherKernel: <const Ps extends readonly ParamType[]>(
+        kernel: AllGatherKernel,
+        params: Ps,
+      ): Kernel<Ps> => {
+        let k = this.#allGatherKernels.get(kernel);
+        if (!k) {
+          k = sharedModule(allGatherProgram(kernel), device).kernel(allGatherExpr(kernel, world), params);
+          this.#allGatherKernels.set(kernel, k);
+        }
+        return k as unknown as Kernel<Ps>;
+      },
+      groupBarrier: (view, stream) => this.#groupBarrier.launch({ grid: 1, block: 32, stream }, view),
+      stage: (c, inPlaceOk = false) => {
+        if (!(c.input instanceof Tensor)) {
+          const aliased = overlaps(c.output, c.x);
+          if (!aliased || (inPlaceOk && c.output.ptr === c.x.ptr && c.output.nbytes === c.x.nbytes))
+            return [c.input.deviceView(), 0n];
+        }
+        checkCapacity(c.what, c.x.nbytes, capacityBytes);
+        return [stagingView, c.x.ptr];
+      },
+      push: (algorithm, k, c, n, bytes) => this.#push(algorithm, k, c, n, bytes, blocks),
+      blocks,
+      nextPhase: () => {
+        const p = this.#phase;
+        this.#phase = (this.#phase + 2) >>> 0;
+        return p;
+      },
+    };
   }
 
   /**
    * What auto picks for `bytes` (per rank: all-reduce and all-gather input, reduce-scatter output):
-   * the tune table's pick, else the built-in rule, else nccl, the first that can run here: a mailbox
-   * algorithm must fit the mailbox slot, and a staging one (one_shot, two_shot, pull, copy_engine) the
-   * staging buffer, which must hold `staged` bytes (a plain input's size; 0 for a symmetric input;
-   * the copy-engine reduce-scatter needs world x `bytes` either way).
-   * symmkit's own algorithms reduce in rank order; when auto picks nccl, NCCL's order applies.
+   * the tune table's pick, else the registry's built-in rule, else nccl, the first that can run here: a
+   * mailbox algorithm must fit the mailbox slot, and a staging one the staging buffer, which must hold
+   * `staged` bytes (a plain input's size; 0 for a symmetric input; the copy-engine reduce-scatter needs
+   * world x `bytes` either way). symmkit's own algorithms reduce in rank order; when auto picks nccl,
+   * NCCL's order applies.
    */
-  autoAlgorithm<C extends TunedCollective>(
-    collective: C,
-    bytes: number,
-    staged = 0,
-  ): Exclude<TunableAlgorithms[C], "auto"> {
-    type A = Exclude<TunableAlgorithms[C], "auto">;
-    const world = this.#group.worldSize;
-    const runs = (a: string): boolean =>
-      mailboxBytesPerPeer(a, bytes, world) <= this.#mailbox.slotBytes &&
-      (!STAGING_ALGORITHMS.has(a) || stagingNeed(collective, a, bytes, staged, world) <= this.capacityBytes);
+  autoAlgorithm<C extends CollectiveName>(collective: C, bytes: number, staged = 0): GpuAlgorithm<C> {
+    const cap = {
+      world: this.#group.worldSize,
+      mailboxSlotBytes: this.#mailbox.slotBytes,
+      stagingBytes: this.capacityBytes,
+    };
     const tuned = this.#tuned && pickRule(this.#tuned.rules[collective], bytes);
-    if (tuned && runs(tuned)) return tuned as A;
-    const small = bytes <= MAILBOX_AUTO_MAX_BYTES;
-    let rule: string;
-    if (collective === "all-reduce") {
-      if (small && runs("lamport")) rule = "lamport";
-      else if (runs("lamport_two_shot")) rule = "lamport_two_shot";
-      else rule = bytes > oneShotMaxBytes(world) ? "two_shot" : "one_shot";
-    } else if (collective === "all-gather") {
-      if (small && runs("ll")) rule = "ll";
-      else rule = bytes * world >= COPY_ENGINE_ALL_GATHER_MIN_BYTES ? "copy_engine" : "pull";
-    } else {
-      rule = bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES && runs("lamport") ? "lamport" : "pull";
-    }
-    return (runs(rule) ? rule : "nccl") as A;
+    if (tuned && canRun(collective, tuned, bytes, staged, cap)) return tuned as GpuAlgorithm<C>;
+    return builtInPick(collective, bytes, staged, cap);
+  }
+
+  /** Whether `algorithm` can run `bytes` per rank here (see autoAlgorithm). */
+  canRun(collective: CollectiveName, algorithm: string, bytes: number, staged = 0): boolean {
+    return canRun(collective, algorithm, bytes, staged, {
+      world: this.#group.worldSize,
+      mailboxSlotBytes: this.#mailbox.slotBytes,
+      stagingBytes: this.capacityBytes,
+    });
   }
 
   /**
-   * A mailbox kernel for `algorithm`: `n` elements (ll: bytes), `bytes` per rank as mailboxBytesPerPeer
-   * counts them; what it sends each peer is checked against the slot before anything runs.
+   * A mailbox kernel for `algorithm`: `n` elements (ll: bytes), `bytes` per rank as its
+   * mailboxBytesPerPeer counts them; what it sends each peer is checked against the slot before anything
+   * runs.
    */
-  #pushLaunch(
-    algorithm: keyof typeof MAILBOX_THREAD_BYTES,
+  #push(
+    algorithm: CollectiveAlgorithm,
     k: Kernel<typeof MAILBOX_PARAMS>,
-    what: string,
-    x: Tensor,
-    output: Tensor,
+    c: CollectiveCall,
     n: number,
     bytes: number,
-    stream: Stream,
+    blocks: (bytes: number, threads?: number) => number,
   ): void {
     const m = this.#mailbox;
-    const bytesPerPeer = mailboxBytesPerPeer(algorithm, bytes, this.#group.worldSize);
-    const threadBytes = MAILBOX_THREAD_BYTES[algorithm];
+    const bytesPerPeer = algorithm.mailboxBytesPerPeer(bytes, this.#group.worldSize);
     if (bytesPerPeer > m.slotBytes)
       throw new InvalidArgumentError(
-        `${what}: ${bytesPerPeer} bytes per peer exceed the ${m.slotBytes}-byte mailbox slot; use another algorithm, or a larger mailboxSlotBytes`,
+        `${c.what}: ${bytesPerPeer} bytes per peer exceed the ${m.slotBytes}-byte mailbox slot; use another algorithm, or a larger mailboxSlotBytes`,
       );
-    // #blocks counts 16-byte vectors, one per thread.
-    const vectorBytes = (bytesPerPeer * 16) / threadBytes;
+    // blocks() counts 16-byte vectors, one per thread.
+    const vectorBytes = (bytesPerPeer * 16) / algorithm.mailboxThreadBytes!;
     const fewSms = vectorBytes <= 16 * MAILBOX_SMALL_THREADS * this.#group.device.props.smCount;
     const threads = fewSms ? MAILBOX_SMALL_THREADS : THREADS;
     k.launch(
-      { grid: this.#blocks(vectorBytes, threads), block: threads, stream },
+      { grid: blocks(vectorBytes, threads), block: threads, stream: c.stream },
       m.view,
-      x,
-      output,
+      c.x,
+      c.output,
       n,
       m.state.ptr,
       m.slotBytes,
-      this.#nextPhase(),
+      this.#ctx.nextPhase(),
     );
-  }
-
-  #reducing<const Ps extends readonly ParamType[]>(
-    kernel: ReducingKernel,
-    x: Tensor,
-    op: ReduceOp,
-    params: Ps,
-  ): Kernel<Ps> {
-    return this.#module(reducingProgram(kernel, x.dtype, op)).kernel(
-      reducingExpr(kernel, x.dtype, op, this.#group.worldSize),
-      params,
-    );
-  }
-
-  /** Enough blocks of `threads` for `bytes` of 16-byte vectors, at most one per SM. */
-  #blocks(bytes: number, threads = THREADS): number {
-    return Math.max(1, Math.min(this.#group.device.props.smCount, Math.ceil(bytes / 16 / threads)));
-  }
-
-  /** Each launch takes two phase numbers (start and end barrier), for timeout records. */
-  #nextPhase(): number {
-    const p = this.#phase;
-    this.#phase = (this.#phase + 2) >>> 0;
-    return p;
   }
 
   /** Collective: releases the staging buffer and the mailbox. */
@@ -703,4 +557,10 @@ export class GpuCollectives {
     await this.#mailbox.buffers.dispose();
     this.#mailbox.state.dispose();
   }
+}
+
+/** What the staging buffer must hold for `input`: a plain tensor is copied in, a symmetric one read in
+ * place. */
+function stagedBytes(input: CollectiveInput, x: Tensor): number {
+  return input instanceof Tensor ? x.nbytes : 0;
 }

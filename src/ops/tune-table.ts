@@ -6,7 +6,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { SymmkitError } from "../errors.js";
-import { PACKAGE_ROOT, userCacheDir } from "../paths.js";
+import { PACKAGE_ROOT } from "../paths.js";
+import { readEnvVar, type Env } from "../settings.js";
 
 export const TUNED_COLLECTIVES = ["all-reduce", "all-gather", "reduce-scatter"] as const;
 export type TunedCollective = (typeof TUNED_COLLECTIVES)[number];
@@ -59,8 +60,9 @@ export function tuneFileName(device: string, worldSize: number): string {
   return `${slug}-w${worldSize}.json`;
 }
 
-export function userTuneDir(env: Readonly<Record<string, string | undefined>> = process.env): string {
-  return env.SYMMKIT_TUNE_DIR ?? path.join(userCacheDir(env), "tune");
+/** The user's tune tables: SYMMKIT_TUNE_DIR (src/settings.ts). */
+export function userTuneDir(env: Env = process.env): string {
+  return readEnvVar("SYMMKIT_TUNE_DIR", env);
 }
 
 export const SHIPPED_TUNE_DIR = path.join(PACKAGE_ROOT, "tune");

@@ -17,9 +17,6 @@ export type ReduceOp = (typeof REDUCE_OPS)[number];
 /** Dtypes the reductions support: accumulated in f32, rounded once to the dtype. */
 export const REDUCE_DTYPES: readonly DType[] = ["f32", "f16", "bf16"];
 
-export const ALL_REDUCE_ALGORITHMS = ["auto", "one_shot", "two_shot"] as const;
-export type AllReduceAlgorithm = (typeof ALL_REDUCE_ALGORITHMS)[number];
-
 /** `t` is a tensor (a plain, host or symmetric one), not null, undefined or a number. */
 export function checkTensorArg(what: string, name: string, t: unknown): void {
   if (typeof t !== "object" || t === null || !("dtype" in t || "tensor" in t)) {

@@ -27,6 +27,18 @@ export function compileRequest(spec: ProgramSpec, arch: string): CompileRequest 
   };
 }
 
+const sameParam = (a: ParamType, b: ParamType): boolean =>
+  a === b ||
+  (typeof a === "object" &&
+    typeof b === "object" &&
+    a.bytes === b.bytes &&
+    (a.align ?? 8) === (b.align ?? 8));
+
+/** Parameter lists compared element by element (no serialisation: Module.kernel may be on a hot path). */
+function sameParams(a: readonly ParamType[], b: readonly ParamType[]): boolean {
+  return a === b || (a.length === b.length && a.every((p, i) => sameParam(p, b[i]!)));
+}
+
 export class Module implements Disposable {
   readonly device: Device;
   readonly program: CompiledProgram;
@@ -56,7 +68,7 @@ export class Module implements Disposable {
     if (this.#handle === 0n) throw new DisposedError("Module");
     const known = this.#kernels.get(nameExpression);
     if (known) {
-      if (JSON.stringify(known.params) !== JSON.stringify(params)) {
+      if (!sameParams(known.params, params)) {
         throw new InvalidArgumentError(
           `${nameExpression} was already bound with parameters ${JSON.stringify(known.params)}`,
         );

@@ -2,6 +2,7 @@
 // but printed, so that a failure can be replayed with SYMMKIT_TEST_SEED.
 import { Device, deviceCount } from "../../src/runtime/device.js";
 import { freshSeed } from "../../src/runtime/tensor.js";
+import { readEnvVar } from "../../src/settings.js";
 
 export function gpuUnavailable(): string | false {
   try {
@@ -17,7 +18,7 @@ export const skipReason = gpuUnavailable();
 if (skipReason) console.log(`# GPU tests skipped: ${skipReason}`);
 
 export function testSeed(): bigint {
-  const seed = process.env.SYMMKIT_TEST_SEED ? BigInt(process.env.SYMMKIT_TEST_SEED) : freshSeed();
+  const seed = readEnvVar("SYMMKIT_TEST_SEED") ?? freshSeed();
   console.log(`# seed ${seed} (replay with SYMMKIT_TEST_SEED=${seed})`);
   return seed;
 }

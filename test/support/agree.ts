@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import type { RawArray } from "../../src/runtime/dtype.js";
+import { readEnvVar } from "../../src/settings.js";
 
 export const rawHash = (raw: RawArray): string =>
   crypto
@@ -34,7 +35,10 @@ export function agreement(
 /** The run's seed: SYMMKIT_TEST_SEED, else a fresh one from rank 0; printed by rank 0 for a replay. */
 export async function sharedSeed(store: Store, rank: number): Promise<bigint> {
   if (rank === 0)
-    await store.set("seed", String(process.env.SYMMKIT_TEST_SEED ?? crypto.randomBytes(6).readUIntLE(0, 6)));
+    await store.set(
+      "seed",
+      String(readEnvVar("SYMMKIT_TEST_SEED") ?? crypto.randomBytes(6).readUIntLE(0, 6)),
+    );
   const seed = BigInt((await store.get("seed")).toString());
   if (rank === 0) console.log(`seed ${seed} (replay with SYMMKIT_TEST_SEED=${seed})`);
   return seed;

@@ -4,7 +4,7 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { userCacheDir } from "../../paths.js";
+import { readEnvVar, type Env } from "../../settings.js";
 
 export interface CachedKernel {
   readonly cubin: Uint8Array;
@@ -15,14 +15,9 @@ export interface CachedKernel {
 
 const MAGIC = "SYMMKIT-KERNEL-1\n";
 
-/** SYMMKIT_KERNEL_CACHE=off disables the cache; SYMMKIT_KERNEL_CACHE=<dir> moves it. */
-export function cacheDirFromEnv(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-): string | null {
-  const v = env.SYMMKIT_KERNEL_CACHE;
-  if (v !== undefined && ["off", "0", "false", "no"].includes(v.toLowerCase())) return null;
-  if (v) return path.resolve(v);
-  return path.join(userCacheDir(env), "kernels");
+/** SYMMKIT_KERNEL_CACHE=off disables the cache; SYMMKIT_KERNEL_CACHE=<dir> moves it (src/settings.ts). */
+export function cacheDirFromEnv(env: Env = process.env): string | null {
+  return readEnvVar("SYMMKIT_KERNEL_CACHE", env);
 }
 
 export function cacheKey(parts: unknown): string {

@@ -6,11 +6,14 @@
 // by tiling and compares with memcmp.
 import assert from "node:assert/strict";
 import { init } from "../../../src/init.js";
-import { mailboxBytesPerPeer, TUNABLE_ALGORITHMS } from "../../../src/ops/gpu-collectives.js";
+import { TUNABLE_ALGORITHMS } from "../../../src/ops/gpu-collectives.js";
+import { mailboxBytesPerPeer } from "../../../src/ops/coll/registry.js";
+import type { TunedCollective } from "../../../src/ops/tune-table.js";
 import { encode, type RawArray } from "../../../src/runtime/dtype.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
+import { readEnvVar } from "../../../src/settings.js";
 
-const MAX = Number(process.env.SYMMKIT_TEST_LARGE_MAX ?? 1 << 30);
+const MAX = readEnvVar("SYMMKIT_TEST_LARGE_MAX");
 const group = await init({ backend: "cuda", stagingBytes: MAX });
 const c = group.collectives;
 const { rank, worldSize: world } = group;
@@ -56,8 +59,8 @@ function check(want: RawArray, what: string, call: (out: Tensor) => void): void 
   whole.dispose();
 }
 
-const fits = (algorithm: string, bytes: number): boolean =>
-  mailboxBytesPerPeer(algorithm, bytes, world) <= c.mailboxSlotBytes;
+const fits = (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
+  mailboxBytesPerPeer(collective, algorithm, bytes, world) <= c.mailboxSlotBytes;
 
 for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   const count = bytes / 2;
@@ -68,7 +71,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   );
   const sum = periodic(count, sumOver(0));
   for (const algorithm of TUNABLE_ALGORITHMS["all-reduce"]) {
-    if (!fits(algorithm, bytes)) continue;
+    if (!fits("all-reduce", algorithm, bytes)) continue;
     check(sum, `allReduce ${algorithm} ${bytes} bytes`, (out) => c.allReduce(x, { algorithm, output: out }));
   }
   x.dispose();
@@ -85,7 +88,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
       r * n,
     );
   for (const algorithm of TUNABLE_ALGORITHMS["all-gather"]) {
-    if (!fits(algorithm, n * 2)) continue;
+    if (!fits("all-gather", algorithm, n * 2)) continue;
     check(gathered, `allGather ${algorithm} ${bytes} bytes`, (out) => c.allGather(part, out, { algorithm }));
   }
   part.dispose();
@@ -96,7 +99,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   );
   const chunk = periodic(n, sumOver(rank * n));
   for (const algorithm of TUNABLE_ALGORITHMS["reduce-scatter"]) {
-    if (!fits(algorithm, n * 2)) continue;
+    if (!fits("reduce-scatter", algorithm, n * 2)) continue;
     check(chunk, `reduceScatter ${algorithm} ${bytes} bytes`, (out) =>
       c.reduceScatter(whole, out, { algorithm }),
     );

@@ -19,11 +19,12 @@ import { Graph } from "../../../src/runtime/graph.js";
 import { hostUniform } from "../../../src/runtime/random.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { freshSeed, Tensor } from "../../../src/runtime/tensor.js";
+import { readEnvVar } from "../../../src/settings.js";
 
 const group = await init({ backend: "cuda", stagingBytes: 16 << 20 });
 const c = group.collectives;
 const { rank, worldSize: world } = group;
-if (rank === 0) await group.store.set("seed", String(process.env.SYMMKIT_TEST_SEED ?? freshSeed()));
+if (rank === 0) await group.store.set("seed", String(readEnvVar("SYMMKIT_TEST_SEED") ?? freshSeed()));
 const seed = BigInt((await group.store.get("seed")).toString());
 if (rank === 0) console.log(`seed ${seed} (replay with SYMMKIT_TEST_SEED=${seed})`);
 const GUARD = 64;

@@ -5,12 +5,8 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { initCuda as init } from "../../../src/distributed/process-group.js";
-import {
-  SYNC_KERNELS,
-  SYMM_VIEW_PARAM,
-  barrierLoopExpr,
-  exchangeWord,
-} from "../../../src/distributed/sync-kernels.js";
+import { SYNC_KERNELS, barrierLoopExpr, exchangeWord } from "../../../src/distributed/sync-kernels.js";
+import { SYMM_VIEW_PARAM } from "../../../src/distributed/device-layouts.js";
 import type { SymmetricTensor } from "../../../src/distributed/symmetric-memory.js";
 import { copyDeviceToHost } from "../../../src/runtime/memory.js";
 import { Graph } from "../../../src/runtime/graph.js";

@@ -2,7 +2,8 @@
 // fail with SymmTimeoutError naming it, within the deadline plus 5 s. Run with SYMMKIT_SYNC_TIMEOUT_MS.
 import { exitFlushed } from "../../../src/exit.js";
 import { initCuda as init } from "../../../src/distributed/process-group.js";
-import { SYNC_KERNELS, SYMM_VIEW_PARAM } from "../../../src/distributed/sync-kernels.js";
+import { SYNC_KERNELS } from "../../../src/distributed/sync-kernels.js";
+import { SYMM_VIEW_PARAM } from "../../../src/distributed/device-layouts.js";
 import { timeoutOutcome } from "../../support/timeout-outcome.js";
 import { sharedModule } from "../../../src/runtime/module.js";
 

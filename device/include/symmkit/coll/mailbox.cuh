@@ -45,6 +45,8 @@ struct MailboxState {
   u32 arrived;   // blocks of the running call that have finished
   u32 reserved;
 };
+static_assert(sizeof(MailboxState) == 48,
+              "MailboxState layout is shared with the host (src/distributed/device-layouts.ts, test/device-layouts.test.ts)");
 constexpr u32 kLamport = 0;
 constexpr u32 kLL = 1;
 

@@ -32,15 +32,6 @@ __global__ void barrier_loop(const __grid_constant__ SymmView v, u32 iterations)
   for (u32 it = 0; it < iterations; ++it) symm_sync<Prev, Next>(v, flat_block(), it);
 }
 
-/** A barrier (release/acquire), then `hold_ns` of waiting: work enqueued behind it starts on every rank
- *  within about one barrier latency of the others, once the host had hold_ns to enqueue it (benchmarks). */
-__global__ void barrier_hold(const __grid_constant__ SymmView v, u64 hold_ns) {
-  symm_sync<true, true>(v, flat_block(), 0);
-  const u64 start = global_timer_ns();
-  while (global_timer_ns() - start < hold_ns) {
-  }
-}
-
 /** Rank `skipper` does not take part: the others must time out, naming it. */
 __global__ void barrier_unless(const __grid_constant__ SymmView v, u32 skipper) {
   if (v.rank != skipper) symm_sync<true, true>(v, flat_block(), 7);

@@ -1,6 +1,7 @@
 // symmkit/sync/barrier.cuh: the block-wise barrier across ranks, and symm_sync.
 //
-// Contract: SymmView (passed to kernels by value, 160 bytes, layout shared with the host in
+// Contract: SymmView (passed to kernels by value, 160 bytes, layout shared with the host: SYMM_VIEW_LAYOUT in
+// src/distributed/device-layouts.ts, filled by SymmetricMemory.deviceView() in
 // src/distributed/symmetric-memory.ts) holds every rank's buffer and signal pad as mapped on this GPU. Block b
 // of rank r and block b of every other rank meet at barrier_block(b): thread p < world (p != r) puts a
 // signal into slot [b * world + r] of rank p's pad and waits for the one rank p put into slot
@@ -37,6 +38,8 @@ struct SymmView {
 
   __device__ __forceinline__ WaitEnv wait_env() const { return WaitEnv{timeout_ns, abort_flag, record, rank}; }
 };
+static_assert(sizeof(SymmView) == 160,
+              "SymmView layout is shared with the host (src/distributed/device-layouts.ts, test/device-layouts.test.ts)");
 
 template <Order PutOrder, Order WaitOrder>
 __device__ __forceinline__ void barrier_block(const SymmView& v, u32 block, u32 phase) {

@@ -7,14 +7,16 @@
 // the abort flag, the first thread to notice writes a TimeoutRecord (rank, block, peer, phase, time
 // waited) into host-mapped memory, makes it visible to the host (system fence) and traps: the kernel
 // stops instead of hanging, the host sees the launch fail and turns the record into SymmTimeoutError
-// naming the peer (src/distributed/sync-watch.ts). A trap ends the CUDA context, as a dead peer ends the job.
+// naming the peer (src/distributed/sync-watch.ts; the record's layout is TIMEOUT_RECORD_LAYOUT in
+// src/distributed/device-layouts.ts). A trap ends the CUDA context, as a dead peer ends the job.
 // Nothing here writes device memory, so a wait is safe to replay under CUDA graphs.
 #pragma once
 #include "symmkit/core/memory.cuh"
 
 namespace symmkit {
 
-/** Written by the first thread that gives up; read by the host. Layout shared with the host (32 bytes). */
+/** Written by the first thread that gives up; read by the host. Layout shared with the host (32 bytes,
+ * TIMEOUT_RECORD_LAYOUT in src/distributed/device-layouts.ts). */
 struct TimeoutRecord {
   u32 flag;  // 1 once written
   u32 rank;
@@ -24,6 +26,8 @@ struct TimeoutRecord {
   u32 thread;
   u64 waited_ns;
 };
+static_assert(sizeof(TimeoutRecord) == 32,
+              "TimeoutRecord layout is shared with the host (src/distributed/device-layouts.ts, test/device-layouts.test.ts)");
 
 struct WaitEnv {
   u64 timeout_ns;

@@ -1,10 +1,13 @@
 // The collective kernels symmkit ships (device/include/symmkit/coll/: collectives.cuh pulls from peers'
 // buffers between barriers, mailbox.cuh pushes into peers' mailboxes with no barrier), named by
-// collective and construction: one program per (kernel, dtype, op), instantiated for world sizes 2..8.
-// A rank compiles only the programs it uses; CI compiles all of them (src/catalog.ts).
-import { DTYPES, type DType } from "../runtime/dtype.js";
-import type { ProgramSpec } from "../runtime/module.js";
-import { REDUCE_DTYPES, REDUCE_OPS, type ReduceOp } from "./validate.js";
+// collective and construction: one program per (kernel, dtype, op), instantiated for world sizes 2..8
+// (the registry, ./registry.ts, lists which programs each algorithm uses).
+// A rank compiles only the programs it uses; CI compiles all of them (src/catalog.ts). The group barrier
+// kernels the collectives enqueue between copy-engine steps (sync/barrier_kernels.cuh) are here too.
+import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
+import { DTYPES, type DType } from "../../runtime/dtype.js";
+import type { ProgramSpec } from "../../runtime/module.js";
+import type { ReduceOp } from "../validate.js";
 
 export type ReducingKernel =
   | "one_shot_all_reduce"
@@ -14,16 +17,7 @@ export type ReducingKernel =
   | "lamport_two_shot_all_reduce"
   | "lamport_reduce_scatter"
   | "copy_engine_reduce_scatter";
-export const REDUCING_KERNELS: readonly ReducingKernel[] = [
-  "one_shot_all_reduce",
-  "two_shot_all_reduce",
-  "reduce_scatter_pull",
-  "lamport_all_reduce",
-  "lamport_two_shot_all_reduce",
-  "lamport_reduce_scatter",
-  "copy_engine_reduce_scatter",
-];
-export const WORLD_SIZES = [2, 3, 4, 5, 6, 7, 8] as const;
+const WORLD_SIZES = [2, 3, 4, 5, 6, 7, 8] as const;
 
 const OP_TYPES: Record<ReduceOp, string> = {
   sum: "symmkit::OpSum",
@@ -58,32 +52,23 @@ export function allGatherProgram(kernel: AllGatherKernel): ProgramSpec {
   };
 }
 
-/** Every (kernel, dtype, op) the package ships. */
-export const COLL_PROGRAMS: readonly ProgramSpec[] = [
-  ...REDUCING_KERNELS.flatMap((k) =>
-    REDUCE_DTYPES.flatMap((d) => REDUCE_OPS.map((op) => reducingProgram(k, d, op))),
-  ),
-  allGatherProgram("all_gather_pull"),
-  allGatherProgram("ll_all_gather"),
-];
+/** group_barrier and barrier_hold (sync/barrier_kernels.cuh). */
+export const BARRIER_KERNELS: ProgramSpec = {
+  name: "symmkit/sync/barrier_kernels",
+  source: '#include "symmkit/sync/barrier_kernels.cuh"\n',
+  nameExpressions: ["symmkit::group_barrier", "symmkit::barrier_hold"],
+};
+export const GROUP_BARRIER_PARAMS = [SYMM_VIEW_PARAM] as const;
+export const BARRIER_HOLD_PARAMS = [SYMM_VIEW_PARAM, "u64"] as const;
 
 /** Parameters of the collective kernels: the SymmView blob, the plain input to copy in (0 when the input
  * is the symmetric buffer itself), the output, the element count, the phase. */
-export const COLL_PARAMS = [{ bytes: 160, align: 8 }, "ptr", "ptr", "u64", "u32"] as const;
+export const COLL_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32"] as const;
 /** two_shot_all_reduce also takes the SymmView of its scratch buffers, after the input's. */
-export const TWO_SHOT_PARAMS = [
-  { bytes: 160, align: 8 },
-  { bytes: 160, align: 8 },
-  "ptr",
-  "ptr",
-  "u64",
-  "u32",
-] as const;
+export const TWO_SHOT_PARAMS = [SYMM_VIEW_PARAM, SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32"] as const;
 /** Parameters of the mailbox kernels (coll/mailbox.cuh): the mailbox's SymmView, the input, the output,
  * the element count, the MailboxState, the bytes per slot, the phase. */
-export const MAILBOX_PARAMS = [{ bytes: 160, align: 8 }, "ptr", "ptr", "u64", "ptr", "u64", "u32"] as const;
-/** MailboxState's size (coll/mailbox.cuh). */
-export const MAILBOX_STATE_BYTES = 48;
+export const MAILBOX_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "ptr", "u64", "u32"] as const;
 /** The reduce stage of the copy-engine reduce-scatter: the staging slots, this rank's own input chunk,
  * the output, the element count, the rank. */
 export const COPY_ENGINE_REDUCE_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32"] as const;

@@ -1,0 +1,23 @@
+// symmkit/sync/barrier_kernels.cuh: the barriers the collectives enqueue on a stream, between copy-engine
+// steps and before timed work.
+//
+// Contract: as sync/barrier.cuh. Launched as one block of 32 threads (world <= 8); each leaves the pads
+// as it found them, so it may be replayed from a CUDA graph. A barrier releases everything this rank
+// wrote before it (stream order) and acquires what every peer wrote before theirs.
+#pragma once
+#include "symmkit/sync/barrier.cuh"
+
+namespace symmkit {
+
+__global__ void group_barrier(const __grid_constant__ SymmView v) { symm_sync<true, true>(v, flat_block(), 0); }
+
+/** A barrier, then `hold_ns` of waiting: work enqueued behind it starts on every rank within about one
+ *  barrier latency of the others, once the host had hold_ns to enqueue it (benchmarks). */
+__global__ void barrier_hold(const __grid_constant__ SymmView v, u64 hold_ns) {
+  symm_sync<true, true>(v, flat_block(), 0);
+  const u64 start = global_timer_ns();
+  while (global_timer_ns() - start < hold_ns) {
+  }
+}
+
+}  // namespace symmkit

@@ -1,0 +1,68 @@
+// Structs laid out twice: in the device headers (C++) and here (the byte offsets the host writes or
+// reads). NVRTC has no offsetof, so the headers fix only each struct's size (static_assert);
+// test/device-layouts.test.ts lays the headers' structs out by the C rules and compares every offset
+// named here, so a member moved on either side fails there, not as a garbled kernel argument.
+
+/** Bytes of a device pointer: the stride of the per-rank pointer arrays below. */
+export const DEVICE_POINTER_BYTES = 8;
+
+/**
+ * SymmView (device/include/symmkit/sync/barrier.cuh), which kernels take by value and
+ * SymmetricMemory.deviceView() fills: kMaxWorld (8) buffer pointers, then kMaxWorld signal-pad pointers
+ * (rank i's at +8 i), this rank and the world size, then the bounded-wait settings (WaitEnv's:
+ * timeout, host-mapped abort flag and TimeoutRecord; see SYNC_WATCH_LAYOUT).
+ */
+export const SYMM_VIEW_LAYOUT = {
+  buffers: 0,
+  pads: 64,
+  rank: 128,
+  world: 132,
+  timeoutNs: 136,
+  abortFlag: 144,
+  record: 152,
+  bytes: 160,
+} as const;
+
+export const SYMM_VIEW_BYTES = SYMM_VIEW_LAYOUT.bytes;
+/** SymmView as a kernel parameter: its size, and the alignment of its widest member (a pointer). */
+export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
+
+/**
+ * TimeoutRecord (device/include/symmkit/sync/wait.cuh): what the first thread that gives up a bounded
+ * wait writes into host-mapped memory, and SyncWatch.record() reads. The device writes `flag` last
+ * (after a system fence), so the host reads the other fields only once `flag` is non-zero.
+ */
+export const TIMEOUT_RECORD_LAYOUT = {
+  flag: 0,
+  rank: 4,
+  block: 8,
+  peer: 12,
+  phase: 16,
+  thread: 20,
+  waitedNs: 24,
+  bytes: 32,
+} as const;
+
+/**
+ * SyncWatch's host-mapped block (host-only: kernels get the two addresses through SymmView and
+ * WaitEnv). The abort flag (a u32 kernels poll) and the TimeoutRecord (8-byte aligned, for waited_ns)
+ * sit apart, in one 64-byte block.
+ */
+export const SYNC_WATCH_LAYOUT = {
+  abortFlag: 0,
+  record: 16,
+  bytes: 64,
+} as const;
+
+/**
+ * MailboxState (device/include/symmkit/coll/mailbox.cuh): per-rank call counts of the mailbox
+ * collectives, in device memory the host allocates and zeroes (only its size matters to the host
+ * today). calls[2] by protocol, used[3] by Lamport buffer, then the blocks of the running call.
+ */
+export const MAILBOX_STATE_LAYOUT = {
+  calls: 0,
+  used: 16,
+  arrived: 40,
+  reserved: 44,
+  bytes: 48,
+} as const;

@@ -1,0 +1,538 @@
+// Every collective algorithm symmkit has, one record each: what it is, what it needs (staging buffer,
+// mailbox), when auto's built-in rule picks it, which backends run it, its kernels, and how it launches
+// on GPUs. The algorithm lists, auto, the tune table's candidates, the benchmarks' implementations, the
+// demo and the docs' table (algorithmTable) all come from here: adding an algorithm is one record plus
+// its kernel.
+import { copyDeviceToDevice, memset, writeValue32 } from "../../runtime/memory.js";
+import type { DType } from "../../runtime/dtype.js";
+import type { Kernel, ParamType } from "../../runtime/kernel.js";
+import type { ProgramSpec } from "../../runtime/module.js";
+import type { Stream } from "../../runtime/stream.js";
+import { Tensor } from "../../runtime/tensor.js";
+import type { NcclComm } from "../../distributed/nccl-comm.js";
+import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
+import { checkCapacity, REDUCE_DTYPES, REDUCE_OPS, type ReduceOp } from "../validate.js";
+import type { TunedCollective } from "../tune-table.js";
+import {
+  allGatherProgram,
+  COLL_PARAMS,
+  COPY_ENGINE_REDUCE_PARAMS,
+  MAILBOX_PARAMS,
+  reducingProgram,
+  TWO_SHOT_PARAMS,
+  type AllGatherKernel,
+  type ReducingKernel,
+} from "./programs.js";
+
+export type CollectiveName = TunedCollective;
+
+/** One call, checked: what a record's launch gets. */
+export interface CollectiveCall {
+  readonly what: string;
+  /** The input as given: a plain tensor, or a symmetric one read in place. */
+  readonly input: Tensor | SymmetricTensor;
+  /** The input's local tensor. */
+  readonly x: Tensor;
+  readonly output: Tensor;
+  /** "sum" for all-gather. */
+  readonly op: ReduceOp;
+  readonly stream: Stream;
+  /** all-gather's progress flags (copy_engine only). */
+  readonly flags: Tensor | undefined;
+}
+
+/** What a GPU launch may use of the group's collectives (GpuCollectives implements it). */
+export interface CollectiveContext {
+  readonly rank: number;
+  readonly world: number;
+  readonly comm: NcclComm;
+  readonly staging: SymmetricTensor;
+  /** The staging buffer's SymmView, made once. */
+  readonly stagingView: Uint8Array;
+  readonly capacityBytes: number;
+  /** A reducing kernel for this group's world size, resolved once per (kernel, dtype, op). */
+  reducing<const Ps extends readonly ParamType[]>(
+    kernel: ReducingKernel,
+    dtype: DType,
+    op: ReduceOp,
+    params: Ps,
+  ): Kernel<Ps>;
+  allGatherKernel<const Ps extends readonly ParamType[]>(kernel: AllGatherKernel, params: Ps): Kernel<Ps>;
+  /** A one-block barrier kernel over `view`'s pads (release/acquire, system scope). */
+  groupBarrier(view: Uint8Array, stream: Stream): void;
+  /** The SymmView a pull kernel reads and the plain tensor it copies in first (0n: a symmetric input,
+   * read in place). A symmetric input that the output overlaps is copied in like a plain one (peers
+   * may still read it while this rank writes its output), unless the kernel is made for that
+   * (`inPlaceOk`: two-shot). */
+  stage(call: CollectiveCall, inPlaceOk?: boolean): [Uint8Array, bigint];
+  /** Launches a mailbox kernel for `n` elements, `bytes` per rank (see mailboxBytesPerPeer). */
+  push(
+    algorithm: CollectiveAlgorithm,
+    kernel: Kernel<typeof MAILBOX_PARAMS>,
+    call: CollectiveCall,
+    n: number,
+    bytes: number,
+  ): void;
+  /** Enough blocks of `threads` for `bytes` of 16-byte vectors, at most one per SM. */
+  blocks(bytes: number, threads?: number): number;
+  /** Two phase numbers (start and end barrier) for timeout records. */
+  nextPhase(): number;
+}
+
+export interface CollectiveAlgorithm<C extends CollectiveName = CollectiveName> {
+  readonly collective: C;
+  /** One line for the docs' table. */
+  readonly summary: string;
+  /** The CPU backend runs it too (as the reference). */
+  readonly cpu: boolean;
+  /** auto's built-in rule: the first algorithm (in record order) for which this holds and which can run
+   * is picked; without it, only a tune table makes auto pick it. */
+  readonly autoWhen?: (bytes: number, world: number) => boolean;
+  /** The benchmark also times it on a plain input (copied in by the kernel). */
+  readonly benchPlain?: boolean;
+  /** Mailbox algorithms: bytes of what one peer receives that one thread handles. */
+  readonly mailboxThreadBytes?: number;
+  /** What it pushes into each peer's mailbox for `bytes` per rank (0: no mailbox). */
+  readonly mailboxBytesPerPeer: (bytes: number, world: number) => number;
+  /** What it needs of the staging buffer, given `staged` (a plain input's size, 0 for a symmetric one);
+   * absent: it does not use the staging buffer. */
+  readonly stagingBytes?: (bytes: number, staged: number, world: number) => number;
+  /** Its GPU programs (compiled on first use; CI compiles all). */
+  readonly programs: readonly ProgramSpec[];
+  readonly launch: (ctx: CollectiveContext, call: CollectiveCall) => void;
+}
+
+/** Threads per block of the pull and copy kernels. */
+export const THREADS = 512;
+
+/** auto's rule: one-shot up to this many bytes, two-shot above, by world size. From bf16 runs on 2 and 4
+ * H200s (bench/results/h200x2, h200x4): on 2 GPUs one-shot won at every size from 4 KiB to 64 MiB (it
+ * moves half the bytes over NVLink that two-shot does there); on 4 the two are level at 256 KiB and
+ * two-shot wins from 1 MiB. 3 GPUs, unmeasured, follow 4. */
+export function oneShotMaxBytes(world: number): number {
+  return world === 2 ? Number.MAX_SAFE_INTEGER : 256 * 1024;
+}
+/** auto's all-gather rule: the copy engines from this many output bytes. On 4 H200s
+ * (bench/results/h200x4/all-gather.json) they cost ~31 us at any small size (four copy nodes and two
+ * barrier kernels) but win from 64 MiB (192.6 against 315.5 us; NCCL 199.5); level at 16 MiB. */
+export const COPY_ENGINE_ALL_GATHER_MIN_BYTES = 16 * 1024 * 1024;
+/** auto's rule for the mailbox algorithms (lamport, ll): up to this many bytes pushed to each peer. */
+export const MAILBOX_AUTO_MAX_BYTES = 256 * 1024;
+/** reduce-scatter's: lamport up to this many output bytes (4 H200s: 13.9 us against pull's 18.7 at 1 MiB
+ * of output, level at 4 MiB). */
+export const LAMPORT_REDUCE_SCATTER_MAX_BYTES = 1024 * 1024;
+
+const none = (): number => 0;
+const sameBytes = (bytes: number): number => bytes;
+/** Algorithms that stage a plain input (and two_shot's scratch lives there). */
+const staged = (_bytes: number, s: number): number => s;
+const reducingPrograms = (k: ReducingKernel): ProgramSpec[] =>
+  REDUCE_DTYPES.flatMap((d) => REDUCE_OPS.map((op) => reducingProgram(k, d, op)));
+
+/** Either NCCL or, on one rank, a copy: the records' shared first step. Returns true when done. */
+function trivial(ctx: CollectiveContext, c: CollectiveCall): boolean {
+  if (ctx.world !== 1) return false;
+  if (c.output.ptr !== c.x.ptr) copyDeviceToDevice(c.output.ptr, c.x.ptr, c.x.nbytes, c.stream);
+  return true;
+}
+
+const ALL_REDUCE = {
+  lamport: {
+    collective: "all-reduce",
+    summary: "one-shot by pushing into every peer's mailbox (coll/mailbox.cuh), no barrier",
+    cpu: false,
+    autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
+    mailboxThreadBytes: 16,
+    mailboxBytesPerPeer: sameBytes,
+    programs: reducingPrograms("lamport_all_reduce"),
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const k = ctx.reducing("lamport_all_reduce", c.x.dtype, c.op, MAILBOX_PARAMS);
+      ctx.push(ALL_REDUCE.lamport, k, c, c.x.numel, c.x.nbytes);
+    },
+  },
+  lamport_two_shot: {
+    collective: "all-reduce",
+    summary: "reduce-scatter then all-gather through the mailboxes, in one kernel, no barrier",
+    cpu: false,
+    autoWhen: () => true,
+    mailboxThreadBytes: 32,
+    // A reduce-scatter and an all-gather chunk of 16-byte groups.
+    mailboxBytesPerPeer: (bytes, world) => 2 * 16 * Math.ceil(Math.ceil(bytes / 16) / world),
+    programs: reducingPrograms("lamport_two_shot_all_reduce"),
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const k = ctx.reducing("lamport_two_shot_all_reduce", c.x.dtype, c.op, MAILBOX_PARAMS);
+      ctx.push(ALL_REDUCE.lamport_two_shot, k, c, c.x.numel, c.x.nbytes);
+    },
+  },
+  one_shot: {
+    collective: "all-reduce",
+    summary: "every rank reads every peer's buffer between two barriers and reduces all of it",
+    cpu: true,
+    autoWhen: (bytes, world) => bytes <= oneShotMaxBytes(world),
+    benchPlain: true,
+    mailboxBytesPerPeer: none,
+    stagingBytes: staged,
+    programs: reducingPrograms("one_shot_all_reduce"),
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const [view, input] = ctx.stage(c);
+      const k = ctx.reducing("one_shot_all_reduce", c.x.dtype, c.op, COLL_PARAMS);
+      const grid = ctx.blocks(c.x.nbytes);
+      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.numel, ctx.nextPhase());
+    },
+  },
+  two_shot: {
+    collective: "all-reduce",
+    summary: "reduce-scatter by loads, then all-gather by loads, in one kernel",
+    cpu: true,
+    autoWhen: () => true,
+    benchPlain: true,
+    mailboxBytesPerPeer: none,
+    stagingBytes: staged,
+    programs: reducingPrograms("two_shot_all_reduce"),
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const [view, input] = ctx.stage(c, true);
+      // The reduced chunks go into every rank's scratch buffer: the staging buffer, or a symmetric input
+      // itself only when the call is in place.
+      let scratch = view;
+      if (input === 0n && c.output.ptr !== c.x.ptr) {
+        checkCapacity(`${c.what} (two-shot scratch)`, c.x.nbytes, ctx.capacityBytes);
+        scratch = ctx.stagingView;
+      }
+      const k = ctx.reducing("two_shot_all_reduce", c.x.dtype, c.op, TWO_SHOT_PARAMS);
+      const grid = ctx.blocks(Math.ceil(c.x.nbytes / ctx.world));
+      const cfg = { grid, block: THREADS, stream: c.stream };
+      k.launch(cfg, view, scratch, input, c.output, c.x.numel, ctx.nextPhase());
+    },
+  },
+  nccl: {
+    collective: "all-reduce",
+    summary: "NCCL (its own reduction order)",
+    cpu: false,
+    mailboxBytesPerPeer: none,
+    programs: [],
+    launch: (ctx, c) => ctx.comm.allReduce(c.x, c.output, c.op, c.stream),
+  },
+} as const satisfies Record<string, CollectiveAlgorithm<"all-reduce">>;
+
+/**
+ * Copy-engine all-gather, all in stream order: (plain input: copy it into the staging buffer), zero the
+ * flags, a barrier kernel (every rank's buffer is complete before any peer copies from it), one
+ * cuMemcpyDtoDAsync per rank starting at our own (rotated, so the W copy engines pulling from one rank's
+ * buffer do not all start on the same rank), each followed by its flag, and a closing barrier kernel
+ * (nobody rewrites its buffer while a peer's copy engine may still read it). No SM does the copying.
+ */
+function copyEngineAllGather(ctx: CollectiveContext, c: CollectiveCall): void {
+  const { world, rank } = ctx;
+  const { x, output, stream, flags } = c;
+  let source: SymmetricTensor;
+  let view: Uint8Array;
+  if (c.input instanceof Tensor) {
+    checkCapacity(c.what, x.nbytes, ctx.capacityBytes);
+    copyDeviceToDevice(ctx.staging.tensor.ptr, x.ptr, x.nbytes, stream);
+    [source, view] = [ctx.staging, ctx.stagingView];
+  } else {
+    source = c.input;
+    view = source.deviceView();
+  }
+  if (flags) memset(flags.ptr, 0, 4, world, stream);
+  ctx.groupBarrier(view, stream);
+  for (let k = 0; k < world; k++) {
+    const r = (rank + k) % world;
+    copyDeviceToDevice(output.ptr + BigInt(r * x.nbytes), source.bufferPtrs[r]!, x.nbytes, stream);
+    if (flags) writeValue32(flags.ptr + BigInt(4 * r), 1, stream);
+  }
+  ctx.groupBarrier(view, stream);
+}
+
+const ALL_GATHER = {
+  ll: {
+    collective: "all-gather",
+    summary: "pushes flagged words into every peer's mailbox (coll/mailbox.cuh), no barrier",
+    cpu: false,
+    autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
+    mailboxThreadBytes: 8,
+    mailboxBytesPerPeer: sameBytes,
+    programs: [allGatherProgram("ll_all_gather")],
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const k = ctx.allGatherKernel("ll_all_gather", MAILBOX_PARAMS);
+      ctx.push(ALL_GATHER.ll, k, c, c.x.nbytes, c.x.nbytes);
+    },
+  },
+  copy_engine: {
+    collective: "all-gather",
+    summary: "one copy-engine copy per rank, rank-rotated, between barrier kernels, with progress flags",
+    cpu: false,
+    autoWhen: (bytes, world) => bytes * world >= COPY_ENGINE_ALL_GATHER_MIN_BYTES,
+    mailboxBytesPerPeer: none,
+    stagingBytes: staged,
+    programs: [],
+    launch: (ctx, c) => {
+      if (!trivial(ctx, c)) copyEngineAllGather(ctx, c);
+    },
+  },
+  pull: {
+    collective: "all-gather",
+    summary: "every rank copies every peer's buffer between two barriers",
+    cpu: true,
+    autoWhen: () => true,
+    mailboxBytesPerPeer: none,
+    stagingBytes: staged,
+    programs: [allGatherProgram("all_gather_pull")],
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const [view, input] = ctx.stage(c);
+      const k = ctx.allGatherKernel("all_gather_pull", COLL_PARAMS);
+      const grid = ctx.blocks(c.x.nbytes * ctx.world);
+      k.launch(
+        { grid, block: THREADS, stream: c.stream },
+        view,
+        input,
+        c.output,
+        c.x.nbytes,
+        ctx.nextPhase(),
+      );
+    },
+  },
+  nccl: {
+    collective: "all-gather",
+    summary: "NCCL",
+    cpu: false,
+    mailboxBytesPerPeer: none,
+    programs: [],
+    launch: (ctx, c) => ctx.comm.allGather(c.x, c.output, c.stream),
+  },
+} as const satisfies Record<string, CollectiveAlgorithm<"all-gather">>;
+
+/**
+ * Copy-engine reduce-scatter, all in stream order: a barrier kernel (every peer finished whatever it did
+ * with its staging buffer before), one cuMemcpyDtoDAsync per peer pushing it its chunk of `x` into slot
+ * `rank` of its staging buffer, starting at the next rank (rotated, so that the W copy engines write into
+ * W different ranks at each step), a barrier kernel (every chunk pushed here has landed), then
+ * copy_engine_reduce_scatter reduces the W chunks in rank order, reading this rank's own chunk from `x`
+ * itself, local memory only. The next call's opening barrier keeps peers from pushing into the slots
+ * before that reduce finished.
+ */
+function copyEngineReduceScatter(ctx: CollectiveContext, c: CollectiveCall): void {
+  const { world, rank } = ctx;
+  const { x, output, stream } = c;
+  const chunk = output.nbytes;
+  checkCapacity(
+    `${c.what} (copy-engine slots)`,
+    chunk * world,
+    ctx.capacityBytes,
+    "pass a larger stagingBytes to init(), or use another algorithm",
+  );
+  ctx.groupBarrier(ctx.stagingView, stream);
+  for (let k = 1; k < world; k++) {
+    const d = (rank + k) % world;
+    const slot = ctx.staging.bufferPtrs[d]! + BigInt(rank * chunk);
+    copyDeviceToDevice(slot, x.ptr + BigInt(d * chunk), chunk, stream);
+  }
+  ctx.groupBarrier(ctx.stagingView, stream);
+  const k = ctx.reducing("copy_engine_reduce_scatter", x.dtype, c.op, COPY_ENGINE_REDUCE_PARAMS);
+  k.launch(
+    { grid: ctx.blocks(chunk), block: THREADS, stream },
+    ctx.staging.tensor.ptr,
+    x.ptr + BigInt(rank * chunk),
+    output,
+    output.numel,
+    rank,
+  );
+}
+
+const REDUCE_SCATTER = {
+  lamport: {
+    collective: "reduce-scatter",
+    summary: "pushes each peer its chunk into its mailbox (coll/mailbox.cuh), no barrier",
+    cpu: false,
+    autoWhen: (bytes) => bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES,
+    mailboxThreadBytes: 16,
+    mailboxBytesPerPeer: sameBytes,
+    programs: reducingPrograms("lamport_reduce_scatter"),
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const k = ctx.reducing("lamport_reduce_scatter", c.x.dtype, c.op, MAILBOX_PARAMS);
+      ctx.push(REDUCE_SCATTER.lamport, k, c, c.output.numel, c.output.nbytes);
+    },
+  },
+  pull: {
+    collective: "reduce-scatter",
+    summary: "every rank reads its chunk of every peer's buffer between two barriers and reduces it",
+    cpu: true,
+    autoWhen: () => true,
+    mailboxBytesPerPeer: none,
+    stagingBytes: staged,
+    programs: reducingPrograms("reduce_scatter_pull"),
+    launch: (ctx, c) => {
+      if (trivial(ctx, c)) return;
+      const [view, input] = ctx.stage(c);
+      const k = ctx.reducing("reduce_scatter_pull", c.x.dtype, c.op, COLL_PARAMS);
+      const cfg = { grid: ctx.blocks(c.output.nbytes), block: THREADS, stream: c.stream };
+      k.launch(cfg, view, input, c.output, c.output.numel, ctx.nextPhase());
+    },
+  },
+  copy_engine: {
+    collective: "reduce-scatter",
+    summary: "the copy engines push each peer its chunk (rank-rotated), then a local reduce kernel",
+    cpu: false,
+    mailboxBytesPerPeer: none,
+    // It receives world chunks of its output size, whatever its input.
+    stagingBytes: (bytes, _staged, world) => bytes * world,
+    programs: reducingPrograms("copy_engine_reduce_scatter"),
+    launch: (ctx, c) => {
+      if (!trivial(ctx, c)) copyEngineReduceScatter(ctx, c);
+    },
+  },
+  nccl: {
+    collective: "reduce-scatter",
+    summary: "NCCL (its own reduction order)",
+    cpu: false,
+    mailboxBytesPerPeer: none,
+    programs: [],
+    launch: (ctx, c) => ctx.comm.reduceScatter(c.x, c.output, c.op, c.stream),
+  },
+} as const satisfies Record<string, CollectiveAlgorithm<"reduce-scatter">>;
+
+/** Every algorithm by collective, in auto's order of preference (nccl last: the fallback). */
+export const COLLECTIVE_ALGORITHMS = {
+  "all-reduce": ALL_REDUCE,
+  "all-gather": ALL_GATHER,
+  "reduce-scatter": REDUCE_SCATTER,
+} as const;
+
+export type GpuAllReduceAlgorithm = "auto" | keyof typeof ALL_REDUCE;
+export type GpuAllGatherAlgorithm = "auto" | keyof typeof ALL_GATHER;
+export type GpuReduceScatterAlgorithm = "auto" | keyof typeof REDUCE_SCATTER;
+/** What `algorithm` may name, by collective, on GPUs. */
+export interface GpuAlgorithmsByCollective {
+  "all-reduce": GpuAllReduceAlgorithm;
+  "all-gather": GpuAllGatherAlgorithm;
+  "reduce-scatter": GpuReduceScatterAlgorithm;
+}
+export type GpuAlgorithm<C extends CollectiveName> = Exclude<GpuAlgorithmsByCollective[C], "auto">;
+
+const names = <C extends CollectiveName>(c: C, cpu: boolean): GpuAlgorithm<C>[] =>
+  Object.entries(COLLECTIVE_ALGORITHMS[c])
+    .filter(([, r]) => !cpu || (r as CollectiveAlgorithm).cpu)
+    .map(([n]) => n as GpuAlgorithm<C>);
+
+export const GPU_ALL_REDUCE_ALGORITHMS: readonly GpuAllReduceAlgorithm[] = [
+  "auto",
+  ...names("all-reduce", false),
+];
+export const GPU_ALL_GATHER_ALGORITHMS: readonly GpuAllGatherAlgorithm[] = [
+  "auto",
+  ...names("all-gather", false),
+];
+export const GPU_REDUCE_SCATTER_ALGORITHMS: readonly GpuReduceScatterAlgorithm[] = [
+  "auto",
+  ...names("reduce-scatter", false),
+];
+/** What auto, `symmkit tune` and `symmkit bench` may pick from, by collective: every algorithm. */
+export const TUNABLE_ALGORITHMS: { readonly [C in CollectiveName]: readonly GpuAlgorithm<C>[] } = {
+  "all-reduce": names("all-reduce", false),
+  "all-gather": names("all-gather", false),
+  "reduce-scatter": names("reduce-scatter", false),
+};
+
+/** The names of the records the CPU backend runs too. */
+type CpuNames<R> = { [K in keyof R]: R[K] extends { readonly cpu: true } ? K : never }[keyof R];
+export type CpuAllReduceAlgorithm = "auto" | CpuNames<typeof ALL_REDUCE>;
+export type CpuAllGatherAlgorithm = "auto" | CpuNames<typeof ALL_GATHER>;
+export type CpuReduceScatterAlgorithm = "auto" | CpuNames<typeof REDUCE_SCATTER>;
+/** The CPU backend's algorithms: the GPU ones it implements as their reference, and auto. */
+export const CPU_ALL_REDUCE_ALGORITHMS = [
+  "auto",
+  ...names("all-reduce", true),
+] as readonly CpuAllReduceAlgorithm[];
+export const CPU_ALL_GATHER_ALGORITHMS = [
+  "auto",
+  ...names("all-gather", true),
+] as readonly CpuAllGatherAlgorithm[];
+export const CPU_REDUCE_SCATTER_ALGORITHMS = [
+  "auto",
+  ...names("reduce-scatter", true),
+] as readonly CpuReduceScatterAlgorithm[];
+
+/** The record of `algorithm` (not auto). */
+export function algorithmRecord(collective: CollectiveName, algorithm: string): CollectiveAlgorithm {
+  return (COLLECTIVE_ALGORITHMS[collective] as Record<string, CollectiveAlgorithm>)[algorithm]!;
+}
+
+/** What `algorithm` pushes into each peer's mailbox for `bytes` per rank (0: it uses no mailbox). */
+export function mailboxBytesPerPeer(
+  collective: CollectiveName,
+  algorithm: string,
+  bytes: number,
+  world: number,
+): number {
+  return algorithmRecord(collective, algorithm).mailboxBytesPerPeer(bytes, world);
+}
+
+/** What can run a call, given the group's mailbox slot and staging capacity. */
+export interface Capacity {
+  readonly world: number;
+  readonly mailboxSlotBytes: number;
+  readonly stagingBytes: number;
+}
+
+/** Whether `algorithm` can run `bytes` per rank (`staged`: see stagingBytes) in a group of `cap`. */
+export function canRun(
+  collective: CollectiveName,
+  algorithm: string,
+  bytes: number,
+  staged: number,
+  cap: Capacity,
+): boolean {
+  const r = algorithmRecord(collective, algorithm);
+  return (
+    r.mailboxBytesPerPeer(bytes, cap.world) <= cap.mailboxSlotBytes &&
+    (r.stagingBytes === undefined || r.stagingBytes(bytes, staged, cap.world) <= cap.stagingBytes)
+  );
+}
+
+/** auto's built-in rule: the first record whose autoWhen holds and which can run; else nccl. */
+export function builtInPick<C extends CollectiveName>(
+  collective: C,
+  bytes: number,
+  staged: number,
+  cap: Capacity,
+): GpuAlgorithm<C> {
+  for (const [name, r] of Object.entries(COLLECTIVE_ALGORITHMS[collective]) as [
+    GpuAlgorithm<C>,
+    CollectiveAlgorithm,
+  ][]) {
+    if (r.autoWhen?.(bytes, cap.world) && canRun(collective, name, bytes, staged, cap)) return name;
+  }
+  return "nccl" as GpuAlgorithm<C>;
+}
+
+/** Every GPU program the collectives use (for the catalog). */
+export function collectivePrograms(): ProgramSpec[] {
+  return Object.values(COLLECTIVE_ALGORITHMS).flatMap((byName) =>
+    Object.values(byName).flatMap((r: CollectiveAlgorithm) => r.programs),
+  );
+}
+
+/** The docs' table of algorithms (README.md carries it; test/algorithms.test.ts checks it). */
+export function algorithmTable(): string {
+  const rows = Object.values(COLLECTIVE_ALGORITHMS).flatMap((byName) =>
+    Object.entries(byName).map(([name, r]: [string, CollectiveAlgorithm]) => {
+      const needs = [
+        r.mailboxThreadBytes !== undefined ? "mailbox" : "",
+        r.stagingBytes !== undefined ? "staging buffer" : "",
+      ].filter(Boolean);
+      return `| ${r.collective} | \`${name}\` | ${r.cpu ? "cuda, cpu" : "cuda"} | ${needs.join(", ") || "-"} | ${r.summary} |`;
+    }),
+  );
+  return [
+    "| collective | algorithm | backends | needs | what it does |",
+    "| --- | --- | --- | --- | --- |",
+    ...rows,
+  ].join("\n");
+}

@@ -1,0 +1,45 @@
+// The one interface both backends' collectives implement (GpuCollectives on symmetric GPU memory,
+// CpuCollectives on shared host memory), so that the compiler holds them to the same calls, defaults and
+// return values. A backend names its own tensor types, the algorithms it has, and its extra options
+// (GPUs: the stream).
+import type { AllGatherMatmulOptions, FusedMatmulOptions } from "./fused-checks.js";
+import type { ReduceOp } from "./validate.js";
+
+/** The algorithm names a backend accepts, by operation ("auto" among them). */
+export interface AlgorithmNames {
+  readonly allReduce: string;
+  readonly allGather: string;
+  readonly reduceScatter: string;
+  readonly allGatherMatmul: string;
+  readonly matmulReduceScatter: string;
+}
+
+/**
+ * `T`: the backend's tensor; `In`: what a collective takes as input (GPUs: a plain or a symmetric
+ * tensor); `A`: its algorithms; `X`: options every call takes (GPUs: `stream`).
+ */
+export interface Collectives<T, In, A extends AlgorithmNames, X extends object = object> {
+  /** Bytes of the group's staging buffer: the largest plain input a staging algorithm takes. */
+  readonly capacityBytes: number;
+  /** Sum (or max, min) of `input` over all ranks, into `output`; without one, into a new tensor. Returns
+   * the output. */
+  allReduce(input: In, options?: X & { op?: ReduceOp; algorithm?: A["allReduce"]; output?: T }): T;
+  /** Every rank's `input`, in rank order, into `output` (world x input elements). Returns `output`. */
+  allGather(input: In, output: T, options?: X & { algorithm?: A["allGather"] }): T;
+  /** Chunk `rank` of the reduction of every rank's `input` (world x output elements), into `output`. */
+  reduceScatter(input: In, output: T, options?: X & { op?: ReduceOp; algorithm?: A["reduceScatter"] }): T;
+  /** gather(aShard) x b^T, and the gathered A (see GpuCollectives.allGatherMatmul). */
+  allGatherMatmul(
+    aShard: In,
+    b: T,
+    options?: X & AllGatherMatmulOptions<T> & { algorithm?: A["allGatherMatmul"] },
+  ): { out: T; gathered: T };
+  /** This rank's rows of the sum over ranks of a x b^T (see GpuCollectives.matmulReduceScatter). */
+  matmulReduceScatter(
+    a: T,
+    b: T,
+    options?: X & FusedMatmulOptions<T> & { algorithm?: A["matmulReduceScatter"] },
+  ): T;
+  /** Every rank meets here (GPUs: in stream order, on the device). */
+  barrier(options?: X): void;
+}

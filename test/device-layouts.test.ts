@@ -1,0 +1,67 @@
+// The structs the host and the device headers share outside the GEMM (src/distributed/device-layouts.ts):
+// each host table against the header's struct laid out by the C rules (test/support/c-layout.ts), every
+// named offset, every member named, the size, and the size the header's static_assert fixes.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import {
+  DEVICE_POINTER_BYTES,
+  MAILBOX_STATE_LAYOUT,
+  SYMM_VIEW_BYTES,
+  SYMM_VIEW_LAYOUT,
+  SYMM_VIEW_PARAM,
+  SYNC_WATCH_LAYOUT,
+  TIMEOUT_RECORD_LAYOUT,
+} from "../src/distributed/device-layouts.js";
+import { assertedSize, checkLayout, constant, headers, structLayout } from "./support/c-layout.js";
+
+const sources = headers("sync/wait.cuh", "sync/barrier.cuh", "coll/mailbox.cuh");
+
+const TABLES = [
+  ["SymmView", "sync/barrier.cuh", SYMM_VIEW_LAYOUT],
+  ["TimeoutRecord", "sync/wait.cuh", TIMEOUT_RECORD_LAYOUT],
+  ["MailboxState", "coll/mailbox.cuh", MAILBOX_STATE_LAYOUT],
+] as const;
+
+for (const [name, header, table] of TABLES) {
+  test(`${name}: every member is where ${header} has it, and the sizes agree`, () => {
+    checkLayout(sources, name, table, { everyMember: true });
+    assert.equal(
+      assertedSize(headers(header), name),
+      table.bytes,
+      `${header}: static_assert(sizeof(${name}) == ...) differs from the host's table`,
+    );
+  });
+}
+
+test("SymmView: the per-rank pointer arrays hold kMaxWorld pointers; the kernel parameter matches", () => {
+  const maxWorld = constant(sources, "kMaxWorld");
+  assert.equal(SYMM_VIEW_LAYOUT.pads - SYMM_VIEW_LAYOUT.buffers, maxWorld * DEVICE_POINTER_BYTES);
+  assert.equal(SYMM_VIEW_LAYOUT.rank - SYMM_VIEW_LAYOUT.pads, maxWorld * DEVICE_POINTER_BYTES);
+  assert.equal(SYMM_VIEW_BYTES, SYMM_VIEW_LAYOUT.bytes);
+  assert.deepEqual(SYMM_VIEW_PARAM, {
+    bytes: SYMM_VIEW_LAYOUT.bytes,
+    align: structLayout(sources, "SymmView").align,
+  });
+});
+
+test("SyncWatch's block: the abort flag and the TimeoutRecord are aligned, apart and inside it", () => {
+  const record = structLayout(sources, "TimeoutRecord");
+  const { abortFlag, record: at, bytes } = SYNC_WATCH_LAYOUT;
+  assert.equal(abortFlag % 4, 0, "the abort flag is a u32");
+  assert.equal(at % record.align, 0, `the TimeoutRecord needs ${record.align}-byte alignment`);
+  assert.ok(abortFlag + 4 <= at || at + record.size <= abortFlag, "the abort flag overlaps the record");
+  assert.ok(abortFlag + 4 <= bytes && at + record.size <= bytes, "the block is too small");
+});
+
+test("the layout reader sees a moved member and a resized struct (the checks can fail)", () => {
+  const moved = sources.replace(/u32 rank;\n\s*u32 world;/, "u32 world;\n  u32 rank;");
+  assert.notEqual(moved, sources);
+  assert.throws(() => checkLayout(moved, "SymmView", SYMM_VIEW_LAYOUT), /SymmView\.rank/);
+  const grown = sources.replace("u32 reserved;", "u32 reserved;\n  u64 extra;");
+  assert.throws(() => checkLayout(grown, "MailboxState", MAILBOX_STATE_LAYOUT), /MailboxState size/);
+  assert.throws(
+    () =>
+      checkLayout(sources, "TimeoutRecord", { ...TIMEOUT_RECORD_LAYOUT, extra: 28 }, { everyMember: true }),
+    /TimeoutRecord/,
+  );
+});
