@@ -19,7 +19,8 @@ commands:
   kernels [--arch sm_90a] [--out DIR]
                            compile every kernel symmkit ships (no GPU needed); --out writes
                            the cubins (for cuobjdump)
-  bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph
+  bench launch [--json F]  kernel launch cost: host time per launch, GPU time in a graph; under
+                           symmkit run -n N also host and wall time per eager collective call
   bench barrier [--json F] under symmkit run: cross-GPU barrier and put/wait round-trip latency
   bench link [--bytes 256M] [--json F]
                            under symmkit run: NVLink GB/s per rank, every rank pushing to (or pulling
@@ -145,6 +146,11 @@ const commands: Record<string, Command> = {
       return 0;
     };
     if (what === "launch") {
+      // Under `symmkit run -n N` (N > 1) it also times eager collective calls.
+      if (Number(process.env.WORLD_SIZE ?? 1) > 1) {
+        const { benchEager, formatEager } = await import("./bench/eager.js");
+        return report(await benchEager(), formatEager);
+      }
       const { benchLaunch, formatLaunch } = await import("./bench/launch.js");
       return report(benchLaunch(), formatLaunch);
     }

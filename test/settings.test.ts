@@ -166,7 +166,6 @@ test("a bad value is a SymmkitError SYMMKIT_ENVIRONMENT saying what it takes", (
     ["SYMMKIT_STAGING_BYTES", String(2 ** 60)],
     ["SYMMKIT_LAUNCHER_PID", "launcher"],
     ["SYMMKIT_LAUNCHER_PID", "0"],
-    ["SYMMKIT_JOB_TOKEN", "x".repeat(1025)],
     ["SYMMKIT_TEST_SEED", "seed"],
     ["SYMMKIT_TEST_SEED", "-1"],
     ["SYMMKIT_TEST_SEED", String(2n ** 64n)],
@@ -179,6 +178,15 @@ test("a bad value is a SymmkitError SYMMKIT_ENVIRONMENT saying what it takes", (
       `${name}=${value}`,
     );
   }
+  // The job token is a secret: never repeated, even when refused.
+  assert.throws(
+    () => readEnvVar("SYMMKIT_JOB_TOKEN", { SYMMKIT_JOB_TOKEN: "x".repeat(1025) }),
+    (e: unknown) =>
+      e instanceof SymmkitError &&
+      e.code === "SYMMKIT_ENVIRONMENT" &&
+      e.message.startsWith("SYMMKIT_JOB_TOKEN=<1025 bytes, not shown> is not valid: expected ") &&
+      !e.message.includes("xxx"),
+  );
   assert.throws(
     () => readEnvVar("SYMMKIT_SYNC_TIMEOUT_MS", { SYMMKIT_SYNC_TIMEOUT_MS: "soon" }),
     /SYMMKIT_SYNC_TIMEOUT_MS="soon" is not valid: expected a whole number of milliseconds from 1 to 2147483647\. Set it to one \(e\.g\. SYMMKIT_SYNC_TIMEOUT_MS=60000\), or unset it for the default \(30000\)\./,
@@ -217,12 +225,14 @@ test("checkEnvVars (symmkit doctor) flags bad values and names symmkit does not 
     SYMMKIT_STAGING_BYTES: "4096",
     SYMMKIT_SYNC_TIMEOUT: "1000",
     SYMMKIT_FD_DIR: "",
+    SYMMKIT_JOB_TOKEN: "hush",
     PATH: "/bin",
   });
   assert.deepEqual(
-    found.map((f) => [f.name, f.problem === undefined ? "ok" : f.problem.split(" ")[0]]),
+    found.map((f) => [f.name, f.problem === undefined ? f.value : f.problem.split(" ")[0]]),
     [
-      ["SYMMKIT_STAGING_BYTES", "ok"],
+      ["SYMMKIT_JOB_TOKEN", "<4 bytes, not shown>"],
+      ["SYMMKIT_STAGING_BYTES", '"4096"'],
       ["SYMMKIT_SYNC_TIMEOUT", "symmkit"],
       ["SYMMKIT_SYNC_TIMEOUT_MS", 'SYMMKIT_SYNC_TIMEOUT_MS="30s"'],
     ],

@@ -33,10 +33,12 @@ export interface LaunchBenchResult {
   readonly rounds: number;
 }
 
-export function benchLaunch(options: { launches?: number; rounds?: number } = {}): LaunchBenchResult {
+export function benchLaunch(
+  options: { launches?: number; rounds?: number; device?: Device } = {},
+): LaunchBenchResult {
   const launches = options.launches ?? 10000;
   const rounds = options.rounds ?? 15;
-  const device = Device.get(0);
+  const device = options.device ?? Device.get(0);
   const stream = Stream.create(device);
   const module = Module.compile(LAUNCH_PROGRAM, device);
   const kernel = module.kernel("args_kernel", ["ptr", "u64", "i32", "f32"] as const);

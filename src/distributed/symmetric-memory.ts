@@ -109,6 +109,7 @@ export class SymmetricTensor implements AsyncDisposable {
   readonly #size: number;
   readonly #memories: DeviceMemory[];
   readonly #id: number;
+  #view: Uint8Array | undefined;
   #disposed = false;
 
   private constructor(
@@ -231,9 +232,15 @@ export class SymmetricTensor implements AsyncDisposable {
 
   /**
    * The SymmView kernels take by value (device/include/symmkit/sync/barrier.cuh; SYMM_VIEW_LAYOUT): buffers and
-   * pads of every rank, this rank, the world size, and the bounded-wait settings of the group.
+   * pads of every rank, this rank, the world size, and the bounded-wait settings of the group. Made once
+   * (nothing in it changes while the tensor lives): callers pass it to launches, which copy it, and must
+   * not modify it.
    */
   deviceView(): Uint8Array {
+    return (this.#view ??= this.#makeView());
+  }
+
+  #makeView(): Uint8Array {
     const L = SYMM_VIEW_LAYOUT;
     const b = new Uint8Array(L.bytes);
     const v = new DataView(b.buffer);

@@ -247,6 +247,23 @@ for (const dtype of ["f32", "bf16"] as const) {
   c.allReduce(sym, { algorithm: "two_shot", output: sym.tensor });
   group.synchronize();
   same(sym.tensor.toHost(), theirs.toHost(), `in-place two-shot on a symmetric tensor, ${dtype}`);
+  // In place, one-shot would overwrite what peers still read: it stages the input instead. Repeated, so
+  // that a race would show.
+  const exact = Tensor.fromHost(exactInput(dtype, n, rank), dtype);
+  for (let i = 0; i < 20; i++) {
+    await group.barrier();
+    sym.tensor.copyFrom(exact);
+    group.synchronize();
+    await group.barrier();
+    c.allReduce(sym, { algorithm: "one_shot", output: sym.tensor });
+    group.synchronize();
+    same(
+      sym.tensor.toHost(),
+      theirs.toHost(),
+      `in-place one-shot on a symmetric tensor, ${dtype}, call ${i}`,
+    );
+  }
+  exact.dispose();
   await sym.dispose();
 }
 console.log("NCCL agrees bit for bit on exact data; symmetric inputs work without a copy");
