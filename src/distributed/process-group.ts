@@ -1,19 +1,20 @@
-// init() and ProcessGroup: who this rank is, the store every rank shares, the GPU it drives (from
-// LOCAL_RANK), NCCL, and symmetric memory. A group made by newGroup() shares the process's store
+// ProcessGroup, the cuda backend's group: the lifecycle every backend shares (group-base.ts), the GPU it
+// drives (from LOCAL_RANK), NCCL, and symmetric memory. A group made by newGroup() shares the process's store
 // connection and descriptor exchange; it has its own key space, communicator and allocations.
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import { Device, deviceCount } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import type { Shape } from "../runtime/tensor.js";
-import { joinJob, type Job } from "./job.js";
+import { GroupBase, type GroupShared } from "./group-base.js";
+import { joinJob } from "./job.js";
 import { NcclComm } from "./nccl-comm.js";
-import { ScopedStore, subgroup } from "./scoped-store.js";
+import type { ScopedStore } from "./scoped-store.js";
 import { SymmetricTensor, type SymmetricOptions } from "./symmetric-memory.js";
 import { SyncWatch, syncTimeoutFromEnv } from "./sync-watch.js";
 
 export interface InitOptions {
-  /** Only "cuda" exists so far; the CPU backend is its own piece of work. */
+  /** This class is the cuda backend (init() picks a backend; src/cpu/ has the other). */
   readonly backend?: "cuda";
   /** Deadline of every store operation (default 300 s). */
   readonly storeTimeoutMs?: number;
@@ -33,95 +34,37 @@ export interface GroupCollectives {
 export type CollectivesFactory<C extends GroupCollectives> = (group: ProcessGroup<C>) => Promise<C>;
 
 /** What the world group owns and every subgroup shares. */
-interface Shared<C extends GroupCollectives> extends Job {
+interface Shared<C extends GroupCollectives> extends GroupShared {
   readonly device: Device;
   readonly watch: SyncWatch;
-  readonly groupsMade: Map<string, number>;
   readonly makeCollectives: CollectivesFactory<C> | undefined;
 }
 
-export class ProcessGroup<C extends GroupCollectives = GroupCollectives> {
+export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends GroupBase<Shared<C>, C> {
   readonly backend = "cuda" as const;
-  /** Rank within this group. */
-  readonly rank: number;
-  readonly worldSize: number;
-  /** Global rank of each member, in group-rank order. */
-  readonly ranks: readonly number[];
-  readonly store: ScopedStore;
-  readonly #shared: Shared<C>;
-  readonly #name: string;
   #comm: NcclComm | undefined;
-  #collectives: C | undefined;
   #allocations = 0;
-  #destroyed = false;
 
   private constructor(shared: Shared<C>, ranks: readonly number[], name: string, store: ScopedStore) {
-    this.#shared = shared;
-    this.ranks = ranks;
-    this.rank = ranks.indexOf(shared.env.rank);
-    this.worldSize = ranks.length;
-    this.#name = name;
-    this.store = store;
-  }
-
-  get globalRank(): number {
-    return this.#shared.env.rank;
-  }
-
-  get localRank(): number {
-    return this.#shared.env.localRank;
-  }
-
-  get localWorldSize(): number {
-    return this.#shared.env.localWorldSize;
+    super(shared, ranks, name, store);
   }
 
   get device(): Device {
-    return this.#shared.device;
+    return this.shared.device;
   }
 
   get watch(): SyncWatch {
-    return this.#shared.watch;
-  }
-
-  /** The group's collectives (allReduce, allGather, reduceScatter), made when the group was. */
-  get collectives(): C {
-    if (!this.#collectives || this.#destroyed) {
-      throw new SymmkitError(
-        "SYMMKIT_INVALID_ARGUMENT",
-        this.#destroyed
-          ? "this process group was destroyed"
-          : "this group has no collectives: join with init() from symmkit",
-      );
-    }
-    return this.#collectives;
+    return this.shared.watch;
   }
 
   /** Collective: runs the collectives factory, then meets the other members. */
-  async #ready(): Promise<this> {
-    if (this.#shared.makeCollectives) this.#collectives = await this.#shared.makeCollectives(this);
-    await this.barrier();
-    return this;
+  #open(): Promise<this> {
+    const make = this.shared.makeCollectives;
+    return this.ready(make && (() => make(this)));
   }
 
-  /** Every member reaches this point (through the store; GPU work is not waited for). */
-  barrier(): Promise<void> {
-    return this.store.barrier("barrier");
-  }
-
-  /**
-   * A group of the given global ranks, for its members (others get undefined). Members must call this
-   * with the same list, in the same order relative to their other newGroup calls.
-   */
-  async newGroup(ranks: readonly number[]): Promise<ProcessGroup<C> | undefined> {
-    const sub = subgroup(
-      { name: this.#name, ranks: this.ranks, self: this.globalRank },
-      ranks,
-      this.#shared.groupsMade,
-    );
-    if (!sub) return undefined;
-    const store = new ScopedStore(this.#shared.client, sub.name, sub.ranks.length);
-    return new ProcessGroup<C>(this.#shared, sub.ranks, sub.name, store).#ready();
+  protected openSubgroup(ranks: readonly number[], name: string, store: ScopedStore): Promise<this> {
+    return (new ProcessGroup<C>(this.shared, ranks, name, store) as this).#open();
   }
 
   /** This group's NCCL communicator (collective on first use). */
@@ -147,9 +90,9 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> {
           ranks: this.ranks,
           device: this.device,
           store: this.store,
-          fds: this.#shared.fds,
-          watch: this.#shared.watch,
-          storeTimeoutMs: this.#shared.storeTimeoutMs,
+          fds: this.shared.fds,
+          watch: this.shared.watch,
+          storeTimeoutMs: this.shared.storeTimeoutMs,
         },
         this.#allocations++,
         shape,
@@ -161,18 +104,13 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> {
 
   /** Waits for `stream`; a kernel that gave up waiting for a peer becomes SymmTimeoutError naming it. */
   synchronize(stream: Stream = defaultStream(this.device)): void {
-    this.#shared.watch.translate(() => stream.synchronize());
+    this.shared.watch.translate(() => stream.synchronize());
   }
 
-  /** Collective. Frees the communicator; the world group also closes the store and the exchange. */
-  async destroy(): Promise<void> {
-    if (this.#destroyed) return;
-    this.#destroyed = true;
-    await this.#collectives?.dispose();
+  /** Frees the collectives and the communicator. */
+  protected async release(collectives: C | undefined): Promise<void> {
+    await collectives?.dispose();
     this.#comm?.destroy();
-    await this.barrier();
-    if (this.#name !== "world") return;
-    for (const f of this.#shared.cleanup.reverse()) await f();
   }
 
   /** Made by init(). */
@@ -205,7 +143,7 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> {
     job.cleanup.push(() => watch.dispose());
     const shared: Shared<C> = { ...job, device, watch, groupsMade: new Map(), makeCollectives };
     const ranks = Array.from({ length: env.worldSize }, (_, i) => i);
-    return new ProcessGroup<C>(shared, ranks, "world", job.worldStore).#ready();
+    return new ProcessGroup<C>(shared, ranks, "world", job.worldStore).#open();
   }
 }
 

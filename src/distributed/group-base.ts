@@ -1,0 +1,114 @@
+// What every backend's process group shares, written once: who this rank is in the group and in the
+// job, the store barrier, subgroups (newGroup), the collectives getter and the destroy order. A backend
+// (ProcessGroup on GPUs, CpuProcessGroup) adds its memory, its collectives and what it releases.
+import { InvalidArgumentError } from "../errors.js";
+import type { Job } from "./job.js";
+import { ScopedStore, subgroup } from "./scoped-store.js";
+
+/** What the world group owns and every subgroup shares. */
+export interface GroupShared extends Job {
+  /** Subgroups made so far, by parent name (newGroup numbers them). */
+  readonly groupsMade: Map<string, number>;
+}
+
+/** The process group's interface, the same on every backend (`C`: its collectives). */
+export interface ProcessGroupLike<C> {
+  readonly backend: "cuda" | "cpu";
+  /** Rank within this group. */
+  readonly rank: number;
+  readonly worldSize: number;
+  /** Global rank of each member, in group-rank order. */
+  readonly ranks: readonly number[];
+  readonly store: ScopedStore;
+  readonly globalRank: number;
+  readonly localRank: number;
+  readonly localWorldSize: number;
+  readonly collectives: C;
+  barrier(): Promise<void>;
+  newGroup(ranks: readonly number[]): Promise<ProcessGroupLike<C> | undefined>;
+  destroy(): Promise<void>;
+}
+
+export abstract class GroupBase<S extends GroupShared, C> implements ProcessGroupLike<C> {
+  abstract readonly backend: "cuda" | "cpu";
+  readonly rank: number;
+  readonly worldSize: number;
+  readonly ranks: readonly number[];
+  readonly store: ScopedStore;
+  protected readonly shared: S;
+  protected readonly name: string;
+  #collectives: C | undefined;
+  #destroyed = false;
+
+  protected constructor(shared: S, ranks: readonly number[], name: string, store: ScopedStore) {
+    this.shared = shared;
+    this.ranks = ranks;
+    this.rank = ranks.indexOf(shared.env.rank);
+    this.worldSize = ranks.length;
+    this.name = name;
+    this.store = store;
+  }
+
+  get globalRank(): number {
+    return this.shared.env.rank;
+  }
+
+  get localRank(): number {
+    return this.shared.env.localRank;
+  }
+
+  get localWorldSize(): number {
+    return this.shared.env.localWorldSize;
+  }
+
+  /** The group's collectives, made when the group was. */
+  get collectives(): C {
+    if (this.#destroyed) throw new InvalidArgumentError("this process group was destroyed");
+    if (!this.#collectives)
+      throw new InvalidArgumentError("this group has no collectives: join with init() from symmkit");
+    return this.#collectives;
+  }
+
+  /** Collective: makes the group's collectives (if the backend has them), then meets the members. */
+  protected async ready(makeCollectives: (() => Promise<C>) | undefined): Promise<this> {
+    if (makeCollectives) this.#collectives = await makeCollectives();
+    await this.barrier();
+    return this;
+  }
+
+  /** Every member reaches this point (through the store; device work is not waited for). */
+  barrier(): Promise<void> {
+    return this.store.barrier("barrier");
+  }
+
+  /**
+   * A group of the given global ranks, for its members (others get undefined). Members must call this
+   * with the same list, in the same order relative to their other newGroup calls.
+   */
+  async newGroup(ranks: readonly number[]): Promise<this | undefined> {
+    const sub = subgroup(
+      { name: this.name, ranks: this.ranks, self: this.globalRank },
+      ranks,
+      this.shared.groupsMade,
+    );
+    if (!sub) return undefined;
+    const store = new ScopedStore(this.shared.client, sub.name, sub.ranks.length);
+    return this.openSubgroup(sub.ranks, sub.name, store);
+  }
+
+  /** Opens the subgroup newGroup named, collectively (its members only). */
+  protected abstract openSubgroup(ranks: readonly number[], name: string, store: ScopedStore): Promise<this>;
+
+  /** What the backend releases when the group is destroyed, before the members meet. */
+  protected abstract release(collectives: C | undefined): Promise<void>;
+
+  /** Collective. Releases the group's resources; the world group also leaves the job. */
+  async destroy(): Promise<void> {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    await this.release(this.#collectives);
+    await this.barrier();
+    if (this.name !== "world") return;
+    for (const f of this.shared.cleanup.reverse()) await f();
+  }
+}
