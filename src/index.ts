@@ -20,7 +20,15 @@ export {
   type UniformOptions,
   type NormalOptions,
 } from "./runtime/tensor.js";
-export { DTYPES, dtypeInfo, encode, decodeToF32, type DType, type RawArray } from "./runtime/dtype.js";
+export {
+  DTYPES,
+  dtypeInfo,
+  encode,
+  decodeToF32,
+  type DType,
+  type DTypeInfo,
+  type RawArray,
+} from "./runtime/dtype.js";
 export { Module, type ProgramSpec } from "./runtime/module.js";
 export {
   Kernel,
@@ -29,15 +37,18 @@ export {
   type LaunchConfig,
   type Dim3,
   type Pointerish,
+  type KernelAttributes,
 } from "./runtime/kernel.js";
 export {
   compileProgram,
   getToolchain,
   type CompileRequest,
   type CompiledProgram,
+  type Toolchain,
 } from "./runtime/jit/compiler.js";
+export { KernelCache, type CachedKernel } from "./runtime/jit/cache.js";
 export { hostUniform, hostNormal, hostRandInt, philox4x32_10 } from "./runtime/random.js";
-export { compileCatalog, PROGRAMS } from "./catalog.js";
+export { compileCatalog, PROGRAMS, type CatalogResult } from "./catalog.js";
 export { ProcessGroup, initCuda } from "./distributed/process-group.js";
 export {
   init,
@@ -61,6 +72,7 @@ export {
   type CollectiveOptions,
   type GpuCollectivesOptions,
 } from "./ops/gpu-collectives.js";
+export type { LoadedTuneTable } from "./ops/tune-table.js";
 export {
   COLLECTIVE_ALGORITHMS,
   GPU_ALL_REDUCE_ALGORITHMS,
@@ -85,15 +97,17 @@ export { FdTimeoutError } from "./distributed/fd-channel.js";
 export { ProtocolError } from "./distributed/store/protocol.js";
 export { SymmetricTensor, type SymmetricOptions } from "./distributed/symmetric-memory.js";
 export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./distributed/device-layouts.js";
-export { SymmTimeoutError, SyncWatch } from "./distributed/sync-watch.js";
+export { SymmTimeoutError, SyncWatch, type TimeoutRecord } from "./distributed/sync-watch.js";
 export { NcclComm, type ReduceOp } from "./distributed/nccl-comm.js";
 export {
   StoreClient,
   StoreTimeoutError,
   StoreClosedError,
   StoreRefusedError,
+  type StoreAddress,
 } from "./distributed/store/client.js";
-export { StoreServer } from "./distributed/store/server.js";
+export { StoreServer, type StoreServerOptions } from "./distributed/store/server.js";
+export { ScopedStore } from "./distributed/scoped-store.js";
 export { launch, parseRunArgs, type LaunchOptions } from "./distributed/launcher.js";
 export { DEVICE_INCLUDE_DIR, VERSION } from "./paths.js";
 export {
@@ -103,6 +117,7 @@ export {
   type MatmulImpl,
   type MatmulOptions,
   type BLayout,
+  type MatmulProblem,
 } from "./ops/matmul.js";
 export { HopperGemm, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
 export {
@@ -115,6 +130,14 @@ export {
   type FusedMatmulOptions,
 } from "./ops/fused-checks.js";
 export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm-programs.js";
-export { CublasLtMatmul } from "./ops/cublaslt-matmul.js";
+export { CublasLtMatmul, type LtMatmul } from "./ops/cublaslt-matmul.js";
 export { CublasError } from "./cuda/cublaslt.js";
 export { encodeTensorMap2d, type TensorMap2d } from "./runtime/tensor-map.js";
+export {
+  ENV_VARS,
+  readEnvVar,
+  checkEnvVars,
+  type EnvVarName,
+  type EnvVarValue,
+  type EnvVarCheck,
+} from "./settings.js";

@@ -33,6 +33,11 @@ test("packed values and the kernelParams pointers that point at them", () => {
   assert.deepEqual([...packer.bytes.subarray(at(7), at(7) + 4)], [9, 8, 7, 6]);
   // The pointers are real addresses of the packed values.
   assert.equal(koffi.decode.int32(base + BigInt(at(1))), -5);
+  // A u64 given as a number (written as two halves) reads back whole, up to 2^53 - 1.
+  for (const n of [0, 1, 0xffffffff, 2 ** 32, 2 ** 32 + 7, Number.MAX_SAFE_INTEGER]) {
+    packer.pack([tensorLike, 0, 0, 0n, n, 0, 0, new Uint8Array(4)], "k");
+    assert.equal(v.getBigUint64(at(4), true), BigInt(n));
+  }
   packer.free();
 });
 

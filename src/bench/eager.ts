@@ -66,7 +66,7 @@ export async function benchEager(
       const staged = collective === "reduce-scatter" ? bytes * world : bytes;
       if (!c.canRun(collective, algorithm, bytes, staged)) continue;
       const call = calls1[collective](algorithm);
-      for (let i = 0; i < 50; i++) call();
+      for (let i = 0; i < 500; i++) call();
       drain();
       const host: number[] = [];
       const wall: number[] = [];

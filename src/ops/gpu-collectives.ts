@@ -11,19 +11,23 @@ import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import { MAILBOX_STATE_LAYOUT } from "../distributed/device-layouts.js";
 import { DeviceMemory, memset } from "../runtime/memory.js";
 import type { DType } from "../runtime/dtype.js";
-import type { Kernel, ParamType } from "../runtime/kernel.js";
+import type { Kernel } from "../runtime/kernel.js";
 import { sharedModule } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
-import type { MAILBOX_PARAMS } from "./coll/programs.js";
 import {
+  ALL_GATHER_PARAMS,
   allGatherExpr,
   allGatherProgram,
   BARRIER_HOLD_PARAMS,
   BARRIER_KERNELS,
   GROUP_BARRIER_PARAMS,
+  REDUCING_PARAMS,
   reducingExpr,
   reducingProgram,
+  type AllGatherParams,
+  type MAILBOX_PARAMS,
+  type ReducingParams,
   type AllGatherKernel,
   type ReducingKernel,
 } from "./coll/programs.js";
@@ -103,16 +107,24 @@ interface Mailbox {
   readonly slotBytes: number;
 }
 
-/** `get(a, b, c)` made once by `make` and kept: three Map lookups, no key building. */
+/** Values made once per (a, b, c) by `make` and kept: three Map lookups a call, no key building. */
 class Memo3<A, B, C, V> {
   readonly #map = new Map<A, Map<B, Map<C, V>>>();
-  get(a: A, b: B, c: C, make: () => V): V {
+  readonly #make: (a: A, b: B, c: C) => V;
+  constructor(make: (a: A, b: B, c: C) => V) {
+    this.#make = make;
+  }
+  get(a: A, b: B, c: C): V {
+    const v = this.#map.get(a)?.get(b)?.get(c);
+    return v === undefined ? this.#add(a, b, c) : v;
+  }
+  #add(a: A, b: B, c: C): V {
     let mb = this.#map.get(a);
     if (!mb) this.#map.set(a, (mb = new Map<B, Map<C, V>>()));
     let mc = mb.get(b);
     if (!mc) mb.set(b, (mc = new Map<C, V>()));
-    let v = mc.get(c);
-    if (v === undefined) mc.set(c, (v = make()));
+    const v = this.#make(a, b, c);
+    mc.set(c, v);
     return v;
   }
 }
@@ -139,7 +151,7 @@ export class GpuCollectives implements Collectives<
   readonly #tuned: LoadedTuneTable | undefined;
   readonly #fused: FusedMatmul;
   readonly #ctx: CollectiveContext;
-  readonly #reducingKernels = new Memo3<ReducingKernel, DType, ReduceOp, Kernel>();
+  readonly #reducingKernels: Memo3<ReducingKernel, DType, ReduceOp, Kernel>;
   readonly #allGatherKernels = new Map<AllGatherKernel, Kernel>();
   readonly #groupBarrier: Kernel<typeof GROUP_BARRIER_PARAMS>;
   #phase = 0;
@@ -159,6 +171,14 @@ export class GpuCollectives implements Collectives<
     this.#groupBarrier = sharedModule(BARRIER_KERNELS, group.device).kernel(
       "symmkit::group_barrier",
       GROUP_BARRIER_PARAMS,
+    );
+    const world = group.worldSize;
+    // Every reducing kernel takes the parameters its records launch it with (coll/programs.ts).
+    this.#reducingKernels = new Memo3((kernel, dtype, op) =>
+      sharedModule(reducingProgram(kernel, dtype, op), group.device).kernel(
+        reducingExpr(kernel, dtype, op, world),
+        REDUCING_PARAMS[kernel],
+      ),
     );
     this.#ctx = this.#context();
     this.#fused = new FusedMatmul({
@@ -444,28 +464,18 @@ export class GpuCollectives implements Collectives<
       staging,
       stagingView,
       capacityBytes,
-      reducing: <const Ps extends readonly ParamType[]>(
-        kernel: ReducingKernel,
-        dtype: DType,
-        op: ReduceOp,
-        params: Ps,
-      ): Kernel<Ps> =>
-        this.#reducingKernels.get(kernel, dtype, op, () =>
-          sharedModule(reducingProgram(kernel, dtype, op), device).kernel(
-            reducingExpr(kernel, dtype, op, world),
-            params,
-          ),
-        ) as unknown as Kernel<Ps>,
-      allGatherKernel: <const Ps extends readonly ParamType[]>(
-        kernel: AllGatherKernel,
-        params: Ps,
-      ): Kernel<Ps> => {
+      reducing: <K extends ReducingKernel>(kernel: K, dtype: DType, op: ReduceOp) =>
+        this.#reducingKernels.get(kernel, dtype, op) as Kernel<ReducingParams[K]>,
+      allGatherKernel: <K extends AllGatherKernel>(kernel: K) => {
         let k = this.#allGatherKernels.get(kernel);
         if (!k) {
-          k = sharedModule(allGatherProgram(kernel), device).kernel(allGatherExpr(kernel, world), params);
+          k = sharedModule(allGatherProgram(kernel), device).kernel(
+            allGatherExpr(kernel, world),
+            ALL_GATHER_PARAMS[kernel],
+          );
           this.#allGatherKernels.set(kernel, k);
         }
-        return k as unknown as Kernel<Ps>;
+        return k as Kernel<AllGatherParams[K]>;
       },
       groupBarrier: (view, stream) => this.#groupBarrier.launch({ grid: 1, block: 32, stream }, view),
       stage: (c, inPlaceOk = false) => {

@@ -80,8 +80,11 @@ function writerFor(p: ParamType): Slot["write"] {
       };
     case "u64":
       return (v, _u, o, x, i) => {
-        if (typeof x === "number" && Number.isSafeInteger(x) && x >= 0) v.setBigUint64(o, BigInt(x), true);
-        else if (typeof x === "bigint" && BigInt.asUintN(64, x) === x) v.setBigUint64(o, x, true);
+        // A number goes in as two 32-bit halves: no BigInt allocated on the launch path.
+        if (typeof x === "number" && Number.isSafeInteger(x) && x >= 0) {
+          v.setUint32(o, x >>> 0, true);
+          v.setUint32(o + 4, Math.floor(x / 0x1_0000_0000), true);
+        } else if (typeof x === "bigint" && BigInt.asUintN(64, x) === x) v.setBigUint64(o, x, true);
         else fail(i, "a u64", x);
       };
     case "f32":

@@ -6,6 +6,7 @@
 // kernels the collectives enqueue between copy-engine steps (sync/barrier_kernels.cuh) are here too.
 import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import { DTYPES, type DType } from "../../runtime/dtype.js";
+import type { ParamType } from "../../runtime/kernel.js";
 import type { ProgramSpec } from "../../runtime/module.js";
 import type { ReduceOp } from "../validate.js";
 
@@ -72,3 +73,22 @@ export const MAILBOX_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "ptr", "u64
 /** The reduce stage of the copy-engine reduce-scatter: the staging slots, this rank's own input chunk,
  * the output, the element count, the rank. */
 export const COPY_ENGINE_REDUCE_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32"] as const;
+
+/** Each reducing kernel's parameters. */
+export const REDUCING_PARAMS = {
+  one_shot_all_reduce: COLL_PARAMS,
+  two_shot_all_reduce: TWO_SHOT_PARAMS,
+  reduce_scatter_pull: COLL_PARAMS,
+  lamport_all_reduce: MAILBOX_PARAMS,
+  lamport_two_shot_all_reduce: MAILBOX_PARAMS,
+  lamport_reduce_scatter: MAILBOX_PARAMS,
+  copy_engine_reduce_scatter: COPY_ENGINE_REDUCE_PARAMS,
+} as const satisfies Record<ReducingKernel, readonly ParamType[]>;
+export type ReducingParams = typeof REDUCING_PARAMS;
+
+/** Each all-gather kernel's parameters. */
+export const ALL_GATHER_PARAMS = {
+  all_gather_pull: COLL_PARAMS,
+  ll_all_gather: MAILBOX_PARAMS,
+} as const satisfies Record<AllGatherKernel, readonly ParamType[]>;
+export type AllGatherParams = typeof ALL_GATHER_PARAMS;

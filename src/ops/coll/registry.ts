@@ -5,7 +5,7 @@
 // its kernel.
 import { copyDeviceToDevice, memset, writeValue32 } from "../../runtime/memory.js";
 import type { DType } from "../../runtime/dtype.js";
-import type { Kernel, ParamType } from "../../runtime/kernel.js";
+import type { Kernel } from "../../runtime/kernel.js";
 import type { ProgramSpec } from "../../runtime/module.js";
 import type { Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
@@ -15,13 +15,12 @@ import { checkCapacity, REDUCE_DTYPES, REDUCE_OPS, type ReduceOp } from "../vali
 import type { TunedCollective } from "../tune-table.js";
 import {
   allGatherProgram,
-  COLL_PARAMS,
-  COPY_ENGINE_REDUCE_PARAMS,
-  MAILBOX_PARAMS,
   reducingProgram,
-  TWO_SHOT_PARAMS,
   type AllGatherKernel,
+  type AllGatherParams,
+  type MAILBOX_PARAMS,
   type ReducingKernel,
+  type ReducingParams,
 } from "./programs.js";
 
 export type CollectiveName = TunedCollective;
@@ -51,13 +50,9 @@ export interface CollectiveContext {
   readonly stagingView: Uint8Array;
   readonly capacityBytes: number;
   /** A reducing kernel for this group's world size, resolved once per (kernel, dtype, op). */
-  reducing<const Ps extends readonly ParamType[]>(
-    kernel: ReducingKernel,
-    dtype: DType,
-    op: ReduceOp,
-    params: Ps,
-  ): Kernel<Ps>;
-  allGatherKernel<const Ps extends readonly ParamType[]>(kernel: AllGatherKernel, params: Ps): Kernel<Ps>;
+  reducing<K extends ReducingKernel>(kernel: K, dtype: DType, op: ReduceOp): Kernel<ReducingParams[K]>;
+  /** An all-gather kernel for this group's world size, resolved once. */
+  allGatherKernel<K extends AllGatherKernel>(kernel: K): Kernel<AllGatherParams[K]>;
   /** A one-block barrier kernel over `view`'s pads (release/acquire, system scope). */
   groupBarrier(view: Uint8Array, stream: Stream): void;
   /** The SymmView a pull kernel reads and the plain tensor it copies in first (0n: a symmetric input,
@@ -147,7 +142,7 @@ const ALL_REDUCE = {
     programs: reducingPrograms("lamport_all_reduce"),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.reducing("lamport_all_reduce", c.x.dtype, c.op, MAILBOX_PARAMS);
+      const k = ctx.reducing("lamport_all_reduce", c.x.dtype, c.op);
       ctx.push(ALL_REDUCE.lamport, k, c, c.x.numel, c.x.nbytes);
     },
   },
@@ -162,7 +157,7 @@ const ALL_REDUCE = {
     programs: reducingPrograms("lamport_two_shot_all_reduce"),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.reducing("lamport_two_shot_all_reduce", c.x.dtype, c.op, MAILBOX_PARAMS);
+      const k = ctx.reducing("lamport_two_shot_all_reduce", c.x.dtype, c.op);
       ctx.push(ALL_REDUCE.lamport_two_shot, k, c, c.x.numel, c.x.nbytes);
     },
   },
@@ -178,7 +173,7 @@ const ALL_REDUCE = {
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
-      const k = ctx.reducing("one_shot_all_reduce", c.x.dtype, c.op, COLL_PARAMS);
+      const k = ctx.reducing("one_shot_all_reduce", c.x.dtype, c.op);
       const grid = ctx.blocks(c.x.nbytes);
       k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.numel, ctx.nextPhase());
     },
@@ -202,7 +197,7 @@ const ALL_REDUCE = {
         checkCapacity(`${c.what} (two-shot scratch)`, c.x.nbytes, ctx.capacityBytes);
         scratch = ctx.stagingView;
       }
-      const k = ctx.reducing("two_shot_all_reduce", c.x.dtype, c.op, TWO_SHOT_PARAMS);
+      const k = ctx.reducing("two_shot_all_reduce", c.x.dtype, c.op);
       const grid = ctx.blocks(Math.ceil(c.x.nbytes / ctx.world));
       const cfg = { grid, block: THREADS, stream: c.stream };
       k.launch(cfg, view, scratch, input, c.output, c.x.numel, ctx.nextPhase());
@@ -259,7 +254,7 @@ const ALL_GATHER = {
     programs: [allGatherProgram("ll_all_gather")],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.allGatherKernel("ll_all_gather", MAILBOX_PARAMS);
+      const k = ctx.allGatherKernel("ll_all_gather");
       ctx.push(ALL_GATHER.ll, k, c, c.x.nbytes, c.x.nbytes);
     },
   },
@@ -286,7 +281,7 @@ const ALL_GATHER = {
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
-      const k = ctx.allGatherKernel("all_gather_pull", COLL_PARAMS);
+      const k = ctx.allGatherKernel("all_gather_pull");
       const grid = ctx.blocks(c.x.nbytes * ctx.world);
       k.launch(
         { grid, block: THREADS, stream: c.stream },
@@ -334,7 +329,7 @@ function copyEngineReduceScatter(ctx: CollectiveContext, c: CollectiveCall): voi
     copyDeviceToDevice(slot, x.ptr + BigInt(d * chunk), chunk, stream);
   }
   ctx.groupBarrier(ctx.stagingView, stream);
-  const k = ctx.reducing("copy_engine_reduce_scatter", x.dtype, c.op, COPY_ENGINE_REDUCE_PARAMS);
+  const k = ctx.reducing("copy_engine_reduce_scatter", x.dtype, c.op);
   k.launch(
     { grid: ctx.blocks(chunk), block: THREADS, stream },
     ctx.staging.tensor.ptr,
@@ -356,7 +351,7 @@ const REDUCE_SCATTER = {
     programs: reducingPrograms("lamport_reduce_scatter"),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.reducing("lamport_reduce_scatter", c.x.dtype, c.op, MAILBOX_PARAMS);
+      const k = ctx.reducing("lamport_reduce_scatter", c.x.dtype, c.op);
       ctx.push(REDUCE_SCATTER.lamport, k, c, c.output.numel, c.output.nbytes);
     },
   },
@@ -371,7 +366,7 @@ const REDUCE_SCATTER = {
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
-      const k = ctx.reducing("reduce_scatter_pull", c.x.dtype, c.op, COLL_PARAMS);
+      const k = ctx.reducing("reduce_scatter_pull", c.x.dtype, c.op);
       const cfg = { grid: ctx.blocks(c.output.nbytes), block: THREADS, stream: c.stream };
       k.launch(cfg, view, input, c.output, c.output.numel, ctx.nextPhase());
     },

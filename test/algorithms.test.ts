@@ -1,0 +1,78 @@
+// The registry of collective algorithms (src/ops/coll/registry.ts) is the one source of the algorithm
+// lists, auto's built-in rule and the docs' table: these checks hold the derived facts to it.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { PACKAGE_ROOT } from "../src/paths.js";
+import {
+  algorithmTable,
+  builtInPick,
+  canRun,
+  COLLECTIVE_ALGORITHMS,
+  collectivePrograms,
+  CPU_ALL_REDUCE_ALGORITHMS,
+  CPU_ALL_GATHER_ALGORITHMS,
+  CPU_REDUCE_SCATTER_ALGORITHMS,
+  GPU_ALL_REDUCE_ALGORITHMS,
+  TUNABLE_ALGORITHMS,
+} from "../src/ops/coll/registry.js";
+import { BENCH_IMPLEMENTATIONS } from "../src/bench/collectives.js";
+
+test("README's table of algorithms is the registry's", () => {
+  const readme = fs.readFileSync(path.join(PACKAGE_ROOT, "README.md"), "utf8");
+  const m = /<!-- algorithms:begin -->\n([\s\S]*?)\n<!-- algorithms:end -->/.exec(readme);
+  assert.ok(m, "README.md has no algorithms table between its markers");
+  assert.equal(m[1], algorithmTable(), "regenerate the table from algorithmTable()");
+});
+
+test("the lists come from the records: GPU, CPU, tune candidates and benchmark implementations", () => {
+  assert.deepEqual(GPU_ALL_REDUCE_ALGORITHMS, ["auto", ...Object.keys(COLLECTIVE_ALGORITHMS["all-reduce"])]);
+  assert.deepEqual(CPU_ALL_REDUCE_ALGORITHMS, ["auto", "one_shot", "two_shot"]);
+  assert.deepEqual(CPU_ALL_GATHER_ALGORITHMS, ["auto", "pull"]);
+  assert.deepEqual(CPU_REDUCE_SCATTER_ALGORITHMS, ["auto", "pull"]);
+  for (const c of ["all-reduce", "all-gather", "reduce-scatter"] as const) {
+    const names = Object.keys(COLLECTIVE_ALGORITHMS[c]);
+    assert.deepEqual(TUNABLE_ALGORITHMS[c], names);
+    assert.deepEqual(
+      [...new Set(BENCH_IMPLEMENTATIONS[c].map((i) => i.algorithm))],
+      names,
+      `${c}: the benchmark times every algorithm`,
+    );
+    assert.equal(names.at(-1), "nccl", `${c}: nccl is the fallback, last`);
+  }
+  assert.deepEqual(
+    BENCH_IMPLEMENTATIONS["all-reduce"].filter((i) => i.plain).map((i) => i.name),
+    ["one_shot_plain", "two_shot_plain"],
+  );
+});
+
+test("auto's built-in rule, from the records, at world 2 and 4", () => {
+  const cap = (world: number, stagingBytes = 64 << 20) => ({
+    world,
+    mailboxSlotBytes: 4 << 20,
+    stagingBytes,
+  });
+  assert.equal(builtInPick("all-reduce", 4096, 4096, cap(2)), "lamport");
+  assert.equal(builtInPick("all-reduce", 1 << 20, 1 << 20, cap(2)), "lamport_two_shot");
+  // Past the mailbox: one-shot on 2 GPUs at any size, two-shot on 4 above 256 KiB.
+  assert.equal(builtInPick("all-reduce", 64 << 20, 0, cap(2)), "one_shot");
+  assert.equal(builtInPick("all-reduce", 64 << 20, 0, cap(4)), "two_shot");
+  // A plain input larger than the staging buffer leaves only NCCL.
+  assert.equal(builtInPick("all-reduce", 64 << 20, 64 << 20, cap(4, 1 << 20)), "nccl");
+  assert.equal(builtInPick("all-gather", 4096, 4096, cap(2)), "ll");
+  assert.equal(builtInPick("all-gather", 8 << 20, 8 << 20, cap(2)), "copy_engine");
+  assert.equal(builtInPick("all-gather", 1 << 20, 1 << 20, cap(2)), "pull");
+  assert.equal(builtInPick("reduce-scatter", 1 << 20, 2 << 20, cap(2)), "lamport");
+  assert.equal(builtInPick("reduce-scatter", 4 << 20, 8 << 20, cap(2)), "pull");
+  // The copy-engine reduce-scatter needs world slots of the output, whatever the input.
+  assert.equal(canRun("reduce-scatter", "copy_engine", 1 << 20, 0, cap(4, 3 << 20)), false);
+  assert.equal(canRun("reduce-scatter", "copy_engine", 1 << 20, 0, cap(4, 4 << 20)), true);
+});
+
+test("the catalog compiles every record's programs, each once", () => {
+  const names = collectivePrograms().map((p) => p.name);
+  assert.equal(new Set(names).size, names.length);
+  // 7 reducing kernels x 3 dtypes x 3 ops, and 2 all-gather kernels.
+  assert.equal(names.length, 7 * 9 + 2);
+});
