@@ -50,6 +50,7 @@ export { KernelCache, type CachedKernel } from "./runtime/jit/cache.js";
 export { hostUniform, hostNormal, hostRandInt, philox4x32_10 } from "./runtime/random.js";
 export { compileCatalog, PROGRAMS, type CatalogResult } from "./catalog.js";
 export { ProcessGroup, initCuda } from "./distributed/process-group.js";
+export type { ProcessGroupLike } from "./distributed/group-base.js";
 export {
   init,
   detectBackend,

@@ -201,7 +201,8 @@ test("docs/api.md lists exactly what src/index.ts exports", () => {
 });
 
 test("every line of docs/api.md's lists says what the export is", () => {
-  for (const [name, line] of DOCS) assert.match(line, /^\s*[-*] `[^`]+` — \S/, `${name}: "- \`Name\` — what"`);
+  for (const [name, line] of DOCS)
+    assert.match(line, /^\s*[-*] `[^`]+` — \S/, `${name}: "- \`Name\` — what"`);
 });
 
 test("every exported class in src/ is public (src/index.ts) or internal for a stated reason", () => {
@@ -209,7 +210,11 @@ test("every exported class in src/ is public (src/index.ts) or internal for a st
   for (const [name, c] of EXPORTED_CLASSES) {
     if (!RUNTIME_EXPORTS.has(name) && !(name in INTERNAL)) undecided.push(`${c.file}: ${name}`);
   }
-  assert.deepEqual(undecided, [], "export these from src/index.ts (and list them in docs/api.md), or add to INTERNAL");
+  assert.deepEqual(
+    undecided,
+    [],
+    "export these from src/index.ts (and list them in docs/api.md), or add to INTERNAL",
+  );
   for (const [name, reason] of Object.entries(INTERNAL)) {
     assert.ok(EXPORTED_CLASSES.has(name), `INTERNAL names ${name}, which is no exported class in src/`);
     assert.ok(!EXPORTS.has(name), `${name} is in INTERNAL but src/index.ts exports it`);
@@ -230,7 +235,8 @@ test("every error class is exported, and docs/api.md gives its code on its line"
     assert.ok(codes.length > 0, `${name}: no SYMMKIT_* code found in its class`);
     const line = DOCS.get(name);
     assert.ok(line, `${name} is not in docs/api.md`);
-    for (const code of codes) assert.ok(line.includes(`\`${code}\``), `docs/api.md: ${name}'s line lacks ${code}`);
+    for (const code of codes)
+      assert.ok(line.includes(`\`${code}\``), `docs/api.md: ${name}'s line lacks ${code}`);
   }
 });
 

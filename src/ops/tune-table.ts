@@ -2,7 +2,7 @@
 // on one kind of GPU and world size (`symmkit tune` writes them, src/bench/tune.ts). A table is looked up
 // by (device name, world size): first the user's (SYMMKIT_TUNE_DIR, default ~/.cache/symmkit/tune), then
 // the ones shipped in tune/ (measured for this package). Without a table, auto follows the built-in
-// rules in gpu-collectives.ts.
+// rules in src/ops/coll/registry.ts.
 import fs from "node:fs";
 import path from "node:path";
 import { SymmkitError } from "../errors.js";
