@@ -261,15 +261,7 @@ export class GpuCollectives implements Collectives<
     const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
     const algorithm =
       requested === "auto" ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes) : requested;
-    this.#launch("all-reduce", algorithm, {
-      what,
-      input,
-      x,
-      output,
-      op,
-      stream: this.#stream(options),
-      flags: undefined,
-    });
+    this.#launch("all-reduce", algorithm, { what, input, x, output }, op, options);
     return output;
   }
 
@@ -305,15 +297,7 @@ export class GpuCollectives implements Collectives<
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel * this.#group.worldSize);
     this.#onDevice(what, output);
-    this.#launch("all-gather", algorithm, {
-      what,
-      input,
-      x,
-      output,
-      op: "sum",
-      stream: this.#stream(options),
-      flags,
-    });
+    this.#launch("all-gather", algorithm, { what, input, x, output }, "sum", options, flags);
     return output;
   }
 
@@ -339,20 +323,21 @@ export class GpuCollectives implements Collectives<
       requested === "auto"
         ? this.autoAlgorithm("reduce-scatter", output.nbytes, stagedBytes(input, x))
         : requested;
-    this.#launch("reduce-scatter", algorithm, {
-      what,
-      input,
-      x,
-      output,
-      op,
-      stream: this.#stream(options),
-      flags: undefined,
-    });
+    this.#launch("reduce-scatter", algorithm, { what, input, x, output }, op, options);
     return output;
   }
 
-  /** Runs `algorithm`'s record; a mailbox or staging need it cannot meet is a typed error first. */
-  #launch(collective: CollectiveName, algorithm: string, call: CollectiveCall): void {
+  /** Runs `algorithm`'s record (which turns a mailbox or staging need it cannot meet into a typed
+   * error before anything runs). */
+  #launch(
+    collective: CollectiveName,
+    algorithm: string,
+    t: Pick<CollectiveCall, "what" | "input" | "x" | "output">,
+    op: ReduceOp,
+    options: CollectiveOptions,
+    flags?: Tensor,
+  ): void {
+    const call = { ...t, op, stream: this.#stream(options), flags };
     algorithmRecord(collective, algorithm).launch(this.#ctx, call);
   }
 
