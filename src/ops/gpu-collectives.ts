@@ -261,7 +261,7 @@ export class GpuCollectives implements Collectives<
     const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
     const algorithm =
       requested === "auto" ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes) : requested;
-    this.#launch("all-reduce", algorithm, { what, input, x, output }, op, options);
+    this.#launch("all-reduce", algorithm, what, input, x, output, op, options);
     return output;
   }
 
@@ -297,7 +297,7 @@ export class GpuCollectives implements Collectives<
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel * this.#group.worldSize);
     this.#onDevice(what, output);
-    this.#launch("all-gather", algorithm, { what, input, x, output }, "sum", options, flags);
+    this.#launch("all-gather", algorithm, what, input, x, output, "sum", options, flags);
     return output;
   }
 
@@ -323,7 +323,7 @@ export class GpuCollectives implements Collectives<
       requested === "auto"
         ? this.autoAlgorithm("reduce-scatter", output.nbytes, stagedBytes(input, x))
         : requested;
-    this.#launch("reduce-scatter", algorithm, { what, input, x, output }, op, options);
+    this.#launch("reduce-scatter", algorithm, what, input, x, output, op, options);
     return output;
   }
 
@@ -332,12 +332,15 @@ export class GpuCollectives implements Collectives<
   #launch(
     collective: CollectiveName,
     algorithm: string,
-    t: Pick<CollectiveCall, "what" | "input" | "x" | "output">,
+    what: string,
+    input: CollectiveInput,
+    x: Tensor,
+    output: Tensor,
     op: ReduceOp,
     options: CollectiveOptions,
     flags?: Tensor,
   ): void {
-    const call = { ...t, op, stream: this.#stream(options), flags };
+    const call = { what, input, x, output, op, stream: this.#stream(options), flags };
     algorithmRecord(collective, algorithm).launch(this.#ctx, call);
   }
 
