@@ -35,6 +35,7 @@ import {
   algorithmRecord,
   builtInPick,
   canRun,
+  type Capacity,
   GPU_ALL_GATHER_ALGORITHMS,
   GPU_ALL_REDUCE_ALGORITHMS,
   GPU_REDUCE_SCATTER_ALGORITHMS,
@@ -154,6 +155,9 @@ export class GpuCollectives implements Collectives<
   readonly #reducingKernels: Memo3<ReducingKernel, DType, ReduceOp, Kernel>;
   readonly #allGatherKernels = new Map<AllGatherKernel, Kernel>();
   readonly #groupBarrier: Kernel<typeof GROUP_BARRIER_PARAMS>;
+  readonly #barrierHold: Kernel<typeof BARRIER_HOLD_PARAMS>;
+  /** What auto and canRun judge a call against: fixed for the group's life. */
+  readonly #capacity: Capacity;
   #phase = 0;
 
   private constructor(
@@ -168,10 +172,14 @@ export class GpuCollectives implements Collectives<
     this.#mailbox = mailbox;
     this.#comm = comm;
     this.#tuned = tuned;
-    this.#groupBarrier = sharedModule(BARRIER_KERNELS, group.device).kernel(
-      "symmkit::group_barrier",
-      GROUP_BARRIER_PARAMS,
-    );
+    const barriers = sharedModule(BARRIER_KERNELS, group.device);
+    this.#groupBarrier = barriers.kernel("symmkit::group_barrier", GROUP_BARRIER_PARAMS);
+    this.#barrierHold = barriers.kernel("symmkit::barrier_hold", BARRIER_HOLD_PARAMS);
+    this.#capacity = {
+      world: group.worldSize,
+      mailboxSlotBytes: mailbox.slotBytes,
+      stagingBytes: staging.tensor.nbytes,
+    };
     const world = group.worldSize;
     // Every reducing kernel takes the parameters its records launch it with (coll/programs.ts).
     this.#reducingKernels = new Memo3((kernel, dtype, op) =>
@@ -402,11 +410,7 @@ export class GpuCollectives implements Collectives<
    * one barrier latency of each other (benchmarks use it to start timed work together).
    */
   barrier(options: CollectiveOptions & { holdNs?: number } = {}): void {
-    const k = sharedModule(BARRIER_KERNELS, this.#group.device).kernel(
-      "symmkit::barrier_hold",
-      BARRIER_HOLD_PARAMS,
-    );
-    k.launch(
+    this.#barrierHold.launch(
       { grid: 1, block: 32, stream: this.#stream(options) },
       this.#ctx.stagingView,
       options.holdNs ?? 0,
@@ -494,11 +498,7 @@ export class GpuCollectives implements Collectives<
    * NCCL's order applies.
    */
   autoAlgorithm<C extends CollectiveName>(collective: C, bytes: number, staged = 0): GpuAlgorithm<C> {
-    const cap = {
-      world: this.#group.worldSize,
-      mailboxSlotBytes: this.#mailbox.slotBytes,
-      stagingBytes: this.capacityBytes,
-    };
+    const cap = this.#capacity;
     const tuned = this.#tuned && pickRule(this.#tuned.rules[collective], bytes);
     if (tuned && canRun(collective, tuned, bytes, staged, cap)) return tuned as GpuAlgorithm<C>;
     return builtInPick(collective, bytes, staged, cap);
@@ -506,11 +506,7 @@ export class GpuCollectives implements Collectives<
 
   /** Whether `algorithm` can run `bytes` per rank here (see autoAlgorithm). */
   canRun(collective: CollectiveName, algorithm: string, bytes: number, staged = 0): boolean {
-    return canRun(collective, algorithm, bytes, staged, {
-      world: this.#group.worldSize,
-      mailboxSlotBytes: this.#mailbox.slotBytes,
-      stagingBytes: this.capacityBytes,
-    });
+    return canRun(collective, algorithm, bytes, staged, this.#capacity);
   }
 
   /**

@@ -124,7 +124,8 @@ const staged = (_bytes: number, s: number): number => s;
 const reducingPrograms = (k: ReducingKernel): ProgramSpec[] =>
   REDUCE_DTYPES.flatMap((d) => REDUCE_OPS.map((op) => reducingProgram(k, d, op)));
 
-/** Either NCCL or, on one rank, a copy: the records' shared first step. Returns true when done. */
+/** On one rank a collective is a copy (none in place): the records' shared first step. Returns true
+ * when that was all. */
 function trivial(ctx: CollectiveContext, c: CollectiveCall): boolean {
   if (ctx.world !== 1) return false;
   if (c.output.ptr !== c.x.ptr) copyDeviceToDevice(c.output.ptr, c.x.ptr, c.x.nbytes, c.stream);
