@@ -20,6 +20,7 @@ export type ErrorCode =
   | "SYMMKIT_STORE_PROTOCOL"
   | "SYMMKIT_OS_ERROR"
   | "SYMMKIT_SYMM_TIMEOUT"
+  | "SYMMKIT_COLLECTIVE_MISMATCH"
   | "SYMMKIT_ENVIRONMENT";
 
 export class SymmkitError extends Error {

@@ -99,6 +99,14 @@ export { ProtocolError } from "./distributed/store/protocol.js";
 export { SymmetricTensor, type SymmetricOptions } from "./distributed/symmetric-memory.js";
 export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./distributed/device-layouts.js";
 export { SymmTimeoutError, SyncWatch, type TimeoutRecord } from "./distributed/sync-watch.js";
+export {
+  CALL_KINDS,
+  CollectiveMismatchError,
+  describeFingerprint,
+  fingerprint,
+  type CallKind,
+  type CallShape,
+} from "./distributed/fingerprint.js";
 export { NcclComm, type ReduceOp } from "./distributed/nccl-comm.js";
 export {
   StoreClient,

@@ -1,43 +1,8 @@
 // The CPU backend under the real launcher at world sizes 2, 3 and 4: every collective against a
 // reference, a rank that never arrives, a rank killed mid-collective; nothing left behind.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "src", "cli.js");
-/** This job's socket directory must be gone, and no shared memory may have a name in /dev/shm. */
-function assertNothingLeft(out: string): void {
-  const dir = /job directory (\S+)/.exec(out)?.[1] ?? "";
-  assert.ok(dir.startsWith(os.tmpdir()), `the job did not say where its directory was:\n${out}`);
-  assert.equal(fs.existsSync(dir), false, `${dir} left behind`);
-  assert.deepEqual(
-    fs.readdirSync("/dev/shm").filter((f) => f.includes("symmkit")),
-    [],
-    "named shared memory left behind",
-  );
-}
-
-function run(
-  n: number,
-  script: string,
-  env: Record<string, string> = {},
-): { status: number | null; out: string } {
-  const r = spawnSync(
-    process.execPath,
-    [cli, "run", "-n", String(n), "--grace-ms", "1000", path.join(here, "fixtures", script)],
-    {
-      encoding: "utf8",
-      timeout: 120_000,
-      env: { ...process.env, ...env },
-    },
-  );
-  return { status: r.status, out: `${r.stdout}\n${r.stderr}` };
-}
+import { assertNothingLeft, runJob as run } from "./support/cpu-job.js";
 
 for (const n of [2, 3, 4]) {
   test(`CPU collectives at world size ${n}: reference, bitwise agreement, repeated calls, bad inputs`, () => {

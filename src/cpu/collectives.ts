@@ -37,6 +37,13 @@ import { HostTensor, rawView } from "./host-tensor.js";
 import { hostMatmul } from "./matmul.js";
 import type { CpuSymmetricTensor } from "./symmetric.js";
 import { ACK_SLOTS, barrier, putSignal, READY_SLOTS, waitSignal, type CpuSyncEnv } from "./sync.js";
+import {
+  CollectiveMismatchError,
+  fingerprint,
+  type CallKind,
+  type CallShape,
+} from "../distributed/fingerprint.js";
+import { SymmTimeoutError } from "../distributed/sync-watch.js";
 
 /** Below this many bytes, "auto" picks one-shot (one barrier round less); above, two-shot (less reading). */
 export const ONE_SHOT_MAX_BYTES = 64 * 1024;
@@ -53,13 +60,24 @@ export interface CpuAlgorithms {
 export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAlgorithms> {
   readonly #sync: CpuSyncEnv;
   readonly #staging: CpuSymmetricTensor;
+  /** Collective calls made so far (the fingerprints' call number; every rank in step counts the same). */
+  #seq = 0;
+  /** The running call's fingerprint, and how many barriers it has met. */
   #phase = 0;
-  /** The peer whose acknowledgement our staging buffer waits for after a send. */
-  #pendingAck: number | undefined;
+  #step = 0;
+  /** Messages sent to and received from each peer (send/recv's call numbers, per pair). */
+  readonly #sent: number[];
+  readonly #received: number[];
+  /** The send whose acknowledgement our staging buffer waits for. */
+  #pendingAck: { peer: number; phase: number } | undefined;
+  /** The wait that failed: the pads are out of step since, so every later call is refused. */
+  #failed: SymmTimeoutError | CollectiveMismatchError | undefined;
 
   constructor(sync: CpuSyncEnv, staging: CpuSymmetricTensor) {
     this.#sync = sync;
     this.#staging = staging;
+    this.#sent = new Array<number>(sync.world).fill(0);
+    this.#received = new Array<number>(sync.world).fill(0);
   }
 
   get capacityBytes(): number {
@@ -80,14 +98,43 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
   }
 
   #settleSend(): void {
-    if (this.#pendingAck === undefined) return;
+    const ack = this.#pendingAck;
+    if (ack === undefined) return;
     const { rank, world, pads } = this.#sync;
-    waitSignal(this.#sync, pads[rank]!, ACK_SLOTS * world + this.#pendingAck, this.#pendingAck, this.#phase);
+    this.#guard(() => waitSignal(this.#sync, pads[rank]!, ACK_SLOTS * world + ack.peer, ack.peer, ack.phase));
     this.#pendingAck = undefined;
   }
 
+  /** Starts a collective call: refused once a wait failed, else fingerprinted. */
+  #begin(shape: CallShape): void {
+    this.#usable();
+    this.#phase = fingerprint(this.#seq++, shape);
+    this.#step = 0;
+  }
+
+  #usable(): void {
+    const e = this.#failed;
+    if (e === undefined) return;
+    const note = "An earlier call of this group failed so; the group cannot be used any more.";
+    throw e instanceof SymmTimeoutError
+      ? new SymmTimeoutError(e.record, e.timeoutMs, { note })
+      : new CollectiveMismatchError(e.rank, e.peer, e.ours, e.theirs, { note });
+  }
+
+  /** Runs a wait; one that fails leaves the pads out of step, so it is remembered. */
+  #guard(wait: () => void): void {
+    try {
+      wait();
+    } catch (e) {
+      if (e instanceof SymmTimeoutError || e instanceof CollectiveMismatchError) this.#failed ??= e;
+      throw e;
+    }
+  }
+
+  /** A barrier of the running call: its signals carry the call's fingerprint, step by step. */
   #meet(): void {
-    barrier(this.#sync, this.#phase++);
+    const phase = this.#phase + (this.#step++ & 1);
+    this.#guard(() => barrier(this.#sync, phase));
   }
 
   /** Sum (or max, min) of `input` over all ranks, into `output` (default: a new tensor). */
@@ -107,6 +154,8 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkNumel(what, "output", output, input.numel);
     checkCapacity(what, input.nbytes, this.capacityBytes);
     const twoShot = algorithm === "two_shot" || (algorithm === "auto" && input.nbytes > ONE_SHOT_MAX_BYTES);
+    const kind = twoShot ? "all-reduce/two_shot" : "all-reduce/one_shot";
+    this.#begin({ kind, dtype: input.dtype, op, count: input.numel });
     return twoShot ? this.#twoShot(input, output, op) : this.#oneShot(input, output, op);
   }
 
@@ -151,14 +200,19 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     output: HostTensor,
     options: { algorithm?: CpuAllGatherAlgorithm } = {},
   ): HostTensor {
+    return this.#allGather(input, output, options.algorithm ?? "auto", "all-gather/pull");
+  }
+
+  #allGather(input: HostTensor, output: HostTensor, algorithm: string, kind: CallKind): HostTensor {
     const what = "allGather";
     const { world } = this.#sync;
     checkTensorArg(what, "input", input);
     checkTensorArg(what, "output", output);
-    checkAlgorithm(what, options.algorithm ?? "auto", CPU_ALL_GATHER_ALGORITHMS);
+    checkAlgorithm(what, algorithm, CPU_ALL_GATHER_ALGORITHMS);
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * world);
     const n = input.numel;
+    this.#begin({ kind, dtype: input.dtype, count: n });
     this.#stage(input, what);
     this.#meet();
     for (let r = 0; r < world; r++)
@@ -173,17 +227,33 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     output: HostTensor,
     options: { op?: ReduceOp; algorithm?: CpuReduceScatterAlgorithm } = {},
   ): HostTensor {
+    return this.#reduceScatter(
+      input,
+      output,
+      options.op ?? "sum",
+      options.algorithm ?? "auto",
+      "reduce-scatter/pull",
+    );
+  }
+
+  #reduceScatter(
+    input: HostTensor,
+    output: HostTensor,
+    op: ReduceOp,
+    algorithm: string,
+    kind: CallKind,
+  ): HostTensor {
     const what = "reduceScatter";
     checkTensorArg(what, "input", input);
     checkTensorArg(what, "output", output);
-    checkAlgorithm(what, options.algorithm ?? "auto", CPU_REDUCE_SCATTER_ALGORITHMS);
-    const op = options.op ?? "sum";
+    checkAlgorithm(what, algorithm, CPU_REDUCE_SCATTER_ALGORITHMS);
     const { rank, world } = this.#sync;
     checkReduction(what, op, input.dtype);
     checkSameDtype(what, input, output);
     checkDivisible(what, input, world);
     checkNumel(what, "output", output, input.numel / world);
     const n = output.numel;
+    this.#begin({ kind, dtype: input.dtype, op, count: input.numel });
     this.#stage(input, what);
     this.#meet();
     const all = Array.from({ length: world }, (_, r) => this.#staged(r, input, input.numel));
@@ -209,7 +279,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const p = checkAllGatherMatmul(what, this.#sync.world, aShard, b, options);
     const gathered = options.gathered ?? HostTensor.empty([p.m, p.k], p.elem);
     const out = options.out ?? HostTensor.empty([p.m, p.n], "bf16");
-    this.allGather(aShard, gathered);
+    this.#allGather(aShard, gathered, "auto", "all-gather-matmul/sequential");
     hostMatmul(p, gathered, b, out, options);
     return { out, gathered };
   }
@@ -232,7 +302,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkCapacity(what, p.m * p.n * 2, this.capacityBytes);
     const out = options.out ?? HostTensor.empty([p.shardRows, p.n], "bf16");
     const partial = hostMatmul(p, a, b, HostTensor.empty([p.m, p.n], "bf16"), options);
-    this.reduceScatter(partial, out);
+    this.#reduceScatter(partial, out, "sum", "auto", "matmul-reduce-scatter/sequential");
     return out;
   }
 
@@ -243,6 +313,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const { rank, world } = this.#sync;
     if (root !== rank) checkPeer(what, root, world, rank);
     checkCapacity(what, tensor.nbytes, this.capacityBytes);
+    this.#begin({ kind: "broadcast", dtype: tensor.dtype, count: tensor.numel, peer: root });
     if (rank === root) this.#stage(tensor, what);
     this.#meet();
     if (rank !== root) (tensor.raw as Uint8Array).set(this.#staged(root, tensor, tensor.numel) as Uint8Array);
@@ -258,9 +329,17 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const { rank, world, pads } = this.#sync;
     checkTensorArg("send", "tensor", tensor);
     checkPeer("send", peer, world, rank);
+    this.#usable();
     this.#stage(tensor, "send");
-    putSignal(this.#sync, pads[peer]!, READY_SLOTS * world + rank, peer, this.#phase);
-    this.#pendingAck = peer;
+    const phase = this.#pairPhase(this.#sent, peer, rank, tensor);
+    this.#guard(() => putSignal(this.#sync, pads[peer]!, READY_SLOTS * world + rank, peer, phase));
+    this.#pendingAck = { peer, phase };
+  }
+
+  /** A message's fingerprint: its number between this pair (one way), its size, and its sender. */
+  #pairPhase(counts: number[], peer: number, sender: number, t: HostTensor): number {
+    const seq = counts[peer]!++;
+    return fingerprint(seq, { kind: "send-recv", dtype: t.dtype, count: t.numel, peer: sender });
   }
 
   recv(tensor: HostTensor, peer: number): HostTensor {
@@ -268,14 +347,17 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkTensorArg("recv", "tensor", tensor);
     checkPeer("recv", peer, world, rank);
     checkCapacity("recv", tensor.nbytes, this.capacityBytes);
-    waitSignal(this.#sync, pads[rank]!, READY_SLOTS * world + peer, peer, this.#phase);
+    this.#usable();
+    const phase = this.#pairPhase(this.#received, peer, peer, tensor);
+    this.#guard(() => waitSignal(this.#sync, pads[rank]!, READY_SLOTS * world + peer, peer, phase));
     (tensor.raw as Uint8Array).set(this.#staged(peer, tensor, tensor.numel) as Uint8Array);
-    putSignal(this.#sync, pads[peer]!, ACK_SLOTS * world + rank, peer, this.#phase);
+    this.#guard(() => putSignal(this.#sync, pads[peer]!, ACK_SLOTS * world + rank, peer, phase));
     return tensor;
   }
 
   /** Every rank of the group meets here, through shared memory. */
   barrier(): void {
+    this.#begin({ kind: "barrier", count: 0 });
     this.#settleSend();
     this.#meet();
   }

@@ -1,9 +1,12 @@
 // Signals and the barrier of the CPU backend: device/include/symmkit/sync/ written for processes that
-// share memory. A slot is an i32 in a rank's pad, 0 when idle; a put turns it 0 -> 1 and a wait 1 -> 0
-// with Atomics.compareExchange, so slots are idle again after every matched pair and a fast rank cannot
-// overrun a slow one. Atomics are sequentially consistent: a rank's plain writes before a put are visible
-// to the rank that completes the matching wait. Every wait is bounded: past the deadline it throws
-// SymmTimeoutError naming the peer that never signalled.
+// share memory. A slot is an i32 in a rank's pad, 0 when idle; a put turns it 0 -> value and a wait
+// value -> 0 with Atomics.compareExchange, so slots are idle again after every matched pair and a fast
+// rank cannot overrun a slow one. The value is the call's fingerprint (src/distributed/fingerprint.ts)
+// with bit 31 set, as on GPUs: a wait that finds another non-zero value is met by a peer in another
+// call and throws CollectiveMismatchError. Atomics are sequentially consistent: a rank's plain writes
+// before a put are visible to the rank that completes the matching wait. Every wait is bounded: past
+// the deadline it throws SymmTimeoutError naming the peer that never signalled.
+import { CollectiveMismatchError, SIGNAL_MARK } from "../distributed/fingerprint.js";
 import { SymmTimeoutError } from "../distributed/sync-watch.js";
 
 export interface CpuSyncEnv {
@@ -31,7 +34,17 @@ function boundedWait(env: CpuSyncEnv, peer: number, phase: number, done: () => b
       const waited = performance.now() - start;
       if (waited > env.timeoutMs) {
         throw new SymmTimeoutError(
-          { rank: env.rank, block: 0, peer, phase, thread: 0, waitedMs: waited },
+          {
+            kind: "gave-up",
+            rank: env.rank,
+            block: 0,
+            peer,
+            phase,
+            thread: 0,
+            waitedMs: waited,
+            expected: 0,
+            got: 0,
+          },
           env.timeoutMs,
         );
       }
@@ -41,8 +54,12 @@ function boundedWait(env: CpuSyncEnv, peer: number, phase: number, done: () => b
   }
 }
 
+/** The slot value of `phase`, as the i32 the pads hold. */
+const signalValue = (phase: number): number => phase | SIGNAL_MARK | 0;
+
 export function putSignal(env: CpuSyncEnv, pad: Int32Array, slot: number, peer: number, phase: number): void {
-  boundedWait(env, peer, phase, () => Atomics.compareExchange(pad, slot, 0, 1) === 0);
+  const value = signalValue(phase);
+  boundedWait(env, peer, phase, () => Atomics.compareExchange(pad, slot, 0, value) === 0);
 }
 
 export function waitSignal(
@@ -52,7 +69,12 @@ export function waitSignal(
   peer: number,
   phase: number,
 ): void {
-  boundedWait(env, peer, phase, () => Atomics.compareExchange(pad, slot, 1, 0) === 1);
+  const value = signalValue(phase);
+  boundedWait(env, peer, phase, () => {
+    const seen = Atomics.compareExchange(pad, slot, value, 0);
+    if (seen !== 0 && seen !== value) throw new CollectiveMismatchError(env.rank, peer, value, seen);
+    return seen === value;
+  });
 }
 
 /** Every rank of the group meets here: signal each peer, then wait for each peer's signal. */

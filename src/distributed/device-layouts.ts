@@ -30,7 +30,8 @@ export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
 /**
  * TimeoutRecord (device/include/symmkit/sync/wait.cuh): what the first thread that gives up a bounded
  * wait writes into host-mapped memory, and SyncWatch.record() reads. The device writes `flag` last
- * (after a system fence), so the host reads the other fields only once `flag` is non-zero.
+ * (after a system fence), so the host reads the other fields only once `flag` is non-zero; `flag` is
+ * the kind (RECORD_KINDS). A mismatch also records the signal value waited for and the one found.
  */
 export const TIMEOUT_RECORD_LAYOUT = {
   flag: 0,
@@ -40,8 +41,13 @@ export const TIMEOUT_RECORD_LAYOUT = {
   phase: 16,
   thread: 20,
   waitedNs: 24,
-  bytes: 32,
+  expected: 32,
+  got: 36,
+  bytes: 40,
 } as const;
+
+/** TimeoutRecord's kinds (kGaveUp, kMismatch in sync/wait.cuh). */
+export const RECORD_KINDS = { gaveUp: 1, mismatch: 2 } as const;
 
 /**
  * SyncWatch's host-mapped block (host-only: kernels get the two addresses through SymmView and

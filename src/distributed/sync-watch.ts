@@ -6,7 +6,8 @@ import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
 import { readEnvVar, type Env } from "../settings.js";
-import { SYNC_WATCH_LAYOUT, TIMEOUT_RECORD_LAYOUT } from "./device-layouts.js";
+import { RECORD_KINDS, SYNC_WATCH_LAYOUT, TIMEOUT_RECORD_LAYOUT } from "./device-layouts.js";
+import { CollectiveMismatchError } from "./fingerprint.js";
 
 export { DEFAULT_SYNC_TIMEOUT_MS } from "../settings.js";
 
@@ -16,12 +17,17 @@ export function syncTimeoutFromEnv(env: Env = process.env): number {
 }
 
 export interface TimeoutRecord {
+  /** Why the wait ended: the deadline (or the host's abort), or a peer's signal from another call. */
+  readonly kind: "gave-up" | "mismatch";
   readonly rank: number;
   readonly block: number;
   readonly peer: number;
   readonly phase: number;
   readonly thread: number;
   readonly waitedMs: number;
+  /** For a mismatch: the signal value this rank waited for and the one it found (fingerprints). */
+  readonly expected: number;
+  readonly got: number;
 }
 
 export class SymmTimeoutError extends SymmkitError {
@@ -78,30 +84,45 @@ export class SyncWatch implements Disposable {
     const v = this.#view;
     const o = SYNC_WATCH_LAYOUT.record;
     const L = TIMEOUT_RECORD_LAYOUT;
-    if (v.getUint32(o + L.flag, true) === 0) return undefined;
+    const flag = v.getUint32(o + L.flag, true);
+    if (flag === 0) return undefined;
     return {
+      kind: flag === RECORD_KINDS.mismatch ? "mismatch" : "gave-up",
       rank: v.getUint32(o + L.rank, true),
       block: v.getUint32(o + L.block, true),
       peer: v.getUint32(o + L.peer, true),
       phase: v.getUint32(o + L.phase, true),
       thread: v.getUint32(o + L.thread, true),
       waitedMs: Number(v.getBigUint64(o + L.waitedNs, true)) / 1e6,
+      expected: v.getUint32(o + L.expected, true),
+      got: v.getUint32(o + L.got, true),
     };
   }
 
-  /** Runs `f` (a synchronisation); a CudaError caused by a kernel that gave up becomes SymmTimeoutError. */
+  /** The typed error a record stands for. */
+  #error(r: TimeoutRecord, note: string, cause?: unknown): SymmkitError {
+    return r.kind === "mismatch"
+      ? new CollectiveMismatchError(r.rank, r.peer, r.expected, r.got, { note, cause })
+      : new SymmTimeoutError(r, this.timeoutMs, { note, cause });
+  }
+
+  /** Runs `f` (a synchronisation); a CudaError caused by a kernel that gave up becomes SymmTimeoutError
+   * (or CollectiveMismatchError when a peer's signal came from another call). */
   translate<T>(f: () => T): T {
     try {
       return f();
     } catch (e) {
       const r = e instanceof CudaError ? this.record() : undefined;
-      if (r)
-        throw new SymmTimeoutError(r, this.timeoutMs, {
-          cause: e,
-          note: "The CUDA context is unusable after this.",
-        });
+      if (r) throw this.#error(r, "The CUDA context is unusable after this.", e);
       throw e;
     }
+  }
+
+  /** Throws the error a kernel of this group already recorded, if any: its signals are out of step. */
+  throwIfFailed(): void {
+    const r = this.record();
+    if (r)
+      throw this.#error(r, "An earlier call of this group failed so; the group cannot be used any more.");
   }
 
   dispose(): void {

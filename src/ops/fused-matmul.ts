@@ -17,6 +17,7 @@
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
 import { InvalidArgumentError } from "../errors.js";
+import type { CallKind, CallShape } from "../distributed/fingerprint.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { SyncWatch } from "../distributed/sync-watch.js";
 import type { Device } from "../runtime/device.js";
@@ -88,10 +89,11 @@ export interface FusionContext {
   readonly comm: NcclComm;
   /** The machine's tune table, if any: its fused rules come before the built-in ones. */
   readonly tuned: LoadedTuneTable | undefined;
-  /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope). */
-  barrier(view: Uint8Array, stream: Stream): void;
-  /** Two phase numbers for a kernel's timeout records. */
-  nextPhase(): number;
+  /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope), its
+   * signals carrying `phase`. */
+  barrier(view: Uint8Array, stream: Stream, phase: number): void;
+  /** The next call's fingerprint, for its kernels' phase (src/distributed/fingerprint.ts). */
+  phase(shape: CallShape): number;
   /** symmkit's all-gather and reduce-scatter, algorithm auto. */
   allGather(input: Tensor, output: Tensor, stream: Stream): void;
   reduceScatter(input: Tensor, output: Tensor, stream: Stream): void;
@@ -190,7 +192,12 @@ export class FusedMatmul {
         stream: s,
       });
     } else {
-      this.#fusedAllGather(input, aShard, p, b, gathered, out, scales, s, algorithm === "fused_pull");
+      const phase = this.#ctx.phase({
+        kind: `all-gather-matmul/${algorithm}` as CallKind,
+        dtype: p.elem,
+        count: aShard.numel,
+      });
+      this.#fusedAllGather(input, aShard, p, b, gathered, out, scales, s, algorithm === "fused_pull", phase);
     }
     return { out, gathered };
   }
@@ -242,7 +249,8 @@ export class FusedMatmul {
     // GPU, which would otherwise wait for a peer inside the call.
     const gemm = this.#gemm(p, "sharded", "none", "scatter-reduce");
     // Every owner finished reading its receive buffer in the previous call.
-    this.#ctx.barrier(staging.deviceView(), s);
+    const phase = this.#ctx.phase({ kind: "matmul-reduce-scatter/fused", dtype: p.elem, count: a.numel });
+    this.#ctx.barrier(staging.deviceView(), s, phase);
     gemm.launch({
       ...gemmOperands(p, a, b, out, scales),
       stream: s,
@@ -310,6 +318,7 @@ export class FusedMatmul {
     scales: Scales,
     s: Stream,
     pull: boolean,
+    phase: number,
   ): void {
     const { group, staging } = this.#ctx;
     const { rank, worldSize: world } = group;
@@ -329,7 +338,7 @@ export class FusedMatmul {
     if (!pull) {
       if (input instanceof Tensor) copyDeviceToDevice(staging.tensor.ptr, aShard.ptr, shardBytes, s);
       // Every rank's shard is in its symmetric buffer before any copy engine reads it.
-      this.#ctx.barrier(source.deviceView(), s);
+      this.#ctx.barrier(source.deviceView(), s, phase);
     }
     side.fork.record(s);
     s2.waitEvent(side.fork);
@@ -345,7 +354,7 @@ export class FusedMatmul {
         gathered,
         shardBytes,
         this.#flags,
-        this.#ctx.nextPhase(),
+        phase,
       );
     } else {
       for (let k = 1; k < world; k++) {
@@ -354,7 +363,7 @@ export class FusedMatmul {
         writeValue32(this.#flags.ptr + BigInt(4 * r), 1, s2);
       }
       // Nobody restages its shard (the next call) while a peer's copy engine may still read it.
-      this.#ctx.barrier(source.deviceView(), s2);
+      this.#ctx.barrier(source.deviceView(), s2, phase + 1);
     }
     side.joins[0].record(s2);
     const { tilesM } = gemmTiles(p.m, p.n);

@@ -5,6 +5,7 @@
 // staging buffer's SymmView is made once: an eager call builds no strings and allocates nothing but its
 // argument objects (and its output, when none is given).
 import { InvalidArgumentError } from "../errors.js";
+import { fingerprint, type CallKind, type CallShape } from "../distributed/fingerprint.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { ProcessGroup } from "../distributed/process-group.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
@@ -158,7 +159,8 @@ export class GpuCollectives implements Collectives<
   readonly #barrierHold: Kernel<typeof BARRIER_HOLD_PARAMS>;
   /** What auto and canRun judge a call against: fixed for the group's life. */
   readonly #capacity: Capacity;
-  #phase = 0;
+  /** Collective calls made so far: every rank in step counts the same (the fingerprints' call number). */
+  #seq = 0;
 
   private constructor(
     group: ProcessGroup<GpuCollectives>,
@@ -194,8 +196,8 @@ export class GpuCollectives implements Collectives<
       staging,
       comm,
       tuned,
-      barrier: (view, stream) => this.#ctx.groupBarrier(view, stream),
-      nextPhase: () => this.#ctx.nextPhase(),
+      barrier: (view, stream, phase) => this.#ctx.groupBarrier(view, stream, phase),
+      phase: (shape) => this.#phase(shape),
       allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
       reduceScatter: (input, output, stream) => void this.reduceScatter(input, output, { stream }),
     });
@@ -348,8 +350,21 @@ export class GpuCollectives implements Collectives<
     options: CollectiveOptions,
     flags?: Tensor,
   ): void {
-    const call = { what, input, x, output, op, stream: this.#stream(options), flags };
+    const phase = this.#phase({
+      kind: `${collective}/${algorithm}` as CallKind,
+      dtype: x.dtype,
+      op: collective === "all-gather" ? undefined : op,
+      count: x.numel,
+    });
+    const call = { what, input, x, output, op, stream: this.#stream(options), flags, phase };
     algorithmRecord(collective, algorithm).launch(this.#ctx, call);
+  }
+
+  /** The next collective call's fingerprint (src/distributed/fingerprint.ts). A call on a group whose
+   * kernels already gave up is refused: its signals are out of step. */
+  #phase(shape: CallShape): number {
+    this.#group.watch.throwIfFailed();
+    return fingerprint(this.#seq++, shape);
   }
 
   #stream(options: CollectiveOptions): Stream {
@@ -414,6 +429,7 @@ export class GpuCollectives implements Collectives<
       { grid: 1, block: 32, stream: this.#stream(options) },
       this.#ctx.stagingView,
       options.holdNs ?? 0,
+      this.#phase({ kind: "barrier", count: 0 }),
     );
   }
 
@@ -469,7 +485,8 @@ export class GpuCollectives implements Collectives<
         }
         return k as Kernel<AllGatherParams[K]>;
       },
-      groupBarrier: (view, stream) => this.#groupBarrier.launch({ grid: 1, block: 32, stream }, view),
+      groupBarrier: (view, stream, phase) =>
+        this.#groupBarrier.launch({ grid: 1, block: 32, stream }, view, phase),
       stage: (c, inPlaceOk = false) => {
         if (!(c.input instanceof Tensor)) {
           const aliased = overlaps(c.output, c.x);
@@ -481,11 +498,6 @@ export class GpuCollectives implements Collectives<
       },
       push: (algorithm, k, c, n, bytes) => this.#push(algorithm, k, c, n, bytes, blocks),
       blocks,
-      nextPhase: () => {
-        const p = this.#phase;
-        this.#phase = (this.#phase + 2) >>> 0;
-        return p;
-      },
     };
   }
 
@@ -540,7 +552,7 @@ export class GpuCollectives implements Collectives<
       n,
       m.state.ptr,
       m.slotBytes,
-      this.#ctx.nextPhase(),
+      c.phase,
     );
   }
 

@@ -59,8 +59,8 @@ export const BARRIER_KERNELS: ProgramSpec = {
   source: '#include "symmkit/sync/barrier_kernels.cuh"\n',
   nameExpressions: ["symmkit::group_barrier", "symmkit::barrier_hold"],
 };
-export const GROUP_BARRIER_PARAMS = [SYMM_VIEW_PARAM] as const;
-export const BARRIER_HOLD_PARAMS = [SYMM_VIEW_PARAM, "u64"] as const;
+export const GROUP_BARRIER_PARAMS = [SYMM_VIEW_PARAM, "u32"] as const;
+export const BARRIER_HOLD_PARAMS = [SYMM_VIEW_PARAM, "u64", "u32"] as const;
 
 /** Parameters of the collective kernels: the SymmView blob, the plain input to copy in (0 when the input
  * is the symmetric buffer itself), the output, the element count, the phase. */

@@ -38,6 +38,10 @@ export interface CollectiveCall {
   readonly stream: Stream;
   /** all-gather's progress flags (copy_engine only). */
   readonly flags: Tensor | undefined;
+  /** The call's fingerprint (src/distributed/fingerprint.ts), passed to kernels as their phase: their
+   * signals carry it, so a peer in another call is caught at its first barrier. A second barrier in the
+   * same call uses phase + 1. */
+  readonly phase: number;
 }
 
 /** What a GPU launch may use of the group's collectives (GpuCollectives implements it). */
@@ -53,8 +57,9 @@ export interface CollectiveContext {
   reducing<K extends ReducingKernel>(kernel: K, dtype: DType, op: ReduceOp): Kernel<ReducingParams[K]>;
   /** An all-gather kernel for this group's world size, resolved once. */
   allGatherKernel<K extends AllGatherKernel>(kernel: K): Kernel<AllGatherParams[K]>;
-  /** A one-block barrier kernel over `view`'s pads (release/acquire, system scope). */
-  groupBarrier(view: Uint8Array, stream: Stream): void;
+  /** A one-block barrier kernel over `view`'s pads (release/acquire, system scope), its signals carrying
+   * `phase`. */
+  groupBarrier(view: Uint8Array, stream: Stream, phase: number): void;
   /** The SymmView a pull kernel reads and the plain tensor it copies in first (0n: a symmetric input,
    * read in place). A symmetric input that the output overlaps is copied in like a plain one (peers
    * may still read it while this rank writes its output), unless the kernel is made for that
@@ -70,8 +75,6 @@ export interface CollectiveContext {
   ): void;
   /** Enough blocks of `threads` for `bytes` of 16-byte vectors, at most one per SM. */
   blocks(bytes: number, threads?: number): number;
-  /** Two phase numbers (start and end barrier) for timeout records. */
-  nextPhase(): number;
 }
 
 export interface CollectiveAlgorithm<C extends CollectiveName = CollectiveName> {
@@ -176,7 +179,7 @@ const ALL_REDUCE = {
       const [view, input] = ctx.stage(c);
       const k = ctx.reducing("one_shot_all_reduce", c.x.dtype, c.op);
       const grid = ctx.blocks(c.x.nbytes);
-      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.numel, ctx.nextPhase());
+      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.numel, c.phase);
     },
   },
   two_shot: {
@@ -201,7 +204,7 @@ const ALL_REDUCE = {
       const k = ctx.reducing("two_shot_all_reduce", c.x.dtype, c.op);
       const grid = ctx.blocks(Math.ceil(c.x.nbytes / ctx.world));
       const cfg = { grid, block: THREADS, stream: c.stream };
-      k.launch(cfg, view, scratch, input, c.output, c.x.numel, ctx.nextPhase());
+      k.launch(cfg, view, scratch, input, c.output, c.x.numel, c.phase);
     },
   },
   nccl: {
@@ -235,13 +238,13 @@ function copyEngineAllGather(ctx: CollectiveContext, c: CollectiveCall): void {
     view = source.deviceView();
   }
   if (flags) memset(flags.ptr, 0, 4, world, stream);
-  ctx.groupBarrier(view, stream);
+  ctx.groupBarrier(view, stream, c.phase);
   for (let k = 0; k < world; k++) {
     const r = (rank + k) % world;
     copyDeviceToDevice(output.ptr + BigInt(r * x.nbytes), source.bufferPtrs[r]!, x.nbytes, stream);
     if (flags) writeValue32(flags.ptr + BigInt(4 * r), 1, stream);
   }
-  ctx.groupBarrier(view, stream);
+  ctx.groupBarrier(view, stream, c.phase + 1);
 }
 
 const ALL_GATHER = {
@@ -284,14 +287,7 @@ const ALL_GATHER = {
       const [view, input] = ctx.stage(c);
       const k = ctx.allGatherKernel("all_gather_pull");
       const grid = ctx.blocks(c.x.nbytes * ctx.world);
-      k.launch(
-        { grid, block: THREADS, stream: c.stream },
-        view,
-        input,
-        c.output,
-        c.x.nbytes,
-        ctx.nextPhase(),
-      );
+      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.nbytes, c.phase);
     },
   },
   nccl: {
@@ -323,13 +319,13 @@ function copyEngineReduceScatter(ctx: CollectiveContext, c: CollectiveCall): voi
     ctx.capacityBytes,
     "pass a larger stagingBytes to init(), or use another algorithm",
   );
-  ctx.groupBarrier(ctx.stagingView, stream);
+  ctx.groupBarrier(ctx.stagingView, stream, c.phase);
   for (let k = 1; k < world; k++) {
     const d = (rank + k) % world;
     const slot = ctx.staging.bufferPtrs[d]! + BigInt(rank * chunk);
     copyDeviceToDevice(slot, x.ptr + BigInt(d * chunk), chunk, stream);
   }
-  ctx.groupBarrier(ctx.stagingView, stream);
+  ctx.groupBarrier(ctx.stagingView, stream, c.phase + 1);
   const k = ctx.reducing("copy_engine_reduce_scatter", x.dtype, c.op);
   k.launch(
     { grid: ctx.blocks(chunk), block: THREADS, stream },
@@ -369,7 +365,7 @@ const REDUCE_SCATTER = {
       const [view, input] = ctx.stage(c);
       const k = ctx.reducing("reduce_scatter_pull", c.x.dtype, c.op);
       const cfg = { grid: ctx.blocks(c.output.nbytes), block: THREADS, stream: c.stream };
-      k.launch(cfg, view, input, c.output, c.output.numel, ctx.nextPhase());
+      k.launch(cfg, view, input, c.output, c.output.numel, c.phase);
     },
   },
   copy_engine: {

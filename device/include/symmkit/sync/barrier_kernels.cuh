@@ -3,18 +3,21 @@
 //
 // Contract: as sync/barrier.cuh. Launched as one block of 32 threads (world <= 8); each leaves the pads
 // as it found them, so it may be replayed from a CUDA graph. A barrier releases everything this rank
-// wrote before it (stream order) and acquires what every peer wrote before theirs.
+// wrote before it (stream order) and acquires what every peer wrote before theirs. `phase` is the
+// fingerprint of the call it belongs to (sync/signal.cuh), the same on every rank.
 #pragma once
 #include "symmkit/sync/barrier.cuh"
 
 namespace symmkit {
 
-__global__ void group_barrier(const __grid_constant__ SymmView v) { symm_sync<true, true>(v, flat_block(), 0); }
+__global__ void group_barrier(const __grid_constant__ SymmView v, u32 phase) {
+  symm_sync<true, true>(v, flat_block(), phase);
+}
 
 /** A barrier, then `hold_ns` of waiting: work enqueued behind it starts on every rank within about one
  *  barrier latency of the others, once the host had hold_ns to enqueue it (benchmarks). */
-__global__ void barrier_hold(const __grid_constant__ SymmView v, u64 hold_ns) {
-  symm_sync<true, true>(v, flat_block(), 0);
+__global__ void barrier_hold(const __grid_constant__ SymmView v, u64 hold_ns, u32 phase) {
+  symm_sync<true, true>(v, flat_block(), phase);
   const u64 start = global_timer_ns();
   while (global_timer_ns() - start < hold_ns) {
   }

@@ -4,11 +4,13 @@
 // up, so done() may update it to name the rank it still waits for). It polls done() at full
 // speed and, every 1024 polls, reads the global timer and the host's abort flag (host-mapped memory, so
 // that read crosses PCIe and is kept off the fast path). Past env.timeout_ns, or when the host raised
-// the abort flag, the first thread to notice writes a TimeoutRecord (rank, block, peer, phase, time
-// waited) into host-mapped memory, makes it visible to the host (system fence) and traps: the kernel
-// stops instead of hanging, the host sees the launch fail and turns the record into SymmTimeoutError
-// naming the peer (src/distributed/sync-watch.ts; the record's layout is TIMEOUT_RECORD_LAYOUT in
-// src/distributed/device-layouts.ts). A trap ends the CUDA context, as a dead peer ends the job.
+// the abort flag, the first thread to notice writes a TimeoutRecord (kind kGaveUp: rank, block, peer,
+// phase, time waited) into host-mapped memory, makes it visible to the host (system fence) and traps:
+// the kernel stops instead of hanging, the host sees the launch fail and turns the record into
+// SymmTimeoutError naming the peer (src/distributed/sync-watch.ts; the record's layout is
+// TIMEOUT_RECORD_LAYOUT in src/distributed/device-layouts.ts). A wait that finds a peer's signal
+// carrying another call's fingerprint gives up the same way with kind kMismatch and both values
+// (CollectiveMismatchError). A trap ends the CUDA context, as a dead peer ends the job.
 // Nothing here writes device memory, so a wait is safe to replay under CUDA graphs.
 #pragma once
 #include "symmkit/core/memory.cuh"
@@ -18,15 +20,17 @@ namespace symmkit {
 /** Written by the first thread that gives up; read by the host. Layout shared with the host (32 bytes,
  * TIMEOUT_RECORD_LAYOUT in src/distributed/device-layouts.ts). */
 struct TimeoutRecord {
-  u32 flag;  // 1 once written
+  u32 flag;  // 0 until written, then the kind: kGaveUp or kMismatch
   u32 rank;
   u32 block;
   u32 peer;
   u32 phase;
   u32 thread;
   u64 waited_ns;
+  u32 expected;  // kMismatch: the signal value this rank waited for
+  u32 got;       // kMismatch: the value the peer's signal carried
 };
-static_assert(sizeof(TimeoutRecord) == 32,
+static_assert(sizeof(TimeoutRecord) == 40,
               "TimeoutRecord layout is shared with the host (src/distributed/device-layouts.ts, test/device-layouts.test.ts)");
 
 struct WaitEnv {
@@ -36,7 +40,11 @@ struct WaitEnv {
   u32 rank;
 };
 
-__device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u64 waited_ns) {
+constexpr u32 kGaveUp = 1;
+constexpr u32 kMismatch = 2;
+
+__device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u64 waited_ns, u32 kind = kGaveUp,
+                                     u32 expected = 0, u32 got = 0) {
   volatile TimeoutRecord* r = env.record;
   if (r->flag == 0) {
     r->rank = env.rank;
@@ -45,8 +53,10 @@ __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u6
     r->phase = phase;
     r->thread = threadIdx.x;
     r->waited_ns = waited_ns;
+    r->expected = expected;
+    r->got = got;
     __threadfence_system();
-    r->flag = 1;
+    r->flag = kind;
     __threadfence_system();
   }
   __trap();

@@ -1,0 +1,66 @@
+// Call fingerprints: every operation that signals has a code, fields decode to what differed, and the
+// value is never an idle slot.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
+import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
+import {
+  CALL_KINDS,
+  CollectiveMismatchError,
+  fingerprint,
+  fingerprintDifferences,
+  SIGNAL_MARK,
+} from "../src/distributed/fingerprint.js";
+
+test("every collective and fused algorithm has a call kind, and kinds fit their 6 bits", () => {
+  const kinds = new Set<string>(CALL_KINDS);
+  const missing = [
+    ...Object.entries(COLLECTIVE_ALGORITHMS).flatMap(([c, recs]) =>
+      Object.keys(recs).map((a) => `${c}/${a}`),
+    ),
+    ...Object.entries(FUSED_TUNABLE).flatMap(([c, algs]) => algs.map((a) => `${c}/${a}`)),
+  ].filter((k) => !kinds.has(k));
+  assert.deepEqual(missing, [], "add these to CALL_KINDS (src/distributed/fingerprint.ts)");
+  assert.ok(CALL_KINDS.length <= 64);
+});
+
+test("a fingerprint is a u32 with the mark set and step bit clear; each field decodes on its own", () => {
+  const base = { kind: "all-reduce/one_shot", dtype: "bf16", op: "sum", count: 4096 } as const;
+  const v = fingerprint(5, base);
+  assert.ok(v >= SIGNAL_MARK && v <= 0xffff_ffff && (v & 1) === 0);
+  assert.equal(fingerprint(5 + 1024, base), v, "the call number is kept mod 1024");
+  const cases: [Parameters<typeof fingerprint>, RegExp][] = [
+    [[6, base], /call number.*#5.*#6/],
+    [[5, { ...base, kind: "all-reduce/two_shot" }], /operation or algorithm.*one_shot.*two_shot/],
+    [[5, { ...base, dtype: "f32" }], /dtype: ours bf16, theirs f32/],
+    [[5, { ...base, op: "max" }], /reduction: ours sum, theirs max/],
+    [[5, { ...base, count: 4104 }], /element count/],
+    [[5, { ...base, peer: 1 }], /element count or root\/peer/],
+  ];
+  for (const [args, expected] of cases) {
+    const d = fingerprintDifferences(v, fingerprint(...args));
+    assert.equal(d.length, 1, `${JSON.stringify(args)}: ${d.join("; ")}`);
+    assert.match(d[0]!, expected);
+  }
+  assert.deepEqual(fingerprintDifferences(v, v + 1), [
+    "barrier step: ours first barrier, theirs second barrier",
+  ]);
+});
+
+test("sizes that differ almost always differ in the fingerprint (9-bit hash)", () => {
+  const fp = (count: number): number => fingerprint(0, { kind: "all-gather/pull", dtype: "u8", count });
+  let same = 0;
+  const trials = 20000;
+  for (let i = 1; i <= trials; i++) if (fp(i) === fp(i + 1) || fp(i) === fp(2 * i)) same++;
+  assert.ok(same / (2 * trials) < 0.01, `${same} of ${2 * trials} neighbouring sizes collide`);
+});
+
+test("CollectiveMismatchError names both ranks, both calls and what differed", () => {
+  const ours = fingerprint(3, { kind: "all-reduce/lamport", dtype: "f16", op: "sum", count: 8 });
+  const theirs = fingerprint(3, { kind: "all-reduce/lamport", dtype: "f16", op: "sum", count: 16 });
+  const e = new CollectiveMismatchError(0, 1, ours, theirs);
+  assert.equal(e.code, "SYMMKIT_COLLECTIVE_MISMATCH");
+  assert.match(e.message, /rank 0 and rank 1 are out of step/);
+  assert.match(e.message, /all-reduce\/lamport f16 sum/);
+  assert.deepEqual(e.differences.length, 1);
+});

@@ -1,0 +1,44 @@
+// Runs a rank fixture under the real launcher (symmkit run) and checks what a job must leave behind:
+// nothing. Shared by the CPU backend's job tests.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const cli = path.join(here, "..", "..", "src", "cli.js");
+const fixtures = path.join(here, "..", "fixtures");
+
+/** `symmkit run -n n fixtures/script` with `env` added; its exit status and all it printed. */
+export function runJob(
+  n: number,
+  script: string,
+  env: Record<string, string> = {},
+): { status: number | null; out: string; ms: number } {
+  const start = performance.now();
+  const r = spawnSync(
+    process.execPath,
+    [cli, "run", "-n", String(n), "--grace-ms", "1000", path.join(fixtures, script)],
+    {
+      encoding: "utf8",
+      timeout: 120_000,
+      env: { ...process.env, ...env },
+    },
+  );
+  return { status: r.status, out: `${r.stdout}\n${r.stderr}`, ms: performance.now() - start };
+}
+
+/** The job's socket directory (a rank printed "job directory DIR") is gone, and nothing of symmkit's is
+ * in /dev/shm. */
+export function assertNothingLeft(out: string): void {
+  const dir = /job directory (\S+)/.exec(out)?.[1] ?? "";
+  assert.ok(dir.startsWith(os.tmpdir()), `the job did not say where its directory was:\n${out}`);
+  assert.equal(fs.existsSync(dir), false, `${dir} left behind`);
+  assert.deepEqual(
+    fs.readdirSync("/dev/shm").filter((f) => f.includes("symmkit")),
+    [],
+    "named shared memory left behind",
+  );
+}
