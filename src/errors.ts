@@ -21,6 +21,7 @@ export type ErrorCode =
   | "SYMMKIT_OS_ERROR"
   | "SYMMKIT_SYMM_TIMEOUT"
   | "SYMMKIT_COLLECTIVE_MISMATCH"
+  | "SYMMKIT_NCCL_TIMEOUT"
   | "SYMMKIT_ENVIRONMENT";
 
 export class SymmkitError extends Error {

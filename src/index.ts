@@ -3,7 +3,7 @@ export * from "./errors.js";
 export { Device, deviceCount, driverVersion, type DeviceProperties } from "./runtime/device.js";
 export { Stream, defaultStream } from "./runtime/stream.js";
 export { Event } from "./runtime/event.js";
-export { Graph } from "./runtime/graph.js";
+export { CaptureScope, Graph } from "./runtime/graph.js";
 export {
   DeviceMemory,
   PinnedMemory,
@@ -99,6 +99,7 @@ export { ProtocolError } from "./distributed/store/protocol.js";
 export { SymmetricTensor, type SymmetricOptions } from "./distributed/symmetric-memory.js";
 export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./distributed/device-layouts.js";
 export { SymmTimeoutError, SyncWatch, type TimeoutRecord } from "./distributed/sync-watch.js";
+export { NcclTimeoutError } from "./distributed/nccl-watchdog.js";
 export {
   CALL_KINDS,
   CollectiveMismatchError,

@@ -22,6 +22,8 @@ const INTERNAL: Readonly<Record<string, string>> = {
   // src/distributed/fd-channel.ts, fd-exchange.ts: how local ranks pass file descriptors.
   FdChannel: "the SCM_RIGHTS socket under FdExchange; its failure surfaces as FdTimeoutError",
   FdExchange: "descriptor passing inside a job, made by init(); groups use it, users never do",
+  // src/distributed/nccl-watchdog.ts
+  NcclWatchdog: "made by a group's NcclComm; its failure surfaces as NcclTimeoutError",
   // src/distributed/store/protocol.ts: the store's wire format, behind StoreClient and StoreServer.
   FrameWriter: "the store protocol's frame encoder, used by StoreClient and StoreServer only",
   FrameReader: "the store protocol's frame decoder, used by StoreClient and StoreServer only",

@@ -46,8 +46,9 @@ export const TIMEOUT_RECORD_LAYOUT = {
   bytes: 40,
 } as const;
 
-/** TimeoutRecord's kinds (kGaveUp, kMismatch in sync/wait.cuh). */
-export const RECORD_KINDS = { gaveUp: 1, mismatch: 2 } as const;
+/** TimeoutRecord's kinds: kGaveUp, kMismatch (sync/wait.cuh), and the NCCL watchdog's, written by the
+ * host (src/distributed/nccl-watchdog-worker.ts; `phase` holds the watchdog's id). */
+export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3 } as const;
 
 /**
  * SyncWatch's host-mapped block (host-only: kernels get the two addresses through SymmView and

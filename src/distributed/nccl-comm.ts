@@ -1,7 +1,8 @@
 // An NCCL communicator over a process group: the baseline every benchmark compares against and the
 // engine between hosts. Operations are enqueued on symmkit streams with symmkit tensors. Waiting for them
-// is bounded: synchronize() polls the stream and NCCL's asynchronous error, and aborts the communicator
-// on an error or at its deadline instead of hanging on a dead peer.
+// is bounded: a group's communicator has a watchdog (nccl-watchdog.ts) that aborts it when its work makes
+// no progress for the group's sync timeout, so that any wait on that work fails with NcclTimeoutError
+// instead of hanging on a dead peer; synchronize() also polls NCCL's asynchronous error.
 import { InvalidArgumentError } from "../errors.js";
 import { CUDA_ERROR_NOT_READY, check as cudaCheck } from "../cuda/driver.js";
 import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
@@ -22,6 +23,20 @@ import type { DType } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import type { Tensor } from "../runtime/tensor.js";
 import type { ScopedStore } from "./scoped-store.js";
+import type { CaptureScope } from "../runtime/graph.js";
+import { NcclWatchdog } from "./nccl-watchdog.js";
+import type { SyncWatch } from "./sync-watch.js";
+
+/** What a group gives its communicator so that its waits are bounded. */
+export interface NcclWatchOptions {
+  readonly watch: SyncWatch;
+  /** The group's name and its members' global ranks (for the error naming who did not arrive). */
+  readonly group: string;
+  readonly ranks: readonly number[];
+  readonly storeAddress: { readonly host: string; readonly port: number; readonly token: string } | undefined;
+  /** Told of each capture its operations are recorded into. */
+  readonly onCapture: (scope: CaptureScope) => void;
+}
 
 export type ReduceOp = keyof typeof NcclRedOp;
 
@@ -39,12 +54,16 @@ export class NcclComm {
   readonly size: number;
   readonly device: Device;
   #comm: Ptr;
+  readonly #watchdog: NcclWatchdog | undefined;
+  /** Inside group(): the streams its operations went on (guarded once it ends). */
+  #grouped: Set<Stream> | undefined;
 
-  private constructor(comm: Ptr, rank: number, size: number, device: Device) {
+  private constructor(comm: Ptr, rank: number, size: number, device: Device, watchdog?: NcclWatchdog) {
     this.#comm = comm;
     this.rank = rank;
     this.size = size;
     this.device = device;
+    this.#watchdog = watchdog;
   }
 
   /** Collective over the group: rank 0 makes the unique id, the store carries it, all init together. */
@@ -54,6 +73,7 @@ export class NcclComm {
     size: number,
     device: Device,
     name: string,
+    watch?: NcclWatchOptions,
   ): Promise<NcclComm> {
     const api = nccl();
     const key = `nccl/${name}/id`;
@@ -83,10 +103,27 @@ export class NcclComm {
     } finally {
       config.free();
     }
-    return new NcclComm(ptrOrZero(comm[0]), rank, size, device);
+    const handle = ptrOrZero(comm[0]);
+    const watchdog =
+      watch && size > 1
+        ? NcclWatchdog.start({
+            comm: handle,
+            device,
+            watch: watch.watch,
+            store,
+            storeAddress: watch.storeAddress,
+            group: watch.group,
+            rank,
+            ranks: watch.ranks,
+            onCapture: watch.onCapture,
+          })
+        : undefined;
+    return new NcclComm(handle, rank, size, device, watchdog);
   }
 
   get handle(): Ptr {
+    // The watchdog aborted it: its error, which names who did not arrive.
+    if (this.#watchdog?.fired) this.#watchdog.throwError();
     if (this.#comm === 0n) throw new NcclError("NcclComm", 5, "communicator was destroyed or aborted");
     return this.#comm;
   }
@@ -109,6 +146,7 @@ export class NcclComm {
         stream.handle,
       ),
       "ncclAllReduce",
+      stream,
     );
   }
 
@@ -117,6 +155,7 @@ export class NcclComm {
     this.#call(
       nccl().ncclAllGather(send.ptr, recv.ptr, send.numel, ncclType(send.dtype), this.handle, stream.handle),
       "ncclAllGather",
+      stream,
     );
   }
 
@@ -138,6 +177,7 @@ export class NcclComm {
         stream.handle,
       ),
       "ncclReduceScatter",
+      stream,
     );
   }
 
@@ -154,6 +194,7 @@ export class NcclComm {
         stream.handle,
       ),
       "ncclBroadcast",
+      stream,
     );
   }
 
@@ -161,6 +202,7 @@ export class NcclComm {
     this.#call(
       nccl().ncclSend(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle),
       "ncclSend",
+      stream,
     );
   }
 
@@ -168,17 +210,23 @@ export class NcclComm {
     this.#call(
       nccl().ncclRecv(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle),
       "ncclRecv",
+      stream,
     );
   }
 
   /** Runs `f`'s operations as one NCCL group (e.g. matched sends and receives). */
   group(f: () => void): void {
     check(nccl().ncclGroupStart(), "ncclGroupStart");
+    const streams = new Set<Stream>();
+    this.#grouped = streams;
     try {
       f();
     } finally {
+      this.#grouped = undefined;
       this.#call(nccl().ncclGroupEnd(), "ncclGroupEnd");
     }
+    // NCCL enqueues a group's kernels at its end: the guards go behind them.
+    for (const s of streams) this.#watchdog?.afterOp(s);
   }
 
   /**
@@ -227,8 +275,11 @@ export class NcclComm {
     }
   }
 
-  #call(status: number, what: string): void {
+  #call(status: number, what: string, stream?: Stream): void {
     if (status !== NCCL_SUCCESS) check(status, what, this.handle);
+    if (stream === undefined) return;
+    if (this.#grouped) this.#grouped.add(stream);
+    else this.#watchdog?.afterOp(stream);
   }
 
   /** Stops the communicator's work at once (peer failure or timeout); it cannot be used afterwards. */
@@ -236,13 +287,27 @@ export class NcclComm {
     if (this.#comm === 0n) return;
     const c = this.#comm;
     this.#comm = 0n;
-    nccl().ncclCommAbort(c);
+    // The watchdog may be aborting it at this moment: only one of us does.
+    if (this.#watchdog === undefined || this.#watchdog.claimAbort()) nccl().ncclCommAbort(c);
+    void this.#watchdog?.stop();
   }
 
-  destroy(): void {
-    if (this.#comm === 0n) return;
+  /**
+   * Frees the communicator once its work is done, waiting for that at most `timeoutMs`; work that does
+   * not finish by then (a peer died) makes it abort instead, so destroy never hangs. NCCL waits for
+   * graphs that captured its work: the group releases those first.
+   */
+  async destroy(timeoutMs = 30_000): Promise<void> {
+    if (this.#comm === 0n) return void (await this.#watchdog?.stop());
     const c = this.#comm;
+    const settled = this.#watchdog?.settle(timeoutMs) ?? true;
+    if (!settled || this.#watchdog?.fired) {
+      this.abort();
+      return;
+    }
     this.#comm = 0n;
+    if (this.#watchdog && !this.#watchdog.claimAbort()) return; // the worker got there first
+    await this.#watchdog?.stop();
     check(nccl().ncclCommDestroy(c), "ncclCommDestroy");
   }
 }

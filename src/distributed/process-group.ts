@@ -5,6 +5,7 @@ import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import { Device, deviceCount } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
+import { Graph, type CaptureScope } from "../runtime/graph.js";
 import type { Shape } from "../runtime/tensor.js";
 import { GroupBase, type GroupShared } from "./group-base.js";
 import { joinJob } from "./job.js";
@@ -44,6 +45,8 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
   readonly backend = "cuda" as const;
   #comm: NcclComm | undefined;
   #allocations = 0;
+  /** Captures that recorded this group's work: their graphs are released when the group goes. */
+  readonly #captures = new Set<CaptureScope>();
 
   private constructor(shared: Shared<C>, ranks: readonly number[], name: string, store: ScopedStore) {
     super(shared, ranks, name, store);
@@ -67,10 +70,27 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
     return (new ProcessGroup<C>(this.shared, ranks, name, store) as this).#open();
   }
 
-  /** This group's NCCL communicator (collective on first use). */
+  /** This group's NCCL communicator (collective on first use), its waits bounded by a watchdog. */
   async nccl(): Promise<NcclComm> {
-    this.#comm ??= await NcclComm.create(this.store, this.rank, this.worldSize, this.device, "comm");
+    const env = this.shared.env;
+    this.#comm ??= await NcclComm.create(this.store, this.rank, this.worldSize, this.device, "comm", {
+      watch: this.shared.watch,
+      group: this.name,
+      ranks: this.ranks,
+      storeAddress:
+        env.token === undefined
+          ? undefined
+          : { host: env.masterAddr, port: env.masterPort, token: env.token },
+      onCapture: (scope) => this.#captures.add(scope),
+    });
     return this.#comm;
+  }
+
+  /** Work of this group is being enqueued on `stream`: if into a capture, its graph is released when the
+   * group is destroyed (it could not run without the group, and NCCL's destroy waits for it). */
+  noteCapture(stream: Stream): void {
+    const scope = Graph.activeCapture(stream);
+    if (scope !== undefined) this.#captures.add(scope);
   }
 
   /** Symmetric allocations of this group. */
@@ -107,10 +127,14 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
     this.shared.watch.translate(() => stream.synchronize());
   }
 
-  /** Frees the collectives and the communicator. */
+  /** Releases the graphs that captured the group's work, then frees the collectives and the
+   * communicator (bounded: work that never finishes makes it abort instead). */
   protected async release(collectives: C | undefined): Promise<void> {
+    for (const scope of this.#captures)
+      scope.release(`released by destroy() of group ${this.name}: it captured that group's work`);
+    this.#captures.clear();
     await collectives?.dispose();
-    this.#comm?.destroy();
+    await this.#comm?.destroy(this.shared.watch.timeoutMs);
   }
 
   /** Made by init(). */

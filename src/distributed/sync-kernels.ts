@@ -1,5 +1,5 @@
 // The probe programs behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/probes/:
-// sync_kernels.cuh, link_probe.cuh).
+// sync_kernels.cuh, link_probe.cuh), and the NCCL watchdog's guard kernel (sync/nccl_guard.cuh).
 import type { ProgramSpec } from "../runtime/module.js";
 
 export const barrierLoopExpr = (prev: boolean, next: boolean): string =>
@@ -32,4 +32,11 @@ export const LINK_PROBE: ProgramSpec = {
   nameExpressions: [2, 3, 4, 5, 6, 7, 8].flatMap((w) =>
     [true, false].flatMap((push) => [1, 4].map((u) => linkExpr(w, push, u))),
   ),
+};
+
+/** nccl_guard(abortFlag, record, rank, world): enqueued after every watched NCCL operation. */
+export const NCCL_GUARD: ProgramSpec = {
+  name: "symmkit/sync/nccl_guard",
+  source: '#include "symmkit/sync/nccl_guard.cuh"\n',
+  nameExpressions: ["symmkit::nccl_guard"],
 };

@@ -17,8 +17,9 @@ export function syncTimeoutFromEnv(env: Env = process.env): number {
 }
 
 export interface TimeoutRecord {
-  /** Why the wait ended: the deadline (or the host's abort), or a peer's signal from another call. */
-  readonly kind: "gave-up" | "mismatch";
+  /** Why the wait ended: the deadline (or the host's abort), a peer's signal from another call, or the
+   * NCCL watchdog's deadline (`phase` then names the watchdog). */
+  readonly kind: "gave-up" | "mismatch" | "nccl-timeout";
   readonly rank: number;
   readonly block: number;
   readonly peer: number;
@@ -50,6 +51,7 @@ export class SyncWatch implements Disposable {
   readonly timeoutMs: number;
   readonly #mem: PinnedMemory;
   readonly #view: DataView;
+  readonly #ncclErrors = new Map<number, (note: string, cause: unknown) => SymmkitError>();
 
   private constructor(mem: PinnedMemory, timeoutMs: number) {
     this.#mem = mem;
@@ -87,7 +89,12 @@ export class SyncWatch implements Disposable {
     const flag = v.getUint32(o + L.flag, true);
     if (flag === 0) return undefined;
     return {
-      kind: flag === RECORD_KINDS.mismatch ? "mismatch" : "gave-up",
+      kind:
+        flag === RECORD_KINDS.mismatch
+          ? "mismatch"
+          : flag === RECORD_KINDS.ncclTimeout
+            ? "nccl-timeout"
+            : "gave-up",
       rank: v.getUint32(o + L.rank, true),
       block: v.getUint32(o + L.block, true),
       peer: v.getUint32(o + L.peer, true),
@@ -101,9 +108,24 @@ export class SyncWatch implements Disposable {
 
   /** The typed error a record stands for. */
   #error(r: TimeoutRecord, note: string, cause?: unknown): SymmkitError {
-    return r.kind === "mismatch"
-      ? new CollectiveMismatchError(r.rank, r.peer, r.expected, r.got, { note, cause })
-      : new SymmTimeoutError(r, this.timeoutMs, { note, cause });
+    if (r.kind === "mismatch")
+      return new CollectiveMismatchError(r.rank, r.peer, r.expected, r.got, { note, cause });
+    const nccl = r.kind === "nccl-timeout" ? this.#ncclErrors.get(r.phase) : undefined;
+    return nccl ? nccl(note, cause) : new SymmTimeoutError(r, this.timeoutMs, { note, cause });
+  }
+
+  /** An NCCL watchdog's: the error its records (phase `id`) stand for. */
+  onRecord(id: number, error: (note: string, cause: unknown) => SymmkitError): void {
+    this.#ncclErrors.set(id, error);
+  }
+
+  /** Host addresses of the record and the abort flag (for the NCCL watchdog's worker). */
+  get recordHostPtr(): Ptr {
+    return this.#mem.ptr + BigInt(SYNC_WATCH_LAYOUT.record);
+  }
+
+  get abortFlagHostPtr(): Ptr {
+    return this.#mem.ptr + BigInt(SYNC_WATCH_LAYOUT.abortFlag);
   }
 
   /** Runs `f` (a synchronisation); a CudaError caused by a kernel that gave up becomes SymmTimeoutError

@@ -92,8 +92,9 @@ export interface FusionContext {
   /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope), its
    * signals carrying `phase`. */
   barrier(view: Uint8Array, stream: Stream, phase: number): void;
-  /** The next call's fingerprint, for its kernels' phase (src/distributed/fingerprint.ts). */
-  phase(shape: CallShape): number;
+  /** The next call's fingerprint, for its kernels' phase (src/distributed/fingerprint.ts), its work
+   * enqueued on `stream`. */
+  phase(shape: CallShape, stream: Stream): number;
   /** symmkit's all-gather and reduce-scatter, algorithm auto. */
   allGather(input: Tensor, output: Tensor, stream: Stream): void;
   reduceScatter(input: Tensor, output: Tensor, stream: Stream): void;
@@ -192,11 +193,10 @@ export class FusedMatmul {
         stream: s,
       });
     } else {
-      const phase = this.#ctx.phase({
-        kind: `all-gather-matmul/${algorithm}` as CallKind,
-        dtype: p.elem,
-        count: aShard.numel,
-      });
+      const phase = this.#ctx.phase(
+        { kind: `all-gather-matmul/${algorithm}` as CallKind, dtype: p.elem, count: aShard.numel },
+        s,
+      );
       this.#fusedAllGather(input, aShard, p, b, gathered, out, scales, s, algorithm === "fused_pull", phase);
     }
     return { out, gathered };
@@ -249,7 +249,7 @@ export class FusedMatmul {
     // GPU, which would otherwise wait for a peer inside the call.
     const gemm = this.#gemm(p, "sharded", "none", "scatter-reduce");
     // Every owner finished reading its receive buffer in the previous call.
-    const phase = this.#ctx.phase({ kind: "matmul-reduce-scatter/fused", dtype: p.elem, count: a.numel });
+    const phase = this.#ctx.phase({ kind: "matmul-reduce-scatter/fused", dtype: p.elem, count: a.numel }, s);
     this.#ctx.barrier(staging.deviceView(), s, phase);
     gemm.launch({
       ...gemmOperands(p, a, b, out, scales),

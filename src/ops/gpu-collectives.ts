@@ -197,7 +197,7 @@ export class GpuCollectives implements Collectives<
       comm,
       tuned,
       barrier: (view, stream, phase) => this.#ctx.groupBarrier(view, stream, phase),
-      phase: (shape) => this.#phase(shape),
+      phase: (shape, stream) => this.#phase(shape, stream),
       allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
       reduceScatter: (input, output, stream) => void this.reduceScatter(input, output, { stream }),
     });
@@ -350,20 +350,25 @@ export class GpuCollectives implements Collectives<
     options: CollectiveOptions,
     flags?: Tensor,
   ): void {
-    const phase = this.#phase({
-      kind: `${collective}/${algorithm}` as CallKind,
-      dtype: x.dtype,
-      op: collective === "all-gather" ? undefined : op,
-      count: x.numel,
-    });
-    const call = { what, input, x, output, op, stream: this.#stream(options), flags, phase };
+    const stream = this.#stream(options);
+    const phase = this.#phase(
+      {
+        kind: `${collective}/${algorithm}` as CallKind,
+        dtype: x.dtype,
+        op: collective === "all-gather" ? undefined : op,
+        count: x.numel,
+      },
+      stream,
+    );
+    const call = { what, input, x, output, op, stream, flags, phase };
     algorithmRecord(collective, algorithm).launch(this.#ctx, call);
   }
 
-  /** The next collective call's fingerprint (src/distributed/fingerprint.ts). A call on a group whose
-   * kernels already gave up is refused: its signals are out of step. */
-  #phase(shape: CallShape): number {
+  /** The next collective call's fingerprint (src/distributed/fingerprint.ts), for work enqueued on
+   * `stream`. A call on a group whose kernels already gave up is refused: its signals are out of step. */
+  #phase(shape: CallShape, stream: Stream): number {
     this.#group.watch.throwIfFailed();
+    this.#group.noteCapture(stream);
     return fingerprint(this.#seq++, shape);
   }
 
@@ -425,11 +430,12 @@ export class GpuCollectives implements Collectives<
    * one barrier latency of each other (benchmarks use it to start timed work together).
    */
   barrier(options: CollectiveOptions & { holdNs?: number } = {}): void {
+    const stream = this.#stream(options);
     this.#barrierHold.launch(
-      { grid: 1, block: 32, stream: this.#stream(options) },
+      { grid: 1, block: 32, stream },
       this.#ctx.stagingView,
       options.holdNs ?? 0,
-      this.#phase({ kind: "barrier", count: 0 }),
+      this.#phase({ kind: "barrier", count: 0 }, stream),
     );
   }
 

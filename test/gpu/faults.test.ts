@@ -1,0 +1,146 @@
+// GPU fault cases (test/gpu/ranks/faults.ts) on 2 GPUs or more: NCCL waits bounded by the watchdog
+// (a rank that skips an NCCL call, eager and in a graph; a rank killed outside the launcher), ranks out
+// of step caught by the fingerprints, and destroy() with a live graph that captured NCCL work.
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { deviceCount } from "../../src/runtime/device.js";
+import { skipReason } from "./gpu.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const cli = path.join(here, "..", "..", "src", "cli.js");
+const script = path.join(here, "ranks", "faults.js");
+const gpus = skipReason ? 0 : deviceCount();
+const skip = skipReason || (gpus < 2 ? `needs 2 or more GPUs, this machine has ${gpus}` : false);
+if (skip) console.log(`# GPU fault tests skipped: ${skip}`);
+const LIMIT_MS = 3000;
+const n = Math.min(gpus, 4);
+
+function show(out: string): void {
+  console.log(
+    out
+      .split("\n")
+      .map((l) => `# ${l}`)
+      .join("\n"),
+  );
+}
+
+function run(fault: string): { status: number | null; out: string; ms: number } {
+  const t0 = Date.now();
+  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), script], {
+    encoding: "utf8",
+    timeout: 120_000,
+    env: { ...process.env, FAULT: fault, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
+  });
+  const out = `${r.stdout}\n${r.stderr}`;
+  show(out);
+  return { status: r.status, out, ms: Date.now() - t0 };
+}
+
+const lines = (out: string, fault: string): string[] =>
+  out.split("\n").filter((l) => l.includes(`fault ${fault}: `));
+
+/** The time a line reports, checked against the deadline plus 5 s. */
+function withinDeadline(line: string): void {
+  const ms = Number(/after (\d+) ms/.exec(line)?.[1]);
+  assert.ok(ms < LIMIT_MS + 5000, `too late: ${line}`);
+}
+
+for (const fault of ["nccl-skip", "nccl-graph-skip"]) {
+  test(`${fault}: the ranks in the NCCL call end with NcclTimeoutError naming the skipper`, { skip }, () => {
+    const r = run(fault);
+    assert.equal(r.status, 0, r.out);
+    const got = lines(r.out, fault).filter((l) => l.includes("NcclTimeoutError"));
+    assert.equal(got.length, n - 1, r.out);
+    for (const l of got) {
+      assert.match(l, new RegExp(`naming \\[${n - 1}\\]`));
+      withinDeadline(l);
+    }
+  });
+}
+
+for (const fault of ["mismatch-size", "mismatch-algorithm", "mismatch-copy-engine"]) {
+  test(`${fault}: every rank ends with CollectiveMismatchError at the first signal`, { skip }, () => {
+    const r = run(fault);
+    assert.equal(r.status, 0, r.out);
+    const got = lines(r.out, fault).filter((l) => l.includes("CollectiveMismatchError"));
+    assert.equal(got.length, n, r.out);
+    for (const l of got)
+      assert.ok(Number(/after (\d+) ms/.exec(l)?.[1]) < LIMIT_MS, `by the deadline, not the signal: ${l}`);
+  });
+}
+
+test("destroy() releases a live graph that captured NCCL work and returns promptly", { skip }, () => {
+  const r = run("destroy-graph");
+  assert.equal(r.status, 0, r.out);
+  const got = lines(r.out, "destroy-graph");
+  assert.equal(got.length, n, r.out);
+  for (const l of got) {
+    assert.ok(Number(/destroy took (\d+) ms/.exec(l)?.[1]) < 10_000, l);
+    assert.match(l, /replay refused: SYMMKIT_DISPOSED/);
+  }
+});
+
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((res) => s.listen(0, "127.0.0.1", res));
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise((res) => s.close(res));
+  return port;
+}
+
+test(
+  "a rank SIGKILLed outside the launcher: the NCCL watchdog ends the survivor's wait, naming it",
+  { skip },
+  async () => {
+    const port = await freePort();
+    const t0 = Date.now();
+    const procs = [0, 1].map((rank) =>
+      spawn(process.execPath, [script], {
+        env: {
+          ...process.env,
+          FAULT: "nccl-kill",
+          SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS),
+          RANK: String(rank),
+          WORLD_SIZE: "2",
+          LOCAL_RANK: String(rank),
+          LOCAL_WORLD_SIZE: "2",
+          MASTER_ADDR: "127.0.0.1",
+          MASTER_PORT: String(port),
+          SYMMKIT_JOB_TOKEN: "fault-test-token",
+          NCCL_NVLS_ENABLE: "0",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
+    const outs = procs.map((p) => {
+      let s = "";
+      p.stdout.on("data", (d: Buffer) => (s += d.toString()));
+      p.stderr.on("data", (d: Buffer) => (s += d.toString()));
+      return () => s;
+    });
+    const exits = await Promise.all(
+      procs.map(
+        (p) =>
+          new Promise<{ code: number | null; signal: string | null }>((res) => {
+            const timer = setTimeout(() => p.kill("SIGKILL"), 90_000);
+            p.on("close", (code, signal) => {
+              clearTimeout(timer);
+              res({ code, signal });
+            });
+          }),
+      ),
+    );
+    const out = outs.map((o, i) => `[rank ${i}] ${o()}`).join("\n");
+    show(out);
+    assert.equal(exits[1]!.signal, "SIGKILL", out);
+    assert.equal(exits[0]!.code, 0, out);
+    const line = lines(outs[0]!(), "nccl-kill")[0] ?? "";
+    assert.match(line, /NcclTimeoutError naming \[1\]/, out);
+    withinDeadline(line);
+    assert.ok(Date.now() - t0 < 60_000, `the survivor took ${Date.now() - t0} ms to exit`);
+  },
+);

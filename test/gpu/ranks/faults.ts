@@ -1,0 +1,108 @@
+// One rank of the GPU fault cases (test/gpu/faults.test.ts), by FAULT:
+// - nccl-skip / nccl-graph-skip: the last rank never enters an NCCL all-reduce (eager, or replayed from a
+//   CUDA graph) and waits at the store; the others must end with NcclTimeoutError naming it, within the
+//   deadline plus 5 s.
+// - nccl-kill: rank 1 kills itself (SIGKILL) before an NCCL all-reduce; run without the launcher (which
+//   would stop the job), rank 0 must end with NcclTimeoutError naming rank 1.
+// - mismatch-size, mismatch-algorithm, mismatch-copy-engine: the last rank's call differs from the
+//   others' (element count; one-shot against two-shot; copy-engine all-gather of another size); every
+//   rank must end with CollectiveMismatchError naming a peer, long before the deadline.
+// - destroy-graph: a graph that captured a one-shot and an NCCL all-reduce stays alive; destroy() must
+//   release it and return promptly; replaying it then is a typed error.
+// Every rank prints one line "fault <FAULT>: <outcome>" and meets the others at the store at the end.
+import { exitFlushed } from "../../../src/exit.js";
+import { init } from "../../../src/init.js";
+import { CollectiveMismatchError } from "../../../src/distributed/fingerprint.js";
+import { NcclTimeoutError } from "../../../src/distributed/nccl-watchdog.js";
+import { SymmkitError } from "../../../src/errors.js";
+import { Graph } from "../../../src/runtime/graph.js";
+import { defaultStream } from "../../../src/runtime/stream.js";
+import { Tensor } from "../../../src/runtime/tensor.js";
+
+const group = await init({ backend: "cuda", stagingBytes: 16 << 20 });
+const c = group.collectives;
+const { rank, worldSize: world } = group;
+const fault = process.env.FAULT ?? "";
+const limit = group.watch.timeoutMs;
+const last = world - 1;
+const stream = defaultStream(group.device);
+const x = (n: number): Tensor => Tensor.full([n], 1, "bf16");
+// Warm up NCCL and the kernels in step, so that the faults below hit a running job.
+c.allReduce(x(4096), { algorithm: "nccl" });
+c.allReduce(x(4096), { algorithm: "one_shot" });
+group.synchronize();
+await group.barrier();
+
+function verdict(e: unknown, t0: number): string {
+  const ms = Date.now() - t0;
+  if (e instanceof NcclTimeoutError)
+    return `NcclTimeoutError naming ${JSON.stringify(e.culprits)} after ${ms} ms (limit ${limit} ms): ${e.message.split(";")[0]}`;
+  if (e instanceof CollectiveMismatchError)
+    return `CollectiveMismatchError rank ${e.rank} names rank ${e.peer} after ${ms} ms: ${e.differences.join("; ")}`;
+  return `WRONG after ${ms} ms: ${String(e)}`;
+}
+
+/** Runs `f` then waits for the GPU; the outcome in one line. */
+function attempt(f: () => void): string {
+  const t0 = Date.now();
+  try {
+    f();
+    group.synchronize();
+    return `NO ERROR after ${Date.now() - t0} ms`;
+  } catch (e) {
+    return verdict(e, t0);
+  }
+}
+
+let outcome: string;
+switch (fault) {
+  case "nccl-skip":
+    outcome = rank === last ? "skipped" : attempt(() => c.allReduce(x(1 << 20), { algorithm: "nccl" }));
+    break;
+  case "nccl-graph-skip": {
+    const g = Graph.capture(stream, () => void c.allReduce(x(1 << 20), { algorithm: "nccl", stream }));
+    outcome = rank === last ? "skipped" : attempt(() => g.launch());
+    break;
+  }
+  case "nccl-kill":
+    if (rank === 1) process.kill(process.pid, "SIGKILL");
+    outcome = attempt(() => c.allReduce(x(1 << 20), { algorithm: "nccl" }));
+    break;
+  case "mismatch-size":
+    outcome = attempt(() => c.allReduce(x(rank === last ? 8200 : 8192), { algorithm: "one_shot" }));
+    break;
+  case "mismatch-algorithm":
+    outcome = attempt(() => c.allReduce(x(8192), { algorithm: rank === last ? "two_shot" : "one_shot" }));
+    break;
+  case "mismatch-copy-engine": {
+    const n = rank === last ? 4104 : 4096;
+    outcome = attempt(() => c.allGather(x(n), x(n * world), { algorithm: "copy_engine" }));
+    break;
+  }
+  case "destroy-graph": {
+    const g = Graph.capture(stream, () => {
+      c.allReduce(x(4096), { algorithm: "one_shot", stream });
+      c.allReduce(x(4096), { algorithm: "nccl", stream });
+    });
+    for (let i = 0; i < 5; i++) g.launch();
+    group.synchronize();
+    const t0 = Date.now();
+    await group.destroy();
+    const ms = Date.now() - t0;
+    let replay = "replay ran";
+    try {
+      g.launch();
+    } catch (e) {
+      replay = e instanceof SymmkitError ? `replay refused: ${e.code}` : `replay WRONG ${String(e)}`;
+    }
+    console.log(`fault ${fault}: destroy took ${ms} ms; ${replay}`);
+    await exitFlushed(0);
+    throw new Error("unreachable");
+  }
+  default:
+    throw new Error(`unknown FAULT ${fault}`);
+}
+console.log(`fault ${fault}: ${outcome}`);
+// The store still works after a rank's CUDA context is gone; ranks that are alive meet there.
+if (fault !== "nccl-kill") await group.store.barrier("done");
+await exitFlushed(0);
