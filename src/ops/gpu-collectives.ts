@@ -245,6 +245,12 @@ export class GpuCollectives implements Collectives<
     return this.#staging.tensor.nbytes;
   }
 
+  /** The group's symmetric staging buffer (and its signal pad): the collectives stage plain inputs and
+   * the fused matmuls receive there. Kernels of one's own may use it between collective calls. */
+  get staging(): SymmetricTensor {
+    return this.#staging;
+  }
+
   /** What one rank may push to one peer in a mailbox call (lamport, ll). */
   get mailboxSlotBytes(): number {
     return this.#mailbox.slotBytes;

@@ -60,7 +60,8 @@ switch (fault) {
     outcome = rank === last ? "skipped" : attempt(() => c.allReduce(x(1 << 20), { algorithm: "nccl" }));
     break;
   case "nccl-graph-skip": {
-    const g = Graph.capture(stream, () => void c.allReduce(x(1 << 20), { algorithm: "nccl", stream }));
+    const [input, output] = [x(1 << 20), x(1 << 20)];
+    const g = Graph.capture(stream, () => void c.allReduce(input, { algorithm: "nccl", stream, output }));
     outcome = rank === last ? "skipped" : attempt(() => g.launch());
     break;
   }
@@ -80,9 +81,10 @@ switch (fault) {
     break;
   }
   case "destroy-graph": {
+    const [input, a, b] = [x(4096), x(4096), x(4096)];
     const g = Graph.capture(stream, () => {
-      c.allReduce(x(4096), { algorithm: "one_shot", stream });
-      c.allReduce(x(4096), { algorithm: "nccl", stream });
+      c.allReduce(input, { algorithm: "one_shot", stream, output: a });
+      c.allReduce(input, { algorithm: "nccl", stream, output: b });
     });
     for (let i = 0; i < 5; i++) g.launch();
     group.synchronize();

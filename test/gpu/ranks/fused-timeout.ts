@@ -1,5 +1,6 @@
 // One rank of the fused-matmul timeout check: the last rank meets the others at the call's opening
-// barrier (through the group's GPU barrier, which pairs with it) and then never runs the fused kernel.
+// barrier (the group's barrier kernel on the staging buffer, its signals carrying the fused call's
+// fingerprint, so that it pairs with it) and then never runs the fused kernel.
 // The others must fail with SymmTimeoutError naming it, within the deadline plus 5 s: for
 // GEMM + reduce-scatter the owner's reduce waits on the missing rank's tiles; for all-gather + GEMM the
 // closing barrier waits for it. Run with SYMMKIT_SYNC_TIMEOUT_MS and FUSED_OP=rs or ag.
@@ -7,6 +8,9 @@ import { exitFlushed } from "../../../src/exit.js";
 import { init } from "../../../src/init.js";
 import { timeoutOutcome } from "../../support/timeout-outcome.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
+import { fingerprint } from "../../../src/distributed/fingerprint.js";
+import { sharedModule } from "../../../src/runtime/module.js";
+import { BARRIER_KERNELS, GROUP_BARRIER_PARAMS } from "../../../src/ops/coll/programs.js";
 
 const group = await init({ backend: "cuda" });
 const c = group.collectives;
@@ -18,8 +22,16 @@ const b = Tensor.rand([1024, 512], "bf16", { seed: 2n, offset: BigInt(rank) << 3
 group.synchronize();
 await group.barrier();
 const t0 = Date.now();
-if (rank === skipper) c.barrier();
-else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused" });
+if (rank === skipper) {
+  // The fused call is this group's first collective call (#0).
+  const kind = op === "rs" ? "matmul-reduce-scatter/fused" : "all-gather-matmul/fused_copy_engine";
+  const phase = fingerprint(0, { kind, dtype: "bf16", count: a.numel });
+  const barrier = sharedModule(BARRIER_KERNELS, group.device).kernel(
+    "symmkit::group_barrier",
+    GROUP_BARRIER_PARAMS,
+  );
+  barrier.launch({ grid: 1, block: 32 }, c.staging.deviceView(), phase);
+} else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused" });
 else c.allGatherMatmul(a, b, { algorithm: "fused_copy_engine" });
 const outcome = timeoutOutcome(() => group.synchronize(), {
   rank,
