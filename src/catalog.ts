@@ -4,7 +4,7 @@ import { compileProgram, type CompiledProgram } from "./runtime/jit/compiler.js"
 import type { KernelCache } from "./runtime/jit/cache.js";
 import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
-import { LINK_PROBE, NCCL_GUARD, SYNC_KERNELS } from "./distributed/sync-kernels.js";
+import { LINK_PROBE, FAIL_CONTEXT, SYNC_KERNELS } from "./distributed/sync-kernels.js";
 import { BARRIER_KERNELS } from "./ops/coll/programs.js";
 import { collectivePrograms } from "./ops/coll/registry.js";
 import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
@@ -15,7 +15,7 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   SYNC_KERNELS,
   LINK_PROBE,
   BARRIER_KERNELS,
-  NCCL_GUARD,
+  FAIL_CONTEXT,
   ...collectivePrograms(),
   ...GEMM_PROGRAMS,
   ...FUSED_PROGRAMS,

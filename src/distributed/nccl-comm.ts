@@ -25,6 +25,7 @@ import type { Tensor } from "../runtime/tensor.js";
 import type { ScopedStore } from "./scoped-store.js";
 import type { CaptureScope } from "../runtime/graph.js";
 import { NcclWatchdog } from "./nccl-watchdog.js";
+import { VERDICT_GRACE_MS } from "./nccl-watchdog-protocol.js";
 import type { SyncWatch } from "./sync-watch.js";
 
 /** What a group gives its communicator so that its waits are bounded. */
@@ -107,7 +108,6 @@ export class NcclComm {
     const watchdog =
       watch && size > 1
         ? NcclWatchdog.start({
-            comm: handle,
             device,
             watch: watch.watch,
             store,
@@ -287,27 +287,24 @@ export class NcclComm {
     if (this.#comm === 0n) return;
     const c = this.#comm;
     this.#comm = 0n;
-    // The watchdog may be aborting it at this moment: only one of us does.
-    if (this.#watchdog === undefined || this.#watchdog.claimAbort()) nccl().ncclCommAbort(c);
+    // Once the watchdog fired, the context is being failed: nothing more is done with the communicator.
+    if (this.#watchdog === undefined || this.#watchdog.claim()) nccl().ncclCommAbort(c);
     void this.#watchdog?.stop();
   }
 
   /**
-   * Frees the communicator once its work is done, waiting for that at most `timeoutMs`; work that does
-   * not finish by then (a peer died) makes it abort instead, so destroy never hangs. NCCL waits for
-   * graphs that captured its work: the group releases those first.
+   * Frees the communicator once its work is done. Work that never finishes (a peer died) makes the
+   * watchdog fire at its deadline and fail the context; the communicator is then left to the process's
+   * end, so destroy never hangs. NCCL waits for graphs that captured its work: the group releases
+   * those first.
    */
   async destroy(timeoutMs = 30_000): Promise<void> {
-    if (this.#comm === 0n) return void (await this.#watchdog?.stop());
+    const w = this.#watchdog;
     const c = this.#comm;
-    const settled = this.#watchdog?.settle(timeoutMs) ?? true;
-    if (!settled || this.#watchdog?.fired) {
-      this.abort();
-      return;
-    }
     this.#comm = 0n;
-    if (this.#watchdog && !this.#watchdog.claimAbort()) return; // the worker got there first
-    await this.#watchdog?.stop();
-    check(nccl().ncclCommDestroy(c), "ncclCommDestroy");
+    if (c === 0n) return void (await w?.stop());
+    const done = w === undefined || (w.settle(timeoutMs + VERDICT_GRACE_MS + 1000) && w.claim());
+    await w?.stop();
+    if (done) check(nccl().ncclCommDestroy(c), "ncclCommDestroy");
   }
 }

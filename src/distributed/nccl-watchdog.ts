@@ -2,44 +2,41 @@
 // deadline here is the group's sync timeout). NCCL kernels wait for a dead peer forever, and the host
 // thread waiting on them is blocked in the driver where no timer of its own can run, so the watching is
 // done by a worker thread (nccl-watchdog-worker.ts):
-// - After every NCCL operation of the communicator, a guard kernel (sync/nccl_guard.cuh) is enqueued,
-//   and an event recorded: per call when eager; per replay for a CUDA graph that captured NCCL work
-//   (the capture's launch hook), since a graph's events are not replayed.
+// - After every NCCL operation of the communicator an event is recorded (no GPU work, about a
+//   microsecond of host time); for a CUDA graph that captured NCCL work, after each replay (the
+//   capture's launch hook), since events recorded during a capture are not replayed.
 // - The worker queries the oldest outstanding event; when none completed for the deadline, it writes a
-//   TimeoutRecord (kind nccl-timeout), raises the group's abort flag and calls ncclCommAbort, so NCCL's
-//   kernels return, the guard behind them finds the flag and traps, and every host wait on that work
-//   fails instead of hanging. It then asks the store which ranks of the group are stalled too: those
-//   that are not (dead, or somewhere else) are named by NcclTimeoutError, which SyncWatch.translate()
-//   throws once the worker's verdict is in (at most VERDICT_GRACE_MS later).
-import { Worker } from "node:worker_threads";
+//   TimeoutRecord (kind nccl-timeout), asks the store which ranks of the group are stalled too (those
+//   that are not are dead, or somewhere else), raises the group's abort flag and fails the CUDA context
+//   (sync/fail_context.cuh on a stream of its own). That stops the NCCL kernel and makes every host
+//   wait on the context fail rather than hang; SyncWatch.translate() turns the failure into
+//   NcclTimeoutError naming those ranks. (ncclCommAbort would let the waits return garbage, and it
+//   blocks while a graph holds the communicator's work.)
 import { SymmkitError } from "../errors.js";
-import { check, driverLibraryPath, CU_EVENT_DISABLE_TIMING } from "../cuda/driver.js";
-import { ncclLibraryPath } from "../cuda/nccl.js";
+import { check, CU_EVENT_DISABLE_TIMING, CUDA_ERROR_NOT_READY, driverLibraryPath } from "../cuda/driver.js";
 import { ptrOrZero, type Ptr } from "../cuda/native.js";
 import { driver, type Device } from "../runtime/device.js";
 import { Graph, type CaptureScope } from "../runtime/graph.js";
 import { sharedModule } from "../runtime/module.js";
-import { NCCL_GUARD } from "./sync-kernels.js";
-import type { Kernel } from "../runtime/kernel.js";
-import type { Stream } from "../runtime/stream.js";
+import { Stream } from "../runtime/stream.js";
+import { Worker } from "node:worker_threads";
 import type { ScopedStore } from "./scoped-store.js";
 import type { SyncWatch } from "./sync-watch.js";
+import { FAIL_CONTEXT } from "./sync-kernels.js";
 import {
+  advanceTail,
   CONTROL,
-  FIRED,
-  HOST_ABORTED,
+  NAMING,
+  STOPPED,
   UNNAMED,
   VERDICT,
   VERDICT_GRACE_MS,
   WATCHED_OPS,
   WATCHING,
-  WORKER_FAILED,
   type WatchdogConfig,
 } from "./nccl-watchdog-protocol.js";
 
-const GUARD_PARAMS = ["ptr", "ptr", "u32", "u32"] as const;
-
-/** NCCL work of a group made no progress within the deadline; the communicator was aborted. */
+/** NCCL work of a group made no progress within the deadline; the watchdog ended the CUDA context. */
 export class NcclTimeoutError extends SymmkitError {
   constructor(
     readonly rank: number,
@@ -58,60 +55,56 @@ export class NcclTimeoutError extends SymmkitError {
     super(
       "SYMMKIT_NCCL_TIMEOUT",
       `rank ${rank}: NCCL work of group ${group} made no progress for ${timeoutMs} ms; ${who}. The ` +
-        `communicator was aborted and the CUDA context is unusable after this (raise SYMMKIT_SYNC_TIMEOUT_MS ` +
-        `if the work is legitimately that long).${options.note ? ` ${options.note}` : ""}`,
+        `watchdog ended the CUDA context, which is unusable after this (raise SYMMKIT_SYNC_TIMEOUT_MS if ` +
+        `the work is legitimately that long).${options.note ? ` ${options.note}` : ""}`,
       { cause: options.cause },
     );
   }
 }
 
 let nextId = 1;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 export class NcclWatchdog {
   readonly #control: Int32Array;
   readonly #events: BigInt64Array;
   readonly #times: Float64Array;
+  readonly #failStream: Stream;
   readonly #worker: Worker;
-  readonly #guard: Kernel<typeof GUARD_PARAMS>;
-  readonly #watch: SyncWatch;
   readonly #rank: number;
   readonly #ranks: readonly number[];
   readonly #group: string;
   readonly #timeoutMs: number;
   readonly #hooked = new WeakSet<CaptureScope>();
   readonly #onCapture: (scope: CaptureScope) => void;
+  readonly #done = (slot: number): boolean =>
+    driver().cuEventQuery(this.#events[slot]!) !== CUDA_ERROR_NOT_READY;
   #stopped = false;
 
   private constructor(
     config: WatchdogConfig,
-    device: Device,
+    failStream: Stream,
     watch: SyncWatch,
     group: string,
-    events: BigInt64Array,
     onCapture: (scope: CaptureScope) => void,
   ) {
-    this.#onCapture = onCapture;
     this.#control = new Int32Array(config.control);
-    this.#events = events;
+    this.#events = new BigInt64Array(config.events);
     this.#times = new Float64Array(config.times);
-    this.#watch = watch;
+    this.#failStream = failStream;
     this.#rank = config.rank;
     this.#ranks = config.ranks;
     this.#group = group;
     this.#timeoutMs = config.timeoutMs;
-    this.#guard = sharedModule(NCCL_GUARD, device).kernel("symmkit::nccl_guard", GUARD_PARAMS);
+    this.#onCapture = onCapture;
     this.#worker = new Worker(new URL("./nccl-watchdog-worker.js", import.meta.url), { workerData: config });
-    // The worker never keeps the process alive, and its own failure is reported, not thrown here.
+    // The worker never keeps the process alive.
     this.#worker.unref();
-    this.#worker.on("error", () =>
-      Atomics.compareExchange(this.#control, CONTROL.state, WATCHING, WORKER_FAILED),
-    );
     watch.onRecord(config.id, (note, cause) => this.#error(note, cause));
   }
 
-  /** Starts watching communicator `comm` of group `group` (its members: `ranks`, global). */
+  /** Starts watching the NCCL work of group `group` (its members: `ranks`, global). */
   static start(o: {
-    comm: Ptr;
     device: Device;
     watch: SyncWatch;
     store: ScopedStore;
@@ -121,7 +114,6 @@ export class NcclWatchdog {
     ranks: readonly number[];
     onCapture: (scope: CaptureScope) => void;
   }): NcclWatchdog {
-    const control = new SharedArrayBuffer(4 * (CONTROL.culprits + o.ranks.length));
     const eventsSab = new SharedArrayBuffer(8 * WATCHED_OPS);
     const events = new BigInt64Array(eventsSab);
     o.device.makeCurrent();
@@ -130,14 +122,15 @@ export class NcclWatchdog {
       check(driver().cuEventCreate(e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
       events[i] = ptrOrZero(e[0]);
     }
+    const failStream = Stream.create(o.device);
     const config: WatchdogConfig = {
-      control,
+      control: new SharedArrayBuffer(4 * (CONTROL.culprits + o.ranks.length)),
       events: eventsSab,
       times: new SharedArrayBuffer(8 * WATCHED_OPS),
       libcuda: driverLibraryPath(),
-      libnccl: ncclLibraryPath(),
       ctx: o.device.ctx,
-      comm: o.comm,
+      failFunction: sharedModule(FAIL_CONTEXT, o.device).kernel("symmkit::fail_context", []).handle,
+      failStream: failStream.handle,
       recordHost: o.watch.recordHostPtr,
       abortHost: o.watch.abortFlagHostPtr,
       timeoutMs: o.watch.timeoutMs,
@@ -147,57 +140,49 @@ export class NcclWatchdog {
       storeKeyPrefix: o.store.key("nccl-stall"),
       store: o.storeAddress,
     };
-    return new NcclWatchdog(config, o.device, o.watch, o.group, events, o.onCapture);
+    return new NcclWatchdog(config, failStream, o.watch, o.group, o.onCapture);
   }
 
-  /** The worker aborted the communicator. */
+  /** The worker fired: the context is being failed. */
   get fired(): boolean {
     const s = Atomics.load(this.#control, CONTROL.state);
-    return s === FIRED || s === VERDICT || s === UNNAMED;
+    return s === NAMING || s === VERDICT || s === UNNAMED;
   }
 
-  /** Takes over the communicator's abort from the worker: true when this thread may call ncclCommAbort
-   * (or ncclCommDestroy); false when the worker already aborted it. */
-  claimAbort(): boolean {
-    for (const from of [WATCHING, WORKER_FAILED]) {
-      if (Atomics.compareExchange(this.#control, CONTROL.state, from, HOST_ABORTED) === from) return true;
-    }
-    return Atomics.load(this.#control, CONTROL.state) === HOST_ABORTED;
+  /** Takes the communicator back from the worker before destroying it: false when the worker fired. */
+  claim(): boolean {
+    const s = Atomics.compareExchange(this.#control, CONTROL.state, WATCHING, STOPPED);
+    return s === WATCHING || s === STOPPED;
   }
 
   /** Throws the watchdog's error (after it fired). */
   throwError(): never {
-    throw this.#error("The communicator was aborted by the watchdog.", undefined);
+    throw this.#error("The communicator's work was stopped by the watchdog.", undefined);
   }
 
   /**
-   * After an NCCL operation (or an NCCL group) on `stream`: the guard kernel, and an event for the
-   * worker; inside a capture, the event goes with each replay instead.
+   * After an NCCL operation (or an NCCL group) on `stream`: its completion event. Inside a capture, the
+   * graph's replays get one each instead.
    */
   afterOp(stream: Stream): void {
-    this.#guard.launch(
-      { grid: 1, block: 1, stream },
-      this.#watch.abortFlagPtr,
-      this.#watch.recordPtr,
-      this.#rank,
-      this.#ranks.length,
-    );
     const scope = Graph.activeCapture(stream);
-    if (scope === undefined) this.#track(stream);
-    else if (!this.#hooked.has(scope)) {
+    if (scope === undefined) return this.#track(stream);
+    if (!this.#hooked.has(scope)) {
       this.#hooked.add(scope);
       scope.onLaunch((s) => this.#track(s));
       this.#onCapture(scope);
     }
   }
 
-  /** Records the next event of the ring on `stream`. */
+  /** Records the next event of the ring on `stream`, once the ring has room. */
   #track(stream: Stream): void {
     const c = this.#control;
     const head = Atomics.load(c, CONTROL.head);
-    // The ring is full: the oldest operation is still running. The worker fires at the deadline.
-    while (head - Atomics.load(c, CONTROL.tail) >= WATCHED_OPS && !this.fired) {
-      Atomics.wait(c, CONTROL.tail, Atomics.load(c, CONTROL.tail), 1);
+    // The oldest of WATCHED_OPS operations is still running: wait for it (the worker fires at the
+    // deadline, and then nothing more is tracked).
+    while (head - advanceTail(c, this.#done) >= WATCHED_OPS) {
+      if (this.fired) this.throwError();
+      Atomics.wait(sleeper, 0, 0, 0.05);
     }
     const slot = head % WATCHED_OPS;
     check(driver().cuEventRecord(this.#events[slot]!, stream.handle), "cuEventRecord");
@@ -205,23 +190,23 @@ export class NcclWatchdog {
     Atomics.store(c, CONTROL.head, head + 1);
   }
 
-  /** True once every tracked operation completed (or the watchdog fired), waiting at most `ms`. */
+  /** True once every tracked operation is done, or the watchdog fired; false after `ms`. */
   settle(ms: number): boolean {
     const deadline = Date.now() + ms;
     const c = this.#control;
-    while (Atomics.load(c, CONTROL.tail) < Atomics.load(c, CONTROL.head) && !this.fired) {
+    while (advanceTail(c, this.#done) < Atomics.load(c, CONTROL.head) && !this.fired) {
       if (Date.now() > deadline) return false;
-      Atomics.wait(c, CONTROL.tail, Atomics.load(c, CONTROL.tail), 5);
+      Atomics.wait(sleeper, 0, 0, 1);
     }
     return true;
   }
 
-  /** The error the worker's record stands for, once its verdict is in (waits up to the grace). */
+  /** The error the worker's record stands for, once its verdict is in. */
   #error(note: string, cause: unknown): NcclTimeoutError {
     const c = this.#control;
     const deadline = Date.now() + VERDICT_GRACE_MS + 2000;
-    while (Atomics.load(c, CONTROL.state) === FIRED && Date.now() < deadline)
-      Atomics.wait(c, CONTROL.state, FIRED, 50);
+    while (Atomics.load(c, CONTROL.state) === NAMING && Date.now() < deadline)
+      Atomics.wait(c, CONTROL.state, NAMING, 50);
     const culprits =
       Atomics.load(c, CONTROL.state) === VERDICT
         ? this.#ranks.filter((_, i) => Atomics.load(c, CONTROL.culprits + i) === 1)
@@ -229,13 +214,16 @@ export class NcclWatchdog {
     return new NcclTimeoutError(this.#rank, this.#group, culprits, this.#timeoutMs, { note, cause });
   }
 
-  /** Stops the worker and frees the events (none may be in flight: settle first). */
+  /** Stops the worker and frees the events (none may be pending: settle first, or the context is
+   * gone). */
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
-    Atomics.store(this.#control, CONTROL.stop, 1);
+    this.claim();
     await this.#worker.terminate();
+    if (this.fired) return; // the context is gone: nothing of it can be freed
     const d = driver();
-    for (const e of this.#events) if (e !== 0n) d.cuEventDestroy_v2(e);
+    for (const e of this.#events) d.cuEventDestroy_v2(e);
+    this.#failStream.dispose();
   }
 }

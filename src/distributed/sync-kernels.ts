@@ -1,5 +1,5 @@
 // The probe programs behind the cross-GPU primitive tests and benchmarks (device/include/symmkit/probes/:
-// sync_kernels.cuh, link_probe.cuh), and the NCCL watchdog's guard kernel (sync/nccl_guard.cuh).
+// sync_kernels.cuh, link_probe.cuh), and the NCCL watchdog's fail_context (sync/fail_context.cuh).
 import type { ProgramSpec } from "../runtime/module.js";
 
 export const barrierLoopExpr = (prev: boolean, next: boolean): string =>
@@ -34,9 +34,9 @@ export const LINK_PROBE: ProgramSpec = {
   ),
 };
 
-/** nccl_guard(abortFlag, record, rank, world): enqueued after every watched NCCL operation. */
-export const NCCL_GUARD: ProgramSpec = {
-  name: "symmkit/sync/nccl_guard",
-  source: '#include "symmkit/sync/nccl_guard.cuh"\n',
-  nameExpressions: ["symmkit::nccl_guard"],
+/** fail_context(): the NCCL watchdog's way to end a context whose work can never finish. */
+export const FAIL_CONTEXT: ProgramSpec = {
+  name: "symmkit/sync/fail_context",
+  source: '#include "symmkit/sync/fail_context.cuh"\n',
+  nameExpressions: ["symmkit::fail_context"],
 };
