@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { fork } from "node:child_process";
+import crypto from "node:crypto";
+import { once } from "node:events";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
@@ -10,7 +12,17 @@ import {
   StoreRefusedError,
   StoreTimeoutError,
 } from "../src/distributed/store/client.js";
+import {
+  FrameSplitter,
+  FrameWriter,
+  MAX_HELLO_FRAME_BYTES,
+  MAX_TOKEN_BYTES,
+  Op,
+  ProtocolError,
+  Status,
+} from "../src/distributed/store/protocol.js";
 import { StoreServer } from "../src/distributed/store/server.js";
+import { InvalidArgumentError } from "../src/errors.js";
 
 const token = "t0k3n-for-tests";
 
@@ -131,4 +143,188 @@ test("when the server dies, blocked clients fail with a clear error", async () =
     (e: unknown) => e instanceof StoreClosedError && /Did the launcher or rank 0 exit/.test(e.message),
   );
   await assert.rejects(c.set("x", "y"), StoreClosedError);
+});
+
+const MiB = 1024 * 1024;
+
+/** A raw connection to the store: `closedAt` resolves with the milliseconds from connect to close. */
+async function rawSocket(s: StoreServer): Promise<{ sock: net.Socket; closedAt: Promise<number> }> {
+  const sock = net.connect(s.port, "127.0.0.1");
+  sock.on("error", () => undefined);
+  sock.resume(); // read to the end, so that the server closing is seen
+  await once(sock, "connect");
+  const t0 = performance.now();
+  const closedAt = new Promise<number>((resolve) =>
+    sock.once("close", () => resolve(performance.now() - t0)),
+  );
+  return { sock, closedAt };
+}
+
+const lengthPrefix = (n: number): Buffer => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(n);
+  return b;
+};
+const hello = (t: string): Buffer => new FrameWriter().u8(Op.Hello).str(t).frame();
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+test("before the hello, a frame longer than a hello is refused at its length prefix, unbuffered", () =>
+  withServer(async (s) => {
+    const good = await connect(s);
+    const { sock, closedAt } = await rawSocket(s);
+    let closed = false;
+    void closedAt.then(() => (closed = true));
+    sock.write(lengthPrefix(60 * MiB));
+    // Claims 60 MiB and offers 10 MiB of it, a write at a time, letting the server (in this process)
+    // read between writes: it must hang up long before.
+    const chunk = Buffer.alloc(64 * 1024);
+    let sent = 0;
+    while (!closed && sent < 10 * MiB) {
+      await Promise.race([new Promise((r) => sock.write(chunk, r)), closedAt]);
+      await new Promise(setImmediate);
+      sent += chunk.length;
+    }
+    await closedAt;
+    assert.ok(sent < 2 * MiB, `closed only after ${sent} bytes`);
+    // A hello just over the bound is refused the same way; the token holder may send large frames.
+    const big = await rawSocket(s);
+    big.sock.write(Buffer.concat([lengthPrefix(MAX_HELLO_FRAME_BYTES + 1), Buffer.alloc(8)]));
+    await big.closedAt;
+    const value = crypto.randomBytes(8 * MiB);
+    await good.set("big", value);
+    assert.ok((await good.get("big")).equals(value), "an 8 MiB value round-trips");
+    good.close();
+  }));
+
+test("a connection that has not presented the token within the hello deadline is closed", async () => {
+  const s = await StoreServer.start({ token, helloTimeoutMs: 300 });
+  try {
+    const idle = await rawSocket(s);
+    // A hello dripped a byte at a time, never finished in time.
+    const drip = await rawSocket(s);
+    const bytes = hello(token);
+    void (async () => {
+      for (const b of bytes) {
+        if (drip.sock.destroyed) return;
+        drip.sock.write(Buffer.from([b]));
+        await sleep(100);
+      }
+    })();
+    const client = await connect(s);
+    for (const ms of [await idle.closedAt, await drip.closedAt])
+      assert.ok(ms >= 250 && ms < 3000, `closed after ${ms} ms`);
+    await sleep(400);
+    await client.set("k", "idle past the hello deadline is fine once authenticated");
+    client.close();
+  } finally {
+    await s.close();
+  }
+});
+
+test("a frame begun must be finished within the frame deadline, counted from its first byte", async () => {
+  const s = await StoreServer.start({ token, frameTimeoutMs: 300 });
+  try {
+    const authenticated = async (): Promise<Awaited<ReturnType<typeof rawSocket>>> => {
+      const raw = await rawSocket(s);
+      raw.sock.pause();
+      raw.sock.write(hello(token));
+      await once(raw.sock, "readable");
+      assert.deepEqual([...(raw.sock.read() as Buffer)], [1, 0, 0, 0, Status.Ok]);
+      raw.sock.resume();
+      return raw;
+    };
+    const stalled = await authenticated();
+    stalled.sock.write(Buffer.concat([lengthPrefix(100), Buffer.alloc(10)]));
+    // Progress does not extend the deadline: a byte every 50 ms still fails.
+    const drip = await authenticated();
+    const frame = new FrameWriter().u8(Op.Set).str("k").bytes(Buffer.alloc(100)).frame();
+    void (async () => {
+      for (const b of frame) {
+        if (drip.sock.destroyed) return;
+        drip.sock.write(Buffer.from([b]));
+        await sleep(50);
+      }
+    })();
+    const idle = await authenticated();
+    for (const ms of [await stalled.closedAt, await drip.closedAt])
+      assert.ok(ms >= 250 && ms < 3000, `closed after ${ms} ms`);
+    await sleep(300);
+    assert.equal(idle.sock.destroyed, false, "an authenticated connection may idle between frames");
+    idle.sock.destroy();
+  } finally {
+    await s.close();
+  }
+});
+
+test("connections beyond the caps are closed at once; token holders are still served", async () => {
+  const s = await StoreServer.start({
+    token,
+    maxUnauthenticated: 4,
+    maxConnections: 6,
+    helloTimeoutMs: 1000,
+  });
+  try {
+    const a = await connect(s);
+    const hostile = await Promise.all(Array.from({ length: 10 }, () => rawSocket(s)));
+    const early = await Promise.all(
+      hostile.map((h) => Promise.race([h.closedAt, sleep(500).then(() => -1)])),
+    );
+    assert.equal(early.filter((ms) => ms >= 0).length, 6, "beyond 4 waiting for their hello, closed at once");
+    await a.set("during", "the flood");
+    assert.equal((await a.get("during")).toString(), "the flood");
+    // A newcomer is turned away while the 4 slots are held, and gets in once their hello deadline passes.
+    const t0 = performance.now();
+    const b = await connect(s);
+    assert.ok(performance.now() - t0 >= 300, "got in while the unauthenticated slots were full");
+    const more = await Promise.all(Array.from({ length: 4 }, () => connect(s)));
+    await assert.rejects(connect(s, 500), StoreTimeoutError, "7 connections in all");
+    b.close();
+    const late = await connect(s);
+    await late.set("served", "yes");
+    for (const c of [a, late, ...more]) c.close();
+  } finally {
+    await s.close();
+  }
+});
+
+test("barriers keep one key per name in the store, however many rounds", () =>
+  withServer(async (s) => {
+    const clients = await Promise.all(Array.from({ length: 3 }, () => connect(s)));
+    for (let round = 0; round < 1000; round++) await Promise.all(clients.map((c) => c.barrier("b", 3)));
+    for (const name of ["once-a", "once-b"]) await Promise.all(clients.map((c) => c.barrier(name, 3)));
+    assert.equal(s.size, 3, "the last round's done key of each name");
+    for (const c of clients) c.close();
+  }));
+
+test("frame splitting is linear: an 8 MiB frame in 61-byte chunks is reassembled exactly", () => {
+  const big = crypto.randomBytes(8 * MiB);
+  const frames = [Buffer.from("a"), big, Buffer.alloc(0), Buffer.from("tail")];
+  const stream = Buffer.concat(frames.flatMap((f) => [lengthPrefix(f.length), f]));
+  const splitter = new FrameSplitter();
+  const got: Buffer[] = [];
+  const t0 = performance.now();
+  for (let off = 0; off < stream.length; off += 61) {
+    splitter.push(stream.subarray(off, off + 61));
+    for (let body = splitter.next(); body; body = splitter.next()) got.push(Buffer.from(body));
+  }
+  const ms = performance.now() - t0;
+  assert.equal(got.length, frames.length);
+  got.forEach((g, i) => assert.ok(g.equals(frames[i]!), `frame ${i}`));
+  assert.equal(splitter.partial, false);
+  assert.ok(ms < 2000, `${ms} ms for ${stream.length} bytes`);
+  const small = new FrameSplitter(MAX_HELLO_FRAME_BYTES);
+  small.push(lengthPrefix(MAX_HELLO_FRAME_BYTES + 1));
+  assert.throws(
+    () => small.next(),
+    (e: unknown) => e instanceof ProtocolError && e.code === "SYMMKIT_STORE_PROTOCOL",
+  );
+});
+
+test("a token longer than the store takes is an InvalidArgumentError on both sides", async () => {
+  const long = "x".repeat(MAX_TOKEN_BYTES + 1);
+  await assert.rejects(StoreServer.start({ token: long }), InvalidArgumentError);
+  await assert.rejects(
+    StoreClient.connect({ host: "127.0.0.1", port: 1, token: long }),
+    InvalidArgumentError,
+  );
 });

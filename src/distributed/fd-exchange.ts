@@ -140,6 +140,8 @@ export class FdExchange {
       }
     }
     await store.barrier(`${key}/taken`);
+    // Every member read every signature before that barrier: ours is no longer needed.
+    await store.delete(`${key}/sig/${rank}`);
   }
 
   /** Closes the socket, any descriptor nobody asked for, and (local rank 0, after all) the directory. */

@@ -26,6 +26,10 @@ export class ScopedStore {
     return this.client.add(this.key(k), delta);
   }
 
+  delete(k: string): Promise<boolean> {
+    return this.client.delete(this.key(k));
+  }
+
   wait(keys: readonly string[], options: { timeoutMs?: number } = {}): Promise<void> {
     return this.client.wait(
       keys.map((k) => this.key(k)),

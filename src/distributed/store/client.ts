@@ -2,10 +2,11 @@
 // blocking call has a deadline, enforced by the server (which names the keys still missing) and again by
 // the client, so that a server that hangs or dies never hangs a rank.
 import net from "node:net";
-import { SymmkitError } from "../../errors.js";
-import { FrameReader, FrameSplitter, FrameWriter, Op, Status } from "./protocol.js";
+import { InvalidArgumentError, SymmkitError } from "../../errors.js";
+import { FrameReader, FrameSplitter, FrameWriter, MAX_TOKEN_BYTES, Op, Status } from "./protocol.js";
 
 export const DEFAULT_STORE_TIMEOUT_MS = 300_000;
+const KEEPALIVE_DELAY_MS = 60_000;
 
 export class StoreTimeoutError extends SymmkitError {
   constructor(
@@ -42,8 +43,13 @@ export interface StoreAddress {
   readonly token: string;
 }
 
+interface Reply {
+  readonly status: Status;
+  readonly reader: FrameReader;
+}
+
 interface Pending {
-  readonly resolve: (r: FrameReader) => void;
+  readonly resolve: (r: Reply) => void;
   readonly reject: (e: Error) => void;
 }
 
@@ -57,15 +63,20 @@ export class StoreClient {
   private constructor(socket: net.Socket, timeoutMs: number) {
     this.#socket = socket;
     this.timeoutMs = timeoutMs;
+    // A rank may go hours between requests: keepalive probes notice a store host that went away.
+    socket.setKeepAlive(true, KEEPALIVE_DELAY_MS);
     const splitter = new FrameSplitter();
     socket.on("data", (chunk: Buffer) => {
-      let frames: Buffer[];
+      splitter.push(chunk);
       try {
-        frames = splitter.push(chunk);
+        for (let body = splitter.next(); body; body = splitter.next()) {
+          const reader = new FrameReader(body);
+          const status = reader.u8() as Status; // an empty frame fails the connection, this request included
+          this.#pending.shift()?.resolve({ status, reader });
+        }
       } catch (e) {
-        return this.#fail(e as Error);
+        this.#fail(e as Error);
       }
-      for (const body of frames) this.#pending.shift()?.resolve(new FrameReader(body));
     });
     socket.on("error", (e) => this.#fail(new StoreClosedError(e.message)));
     socket.on("close", () => this.#fail(new StoreClosedError("the server went away")));
@@ -76,6 +87,11 @@ export class StoreClient {
    */
   static async connect(address: StoreAddress, options: { timeoutMs?: number } = {}): Promise<StoreClient> {
     const timeoutMs = options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+    const tokenBytes = Buffer.byteLength(address.token, "utf8");
+    if (tokenBytes > MAX_TOKEN_BYTES)
+      throw new InvalidArgumentError(
+        `the job token is ${tokenBytes} bytes; the store takes at most ${MAX_TOKEN_BYTES}: choose a shorter SYMMKIT_JOB_TOKEN`,
+      );
     const deadline = Date.now() + timeoutMs;
     let lastError = "";
     for (let delay = 10; Date.now() < deadline; delay = Math.min(delay * 2, 500)) {
@@ -164,16 +180,25 @@ export class StoreClient {
 
   /**
    * Waits until `count` participants have reached barrier `name`. Reusable: each call of this client
-   * with the same name is a new round, and every participant must call it the same number of times.
+   * with the same name is a new round (one at a time), and every participant must call it the same
+   * number of times. The store keeps one key per name: the last to arrive at round r deletes r's counter
+   * (everyone has counted) and round r-1's `done` (everyone has returned from waiting on it, or they
+   * would not have arrived at round r).
    */
   async barrier(name: string, count: number, options: { timeoutMs?: number } = {}): Promise<void> {
     const round = (this.#barrierRounds.get(name) ?? 0) + 1;
     this.#barrierRounds.set(name, round);
-    const base = `symmkit/barrier/${name}/${round}`;
-    if ((await this.add(`${base}/arrived`)) === BigInt(count)) await this.set(`${base}/done`, "1");
-    await this.wait([`${base}/done`], options).catch(async (e: unknown) => {
+    const key = (r: number, what: "arrived" | "done"): string => `symmkit/barrier/${name}/${r}/${what}`;
+    if ((await this.add(key(round, "arrived"))) === BigInt(count)) {
+      await Promise.all([
+        this.set(key(round, "done"), "1"),
+        this.delete(key(round, "arrived")),
+        round > 1 && this.delete(key(round - 1, "done")),
+      ]);
+    }
+    await this.wait([key(round, "done")], options).catch(async (e: unknown) => {
       if (!(e instanceof StoreTimeoutError)) throw e;
-      const arrived = (await this.tryGet(`${base}/arrived`))?.toString() ?? "0";
+      const arrived = (await this.tryGet(key(round, "arrived")))?.toString() ?? "0";
       throw new StoreTimeoutError(
         `barrier ${name} (round ${round}): ${arrived} of ${count} arrived`,
         e.keys,
@@ -194,24 +219,22 @@ export class StoreClient {
     return r.reader;
   }
 
-  #request(
-    w: FrameWriter,
-    what: string,
-    keys: readonly string[],
-    timeoutMs: number,
-  ): Promise<{ status: Status; reader: FrameReader }> {
+  #request(w: FrameWriter, what: string, keys: readonly string[], timeoutMs: number): Promise<Reply> {
     if (this.#closed) return Promise.reject(this.#closed);
     const frame = w.frame();
     return new Promise((resolve, reject) => {
       // The server answers a blocking request at its deadline; past that plus a margin, it is gone.
-      const timer = setTimeout(() => {
-        const e = new StoreTimeoutError(`${what} (no answer from the store)`, keys, timeoutMs);
-        this.#fail(e);
-      }, timeoutMs + 5000);
+      const timer = setTimeout(
+        () => {
+          const e = new StoreTimeoutError(`${what} (no answer from the store)`, keys, timeoutMs);
+          this.#fail(e);
+        },
+        Math.min(timeoutMs + 5000, 2 ** 31 - 1),
+      );
       this.#pending.push({
-        resolve: (reader) => {
+        resolve: (reply) => {
           clearTimeout(timer);
-          resolve({ status: reader.u8() as Status, reader });
+          resolve(reply);
         },
         reject: (e) => {
           clearTimeout(timer);

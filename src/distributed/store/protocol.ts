@@ -5,6 +5,13 @@ import { SymmkitError } from "../../errors.js";
 
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
 export const MAX_KEY_BYTES = 4096;
+export const MAX_TOKEN_BYTES = 1024;
+/**
+ * The largest frame an unauthenticated connection may send: a hello (op byte, token length, token) fits;
+ * anything longer is refused before its body is read, so nobody without the token can make the server
+ * buffer more than this.
+ */
+export const MAX_HELLO_FRAME_BYTES = 2048;
 
 export enum Op {
   Hello = 1,
@@ -132,23 +139,67 @@ export class FrameReader {
 }
 
 /**
- * Splits a byte stream into frame bodies. Returns the bodies complete so far; the rest stays buffered.
- * A length beyond MAX_FRAME_BYTES is a ProtocolError before any of the body is buffered.
+ * Splits a byte stream into frame bodies. Chunks are kept in a list with a running total and a frame is
+ * assembled with at most one copy once all of it has arrived, so buffering is linear in the bytes
+ * received however finely they are split. A declared length above `limit` is a ProtocolError as soon as
+ * the length prefix is read, before any of the body is buffered.
  */
 export class FrameSplitter {
-  #buf: Buffer = Buffer.alloc(0);
+  #chunks: Buffer[] = [];
+  #total = 0;
+  /** The body length of the frame under way, once its prefix has been read. */
+  #bodyLength: number | undefined;
 
-  push(chunk: Buffer): Buffer[] {
-    this.#buf = this.#buf.length === 0 ? chunk : Buffer.concat([this.#buf, chunk]);
-    const out: Buffer[] = [];
-    for (;;) {
-      if (this.#buf.length < 4) break;
-      const len = this.#buf.readUInt32LE(0);
-      if (len > MAX_FRAME_BYTES) throw new ProtocolError(`frame length ${len} exceeds ${MAX_FRAME_BYTES}`);
-      if (this.#buf.length < 4 + len) break;
-      out.push(this.#buf.subarray(4, 4 + len));
-      this.#buf = this.#buf.subarray(4 + len);
+  /** The largest frame body accepted; the server raises it once a connection has authenticated. */
+  constructor(public limit = MAX_FRAME_BYTES) {}
+
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.#chunks.push(chunk);
+    this.#total += chunk.length;
+  }
+
+  /** Whether part of a frame (prefix or body) has arrived and the rest has not. */
+  get partial(): boolean {
+    return this.#total > 0 || this.#bodyLength !== undefined;
+  }
+
+  /** The next complete frame body, or undefined until one has arrived. Checks `limit` as it is now. */
+  next(): Buffer | undefined {
+    if (this.#bodyLength === undefined) {
+      if (this.#total < 4) return undefined;
+      const len = this.#take(4).readUInt32LE(0);
+      if (len > this.limit) throw new ProtocolError(`frame length ${len} exceeds ${this.limit}`);
+      this.#bodyLength = len;
     }
+    if (this.#total < this.#bodyLength) return undefined;
+    const body = this.#take(this.#bodyLength);
+    this.#bodyLength = undefined;
+    return body;
+  }
+
+  /** Removes the first `n` buffered bytes (n <= #total): a view when one chunk holds them, else one copy. */
+  #take(n: number): Buffer {
+    this.#total -= n;
+    const first = this.#chunks[0];
+    if (first === undefined || n === 0) return Buffer.alloc(0);
+    if (first.length >= n) {
+      if (first.length === n) this.#chunks.shift();
+      else this.#chunks[0] = first.subarray(n);
+      return first.subarray(0, n);
+    }
+    const out = Buffer.allocUnsafe(n);
+    let off = 0;
+    let used = 0;
+    while (off < n) {
+      const c = this.#chunks[used]!;
+      const k = Math.min(c.length, n - off);
+      c.copy(out, off, 0, k);
+      off += k;
+      if (k === c.length) used++;
+      else this.#chunks[used] = c.subarray(k);
+    }
+    this.#chunks.splice(0, used);
     return out;
   }
 }

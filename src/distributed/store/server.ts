@@ -1,13 +1,19 @@
 // The rendezvous store's server: an in-memory key-value map behind a TCP port. A connection must first
 // present the job's token; each connection's requests are served in order (a blocking wait holds only
 // its own connection). A malformed or oversized frame closes that connection; the server keeps serving.
+// Whoever lacks the token can cost the server little: a connection may send only a small hello before it
+// authenticates, must do so within a deadline, and only so many may be waiting to; every connection has a
+// deadline to finish a frame it has begun.
 import crypto from "node:crypto";
 import net from "node:net";
+import { InvalidArgumentError } from "../../errors.js";
 import {
   FrameReader,
   FrameSplitter,
   FrameWriter,
   MAX_FRAME_BYTES,
+  MAX_HELLO_FRAME_BYTES,
+  MAX_TOKEN_BYTES,
   Op,
   ProtocolError,
   Status,
@@ -19,28 +25,65 @@ export interface StoreServerOptions {
   /** 0 picks a free port. */
   readonly port?: number;
   readonly token: string;
+  /** A new connection that has not presented the token within this is closed (default 5 s). */
+  readonly helloTimeoutMs?: number;
+  /** A connection that began a frame and has not sent all of it within this is closed (default 60 s). */
+  readonly frameTimeoutMs?: number;
+  /** Connections yet to present the token, at most; beyond, new ones are closed at once (default 64). */
+  readonly maxUnauthenticated?: number;
+  /** Connections in all, at most; beyond, new ones are closed at once (default 4096). */
+  readonly maxConnections?: number;
 }
+
+const DEFAULTS = {
+  helloTimeoutMs: 5000,
+  frameTimeoutMs: 60_000,
+  maxUnauthenticated: 64,
+  maxConnections: 4096,
+};
+
+/** Authenticated connections may idle for hours; keepalive probes find a peer whose host went away. */
+const KEEPALIVE_DELAY_MS = 60_000;
+/** setTimeout's ceiling; a wait asked for longer (a u32 allows 49 days) waits this long. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 interface Waiter {
   readonly keys: readonly string[];
-  readonly done: () => void;
+  /** Resolves the wait with the keys still missing and forgets it. */
+  readonly finish: (missing: string[]) => void;
 }
 
 export class StoreServer {
   readonly #server: net.Server;
   readonly #token: Buffer;
+  readonly #limits: typeof DEFAULTS;
   readonly #data = new Map<string, Buffer>();
   readonly #waiters = new Set<Waiter>();
   readonly #sockets = new Set<net.Socket>();
+  #unauthenticated = 0;
 
-  private constructor(server: net.Server, token: string) {
+  private constructor(server: net.Server, token: Buffer, limits: typeof DEFAULTS) {
     this.#server = server;
-    this.#token = Buffer.from(token, "utf8");
+    this.#token = token;
+    this.#limits = limits;
   }
 
-  static start(options: StoreServerOptions): Promise<StoreServer> {
+  static async start(options: StoreServerOptions): Promise<StoreServer> {
+    const token = Buffer.from(options.token, "utf8");
+    if (token.length > MAX_TOKEN_BYTES)
+      throw new InvalidArgumentError(
+        `the job token is ${token.length} bytes; the store takes at most ${MAX_TOKEN_BYTES}: choose a shorter SYMMKIT_JOB_TOKEN`,
+      );
+    const limits = { ...DEFAULTS };
+    for (const k of Object.keys(DEFAULTS) as (keyof typeof DEFAULTS)[]) {
+      const v = options[k];
+      if (v === undefined) continue;
+      if (!Number.isInteger(v) || v < 1)
+        throw new InvalidArgumentError(`StoreServer option ${k} must be a positive integer, got ${v}`);
+      limits[k] = v;
+    }
     const server = net.createServer();
-    const store = new StoreServer(server, options.token);
+    const store = new StoreServer(server, token, limits);
     server.on("connection", (s) => store.#serve(s));
     return new Promise((resolve, reject) => {
       server.once("error", reject);
@@ -59,6 +102,11 @@ export class StoreServer {
     return (this.#server.address() as net.AddressInfo).address;
   }
 
+  /** How many keys the store holds. */
+  get size(): number {
+    return this.#data.size;
+  }
+
   /** Stops listening and drops every connection (clients then fail with StoreClosedError). */
   close(): Promise<void> {
     for (const s of this.#sockets) s.destroy();
@@ -66,52 +114,93 @@ export class StoreServer {
   }
 
   #serve(socket: net.Socket): void {
+    const { maxConnections, maxUnauthenticated, helloTimeoutMs, frameTimeoutMs } = this.#limits;
+    if (this.#sockets.size >= maxConnections || this.#unauthenticated >= maxUnauthenticated) {
+      socket.destroy();
+      return;
+    }
     this.#sockets.add(socket);
+    this.#unauthenticated++;
     socket.setNoDelay(true);
-    const splitter = new FrameSplitter();
+    const splitter = new FrameSplitter(MAX_HELLO_FRAME_BYTES);
+    const waits = new Set<Waiter>();
     let authenticated = false;
+    let refused = false;
     let chain = Promise.resolve();
+    let frameTimer: NodeJS.Timeout | undefined;
     const drop = (): void => void socket.destroy();
+    const helloTimer = setTimeout(drop, helloTimeoutMs);
     socket.on("error", drop);
-    socket.on("close", () => this.#sockets.delete(socket));
+    socket.on("close", () => {
+      clearTimeout(helloTimer);
+      clearTimeout(frameTimer);
+      this.#sockets.delete(socket);
+      if (!authenticated) this.#unauthenticated--;
+      // Nobody is left to answer: the waits end now rather than at their deadlines.
+      // Nobody reads the answers now: end the waits with what is still missing.
+      for (const w of waits) w.finish(w.keys.filter((k) => !this.#data.has(k)));
+    });
     socket.on("data", (chunk: Buffer) => {
-      let frames: Buffer[];
+      if (refused || socket.destroyed) return;
+      splitter.push(chunk);
+      let completed = false;
       try {
-        frames = splitter.push(chunk);
-      } catch {
+        for (let body = splitter.next(); body; body = splitter.next()) {
+          completed = true;
+          if (authenticated) {
+            chain = chain.then(() => this.#answer(socket, body, waits));
+            continue;
+          }
+          // The hello is answered here and now, so that the frames behind it in this chunk already get
+          // the authenticated limit.
+          const r = new FrameReader(body);
+          const op = r.u8() as Op;
+          if (op !== Op.Hello || !this.#tokenMatches(r.bytes(MAX_TOKEN_BYTES))) {
+            refused = true; // the hello deadline closes it if the peer does not
+            const why =
+              op === Op.Hello ? "wrong job token" : "the first request must be a hello with the job token";
+            socket.end(new FrameWriter().u8(Status.Refused).str(why).frame());
+            return;
+          }
+          r.end();
+          authenticated = true;
+          this.#unauthenticated--;
+          clearTimeout(helloTimer);
+          splitter.limit = MAX_FRAME_BYTES;
+          socket.setKeepAlive(true, KEEPALIVE_DELAY_MS);
+          socket.write(new FrameWriter().u8(Status.Ok).frame());
+        }
+      } catch (e) {
+        if (!(e instanceof ProtocolError)) throw e;
         return drop();
       }
-      for (const body of frames) {
-        chain = chain.then(async () => {
-          if (socket.destroyed) return;
-          try {
-            const r = new FrameReader(body);
-            const op = r.u8() as Op;
-            if (!authenticated) {
-              if (op !== Op.Hello || !this.#tokenMatches(r.bytes(1024))) {
-                socket.end(new FrameWriter().u8(Status.Refused).str("wrong job token").frame());
-                return;
-              }
-              r.end();
-              authenticated = true;
-              socket.write(new FrameWriter().u8(Status.Ok).frame());
-              return;
-            }
-            socket.write(await this.#handle(op, r));
-          } catch (e) {
-            if (!(e instanceof ProtocolError)) throw e;
-            drop();
-          }
-        });
+      // A frame under way must be finished within the bound, counted from its first byte.
+      if (completed || !splitter.partial) {
+        clearTimeout(frameTimer);
+        frameTimer = undefined;
       }
+      if (splitter.partial && frameTimer === undefined) frameTimer = setTimeout(drop, frameTimeoutMs);
     });
+  }
+
+  /** Serves one request of an authenticated connection; a malformed one closes the connection. */
+  async #answer(socket: net.Socket, body: Buffer, waits: Set<Waiter>): Promise<void> {
+    if (socket.destroyed) return;
+    try {
+      const r = new FrameReader(body);
+      const reply = await this.#handle(r.u8(), r, waits);
+      if (!socket.destroyed) socket.write(reply);
+    } catch (e) {
+      if (!(e instanceof ProtocolError)) throw e;
+      socket.destroy();
+    }
   }
 
   #tokenMatches(given: Buffer): boolean {
     return given.length === this.#token.length && crypto.timingSafeEqual(given, this.#token);
   }
 
-  async #handle(op: Op, r: FrameReader): Promise<Buffer> {
+  async #handle(op: Op, r: FrameReader, waits: Set<Waiter>): Promise<Buffer> {
     const ok = (): FrameWriter => new FrameWriter().u8(Status.Ok);
     switch (op) {
       case Op.Set: {
@@ -125,9 +214,12 @@ export class StoreServer {
         const key = r.key();
         const timeoutMs = r.u32();
         r.end();
-        const missing = await this.#waitFor([key], timeoutMs);
-        if (missing.length > 0) return new FrameWriter().u8(Status.Timeout).strings(missing).frame();
-        return ok().bytes(this.#data.get(key)!).frame();
+        const missing = await this.#waitFor([key], timeoutMs, waits);
+        // A key deleted again before this answer counts as missing.
+        const value = this.#data.get(key);
+        if (missing.length > 0 || value === undefined)
+          return new FrameWriter().u8(Status.Timeout).strings([key]).frame();
+        return ok().bytes(value).frame();
       }
       case Op.TryGet: {
         const key = r.key();
@@ -164,7 +256,7 @@ export class StoreServer {
         const keys = r.keys();
         const timeoutMs = r.u32();
         r.end();
-        const missing = await this.#waitFor(keys, timeoutMs);
+        const missing = await this.#waitFor(keys, timeoutMs, waits);
         return missing.length > 0
           ? new FrameWriter().u8(Status.Timeout).strings(missing).frame()
           : ok().frame();
@@ -183,27 +275,29 @@ export class StoreServer {
 
   #put(key: string, value: Buffer): void {
     this.#data.set(key, value);
-    for (const w of this.#waiters) if (w.keys.every((k) => this.#data.has(k))) w.done();
+    for (const w of this.#waiters) if (w.keys.every((k) => this.#data.has(k))) w.finish([]);
   }
 
-  /** Resolves with the keys still missing at the deadline (none when all arrived). */
-  #waitFor(keys: readonly string[], timeoutMs: number): Promise<string[]> {
+  /**
+   * Resolves with the keys still missing at the deadline (none when all arrived). The wait is also in
+   * `waits`, its connection's, which ends it early when the connection closes.
+   */
+  #waitFor(keys: readonly string[], timeoutMs: number, waits: Set<Waiter>): Promise<string[]> {
     const missing = (): string[] => keys.filter((k) => !this.#data.has(k));
     if (missing().length === 0) return Promise.resolve([]);
     return new Promise((resolve) => {
       const waiter: Waiter = {
         keys,
-        done: () => {
+        finish: (left) => {
           clearTimeout(timer);
           this.#waiters.delete(waiter);
-          resolve([]);
+          waits.delete(waiter);
+          resolve(left);
         },
       };
-      const timer = setTimeout(() => {
-        this.#waiters.delete(waiter);
-        resolve(missing());
-      }, timeoutMs);
+      const timer = setTimeout(() => waiter.finish(missing()), Math.min(timeoutMs, MAX_TIMER_MS));
       this.#waiters.add(waiter);
+      waits.add(waiter);
     });
   }
 }
