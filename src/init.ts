@@ -1,8 +1,9 @@
 // init(): joins the job on the backend that fits this machine: cuda where a GPU is visible, cpu
 // otherwise, or the one asked for.
 import { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
+import { maxSymmetricBytes } from "./cpu/symmetric.js";
 import { GpuCollectives } from "./ops/gpu-collectives.js";
-import { stagingBytesFromEnv } from "./distributed/env.js";
+import { readDistEnv, stagingBytesFromEnv } from "./distributed/env.js";
 import { ProcessGroup, type InitOptions as CudaInitOptions } from "./distributed/process-group.js";
 import { InvalidArgumentError, LibraryNotFoundError } from "./errors.js";
 import { deviceCount } from "./runtime/device.js";
@@ -35,9 +36,6 @@ export function detectBackend(): { backend: Backend; reason: string } {
   }
 }
 
-/** Largest CPU staging buffer: one shared region an ArrayBuffer can view. */
-const MAX_CPU_STAGING_BYTES = 2 ** 32 - 1;
-
 /** Every option checked before anything is started, with a typed error naming it. */
 function checkInitOptions(
   o: InitOptions,
@@ -56,8 +54,16 @@ function checkInitOptions(
   const staging = o.stagingBytes ?? stagingBytesFromEnv(env);
   if (staging !== undefined && (!Number.isSafeInteger(staging) || staging < 1))
     bad(`stagingBytes ${staging} must be a positive integer`);
-  if (backend === "cpu" && staging !== undefined && staging > MAX_CPU_STAGING_BYTES)
-    bad(`stagingBytes ${staging} exceeds the CPU backend's ${MAX_CPU_STAGING_BYTES}-byte shared buffer`);
+  if (backend !== "cpu" || staging === undefined) return;
+  // The CPU staging buffer is one shared region, which one ArrayBuffer must be able to view.
+  const world = readDistEnv(env).worldSize;
+  const max = maxSymmetricBytes(world);
+  if (staging > max) {
+    bad(
+      `stagingBytes ${staging} exceeds ${max}, the CPU backend's largest staging buffer for ${world} ` +
+        `rank(s) on Node ${process.version}: use a smaller one`,
+    );
+  }
 }
 
 export function init(options: InitOptions & { backend: "cpu" }): Promise<CpuProcessGroup>;

@@ -5,6 +5,7 @@
 // the variable and its value, says what it takes, and how to fix it. README's table lists the same
 // variables (test/settings.test.ts checks both against the sources).
 import path from "node:path";
+import { DEFAULT_STORE_TIMEOUT_MS } from "./distributed/store/client.js";
 import { SymmkitError } from "./errors.js";
 import { userCacheDir } from "./paths.js";
 
@@ -103,6 +104,15 @@ export const ENV_VARS = {
     expected: `a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`,
     example: "60000",
     unset: (): number => DEFAULT_SYNC_TIMEOUT_MS,
+    parse: wholeNumber(1, MAX_TIMEOUT_MS),
+  },
+  SYMMKIT_STORE_TIMEOUT_MS: {
+    meaning:
+      "deadline of every wait on the rendezvous store: joining the job, barriers, allocations (init({ storeTimeoutMs }) wins)",
+    default: String(DEFAULT_STORE_TIMEOUT_MS),
+    expected: `a whole number of milliseconds from 1 to ${MAX_TIMEOUT_MS}`,
+    example: "60000",
+    unset: (): number => DEFAULT_STORE_TIMEOUT_MS,
     parse: wholeNumber(1, MAX_TIMEOUT_MS),
   },
   SYMMKIT_STAGING_BYTES: {

@@ -8,6 +8,8 @@ import {
   NvrtcError,
   SymmkitError,
 } from "../src/errors.js";
+import { HostTensor } from "../src/cpu/host-tensor.js";
+import { init } from "../src/init.js";
 
 test("errors carry stable codes, their class name and a message that says what to do", () => {
   const c = new CudaError("cuMemAlloc_v2", 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory");
@@ -35,4 +37,56 @@ test("errors carry stable codes, their class name and a message that says what t
 
   assert.equal(new InvalidArgumentError("x").code, "SYMMKIT_INVALID_ARGUMENT");
   assert.match(new DisposedError("Tensor").message, /already disposed/);
+});
+
+test("CPU backend: a disposed symmetric tensor's data is a DisposedError, never a crash", async () => {
+  const group = await init({ backend: "cpu", stagingBytes: 4096 });
+  try {
+    const s = await group.symmetric.empty([1 << 16], "f32");
+    const t = s.tensor;
+    const kept = t.raw as Float32Array; // a view JavaScript cannot take back
+    const slice = t.slice(0, 8);
+    kept.fill(3);
+    await s.dispose();
+    const disposed = (e: unknown): boolean => e instanceof DisposedError && e.code === "SYMMKIT_DISPOSED";
+    assert.throws(() => t.raw, disposed);
+    assert.throws(() => t.toHost(), disposed);
+    assert.throws(() => slice.raw, disposed);
+    assert.throws(() => t.view([2, 1 << 15]), disposed);
+    assert.throws(() => s.peer(0), disposed);
+    // The memory is gone, its address still readable: zeros, and writes land nowhere else.
+    assert.equal(kept[0], 0);
+    kept[kept.length - 1] = 1;
+  } finally {
+    await group.destroy();
+  }
+});
+
+test("CPU backend: null or undefined for a collective's tensor is an InvalidArgumentError", async () => {
+  const group = await init({ backend: "cpu", stagingBytes: 4096 });
+  try {
+    const c = group.collectives;
+    const x = HostTensor.zeros([4], "f32");
+    const calls: [string, () => unknown][] = [];
+    for (const bad of [null, undefined] as unknown as HostTensor[]) {
+      calls.push(
+        ["allReduce", () => c.allReduce(bad)],
+        ["allGather", () => c.allGather(bad, x)],
+        ["allGather", () => c.allGather(x, bad)],
+        ["reduceScatter", () => c.reduceScatter(bad, x)],
+        ["reduceScatter", () => c.reduceScatter(x, bad)],
+      );
+    }
+    for (const [what, call] of calls) {
+      assert.throws(
+        call,
+        (e: unknown) =>
+          e instanceof InvalidArgumentError &&
+          new RegExp(`^${what}: \\w+ must be a tensor, got`).test(e.message),
+        what,
+      );
+    }
+  } finally {
+    await group.destroy();
+  }
 });

@@ -4,7 +4,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { parseRunArgs } from "../src/distributed/launcher.js";
+import { launch, parseRunArgs } from "../src/distributed/launcher.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, "..", "src", "cli.js");
@@ -154,6 +154,23 @@ test("a rank's last lines, written just before it exits, all reach the launcher'
       assert.equal(lines.length, 20001, `rank ${rank}: ${lines.length} of 20001 lines`);
       assert.equal(lines.at(-1), `[rank ${rank}] burst done`);
     }
+  }
+});
+
+test("20 jobs whose ranks exit right after their last line: every line arrives", async () => {
+  // process.exit() right after the write: the launcher sees "exit" while the pipes may still hold it.
+  const script = 'process.stdout.write(`last ${process.env.RANK}\\n`); console.error("err"); process.exit(0)';
+  for (let run = 0; run < 20; run++) {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await launch({
+      ...parseRunArgs(["-n", "2", "--", process.execPath, "-e", script]),
+      stdout: (l) => out.push(l),
+      stderr: (l) => err.push(l),
+    });
+    assert.equal(code, 0, err.join("\n"));
+    assert.deepEqual(out.sort(), ["[rank 0] last 0", "[rank 1] last 1"], `run ${run}`);
+    assert.deepEqual(err.sort(), ["[rank 0] err", "[rank 1] err"], `run ${run}`);
   }
 });
 

@@ -17,6 +17,7 @@ import {
 import { cacheDirFromEnv } from "../src/runtime/jit/cache.js";
 import { userTuneDir } from "../src/ops/tune-table.js";
 import { readDistEnv, stagingBytesFromEnv } from "../src/distributed/env.js";
+import { DEFAULT_STORE_TIMEOUT_MS } from "../src/distributed/store/client.js";
 import { syncTimeoutFromEnv } from "../src/distributed/sync-watch.js";
 
 const NAMES = Object.keys(ENV_VARS) as EnvVarName[];
@@ -110,6 +111,7 @@ test("unset or empty: the default", () => {
     SYMMKIT_KERNEL_CACHE: "/c/symmkit/kernels",
     SYMMKIT_TUNE_DIR: "/c/symmkit/tune",
     SYMMKIT_SYNC_TIMEOUT_MS: 30_000,
+    SYMMKIT_STORE_TIMEOUT_MS: 300_000,
     SYMMKIT_STAGING_BYTES: undefined,
     SYMMKIT_JOB_TOKEN: undefined,
     SYMMKIT_LAUNCHER_PID: undefined,
@@ -125,6 +127,7 @@ test("unset or empty: the default", () => {
   }
   assert.equal(DEFAULT_SYNC_TIMEOUT_MS, 30_000);
   assert.equal(ENV_VARS.SYMMKIT_SYNC_TIMEOUT_MS.default, "30000");
+  assert.equal(ENV_VARS.SYMMKIT_STORE_TIMEOUT_MS.default, String(DEFAULT_STORE_TIMEOUT_MS));
   assert.equal(ENV_VARS.SYMMKIT_TEST_LARGE_MAX.default, "1 GiB");
 });
 
@@ -145,6 +148,7 @@ test("set values, parsed", () => {
   assert.equal(read("SYMMKIT_TUNE_DIR", "/x/y"), "/x/y");
   assert.equal(read("SYMMKIT_SYNC_TIMEOUT_MS", "3000"), 3000);
   assert.equal(read("SYMMKIT_SYNC_TIMEOUT_MS", String(2 ** 31 - 1)), 2 ** 31 - 1);
+  assert.equal(read("SYMMKIT_STORE_TIMEOUT_MS", "1500"), 1500);
   assert.equal(read("SYMMKIT_STAGING_BYTES", "4096"), 4096);
   assert.equal(read("SYMMKIT_JOB_TOKEN", "secret"), "secret");
   assert.equal(read("SYMMKIT_LAUNCHER_PID", "4242"), 4242);
@@ -161,6 +165,9 @@ test("a bad value is a SymmkitError SYMMKIT_ENVIRONMENT saying what it takes", (
     ["SYMMKIT_SYNC_TIMEOUT_MS", "-5"],
     ["SYMMKIT_SYNC_TIMEOUT_MS", "1.5"],
     ["SYMMKIT_SYNC_TIMEOUT_MS", String(2 ** 31)],
+    ["SYMMKIT_STORE_TIMEOUT_MS", "0"],
+    ["SYMMKIT_STORE_TIMEOUT_MS", "5m"],
+    ["SYMMKIT_STORE_TIMEOUT_MS", String(2 ** 31)],
     ["SYMMKIT_STAGING_BYTES", "0"],
     ["SYMMKIT_STAGING_BYTES", "64M"],
     ["SYMMKIT_STAGING_BYTES", String(2 ** 60)],

@@ -1,7 +1,7 @@
 // Symmetric tensors of the CPU backend: every rank creates a shared region (data, then signal pad),
 // sends its descriptor to each local peer and maps theirs: the GPU path's export/import/map, with memfd
 // instead of CUDA VMM. The pad is zero before any peer can map it.
-import { InvalidArgumentError } from "../errors.js";
+import { DisposedError, InvalidArgumentError } from "../errors.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { numelOf, type Shape } from "../runtime/tensor.js";
 import { closeFd } from "../distributed/fd-channel.js";
@@ -12,6 +12,14 @@ import { SharedRegion } from "./shared-memory.js";
 import { SLOT_GROUPS } from "./sync.js";
 
 const DATA_ALIGN = 64;
+
+/** Bytes of each rank's signal pad, after the data. */
+const padBytes = (worldSize: number): number => 4 * SLOT_GROUPS * worldSize;
+
+/** The largest symmetric tensor, in bytes, of a group of `worldSize`: data and pad share one region. */
+export function maxSymmetricBytes(worldSize: number): number {
+  return Math.floor((SharedRegion.MAX_BYTES - padBytes(worldSize)) / DATA_ALIGN) * DATA_ALIGN;
+}
 
 export interface CpuSymmetricContext {
   readonly rank: number;
@@ -63,7 +71,7 @@ export class CpuSymmetricTensor implements AsyncDisposable {
       DATA_ALIGN,
       Math.ceil((numelOf(shape) * dtypeInfo(dtype).bytes) / DATA_ALIGN) * DATA_ALIGN,
     );
-    const bytes = dataBytes + 4 * SLOT_GROUPS * ctx.worldSize;
+    const bytes = dataBytes + padBytes(ctx.worldSize);
     const key = `cpu-symm/${id}`;
     const { region, fd } = SharedRegion.create(bytes, `symmkit-${key}`);
     const regions = new Array<SharedRegion>(ctx.worldSize);
@@ -83,6 +91,8 @@ export class CpuSymmetricTensor implements AsyncDisposable {
 
   /** Rank `r`'s buffer, mapped here, seen with `shape` and `dtype` (default: this tensor's). */
   peer(r: number, shape: Shape = this.tensor.shape, dtype: DType = this.tensor.dtype): HostTensor {
+    if (!this.#alive)
+      throw new DisposedError(`symmetric tensor ${JSON.stringify(this.tensor.shape)} ${this.tensor.dtype}`);
     const region = this.#regions[r];
     if (!region) throw new InvalidArgumentError(`rank ${r} is not in this group of ${this.worldSize}`);
     if (numelOf(shape) * dtypeInfo(dtype).bytes > this.#dataBytes) {

@@ -1,4 +1,5 @@
-// The torchrun-style environment a rank is started with (symmkit run sets it).
+// The torchrun-style environment a rank is started with (symmkit run sets it), and the store keys by
+// which ranks tell their launcher how far they got in joining the job.
 import { SymmkitError } from "../errors.js";
 import { readEnvVar, type Env } from "../settings.js";
 
@@ -66,3 +67,10 @@ export function readDistEnv(env: Env = process.env): DistEnv {
 export function stagingBytesFromEnv(env: Env = process.env): number | undefined {
   return readEnvVar("SYMMKIT_STAGING_BYTES", env);
 }
+
+/** Set by each rank as it starts joining (src/distributed/job.ts): from then on, it waits for every other. */
+export const JOINING_KEY = "symmkit/joining";
+/** Set by rank `rank` once it starts joining. */
+export const joiningKey = (rank: number): string => `${JOINING_KEY}/${rank}`;
+/** Set by rank `rank` once it has joined. */
+export const joinedKey = (rank: number): string => `symmkit/joined/${rank}`;

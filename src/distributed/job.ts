@@ -7,10 +7,11 @@ import readline from "node:readline";
 import { fileURLToPath } from "node:url";
 import { SymmkitError } from "../errors.js";
 import { libc, PR_SET_PDEATHSIG } from "../cuda/libc.js";
-import { readDistEnv, type DistEnv } from "./env.js";
+import { readEnvVar } from "../settings.js";
+import { joinedKey, JOINING_KEY, joiningKey, readDistEnv, type DistEnv } from "./env.js";
 import { FdExchange } from "./fd-exchange.js";
 import { ScopedStore } from "./scoped-store.js";
-import { DEFAULT_STORE_TIMEOUT_MS, StoreClient } from "./store/client.js";
+import { StoreClient } from "./store/client.js";
 import { StoreServer } from "./store/server.js";
 
 export interface Job {
@@ -27,16 +28,20 @@ export interface Job {
 
 export async function joinJob(options: { storeTimeoutMs?: number } = {}): Promise<Job> {
   const env = readDistEnv();
-  const storeTimeoutMs = options.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+  const storeTimeoutMs = options.storeTimeoutMs ?? readEnvVar("SYMMKIT_STORE_TIMEOUT_MS");
   const cleanup: (() => Promise<void> | void)[] = [];
   if (env.launcherPid !== undefined) dieWithLauncher(env.launcherPid);
   const { client, stop } = await connectStore(env, storeTimeoutMs);
   cleanup.push(stop, () => client.close());
+  // The launcher learns who is joining and who has joined: a rank that exits without joining while
+  // others wait for it then fails the job at once, rather than at the store timeout.
+  await Promise.all([client.set(joiningKey(env.rank), "1"), client.set(JOINING_KEY, "1")]);
   const worldStore = new ScopedStore(client, "world", env.worldSize);
   const node = Math.floor(env.rank / env.localWorldSize);
   const hostStore = worldStore.scope(`node${node}`, env.localWorldSize);
   const fds = await FdExchange.open(worldStore, env.rank, env.localRank, node);
   cleanup.push(() => fds.close(() => hostStore.barrier("fd-close")));
+  await client.set(joinedKey(env.rank), "1");
   return { env, client, storeTimeoutMs, worldStore, hostStore, fds, cleanup };
 }
 

@@ -1,15 +1,18 @@
 // `symmkit run`: starts one process per local rank with the torchrun-style environment, serves the
 // rendezvous store (node 0), prefixes every output line with its rank, and tears the whole job down when
-// any rank fails. Each rank runs in a process group of its own, so that teardown reaches whatever it
-// started; no process outlives the launcher.
+// any rank fails, or exits 0 without joining while others wait for it. Each rank runs in a process group
+// of its own, so that teardown reaches whatever it started; no process outlives the launcher.
 import { spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import readline from "node:readline";
-import { InvalidArgumentError, SymmkitError } from "../errors.js";
+import type { Writable } from "node:stream";
+import { InvalidArgumentError, SymmkitError, UnsupportedError } from "../errors.js";
 import { readEnvVar } from "../settings.js";
+import { joinedKey, JOINING_KEY, joiningKey } from "./env.js";
+import { StoreClient } from "./store/client.js";
 import { StoreServer } from "./store/server.js";
 
 export interface LaunchOptions {
@@ -61,6 +64,7 @@ function validate(o: LaunchOptions): void {
   int(o.nnodes, "--nnodes", 1);
   int(o.nodeRank, "--node-rank", 0);
   int(o.masterPort, "--master-port", 0);
+  if (o.masterAddr === "") throw new InvalidArgumentError("--master-addr needs an address");
   if (o.nodeRank >= o.nnodes)
     throw new InvalidArgumentError(`--node-rank ${o.nodeRank} must be below --nnodes ${o.nnodes}`);
   if (o.nnodes > 1 && o.masterPort === 0)
@@ -82,33 +86,122 @@ function jobToken(o: LaunchOptions): string {
   return crypto.randomBytes(24).toString("hex");
 }
 
+/** Node >= 22.6 runs TypeScript itself, stripping the types. */
+function nodeStripsTypes(): boolean {
+  const [major = 0, minor = 0] = process.versions.node.split(".").map(Number);
+  return major > 22 || (major === 22 && minor >= 6);
+}
+
+/** argv of each rank: a JavaScript file runs with this Node (TypeScript too, where Node can), anything else as a command. */
+function rankArgv(command: readonly string[]): string[] {
+  const [file, ...args] = command as [string, ...string[]];
+  if (/\.[cm]?js$/.test(file)) return [process.execPath, file, ...args];
+  if (/\.[cm]?ts$/.test(file)) {
+    if (nodeStripsTypes()) return [process.execPath, "--experimental-strip-types", file, ...args];
+    throw new UnsupportedError(
+      `symmkit run: ${file} is TypeScript, which Node ${process.version} cannot run: compile it (tsc) and ` +
+        "give the .js, or use Node >= 22.6, where symmkit runs it with --experimental-strip-types",
+    );
+  }
+  return [file, ...args];
+}
+
+/** Why a rank's command could not start, and what to do. */
+function startFailure(e: NodeJS.ErrnoException): string {
+  if (e.code === "EACCES")
+    return "EACCES: it is not executable; chmod +x it, or name its interpreter (symmkit run -- python3 script.py)";
+  if (e.code === "ENOENT") return "ENOENT: no such file, nor command on PATH";
+  return e.message;
+}
+
+/** The store, served where the ranks are told it is; an address this host cannot serve fails now. */
+async function startStore(o: LaunchOptions, token: string): Promise<StoreServer> {
+  try {
+    return await StoreServer.start({ token, port: o.masterPort, host: o.masterAddr });
+  } catch (e) {
+    if (e instanceof SymmkitError) throw e;
+    const { code, message } = e as NodeJS.ErrnoException;
+    const addresses = Object.values(os.networkInterfaces())
+      .flatMap((list) => list ?? [])
+      .map((a) => a.address)
+      .join(", ");
+    const fix = `node 0 serves the rendezvous store there: give one of this host's addresses (${addresses}), or leave it out on one host`;
+    if (code === "EADDRNOTAVAIL")
+      throw new InvalidArgumentError(
+        `--master-addr ${o.masterAddr} is not an address of this host (${code}); ${fix}`,
+      );
+    if (code === "ENOTFOUND" || code === "EAI_AGAIN")
+      throw new InvalidArgumentError(`--master-addr ${o.masterAddr} does not resolve (${code}); ${fix}`);
+    if (code === "EADDRINUSE") {
+      throw new InvalidArgumentError(
+        `--master-port ${o.masterPort} is in use on ${o.masterAddr}: choose another` +
+          (o.nnodes === 1 ? ", or leave it out for a free one" : ""),
+      );
+    }
+    throw new SymmkitError(
+      "SYMMKIT_ENVIRONMENT",
+      `node 0 cannot serve the rendezvous store on ${o.masterAddr}:${o.masterPort}: ${message}`,
+    );
+  }
+}
+
+/**
+ * Removes `dir` once this process is gone, however it ends (SIGKILL too, when no code of ours runs): a
+ * shell in a session of its own waits on a pipe that only this process holds, which the kernel closes
+ * then. Returns that pipe: ending it lets the shell go at once.
+ */
+function removeWhenGone(dir: string): Writable {
+  const sentinel = spawn("/bin/sh", ["-c", 'read -r _; rm -rf -- "$0"', dir], {
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+  });
+  // Without it, the launcher's own removal at the end of the job is all there is.
+  sentinel.on("error", () => undefined);
+  sentinel.stdin.on("error", () => undefined);
+  sentinel.unref();
+  return sentinel.stdin;
+}
+
+/** "rank 2" or "ranks 0, 1". */
+const ranksNamed = (ranks: readonly number[]): string =>
+  `${ranks.length === 1 ? "rank" : "ranks"} ${ranks.join(", ")}`;
+
+/** The launcher's store is in its own process: it answers at once. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** How long the launcher waits for a rank to start joining: as long as a timer can count (~24.8 days). */
+const JOIN_WATCH_MS = 24 * 24 * 3600 * 1000;
+
+/** What ended the job: the launcher's exit code, and what to say. */
+interface Failure {
+  readonly exitCode: number;
+  readonly what: string;
+}
+
 /** Runs the job; resolves with the launcher's exit code (the first failure's, or 0). */
 export async function launch(o: LaunchOptions): Promise<number> {
   validate(o);
   const out = o.stdout ?? ((l: string) => void process.stdout.write(l + "\n"));
   const err = o.stderr ?? ((l: string) => void process.stderr.write(l + "\n"));
   const token = jobToken(o);
-  const server =
-    o.nodeRank === 0
-      ? await StoreServer.start({
-          token,
-          port: o.masterPort,
-          host: o.nnodes > 1 ? o.masterAddr : "127.0.0.1",
-        })
-      : undefined;
+  const argv = rankArgv(o.command);
+  const server = o.nodeRank === 0 ? await startStore(o, token) : undefined;
   const port = server?.port ?? o.masterPort;
   const world = o.nnodes * o.nprocPerNode;
-  // The ranks' private socket directory: made here so that it goes away with the job, however it ends.
-  const fdDir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-job-"));
+  // Node 0 learns from its store which ranks started joining and which joined (src/distributed/job.ts).
+  const store =
+    server && world > 1
+      ? await StoreClient.connect({ host: o.masterAddr, port, token }, { timeoutMs: CONNECT_TIMEOUT_MS })
+      : undefined;
+  // The ranks' private socket directory, named by this process so that it can be told whose it is.
+  const fdDir = fs.mkdtempSync(path.join(os.tmpdir(), `symmkit-job-${process.pid}-`));
   fs.chmodSync(fdDir, 0o700);
-  const [file, ...args] = o.command as [string, ...string[]];
-  const argv =
-    file.endsWith(".js") || file.endsWith(".mjs") ? [process.execPath, file, ...args] : [file, ...args];
+  const sentinel = removeWhenGone(fdDir);
 
   const children: { rank: number; proc: ChildProcess; exited: boolean }[] = [];
-  let firstFailure: RankExit | undefined;
+  let firstFailure: Failure | undefined;
   let interrupted: NodeJS.Signals | undefined;
   let killTimer: NodeJS.Timeout | undefined;
+  let ended = false;
 
   const signalAll = (sig: NodeJS.Signals): void => {
     for (const c of children) {
@@ -122,17 +215,22 @@ export async function launch(o: LaunchOptions): Promise<number> {
   };
   const running = (): string =>
     children
-      .filter((c) => !c.exited)
+      .filter((c) => !c.exited && c.proc.pid !== undefined)
       .map((c) => c.rank)
       .join(", ");
   const teardown = (): void => {
-    if (killTimer) return;
+    if (killTimer || !running()) return;
     err(`symmkit run: stopping ranks ${running()} (SIGTERM, then SIGKILL after ${o.graceMs} ms)`);
     signalAll("SIGTERM");
     killTimer = setTimeout(() => {
       if (running()) err(`symmkit run: ranks ${running()} still running after ${o.graceMs} ms: SIGKILL`);
       signalAll("SIGKILL");
     }, o.graceMs);
+  };
+  const fail = (f: Failure): void => {
+    if (firstFailure || ended) return;
+    firstFailure = f;
+    if (!interrupted) teardown();
   };
   const onSignal = (sig: NodeJS.Signals): void => {
     interrupted ??= sig;
@@ -144,6 +242,47 @@ export async function launch(o: LaunchOptions): Promise<number> {
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   process.on("exit", lastResort);
+
+  // A rank that exits 0 without having joined is fine while no rank joins (a job that never calls
+  // init()); once one starts joining, it would wait for the missing rank until the store timeout.
+  const toCheck: number[] = [];
+  const notJoined = new Set<number>();
+  let watching = false;
+  const watchJoins = async (client: StoreClient): Promise<void> => {
+    for (let ranks = toCheck.splice(0); ranks.length; ranks = toCheck.splice(0)) {
+      const joined = await Promise.all(ranks.map((r) => client.tryGet(joinedKey(r))));
+      ranks.forEach((r, i) => !joined[i] && notJoined.add(r));
+    }
+    if (notJoined.size === 0) {
+      watching = false;
+      return;
+    }
+    await client.wait([JOINING_KEY], { timeoutMs: JOIN_WATCH_MS });
+    const first = Math.min(...notJoined);
+    const gone = new Set(children.filter((c) => c.exited).map((c) => c.rank));
+    const others = Array.from({ length: world }, (_, r) => r).filter((r) => !gone.has(r));
+    const started = await Promise.all(others.map((r) => client.tryGet(joiningKey(r))));
+    const waiting = others.filter((_, i) => started[i]);
+    const who = waiting.length
+      ? `${ranksNamed(waiting)} ${waiting.length === 1 ? "is" : "are"}`
+      : "a rank that joins would be";
+    const pid = children.find((c) => c.rank === first)?.proc.pid;
+    fail({
+      exitCode: 1,
+      what:
+        `rank ${first} (pid ${pid}) exited with code 0 before joining the group (init()); ` +
+        `${who} waiting for it (every rank must call init(), or none)`,
+    });
+  };
+  const exitedClean = (rank: number): void => {
+    if (!store) return;
+    toCheck.push(rank);
+    if (watching) return;
+    watching = true;
+    watchJoins(store).catch((e: unknown) => {
+      if (!ended) err(`symmkit run: lost track of which ranks joined: ${(e as Error).message}`);
+    });
+  };
 
   const exits = Array.from({ length: o.nprocPerNode }, (_, local) => {
     const rank = o.nodeRank * o.nprocPerNode + local;
@@ -180,47 +319,48 @@ export async function launch(o: LaunchOptions): Promise<number> {
         proc.stdout.destroy();
         proc.stderr.destroy();
       }, 3000).unref();
-    return new Promise<RankExit>((resolve) => {
+    return new Promise<void>((resolve) => {
       proc.on("error", (e) => {
-        err(`symmkit run: rank ${rank} could not start ${argv[0]}: ${e.message}`);
         entry.exited = true;
-        firstFailure ??= { rank, pid: proc.pid ?? -1, code: 127, signal: null };
-        teardown();
-        resolve({ rank, pid: proc.pid ?? -1, code: 127, signal: null });
+        const what = `rank ${rank} could not start ${argv[0]}`;
+        if (!firstFailure) err(`symmkit run: ${what}: ${startFailure(e)}`);
+        fail({ exitCode: 127, what });
+        resolve();
       });
       proc.on("exit", (code, signal) => {
         entry.exited = true;
         release();
         const e: RankExit = { rank, pid: proc.pid!, code, signal };
-        if ((code !== 0 || signal) && !firstFailure) {
-          firstFailure = e;
-          if (!interrupted) teardown();
-        }
+        if (code !== 0 || signal) fail({ exitCode: exitCodeOf(e), what: `${describeExit(e)} first` });
+        else exitedClean(rank);
         // The rank itself is gone; anything it left in its group goes too.
         try {
           process.kill(-proc.pid!, "SIGKILL");
         } catch {
           // nothing left
         }
-        void drained.then(() => resolve(e));
+        void drained.then(() => resolve());
       });
     });
   });
 
   await Promise.all(exits);
+  ended = true;
   if (killTimer) clearTimeout(killTimer);
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);
   process.off("exit", lastResort);
+  store?.close();
   await server?.close();
   fs.rmSync(fdDir, { recursive: true, force: true });
+  sentinel.end();
   if (interrupted) {
     err(`symmkit run: stopped by ${interrupted}`);
     return 128 + (SIGNAL_NUMBERS[interrupted] ?? 1);
   }
   if (firstFailure) {
-    err(`symmkit run: ${describeExit(firstFailure)} first; the other ranks were stopped`);
-    return exitCodeOf(firstFailure);
+    err(`symmkit run: ${firstFailure.what}; the other ranks were stopped`);
+    return firstFailure.exitCode;
   }
   return 0;
 }
