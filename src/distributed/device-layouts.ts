@@ -73,3 +73,7 @@ export const MAILBOX_STATE_LAYOUT = {
   reserved: 44,
   bytes: 48,
 } as const;
+
+/** The header at the end of every mailbox slot (kHeaderBytes in coll/mailbox.cuh): the sender's call
+ * fingerprint. A slot's stride is the payload the host allows plus this. */
+export const MAILBOX_HEADER_BYTES = 16;

@@ -9,7 +9,7 @@ import { fingerprint, type CallKind, type CallShape } from "../distributed/finge
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { ProcessGroup } from "../distributed/process-group.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
-import { MAILBOX_STATE_LAYOUT } from "../distributed/device-layouts.js";
+import { MAILBOX_HEADER_BYTES, MAILBOX_STATE_LAYOUT } from "../distributed/device-layouts.js";
 import { DeviceMemory, memset } from "../runtime/memory.js";
 import type { DType } from "../runtime/dtype.js";
 import type { Kernel } from "../runtime/kernel.js";
@@ -106,7 +106,10 @@ interface Mailbox {
   readonly buffers: SymmetricTensor;
   readonly view: Uint8Array;
   readonly state: DeviceMemory;
+  /** What one rank may push to one peer. */
   readonly slotBytes: number;
+  /** A slot's bytes in the buffer (the kernels' `cap`): the payload, then the call's header. */
+  readonly stride: number;
 }
 
 /** Values made once per (a, b, c) by `make` and kept: three Map lookups a call, no key building. */
@@ -225,17 +228,18 @@ export class GpuCollectives implements Collectives<
     const world = group.worldSize;
     // The pad holds the barrier slots and GEMM + reduce-scatter's tile flags.
     const staging = await group.symmetric.empty([stagingBytes], "u8", { padBytes: STAGING_PAD_BYTES });
-    const buffers = await group.symmetric.empty([7 * world * slotBytes], "u8");
+    const stride = slotBytes + MAILBOX_HEADER_BYTES;
+    const buffers = await group.symmetric.empty([7 * world * stride], "u8");
     const stateBytes = MAILBOX_STATE_LAYOUT.bytes;
     const state = DeviceMemory.alloc(stateBytes, group.device);
     const stream = defaultStream(group.device);
-    memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * slotBytes) / 4, stream);
+    memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * stride) / 4, stream);
     memset(state.ptr, 0, 4, stateBytes / 4, stream);
     stream.synchronize();
     return new GpuCollectives(
       group,
       staging,
-      { buffers, view: buffers.deviceView(), state, slotBytes },
+      { buffers, view: buffers.deviceView(), state, slotBytes, stride },
       await group.nccl(),
       loadTuneTable(group.device.props.name, world, { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE }),
     );
@@ -563,7 +567,7 @@ export class GpuCollectives implements Collectives<
       c.output,
       n,
       m.state.ptr,
-      m.slotBytes,
+      m.stride,
       c.phase,
     );
   }

@@ -62,7 +62,13 @@ for (const fault of ["nccl-skip", "nccl-graph-skip"]) {
   });
 }
 
-for (const fault of ["mismatch-size", "mismatch-algorithm", "mismatch-copy-engine"]) {
+for (const fault of [
+  "mismatch-size",
+  "mismatch-algorithm",
+  "mismatch-lamport",
+  "mismatch-ll",
+  "mismatch-copy-engine",
+]) {
   test(`${fault}: every rank ends with CollectiveMismatchError at the first signal`, { skip }, () => {
     const r = run(fault);
     assert.equal(r.status, 0, r.out);

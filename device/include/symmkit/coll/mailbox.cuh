@@ -3,7 +3,8 @@
 // polls its own (local) memory and nobody waits for a round trip.
 //
 // Contract.
-// Mailbox: a symmetric allocation, v.buffers[r] is rank r's, `cap` bytes per slot (a multiple of 16):
+// Mailbox: a symmetric allocation, v.buffers[r] is rank r's, `cap` bytes per slot (a multiple of 16),
+// the last 16 of each slot (of each 2 cap for LL) its header, the rest the payload:
 //   Lamport region, [0, 3 W cap): buffers b = 0, 1, 2, each W slots; slot s of buffer b at (b W + s) cap.
 //   LL region, from 3 W cap: buffers b = 0, 1, each W slots of 2 cap bytes.
 // In buffer b of rank p, slot s is written only by rank s (what s sends p in one call), and read by p.
@@ -31,6 +32,13 @@
 // flag holds this call's data. flag = 1 + (count mod (2^32 - 1)) is never 0 (the mailbox starts zeroed)
 // and differs between calls k and k + 2, which share buffer k % 2: no refill is ever needed. Two buffers
 // suffice for the reason above (a peer is at most one call ahead).
+//
+// Header: the sender's call fingerprint (`phase`, src/distributed/fingerprint.ts), written by its first
+// thread into every slot it fills. The receiver's first thread waits for every peer's header before
+// anything else and compares it with its own call's: a peer in another call (another size, dtype, op,
+// algorithm, or a skipped call) makes it give up with a kMismatch record (sync/wait.cuh), instead of
+// reducing or copying what that call sent. Lamport writes the fingerprint 15 bits per 16-bit half, so
+// that no half is a sentinel, and refills the header with the payload; LL carries it as a flagged line.
 //
 // Every poll is bounded (sync/wait.cuh) and names the peer it still waits for.
 #pragma once
@@ -105,25 +113,6 @@ __device__ __forceinline__ u32x4 load_group(const T* src, u64 i, u64 n) {
   return u32x4{w[0], w[1], w[2], w[3]};
 }
 
-template <u32 W>
-__device__ __forceinline__ u8* lamport_slot(const SymmView& v, u32 owner, u32 buf, u32 src, u64 cap) {
-  return static_cast<u8*>(v.buffers[owner]) + (static_cast<u64>(buf) * W + src) * cap;
-}
-
-/** Refills with the sentinel what the previous call received (see the contract). Nobody writes there
- * during this call, so it runs between sending and waiting, off the critical path. */
-template <u32 W>
-__device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s, u32 rank, u32 prev, u64 cap) {
-  const u64 stale = s->used[prev] / 16;
-  const u32x4 ones{~0u, ~0u, ~0u, ~0u};
-#pragma unroll
-  for (u32 r = 0; r < W; ++r) {
-    if (r == rank) continue;
-    u8* slot = lamport_slot<W>(v, rank, prev, r, cap);
-    for (u64 j = global_thread(); j < stale; j += grid_threads()) st_128(slot + 16 * j, ones);
-  }
-}
-
 /** Polls every peer until arrived(r) holds for each (arrived loads peer r's data and checks it), all
  * peers in each round so that their loads are in flight together; a timeout names a peer still missing. */
 template <u32 W, typename Arrived>
@@ -140,6 +129,64 @@ __device__ __forceinline__ void wait_for_peers(const SymmView& v, const WaitEnv&
     }
     return all;
   });
+}
+
+template <u32 W>
+__device__ __forceinline__ u8* lamport_slot(const SymmView& v, u32 owner, u32 buf, u32 src, u64 cap) {
+  return static_cast<u8*>(v.buffers[owner]) + (static_cast<u64>(buf) * W + src) * cap;
+}
+
+/** MAILBOX_HEADER_BYTES in src/distributed/device-layouts.ts. */
+constexpr u64 kHeaderBytes = 16;
+
+/** A fingerprint as a Lamport header group: 15 bits per 16-bit half, so that no half, and no word, is the
+ * sentinel of any element type. */
+__device__ __forceinline__ u32x4 lamport_header(u32 phase) {
+  return u32x4{(phase & 0x7fffu) | (((phase >> 15) & 0x7fffu) << 16), phase >> 30, 0u, 0u};
+}
+
+__device__ __forceinline__ u32 header_phase(const u32x4& h) {
+  return (h.x & 0x7fffu) | (((h.x >> 16) & 0x7fffu) << 15) | (h.y << 30);
+}
+
+/** The first thread's part of sending: our header into slot `rank` of every peer's buffer `buf`. */
+template <u32 W>
+__device__ __forceinline__ void send_headers(const SymmView& v, u32 buf, u64 cap, u32 phase) {
+  if (global_thread() != 0) return;
+#pragma unroll
+  for (u32 k = 1; k < W; ++k)
+    st_volatile_128(lamport_slot<W>(v, (v.rank + k) % W, buf, v.rank, cap) + cap - kHeaderBytes, lamport_header(phase));
+}
+
+/** The first thread, before any payload: every peer's header has arrived and names this call. */
+template <typename T, u32 W>
+__device__ __forceinline__ void check_headers(const SymmView& v, const WaitEnv& env, u32 buf, u64 cap, u32 phase) {
+  if (global_thread() != 0) return;
+  u32x4 h[W];
+  wait_for_peers<W>(v, env, phase, [&](u32 r) {
+    h[r] = ld_volatile_128(lamport_slot<W>(v, v.rank, buf, r, cap) + cap - kHeaderBytes);
+    return !Sentinel<T>::any(h[r]);
+  });
+#pragma unroll
+  for (u32 r = 0; r < W; ++r) {
+    if (r != v.rank && header_phase(h[r]) != phase)
+      give_up(env, r, phase, 0, kMismatch, phase | kSignalMark, header_phase(h[r]) | kSignalMark);
+  }
+}
+
+/** Refills with the sentinel what the previous call received, header included (see the contract).
+ * Nobody writes there during this call, so it runs between sending and waiting, off the critical path. */
+template <u32 W>
+__device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s, u32 rank, u32 prev, u64 cap) {
+  const u64 stale = s->used[prev] / 16;
+  const u32x4 ones{~0u, ~0u, ~0u, ~0u};
+#pragma unroll
+  for (u32 r = 0; r < W; ++r) {
+    if (r == rank) continue;
+    u8* slot = lamport_slot<W>(v, rank, prev, r, cap);
+    for (u64 j = global_thread(); j < stale; j += grid_threads()) st_128(slot + 16 * j, ones);
+    if (global_thread() == 0) st_128(slot + cap - kHeaderBytes, ones);
+  }
 }
 
 /** Waits until every peer's group at byte `at` of its slot in our buffer `buf` has arrived, then reduces
@@ -177,8 +224,10 @@ __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T
       st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * i, x);
     }
   }
+  send_headers<W>(v, buf, cap, phase);
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
+  check_headers<T, W>(v, env, buf, cap, phase);
   const T* own = in + (Scatter ? rank * n : 0);
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     float f[Vec16<T>::N];
@@ -228,8 +277,10 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
       if (i < groups) st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * j, Sentinel<T>::clean(load_group(in, i, n)));
     }
   }
+  send_headers<W>(v, buf, cap, phase);
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
+  check_headers<T, W>(v, env, buf, cap, phase);
   for (u64 j = global_thread(); j < chunk && rank * chunk + j < groups; j += grid_threads()) {
     const u64 i = rank * chunk + j;
     float f[Vec16<T>::N];
@@ -298,7 +349,28 @@ __global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, 
     }
     store_line(out + rank * n_bytes, i, n_bytes, d);
   }
+  // The header: the last line of each slot, the fingerprint as its payload (see the contract).
+  const u64 header = 2 * cap - kHeaderBytes;
+  if (global_thread() == 0) {
+#pragma unroll
+    for (u32 k = 1; k < W; ++k) {
+      u8* slot = static_cast<u8*>(v.buffers[(rank + k) % W]) + 3 * W * cap + (slots + rank) * 2 * cap;
+      st_volatile_2x64(slot + header, flag | phase, flag);
+    }
+  }
   const WaitEnv env = v.wait_env();
+  if (global_thread() == 0) {
+    u64 lo[W], hi[W];
+    wait_for_peers<W>(v, env, phase, [&](u32 r) {
+      ld_volatile_2x64(region + (slots + r) * 2 * cap + header, lo[r], hi[r]);
+      return (lo[r] & ~0xffffffffull) == flag && (hi[r] & ~0xffffffffull) == flag;
+    });
+#pragma unroll
+    for (u32 r = 0; r < W; ++r) {
+      const u32 got = static_cast<u32>(lo[r]);
+      if (r != rank && got != phase) give_up(env, r, phase, 0, kMismatch, phase | kSignalMark, got | kSignalMark);
+    }
+  }
   for (u64 i = global_thread(); i < lines; i += grid_threads()) {
     u64 lo[W], hi[W];
     wait_for_peers<W>(v, env, phase, [&](u32 r) {
