@@ -34,7 +34,7 @@
 // suffice for the reason above (a peer is at most one call ahead).
 //
 // Header: the sender's call fingerprint (`phase`, src/distributed/fingerprint.ts), written by its first
-// thread into every slot it fills. The receiver's first thread waits for every peer's header before
+// thread into every slot it fills, before its payload. The receiver's first thread waits for every peer's header before
 // anything else and compares it with its own call's: a peer in another call (another size, dtype, op,
 // algorithm, or a skipped call) makes it give up with a kMismatch record (sync/wait.cuh), instead of
 // reducing or copying what that call sent. Lamport writes the fingerprint 15 bits per 16-bit half, so
@@ -214,6 +214,7 @@ __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T
   const u32 prev = static_cast<u32>((call + 2) % 3);
   const u32 rank = v.rank;
   const u64 groups = ceil_div(n, Vec16<T>::N);
+  send_headers<W>(v, buf, cap, phase);
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     u32x4 x;
     if constexpr (!Scatter) x = Sentinel<T>::clean(load_group(in, i, n));
@@ -224,7 +225,6 @@ __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T
       st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * i, x);
     }
   }
-  send_headers<W>(v, buf, cap, phase);
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
   check_headers<T, W>(v, env, buf, cap, phase);
@@ -269,6 +269,7 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
   const u64 groups = ceil_div(n, Vec16<T>::N);
   const u64 chunk = ceil_div(groups, W);
   const u64 ag = 16 * chunk;  // where the all-gather half of a slot starts
+  send_headers<W>(v, buf, cap, phase);
   for (u64 j = global_thread(); j < chunk; j += grid_threads()) {
 #pragma unroll
     for (u32 k = 1; k < W; ++k) {
@@ -277,7 +278,6 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
       if (i < groups) st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * j, Sentinel<T>::clean(load_group(in, i, n)));
     }
   }
-  send_headers<W>(v, buf, cap, phase);
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
   check_headers<T, W>(v, env, buf, cap, phase);
@@ -339,6 +339,15 @@ __global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, 
   u8* const region = static_cast<u8*>(v.buffers[rank]) + 3 * W * cap;
   const u64 slots = (call % 2) * W;
   const u64 lines = ceil_div(n_bytes, 8);
+  // The header: the last line of each slot, the fingerprint as its payload (see the contract).
+  const u64 header = 2 * cap - kHeaderBytes;
+  if (global_thread() == 0) {
+#pragma unroll
+    for (u32 k = 1; k < W; ++k) {
+      u8* slot = static_cast<u8*>(v.buffers[(rank + k) % W]) + 3 * W * cap + (slots + rank) * 2 * cap;
+      st_volatile_2x64(slot + header, flag | phase, flag);
+    }
+  }
   for (u64 i = global_thread(); i < lines; i += grid_threads()) {
     const u64 d = load_line(in, i, n_bytes);
 #pragma unroll
@@ -348,15 +357,6 @@ __global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, 
       st_volatile_2x64(slot + 16 * i, flag | (d & 0xffffffffu), flag | (d >> 32));
     }
     store_line(out + rank * n_bytes, i, n_bytes, d);
-  }
-  // The header: the last line of each slot, the fingerprint as its payload (see the contract).
-  const u64 header = 2 * cap - kHeaderBytes;
-  if (global_thread() == 0) {
-#pragma unroll
-    for (u32 k = 1; k < W; ++k) {
-      u8* slot = static_cast<u8*>(v.buffers[(rank + k) % W]) + 3 * W * cap + (slots + rank) * 2 * cap;
-      st_volatile_2x64(slot + header, flag | phase, flag);
-    }
   }
   const WaitEnv env = v.wait_env();
   if (global_thread() == 0) {
