@@ -1,0 +1,91 @@
+// The GPU fault matrix (test/gpu/ranks/fault-matrix.ts) on 2 GPUs or more: every collective algorithm,
+// NCCL included, under a straggler below the deadline (eager and in a graph: exact results), a rank that
+// skips the call (eager and in a replayed graph: a typed error naming it within the deadline plus 5 s on
+// every other rank), and a rank SIGKILLed in the middle of a stream of calls (the launcher stops the job
+// naming it; nothing left behind); then the skip and kill cases again, 6 times each.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { TUNABLE_ALGORITHMS, type CollectiveName } from "../../src/ops/coll/registry.js";
+import { deviceCount } from "../../src/runtime/device.js";
+import { skipReason } from "./gpu.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const cli = path.join(here, "..", "..", "src", "cli.js");
+const script = path.join(here, "ranks", "fault-matrix.js");
+const gpus = skipReason ? 0 : deviceCount();
+const skip = skipReason || (gpus < 2 ? `needs 2 or more GPUs, this machine has ${gpus}` : false);
+if (skip) console.log(`# GPU fault matrix skipped: ${skip}`);
+const LIMIT_MS = 3000;
+const n = Math.min(gpus, 4);
+const ALL = (Object.keys(TUNABLE_ALGORITHMS) as CollectiveName[]).flatMap((col) =>
+  TUNABLE_ALGORITHMS[col].map((a) => `${col}/${a}`),
+);
+
+function run(env: Record<string, string>): { status: number | null; out: string } {
+  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), "--grace-ms", "2000", script], {
+    encoding: "utf8",
+    timeout: 60_000,
+    env: { ...process.env, ...env, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
+  });
+  const out = `${r.stdout}\n${r.stderr}`;
+  console.log(
+    out
+      .split("\n")
+      .filter((l) => /matrix|symmkit run:|WRONG|Error/.test(l))
+      .map((l) => `# ${l}`)
+      .join("\n"),
+  );
+  return { status: r.status, out };
+}
+
+const symmkitShm = (): string[] => fs.readdirSync("/dev/shm").filter((f) => f.includes("symmkit"));
+
+function skipCase(kase: string, alg: string): void {
+  const r = run({ CASE: kase, ALG: alg });
+  assert.equal(r.status, 0, r.out);
+  const lines = r.out
+    .split("\n")
+    .filter((l) => l.includes(`matrix ${kase} ${alg}: `) && !l.includes("skipped"));
+  assert.equal(lines.length, n - 1, r.out);
+  const named = alg.endsWith("/nccl")
+    ? `NcclTimeoutError naming [${n - 1}]`
+    : `SymmTimeoutError naming [${n - 1}]`;
+  for (const l of lines) {
+    assert.ok(l.includes(named), l);
+    assert.doesNotMatch(l, /TOO LATE|WRONG/);
+  }
+}
+
+function killCase(alg: string): void {
+  const before = symmkitShm();
+  const r = run({ CASE: "kill", ALG: alg });
+  assert.equal(r.status, 137, r.out);
+  assert.match(r.out, new RegExp(`rank ${n - 1} \\(pid \\d+\\) was killed by SIGKILL first`), r.out);
+  assert.deepEqual(symmkitShm(), before, "named shared memory left behind");
+}
+
+test("every algorithm with a straggler under the deadline, eager and in a graph: exact", { skip }, () => {
+  const r = run({ CASE: "straggle" });
+  assert.equal(r.status, 0, r.out);
+  assert.equal(r.out.match(/matrix straggle all: ok/g)?.length, n, r.out);
+});
+
+for (const alg of ALL) {
+  for (const kase of ["skip", "graph-skip"]) {
+    test(`${alg}: a rank that skips the call (${kase}) is named by every other rank`, { skip }, () =>
+      skipCase(kase, alg),
+    );
+  }
+  test(`${alg}: a rank SIGKILLed mid-stream stops the job, named by the launcher`, { skip }, () =>
+    killCase(alg),
+  );
+}
+
+test("repeated: 6 skips (one_shot) and 6 kills (lamport), no hang", { skip }, () => {
+  for (let i = 0; i < 6; i++) skipCase("skip", "all-reduce/one_shot");
+  for (let i = 0; i < 6; i++) killCase("all-reduce/lamport");
+});
