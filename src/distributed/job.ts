@@ -2,6 +2,7 @@
 // launcher, by a child process of rank 0, or in-process for a lone rank), the parent-death signal, and
 // the exchange of file descriptors between the ranks of a host.
 import { spawn, type ChildProcess } from "node:child_process";
+import crypto from "node:crypto";
 import path from "node:path";
 import readline from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -59,7 +60,8 @@ async function connectStore(
   timeoutMs: number,
 ): Promise<{ client: StoreClient; stop: () => Promise<void> | void }> {
   if (env.worldSize === 1 && env.token === undefined) {
-    const token = "solo";
+    // A lone rank's store listens on loopback, but other local users could reach it: a fresh secret.
+    const token = crypto.randomBytes(24).toString("hex");
     const server = await StoreServer.start({ token });
     const client = await StoreClient.connect({ host: "127.0.0.1", port: server.port, token }, { timeoutMs });
     return { client, stop: () => server.close() };

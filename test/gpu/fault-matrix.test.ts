@@ -2,7 +2,7 @@
 // NCCL included, under a straggler below the deadline (eager and in a graph: exact results), a rank that
 // skips the call (eager and in a replayed graph: a typed error naming it within the deadline plus 5 s on
 // every other rank), and a rank SIGKILLed in the middle of a stream of calls (the launcher stops the job
-// naming it; nothing left behind); then the skip and kill cases again, 6 times each.
+// naming it; nothing left behind); then the skip and kill cases again, FAULT_REPEATS times each (6).
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -85,7 +85,8 @@ for (const alg of ALL) {
   );
 }
 
-test("repeated: 6 skips (one_shot) and 6 kills (lamport), no hang", { skip }, () => {
-  for (let i = 0; i < 6; i++) skipCase("skip", "all-reduce/one_shot");
-  for (let i = 0; i < 6; i++) killCase("all-reduce/lamport");
+const repeats = Number(process.env.FAULT_REPEATS ?? 6);
+test(`repeated: ${repeats} skips (one_shot) and ${repeats} kills (lamport), no hang`, { skip }, () => {
+  for (let i = 0; i < repeats; i++) skipCase("skip", "all-reduce/one_shot");
+  for (let i = 0; i < repeats; i++) killCase("all-reduce/lamport");
 });
