@@ -1,5 +1,6 @@
 // What every benchmark result carries: the machine, the versions and the git revision it was measured
 // at, so that a committed result can be traced and compared.
+import os from "node:os";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -45,6 +46,30 @@ export function benchEnvironment(device: Device, worldSize: number, deviceCount:
     driver: driverVersion(),
     symmkit: VERSION,
     node: process.version,
+    gitRevision: gitRevision(),
+    date: new Date().toISOString(),
+  };
+}
+
+/** The host a CPU-side measurement ran on, and how busy it was (`loadBefore`: the 1-minute load average
+ * when the measurement began): such figures are only as steady as the machine. */
+export function hostEnvironment(loadBefore: number | undefined): {
+  machine: {
+    cpus: number;
+    cpu: string;
+    node: string;
+    loadAverage1m: { before: number | undefined; after: number | undefined };
+  };
+  gitRevision: string;
+  date: string;
+} {
+  return {
+    machine: {
+      cpus: os.cpus().length,
+      cpu: os.cpus()[0]?.model ?? "unknown",
+      node: process.version,
+      loadAverage1m: { before: loadBefore, after: os.loadavg()[0] },
+    },
     gitRevision: gitRevision(),
     date: new Date().toISOString(),
   };

@@ -23,7 +23,7 @@ import {
   Status,
 } from "../distributed/store/protocol.js";
 import { readEnvVar } from "../settings.js";
-import { gitRevision } from "./report.js";
+import { hostEnvironment } from "./report.js";
 
 const HERE = fileURLToPath(import.meta.url);
 /** The key rank 0 polls: once set, and the minimum rounds done, every rank stops after this round. */
@@ -494,15 +494,7 @@ if (process.argv[1] === HERE) {
         "store server and the fuzzer); heapAfterGcMiB its live heap after a full collection (run with node " +
         "--expose-gc), which tells a leak from pages the allocator keeps. " +
         `Replay with SYMMKIT_TEST_SEED=${seed}.`,
-      machine: {
-        cpus: os.cpus().length,
-        cpu: os.cpus()[0]?.model ?? "unknown",
-        node: process.version,
-        // What else was running: the figures are only as steady as the machine.
-        loadAverage1m: { before: loadBefore, after: os.loadavg()[0] },
-      },
-      gitRevision: gitRevision(),
-      date: new Date().toISOString(),
+      ...hostEnvironment(loadBefore),
       median: {
         fuzzed: {
           jobMs: median(runs.map((r) => r.fuzzed.jobMs)),

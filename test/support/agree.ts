@@ -43,3 +43,14 @@ export async function sharedSeed(store: Store, rank: number): Promise<bigint> {
   if (rank === 0) console.log(`seed ${seed} (replay with SYMMKIT_TEST_SEED=${seed})`);
   return seed;
 }
+
+/** `got` holds bitwise the elements of `want`, else an assertion naming the first that differs. */
+export function assertSameBits(got: RawArray, want: RawArray, what: string, seed: bigint): void {
+  assert.equal(got.length, want.length, `${what}: length`);
+  const g = new Uint8Array(got.buffer, got.byteOffset, got.byteLength);
+  const w = new Uint8Array(want.buffer, want.byteOffset, want.byteLength);
+  if (Buffer.compare(g, w) !== 0) {
+    const at = got.findIndex((v, k) => !Object.is(v, want[k]));
+    assert.fail(`${what}: element ${at} is ${got[at]}, expected ${want[at]} (seed ${seed})`);
+  }
+}
