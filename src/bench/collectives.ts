@@ -4,7 +4,9 @@
 // accumulation in rank order) up to 4 MiB, and above that symmkit's algorithms bit for bit against each
 // other and NCCL within bf16 rounding; all-gather exactly. Inputs are symmetric tensors (zero-copy, as a
 // user reaches peak speed); all-reduce also runs on plain tensors, which the kernel copies into the
-// staging buffer itself ("_plain").
+// staging buffer itself ("_plain"). The NCCL row is NCCL as its users get it (the group's communicator
+// called directly), without the fingerprint barrier symmkit's `nccl` algorithm adds.
+import type { NcclComm } from "../distributed/nccl-comm.js";
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { reduceInto } from "../ops/reduce.js";
@@ -155,7 +157,13 @@ async function benchCollective<A extends string>(
   chosen: readonly Implementation<A>[],
   o: CollectiveBenchOptions,
   mailboxBytes: number,
-  prepare: (group: BenchGroup, stream: Stream, bytes: number, seed: bigint) => Promise<SizeCase>,
+  prepare: (
+    group: BenchGroup,
+    stream: Stream,
+    bytes: number,
+    seed: bigint,
+    nccl: NcclComm,
+  ) => Promise<SizeCase>,
 ): Promise<CollectiveBenchResult | undefined> {
   const implementations = chosen.map((i) => i.name);
   const group = o.group ?? (await benchGroup(o.sizes, mailboxBytes, collective === "reduce-scatter"));
@@ -171,7 +179,7 @@ async function benchCollective<A extends string>(
       process.stdout.write(
         `${collective} ${bytes} bytes: validating and timing ${implementations.join(", ")} ...\n`,
       );
-    const c = await prepare(group, stream, bytes, seed);
+    const c = await prepare(group, stream, bytes, seed, comm);
     implementations.forEach((_, i) => c.run(i));
     group.synchronize(stream);
     comm.synchronize(stream);
@@ -227,7 +235,7 @@ function randomInput(group: BenchGroup, stream: Stream, count: number, dtype: DT
 export async function benchAllReduce(o: CollectiveBenchOptions): Promise<CollectiveBenchResult | undefined> {
   const chosen = choose("all-reduce", BENCH_IMPLEMENTATIONS["all-reduce"], o.implementations);
   const mailbox = mailboxNeed("all-reduce", chosen, o.sizes);
-  return benchCollective("all-reduce", chosen, o, mailbox, async (group, stream, bytes, seed) => {
+  return benchCollective("all-reduce", chosen, o, mailbox, async (group, stream, bytes, seed, nccl) => {
     const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
     const sym = await group.symmetric.empty([count], o.dtype);
     const x = randomInput(group, stream, count, o.dtype, seed);
@@ -237,7 +245,8 @@ export async function benchAllReduce(o: CollectiveBenchOptions): Promise<Collect
       row: { bytes, count, dtype: o.dtype },
       run: (i) => {
         const { algorithm, plain } = chosen[i]!;
-        group.collectives.allReduce(plain ? x : sym, { algorithm, output: outs[i]!, stream });
+        if (algorithm === "nccl") nccl.allReduce(plain ? x : sym.tensor, outs[i]!, "sum", stream);
+        else group.collectives.allReduce(plain ? x : sym, { algorithm, output: outs[i]!, stream });
       },
       validate: () =>
         validateReduction("all-reduce", chosen, outs, stream, {
@@ -262,7 +271,7 @@ export async function benchReduceScatter(
 ): Promise<CollectiveBenchResult | undefined> {
   const chosen = choose("reduce-scatter", BENCH_IMPLEMENTATIONS["reduce-scatter"], o.implementations);
   const mailbox = mailboxNeed("reduce-scatter", chosen, o.sizes);
-  return benchCollective("reduce-scatter", chosen, o, mailbox, async (group, stream, bytes, seed) => {
+  return benchCollective("reduce-scatter", chosen, o, mailbox, async (group, stream, bytes, seed, nccl) => {
     const world = group.worldSize;
     const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
     const sym = await group.symmetric.empty([count * world], o.dtype);
@@ -271,8 +280,11 @@ export async function benchReduceScatter(
     const outs = chosen.map(() => Tensor.empty([count], o.dtype, { device: group.device }));
     return {
       row: { bytes: bytes * world, count: count * world, dtype: o.dtype },
-      run: (i) =>
-        void group.collectives.reduceScatter(sym, outs[i]!, { algorithm: chosen[i]!.algorithm, stream }),
+      run: (i) => {
+        const { algorithm } = chosen[i]!;
+        if (algorithm === "nccl") nccl.reduceScatter(sym.tensor, outs[i]!, "sum", stream);
+        else group.collectives.reduceScatter(sym, outs[i]!, { algorithm, stream });
+      },
       validate: () =>
         validateReduction("reduce-scatter", chosen, outs, stream, {
           dtype: o.dtype,
@@ -296,7 +308,7 @@ export async function benchReduceScatter(
 export async function benchAllGather(o: CollectiveBenchOptions): Promise<CollectiveBenchResult | undefined> {
   const chosen = choose("all-gather", BENCH_IMPLEMENTATIONS["all-gather"], o.implementations);
   const mailbox = mailboxNeed("all-gather", chosen, o.sizes);
-  return benchCollective("all-gather", chosen, o, mailbox, async (group, stream, bytes) => {
+  return benchCollective("all-gather", chosen, o, mailbox, async (group, stream, bytes, _seed, nccl) => {
     const { device, rank, worldSize: world } = group;
     const count = Math.floor(bytes / dtypeInfo(o.dtype).bytes);
     const sym = await group.symmetric.empty([count], o.dtype);
@@ -304,8 +316,11 @@ export async function benchAllGather(o: CollectiveBenchOptions): Promise<Collect
     const outs = chosen.map(() => Tensor.empty([count * world], o.dtype, { device }));
     return {
       row: { bytes: bytes * world, count: count * world, dtype: o.dtype },
-      run: (i) =>
-        void group.collectives.allGather(sym, outs[i]!, { algorithm: chosen[i]!.algorithm, stream }),
+      run: (i) => {
+        const { algorithm } = chosen[i]!;
+        if (algorithm === "nccl") nccl.allGather(sym.tensor, outs[i]!, stream);
+        else group.collectives.allGather(sym, outs[i]!, { algorithm, stream });
+      },
       validate: () => {
         for (const [i, t] of outs.entries()) {
           const g = t.toHost({ stream, decode: true });

@@ -184,6 +184,12 @@ export class FusedMatmul {
     if (overlaps(out, aShard)) throw new InvalidArgumentError(`${what}: out overlaps aShard`);
     const s = o.stream;
     if (algorithm === "nccl_cublaslt") {
+      // NCCL carries no fingerprint of ours: a barrier that does goes first (as the nccl collectives').
+      const phase = this.#ctx.phase(
+        { kind: "all-gather-matmul/nccl_cublaslt", dtype: p.elem, count: aShard.numel },
+        s,
+      );
+      this.#ctx.barrier(this.#ctx.staging.deviceView(), s, phase);
       this.#ctx.comm.allGather(aShard, gathered.view([p.m * p.k]), s);
       this.#cublas(p, gathered, b, out, scales, s);
     } else if (algorithm === "sequential") {
@@ -233,6 +239,11 @@ export class FusedMatmul {
     if (algorithm === "sequential" || algorithm === "nccl_cublaslt") {
       const partial = this.#partialScratch(p);
       if (algorithm === "nccl_cublaslt") {
+        const phase = this.#ctx.phase(
+          { kind: "matmul-reduce-scatter/nccl_cublaslt", dtype: p.elem, count: a.numel },
+          s,
+        );
+        this.#ctx.barrier(this.#ctx.staging.deviceView(), s, phase);
         this.#cublas(p, a, b, partial, scales, s);
         this.#ctx.comm.reduceScatter(partial, out.view([p.shardRows * p.n]), "sum", s);
       } else {

@@ -68,6 +68,7 @@ for (const fault of [
   "mismatch-lamport",
   "mismatch-ll",
   "mismatch-copy-engine",
+  "mismatch-nccl",
 ]) {
   test(`${fault}: every rank ends with CollectiveMismatchError at the first signal`, { skip }, () => {
     const r = run(fault);

@@ -135,6 +135,13 @@ function trivial(ctx: CollectiveContext, c: CollectiveCall): boolean {
   return true;
 }
 
+/** NCCL carries no signal of ours: a barrier kernel whose signals carry the call's fingerprint goes first,
+ * so that a rank in another call is caught there (CollectiveMismatchError) instead of NCCL mixing two
+ * calls' data or hanging. It costs the call one small kernel (docs/perf-notes.md, session 7). */
+function fingerprintNccl(ctx: CollectiveContext, c: CollectiveCall): void {
+  if (ctx.world > 1) ctx.groupBarrier(ctx.stagingView, c.stream, c.phase);
+}
+
 const ALL_REDUCE = {
   lamport: {
     collective: "all-reduce",
@@ -213,7 +220,10 @@ const ALL_REDUCE = {
     cpu: false,
     mailboxBytesPerPeer: none,
     programs: [],
-    launch: (ctx, c) => ctx.comm.allReduce(c.x, c.output, c.op, c.stream),
+    launch: (ctx, c) => {
+      fingerprintNccl(ctx, c);
+      ctx.comm.allReduce(c.x, c.output, c.op, c.stream);
+    },
   },
 } as const satisfies Record<string, CollectiveAlgorithm<"all-reduce">>;
 
@@ -296,7 +306,10 @@ const ALL_GATHER = {
     cpu: false,
     mailboxBytesPerPeer: none,
     programs: [],
-    launch: (ctx, c) => ctx.comm.allGather(c.x, c.output, c.stream),
+    launch: (ctx, c) => {
+      fingerprintNccl(ctx, c);
+      ctx.comm.allGather(c.x, c.output, c.stream);
+    },
   },
 } as const satisfies Record<string, CollectiveAlgorithm<"all-gather">>;
 
@@ -386,7 +399,10 @@ const REDUCE_SCATTER = {
     cpu: false,
     mailboxBytesPerPeer: none,
     programs: [],
-    launch: (ctx, c) => ctx.comm.reduceScatter(c.x, c.output, c.op, c.stream),
+    launch: (ctx, c) => {
+      fingerprintNccl(ctx, c);
+      ctx.comm.reduceScatter(c.x, c.output, c.op, c.stream);
+    },
   },
 } as const satisfies Record<string, CollectiveAlgorithm<"reduce-scatter">>;
 

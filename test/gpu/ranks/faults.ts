@@ -4,9 +4,10 @@
 //   deadline plus 5 s.
 // - nccl-kill: rank 1 kills itself (SIGKILL) before an NCCL all-reduce; run without the launcher (which
 //   would stop the job), rank 0 must end with NcclTimeoutError naming rank 1.
-// - mismatch-size, mismatch-algorithm, mismatch-lamport, mismatch-ll, mismatch-copy-engine: the last
+// - mismatch-size, -algorithm, -lamport, -ll, -copy-engine, -nccl: the last
 //   rank's call differs from the others' (element count of a one-shot all-reduce; one-shot against
-//   two-shot; the mailbox all-reduce and all-gather, and the copy-engine all-gather, of another size);
+//   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather and NCCL's all-reduce,
+//   of another size);
 //   every rank must end with CollectiveMismatchError naming a peer, long before the deadline.
 // - destroy-graph: a graph that captured a one-shot and an NCCL all-reduce stays alive; destroy() must
 //   release it and return promptly; replaying it then is a typed error.
@@ -75,6 +76,9 @@ switch (fault) {
     break;
   case "mismatch-algorithm":
     outcome = attempt(() => c.allReduce(x(8192), { algorithm: rank === last ? "two_shot" : "one_shot" }));
+    break;
+  case "mismatch-nccl":
+    outcome = attempt(() => c.allReduce(x(rank === last ? 4104 : 4096), { algorithm: "nccl" }));
     break;
   case "mismatch-lamport":
     outcome = attempt(() => c.allReduce(x(rank === last ? 4104 : 4096), { algorithm: "lamport" }));
