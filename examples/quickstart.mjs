@@ -1,6 +1,14 @@
 // A kernel of your own on symmkit's runtime: compile CUDA C++ at run time, launch it on tensors, check
-// the result on the host. Run: node examples/quickstart.mjs (needs an NVIDIA GPU).
-import { Device, Module, Tensor } from "symmkit";
+// the result on the host. Run: node examples/quickstart.mjs (needs an NVIDIA GPU; without one it says
+// so and exits 0).
+import { detectBackend, Device, Module, Tensor } from "symmkit";
+
+const { backend, reason } = detectBackend();
+if (backend !== "cuda") {
+  // One line, not a stack trace: examples/collectives.mjs shows the CPU backend instead.
+  console.log(`quickstart: needs an NVIDIA GPU (${reason}); skipped`);
+  process.exit(0);
+}
 
 const device = Device.get(0);
 const program = Module.compile(

@@ -1,11 +1,13 @@
-// `symmkit doctor`: what this machine offers symmkit, section by section. Each section reports its own
-// failure so that one missing library does not hide what else is there.
+// `symmkit doctor`: what this machine offers symmkit. First a short answer (the backend `init()` picks
+// here, and what the GPU path has or lacks, one line per library), then each section in detail. Each
+// section reports its own failure so that one missing library does not hide what else is there.
 import { SymmkitError } from "./errors.js";
 import { driverLibraryPath } from "./cuda/driver.js";
 import { ptrOrZero } from "./cuda/native.js";
 import { cublasLtLibraryPath, cublasLtVersion } from "./cuda/cublaslt.js";
 import { ncclLibraryPath, ncclVersion } from "./cuda/nccl.js";
 import { check as nvmlCheck, nvml, NVML_P2P_CAPS_INDEX_NVLINK, NVML_P2P_STATUS_OK } from "./cuda/nvml.js";
+import { detectBackend, type Backend } from "./init.js";
 import { Device, deviceCount, driverVersion } from "./runtime/device.js";
 import { getToolchain } from "./runtime/jit/compiler.js";
 import { checkEnvVars, isEnvVarName, type EnvVarCheck } from "./settings.js";
@@ -26,7 +28,18 @@ export interface GpuReport {
 export type Section<T> =
   { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
 
+/** The short answer, printed first (and the `summary` field of `symmkit doctor --json`). */
+export interface DoctorSummary {
+  /** What `init()` picks here, and why. */
+  readonly backend: Backend;
+  readonly reason: string;
+  /** The libraries of the GPU path that are missing (or unusable) here. */
+  readonly gpuPathLacks: readonly string[];
+  readonly text: string;
+}
+
 export interface DoctorReport {
+  readonly summary: DoctorSummary;
   readonly driver: Section<{ version: string; library: string }>;
   readonly gpus: Section<GpuReport[]>;
   /** links[i][j]: "self", "NVLink", "P2P" (link type unknown), or "none". */
@@ -46,6 +59,42 @@ function section<T>(f: () => T): Section<T> {
   }
 }
 
+export type DoctorSections = Omit<DoctorReport, "summary">;
+
+/** The GPU path's libraries: name, what symmkit uses it for, its section. */
+const GPU_PATH = [
+  ["libcuda", "driver", "driver"],
+  ["NVRTC", "kernels", "nvrtc"],
+  ["NCCL", "baseline", "nccl"],
+  ["cuBLASLt", "GEMM baseline", "cublasLt"],
+] as const;
+
+/** The first line of a section's error: the rest lists every place searched, for the details. */
+const firstLine = (error: string): string => (error.split("\n")[0] ?? "").replace(/ Tried, in order:$/, "");
+
+export function summarizeDoctor(
+  r: DoctorSections,
+  detected: { backend: Backend; reason: string },
+): DoctorSummary {
+  const { backend, reason } = detected;
+  const lacks = GPU_PATH.filter(([, , key]) => !r[key].ok).map(([name]) => name);
+  const width = Math.max(...GPU_PATH.map(([name, what]) => `${name} (${what})`.length));
+  const lines = [
+    backend === "cuda"
+      ? `backend available: cuda (${reason}); cpu too, with init({ backend: "cpu" })`
+      : `backend available: cpu (no GPU: ${reason})`,
+    lacks.length === 0 ? "the GPU path has everything it needs:" : `the GPU path lacks ${lacks.join(", ")}:`,
+    ...GPU_PATH.map(([name, what, key]) => {
+      const s = r[key];
+      const status = s.ok
+        ? `found: ${s.value.version}, ${s.value.library}`
+        : `MISSING: ${firstLine(s.error)}`;
+      return `  ${`${name} (${what})`.padEnd(width)}  ${status}`;
+    }),
+  ];
+  return { backend, reason, gpuPathLacks: lacks, text: lines.join("\n") };
+}
+
 export function gatherDoctorReport(): DoctorReport {
   const driver = section(() => ({ version: driverVersion(), library: driverLibraryPath() }));
   const gpus = section(() => {
@@ -59,7 +108,7 @@ export function gatherDoctorReport(): DoctorReport {
     if (!gpus.ok) throw new SymmkitError("SYMMKIT_NO_DEVICE", "no GPU");
     return peerLinks(gpus.value.map((g) => Device.get(g.ordinal)));
   });
-  return {
+  const sections: DoctorSections = {
     driver,
     gpus,
     peers,
@@ -71,6 +120,7 @@ export function gatherDoctorReport(): DoctorReport {
     cublasLt: section(() => ({ version: cublasLtVersion(), library: cublasLtLibraryPath() })),
     environment: checkEnvVars(),
   };
+  return { summary: summarizeDoctor(sections, detectBackend()), ...sections };
 }
 
 function gpuReport(d: Device): GpuReport {
@@ -134,9 +184,9 @@ function peerLinks(devices: Device[]): { links: string[][]; linkTypeSource: stri
   return { links, linkTypeSource };
 }
 
-/** Human-readable report; returns whether symmkit can run its GPU path here. */
+/** Human-readable report, the short answer first; returns whether symmkit can run its GPU path here. */
 export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean } {
-  const lines: string[] = [];
+  const lines: string[] = [r.summary.text, "", "details:"];
   const show = <T>(title: string, s: Section<T>, fmt: (v: T) => string[]): void => {
     lines.push(`${title}:`);
     if (s.ok) lines.push(...fmt(s.value).map((l) => `  ${l}`));

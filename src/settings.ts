@@ -169,6 +169,18 @@ export const ENV_VARS = {
     unset: none,
     parse: anyString,
   },
+  SYMMKIT_DEBUG: {
+    meaning: "print stack traces of errors the CLI reports",
+    default: "off",
+    expected: "1, true or on; 0, false or off",
+    example: "1",
+    unset: (): boolean => false,
+    parse: (v) => {
+      const value = v.toLowerCase();
+      if (["1", "true", "on"].includes(value)) return true;
+      return ["0", "false", "off"].includes(value) ? false : INVALID;
+    },
+  },
   SYMMKIT_TEST_SEED: {
     meaning: "the random seed of symmkit demo and the tests, to replay a run (each prints the one it used)",
     default: "a fresh random seed each run",

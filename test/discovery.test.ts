@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import {
   findCudaHeaders,
   findLibrary,
@@ -13,9 +13,12 @@ import {
 import { LibraryNotFoundError, SymmkitError } from "../src/errors.js";
 import type { LibraryHandle } from "../src/cuda/native.js";
 
-/** A temporary tree of empty files; returns its root. */
+const base = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-disc-"));
+after(() => fs.rmSync(base, { recursive: true, force: true }));
+
+/** A temporary tree of empty files (removed with the rest of `base` at the end); returns its root. */
 function tree(files: string[]): string {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-disc-"));
+  const root = fs.mkdtempSync(path.join(base, "tree-"));
   for (const f of files) {
     fs.mkdirSync(path.join(root, path.dirname(f)), { recursive: true });
     fs.writeFileSync(path.join(root, f), "");

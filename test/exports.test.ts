@@ -22,6 +22,9 @@ const INTERNAL: Readonly<Record<string, string>> = {
   // src/distributed/fd-channel.ts, fd-exchange.ts: how local ranks pass file descriptors.
   FdChannel: "the SCM_RIGHTS socket under FdExchange; its failure surfaces as FdTimeoutError",
   FdExchange: "descriptor passing inside a job, made by init(); groups use it, users never do",
+  // src/cli/: the symmkit command's own pieces.
+  CliCommand: "the symmkit command's commander Command (lazy options, one-line usage errors); src/cli only",
+  UsageError: "a command line the symmkit command refuses (exit code 2), caught by src/cli.ts",
   // src/distributed/nccl-watchdog.ts
   NcclWatchdog: "made by a group's NcclComm; its failure surfaces as NcclTimeoutError",
   // src/distributed/store/protocol.ts: the store's wire format, behind StoreClient and StoreServer.

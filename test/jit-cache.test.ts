@@ -3,7 +3,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import {
   cacheDirFromEnv,
@@ -15,7 +15,9 @@ import {
 import { includedHeaders } from "../src/runtime/jit/includes.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const tmp = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-cache-"));
+const base = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-cache-"));
+after(() => fs.rmSync(base, { recursive: true, force: true }));
+const tmp = (): string => fs.mkdtempSync(path.join(base, "cache-"));
 
 test("the header digest changes when any (transitively) included header changes", () => {
   const dir = tmp();

@@ -162,7 +162,7 @@ test("--master-addr not of this host: a typed error at once, before any rank sta
   assert.match(
     r.stderr.join("\n"),
     new RegExp(
-      `symmkit: SYMMKIT_INVALID_ARGUMENT: --master-addr ${addr} is not an address of this host \\(EADDRNOTAVAIL\\)`,
+      `symmkit run: --master-addr ${addr} is not an address of this host \\(EADDRNOTAVAIL\\).*\\[SYMMKIT_INVALID_ARGUMENT\\]`,
     ),
   );
   assert.deepEqual(r.stdout, [], "no rank started");
@@ -219,7 +219,7 @@ test("scripts: .cjs runs with Node; .ts with Node where it can, else says how; a
       assert.equal(ts.code, 1, all(ts));
       assert.match(
         ts.stderr.join("\n"),
-        /SYMMKIT_UNSUPPORTED: .*rank\.ts is TypeScript, which Node v[\d.]+ cannot run: compile it \(tsc\)/,
+        /symmkit run: .*rank\.ts is TypeScript, which Node v[\d.]+ cannot run: compile it \(tsc\).*\[SYMMKIT_UNSUPPORTED\]/,
       );
     }
 

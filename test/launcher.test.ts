@@ -180,6 +180,6 @@ test("argument parsing: options, then the script and its own arguments", () => {
   assert.equal(o.masterPort, 29500);
   assert.deepEqual(o.command, ["train.js", "-n", "7"]);
   assert.deepEqual(parseRunArgs(["--", "python3", "-c", "1"]).command, ["python3", "-c", "1"]);
-  assert.throws(() => parseRunArgs(["--bogus"]), /unknown option --bogus/);
-  assert.throws(() => parseRunArgs(["-n", "x"]), /needs a non-negative integer/);
+  assert.throws(() => parseRunArgs(["--bogus"]), /unknown option '--bogus'/);
+  assert.throws(() => parseRunArgs(["-n", "x"]), /option '-n, --nproc-per-node <N>' argument 'x' is invalid/);
 });

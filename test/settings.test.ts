@@ -118,6 +118,7 @@ test("unset or empty: the default", () => {
     SYMMKIT_FD_DIR: undefined,
     SYMMKIT_STORE_HOST: "127.0.0.1",
     SYMMKIT_GIT_REVISION: undefined,
+    SYMMKIT_DEBUG: false,
     SYMMKIT_TEST_SEED: undefined,
     SYMMKIT_TEST_LARGE_MAX: 2 ** 30,
   };
@@ -153,6 +154,8 @@ test("set values, parsed", () => {
   assert.equal(read("SYMMKIT_JOB_TOKEN", "secret"), "secret");
   assert.equal(read("SYMMKIT_LAUNCHER_PID", "4242"), 4242);
   assert.equal(read("SYMMKIT_STORE_HOST", "0.0.0.0"), "0.0.0.0");
+  for (const on of ["1", "true", "on", "ON"]) assert.equal(read("SYMMKIT_DEBUG", on), true, on);
+  for (const off of ["0", "false", "off", "False"]) assert.equal(read("SYMMKIT_DEBUG", off), false, off);
   assert.equal(read("SYMMKIT_TEST_SEED", "18446744073709551615"), 2n ** 64n - 1n);
   assert.equal(read("SYMMKIT_TEST_SEED", "0"), 0n);
   assert.equal(read("SYMMKIT_TEST_LARGE_MAX", "1048576"), 1 << 20);
@@ -173,6 +176,8 @@ test("a bad value is a SymmkitError SYMMKIT_ENVIRONMENT saying what it takes", (
     ["SYMMKIT_STAGING_BYTES", String(2 ** 60)],
     ["SYMMKIT_LAUNCHER_PID", "launcher"],
     ["SYMMKIT_LAUNCHER_PID", "0"],
+    ["SYMMKIT_DEBUG", "yes"],
+    ["SYMMKIT_DEBUG", "2"],
     ["SYMMKIT_TEST_SEED", "seed"],
     ["SYMMKIT_TEST_SEED", "-1"],
     ["SYMMKIT_TEST_SEED", String(2n ** 64n)],

@@ -23,6 +23,7 @@ import { decodeToF32, dtypeInfo, encode, type DType } from "../runtime/dtype.js"
 import { hostUniform } from "../runtime/random.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
+import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
 export interface CollectiveRow {
@@ -172,13 +173,11 @@ async function benchCollective<A extends string>(
   const stream = Stream.create(device);
   if (rank === 0) await group.store.set(`bench/${collective}/seed`, String(freshSeed()));
   const seed = BigInt((await group.store.get(`bench/${collective}/seed`)).toString());
-  if (rank === 0) process.stdout.write(`seed ${seed}\n`);
+  using progress = startProgress({ title: collective, total: o.sizes.length, rank });
+  progress.log(`seed ${seed}`);
   const rows: CollectiveRow[] = [];
   for (const bytes of o.sizes) {
-    if (rank === 0)
-      process.stdout.write(
-        `${collective} ${bytes} bytes: validating and timing ${implementations.join(", ")} ...\n`,
-      );
+    progress.step(`${collective} ${bytes} bytes: validating and timing ${implementations.join(", ")} ...`);
     const c = await prepare(group, stream, bytes, seed, comm);
     implementations.forEach((_, i) => c.run(i));
     group.synchronize(stream);

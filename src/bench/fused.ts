@@ -23,6 +23,7 @@ import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { startTogether } from "./collectives.js";
 import { relFrobenius, type GemmShape } from "./gemm.js";
+import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeManyUs, table, type BenchEnvironment } from "./report.js";
 
 export type FusedBench = "ag-gemm" | "gemm-rs";
@@ -101,7 +102,8 @@ export async function benchFused(o: {
   const comm = await group.nccl();
   if (rank === 0) await group.store.set(`bench/${o.bench}/seed`, String(freshSeed()));
   const seed = BigInt((await group.store.get(`bench/${o.bench}/seed`)).toString());
-  if (rank === 0) process.stdout.write(`seed ${seed}\n`);
+  using progress = startProgress({ title: o.bench, total: o.shapes.length, rank });
+  progress.log(`seed ${seed}`);
   const chosen = o.implementations
     ? FUSED_IMPLS[o.bench].filter((i) => i === "nccl_cublaslt" || o.implementations!.includes(i))
     : FUSED_IMPLS[o.bench];
@@ -115,10 +117,7 @@ export async function benchFused(o: {
       : {};
   const rows: FusedRow[] = [];
   for (const [m, n, k] of o.shapes) {
-    if (rank === 0)
-      process.stdout.write(
-        `${o.bench} ${m}x${n}x${k}: validating and timing ${implementations.join(", ")} ...\n`,
-      );
+    progress.step(`${o.bench} ${m}x${n}x${k}: validating and timing ${implementations.join(", ")} ...`);
     const gen = { device, stream, seed, low: -1, high: 1 };
     const ag = o.bench === "ag-gemm";
     const rankK = ag ? k : k / world;
@@ -166,8 +165,7 @@ export async function benchFused(o: {
     });
     const us = Object.fromEntries(implementations.map((name, i) => [name, times[i]!]));
     rows.push({ m, n, k, rankFlops: flops, us });
-    if (rank === 0)
-      process.stdout.write(`  ${implementations.map((x) => `${x} ${us[x]!.toFixed(1)}`).join(", ")} us\n`);
+    progress.log(`  ${implementations.map((x) => `${x} ${us[x]!.toFixed(1)}`).join(", ")} us`);
     for (const t of [a, b, gathered, ...outs, ...floorOuts]) t.dispose();
   }
   stream.dispose();

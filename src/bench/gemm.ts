@@ -7,6 +7,7 @@ import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
 import { HopperGemm } from "../ops/hopper-gemm.js";
+import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
 export type GemmShape = readonly [number, number, number];
@@ -66,7 +67,16 @@ export async function benchGemm(options: {
   const layoutB = options.layoutB ?? "nk";
   const device = Device.get();
   const stream = Stream.create(device);
-  const log = options.log ?? ((l: string) => console.error(l));
+  // One process on one GPU, so rank 0. Its line per shape comes once the shape is timed, on stderr as
+  // always: the bar goes there too, on a terminal.
+  using progress = startProgress({
+    title: "gemm",
+    total: options.shapes.length,
+    rank: 0,
+    stream: process.stderr,
+    echoSteps: false,
+  });
+  const log = options.log ?? ((l: string) => progress.log(l));
   const seed = freshSeed();
   const gemm = new HopperGemm(device, {
     elem: options.elem,
@@ -78,6 +88,7 @@ export async function benchGemm(options: {
   const lt = CublasLtMatmul.for(device);
   const rows: GemmRow[] = [];
   for (const [m, n, k] of options.shapes) {
+    progress.step(`${m}x${n}x${k} ${options.elem} B ${layoutB}`);
     const gen = { device, stream, seed, low: -1, high: 1 };
     const a = Tensor.rand([m, k], options.elem, { ...gen, offset: 0 });
     const b = Tensor.rand(layoutB === "nk" ? [n, k] : [k, n], options.elem, { ...gen, offset: 1n << 40n });

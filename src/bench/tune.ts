@@ -20,6 +20,7 @@ import {
 import { FUSED_TUNABLE } from "../ops/fused-checks.js";
 import type { LtElem } from "../ops/cublaslt-matmul.js";
 import { benchFused, fusedStagingBytes, type FusedBenchResult } from "./fused.js";
+import { startProgress } from "./progress.js";
 import type { GemmShape } from "./gemm.js";
 import type { DType } from "../runtime/dtype.js";
 import {
@@ -90,8 +91,17 @@ export async function tune(options: {
   const group = await benchGroup(options.sizes, Math.max(...options.sizes), true, fusedStaging);
   const world = group.worldSize;
   const o = { sizes: options.sizes, dtype: options.dtype, group };
-  const results = [await benchAllReduce(o), await benchAllGather(o), await benchReduceScatter(o)];
   const shapes = FUSED_TUNE_SHAPES.filter(([m]) => m % world === 0);
+  // One bar for the whole run: the five benchmarks below advance it (each prints its own lines without
+  // a terminal). Held for its dispose at the end of the run.
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars
+  using _bar = startProgress({
+    title: "tune",
+    total: 3 * options.sizes.length + 2 * shapes.length,
+    rank: group.rank,
+    echoSteps: false,
+  });
+  const results = [await benchAllReduce(o), await benchAllGather(o), await benchReduceScatter(o)];
   const fusedResults = [
     await benchFused({ bench: "ag-gemm", shapes, elem, group }),
     await benchFused({ bench: "gemm-rs", shapes, elem, group }),

@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import readline from "node:readline";
 import type { Writable } from "node:stream";
+import { Command, CommanderError, InvalidArgumentError as CommanderInvalidArgument } from "commander";
 import { InvalidArgumentError, SymmkitError, UnsupportedError } from "../errors.js";
 import { readEnvVar } from "../settings.js";
 import { joinedKey, JOINING_KEY, joiningKey } from "./env.js";
@@ -365,56 +366,74 @@ export async function launch(o: LaunchOptions): Promise<number> {
   return 0;
 }
 
+/** A whole number from `min` to `max`, as a commander option parser. */
+function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < min || n > max) {
+      const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+      throw new CommanderInvalidArgument(`Expected a whole number ${range}.`);
+    }
+    return n;
+  };
+}
+
+/**
+ * Declares `symmkit run`'s options and operands on `cmd`: the CLI's command, or parseRunArgs' own. Options
+ * come first; the first operand (or everything after `--`) starts the command, passed through untouched.
+ */
+export function declareRunOptions<C extends Command>(cmd: C): C {
+  return cmd
+    .usage("[options] <script> [args...]\n       symmkit run [options] -- <command> [args...]")
+    .option("-n, --nproc-per-node <N>", "ranks on this node", wholeNumber(1), 1)
+    .option("--nnodes <M>", "nodes in the job", wholeNumber(1), 1)
+    .option("--node-rank <R>", "this node's index, 0 to M - 1", wholeNumber(0), 0)
+    .option("--master-addr <A>", "node 0's address, where it serves the rendezvous store", "127.0.0.1")
+    .option(
+      "--master-port <P>",
+      "the rendezvous store's port; 0 picks a free one (one node only)",
+      wholeNumber(0, 65535),
+      0,
+    )
+    .option("--grace-ms <T>", "between SIGTERM and SIGKILL when the ranks are stopped", wholeNumber(0), 5000)
+    .argument("<command...>", "the script or command each rank runs, and its own arguments")
+    .passThroughOptions()
+    .addHelpText(
+      "after",
+      // What rankArgv does with the command.
+      `
+A script ending in .js, .mjs or .cjs runs with this Node; one ending in .ts, .mts or .cts too,
+on Node >= 22.6 (with --experimental-strip-types). Anything else runs as a command: name it after
+--, which ends symmkit run's options, e.g.
+  symmkit run -n 2 train.js --lr 3e-4          (train.js gets --lr 3e-4)
+  symmkit run -n 2 -- python3 x.py
+  symmkit run -n 2 -- symmkit bench all-reduce
+Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.`,
+    );
+}
+
+/** The launch options `cmd` (declared by declareRunOptions) parsed, checked together. */
+export function launchOptionsOf(cmd: Command): LaunchOptions {
+  // The options' names are LaunchOptions' own (commander camel-cases --nproc-per-node and the others).
+  const options: LaunchOptions = { ...cmd.opts<Omit<LaunchOptions, "command">>(), command: cmd.args };
+  validate(options);
+  return options;
+}
+
 /** Parses `symmkit run` arguments: options up to the script (or `--`), the rest is the command. */
 export function parseRunArgs(argv: readonly string[]): LaunchOptions {
-  const o = {
-    nprocPerNode: 1,
-    nnodes: 1,
-    nodeRank: 0,
-    masterAddr: "127.0.0.1",
-    masterPort: 0,
-    graceMs: 5000,
-  };
-  const num = (flag: string, v: string | undefined): number => {
-    if (v === undefined || !/^\d+$/.test(v))
-      throw new InvalidArgumentError(`${flag} needs a non-negative integer, got ${v}`);
-    return Number(v);
-  };
-  let i = 0;
-  for (; i < argv.length; i++) {
-    const a = argv[i]!;
-    if (a === "--") {
-      i++;
-      break;
-    }
-    if (!a.startsWith("-")) break;
-    const [flag, inline] = a.includes("=")
-      ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]
-      : [a, undefined];
-    const value = (): string | undefined => inline ?? argv[++i];
-    switch (flag) {
-      case "-n":
-      case "--nproc-per-node":
-        o.nprocPerNode = num(flag, value());
-        break;
-      case "--nnodes":
-        o.nnodes = num(flag, value());
-        break;
-      case "--node-rank":
-        o.nodeRank = num(flag, value());
-        break;
-      case "--master-addr":
-        o.masterAddr = value() ?? "";
-        break;
-      case "--master-port":
-        o.masterPort = num(flag, value());
-        break;
-      case "--grace-ms":
-        o.graceMs = num(flag, value());
-        break;
-      default:
-        throw new InvalidArgumentError(`symmkit run: unknown option ${flag}`);
-    }
+  const cmd = declareRunOptions(new Command("run"))
+    .helpOption(false)
+    .exitOverride()
+    .configureOutput({ outputError: () => undefined });
+  try {
+    cmd.parse([...argv], { from: "user" });
+  } catch (e) {
+    if (e instanceof CommanderError)
+      throw new InvalidArgumentError(
+        `symmkit run: ${e.message.replace(/^error: /, "").replaceAll("\n", " ")}`,
+      );
+    throw e;
   }
-  return { ...o, command: argv.slice(i) };
+  return launchOptionsOf(cmd);
 }

@@ -263,8 +263,10 @@ test("events time GPU work; graph capture of 100 launches replays exactly", { sk
   stream.synchronize();
 });
 
-test("the second compile of the same kernel is a cache hit, at least 10x faster", { skip }, () => {
-  const cache = new KernelCache(fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-gpu-cache-")));
+test("the second compile of the same kernel is a cache hit, at least 10x faster", { skip }, (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-gpu-cache-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const cache = new KernelCache(dir);
   const spec: ProgramSpec = { ...TEST_PROGRAM, source: `// ${crypto.randomUUID()}\n${TEST_PROGRAM.source}` };
   const arch = Device.get(0).props.arch;
   const cold = compileProgram(compileRequest(spec, arch), cache);

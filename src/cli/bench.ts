@@ -1,0 +1,285 @@
+// `symmkit bench ...` and `symmkit tune`. Options whose values a benchmark module parses (sizes, shapes,
+// algorithm names) are declared once that module is loaded, just before the command parses or shows help.
+import { InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
+import { InvalidArgumentError } from "../errors.js";
+import type { GemmShape } from "../bench/gemm.js";
+import type { BLayout, LtElem } from "../ops/cublaslt-matmul.js";
+import { DTYPES, type DType } from "../runtime/dtype.js";
+import { valueParser, type CliCommand } from "./command.js";
+
+const COLLECTIVES = {
+  "all-reduce": "sizes are each rank's input",
+  "all-gather": "sizes are each rank's input",
+  "reduce-scatter": "sizes are each rank's output",
+} as const;
+type CollectiveBench = keyof typeof COLLECTIVES;
+
+const FUSED = {
+  "ag-gemm": "all-gather + GEMM",
+  "gemm-rs": "GEMM + reduce-scatter",
+} as const;
+
+const RUN_UNDER = "Run it under symmkit run -n N, e.g. symmkit run -n 2 -- symmkit bench";
+
+/**
+ * --sizes lo:hi through parseSizes (the benchmarks' parser: lo to hi by powers of 4), refusing also what
+ * it would not step through: a zero (it would never reach hi), a range ending below its start, a third end.
+ */
+function sizeRange(parseSizes: (spec: string) => number[]): (spec: string) => number[] {
+  return valueParser((spec) => {
+    const ends = spec.split(":");
+    if (ends.length > 2 || ends.some((end) => /^0+[kmg]?$/i.test(end)))
+      throw new InvalidArgumentError(`sizes ${spec}: expected a size or lo:hi of sizes >= 1, e.g. 4K:64M`);
+    const sizes = parseSizes(spec);
+    if (sizes.length === 0) throw new InvalidArgumentError(`sizes ${spec}: the range ends below its start`);
+    return sizes;
+  });
+}
+
+function sizesOption(parseSizes: (spec: string) => number[]): Option {
+  const spec = "4K:64M";
+  return new Option("--sizes <lo:hi>", "bytes per rank, lo to hi by powers of 4 (K, M, G: binary)")
+    .argParser(sizeRange(parseSizes))
+    .default(parseSizes(spec), spec);
+}
+
+/** --algorithms a,b: names among `known` (when the module says which it knows). */
+function algorithmList(known?: readonly string[]): (spec: string) => string[] {
+  return (spec) => {
+    const names = spec.split(",");
+    if (names.some((n) => !/^[a-z0-9_]+$/.test(n)))
+      throw new CommanderInvalidArgument("Expected names separated by commas, e.g. one_shot,two_shot.");
+    const unknown = known ? names.filter((n) => !known.includes(n)) : [];
+    if (unknown.length)
+      throw new CommanderInvalidArgument(
+        `No algorithm ${unknown.join(", ")}; there are ${known?.join(", ")}.`,
+      );
+    return names;
+  };
+}
+
+const jsonOption = (): Option => new Option("--json <file>", "also write the result to this JSON file");
+
+/** --shapes MxNxK,... through the benchmarks' parser, `spec` by default. */
+function shapesOption(parseShapes: (spec: string) => GemmShape[], spec: string): Option {
+  return new Option("--shapes <MxNxK,...>", "problems to time: m x n x k, comma-separated")
+    .argParser(valueParser(parseShapes))
+    .default(parseShapes(spec), spec);
+}
+
+const gemmDtypeOption = (): Option =>
+  new Option("--dtype <name>", "element type")
+    .choices(["bf16", "fp8e4m3"] satisfies LtElem[])
+    .default("bf16");
+
+const dtypeOption = (): Option =>
+  new Option("--dtype <name>", "element type").choices(Object.keys(DTYPES)).default("bf16");
+
+/**
+ * Prints a benchmark's result and writes it to --json. A benchmark of several ranks returns its result on
+ * rank 0 only: the others print nothing.
+ */
+async function show<R>(cmd: CliCommand, result: R | undefined, format: (r: R) => string): Promise<number> {
+  if (result) {
+    console.log(format(result));
+    const { json } = cmd.opts<{ json?: string }>();
+    if (json) {
+      const { writeJson } = await import("../bench/report.js");
+      writeJson(json, result);
+    }
+  }
+  return 0;
+}
+
+export function addBenchCommands(program: CliCommand): void {
+  const bench = program
+    .command("bench")
+    .summary("benchmarks: launch, barrier, link, collectives, GEMM, fused matmuls")
+    .description(
+      "Benchmarks, each validated before it is timed; the multi-GPU ones run under symmkit run -n N.",
+    )
+    // symmkit help bench <name> instead: commander's would show the help before the options are declared.
+    .helpCommand(false);
+
+  bench
+    .command("launch")
+    .summary("kernel launch cost; under symmkit run -n N also eager collective calls")
+    .description(
+      "Kernel launch cost: host time per launch, GPU time in a graph. Under symmkit run -n N (N > 1), " +
+        "host and wall time per eager collective call, every algorithm.",
+    )
+    .addOption(jsonOption())
+    .does(async (cmd) => {
+      if (Number(process.env.WORLD_SIZE ?? 1) > 1) {
+        const { benchEager, formatEager } = await import("../bench/eager.js");
+        return show(cmd, await benchEager(), formatEager);
+      }
+      const { benchLaunch, formatLaunch } = await import("../bench/launch.js");
+      return show(cmd, benchLaunch(), formatLaunch);
+    });
+
+  bench
+    .command("barrier")
+    .summary("cross-GPU barrier and put/wait round-trip latency (under symmkit run)")
+    .description(`Cross-GPU barrier and put/wait round-trip latency. ${RUN_UNDER} barrier`)
+    .addOption(jsonOption())
+    .does(async (cmd) => {
+      const { benchBarrier, formatBarrier } = await import("../bench/barrier.js");
+      return show(cmd, await benchBarrier(), formatBarrier);
+    });
+
+  bench
+    .command("link")
+    .summary("NVLink GB/s per rank, every rank to every peer at once (under symmkit run)")
+    .description(
+      "NVLink GB/s per rank, every rank pushing to (or pulling from) every peer at once, by SM " +
+        `stores/loads and by the copy engines. ${RUN_UNDER} link`,
+    )
+    .lazyOptions(async (cmd) => {
+      const { parseSizes } = await import("../bench/collectives.js");
+      const spec = "256M";
+      const oneSize = (value: string): number => {
+        if (value.includes(":"))
+          throw new CommanderInvalidArgument("Expected one size, e.g. 256M (K, M, G: binary).");
+        return sizeRange(parseSizes)(value)[0]!;
+      };
+      cmd
+        .addOption(
+          new Option("--bytes <size>", "bytes each rank moves to each peer")
+            .argParser(oneSize)
+            .default(oneSize(spec), spec),
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const { bytes } = cmd.opts<{ bytes: number }>();
+      const { benchLink, formatLink } = await import("../bench/link.js");
+      return show(cmd, await benchLink(bytes), formatLink);
+    });
+
+  for (const name of Object.keys(COLLECTIVES) as CollectiveBench[]) {
+    bench
+      .command(name)
+      .summary(`${name}: symmkit's algorithms against NCCL (under symmkit run)`)
+      .description(
+        `${name}: symmkit's algorithms (all, or those named) against NCCL, validated, graph-timed; ` +
+          `${COLLECTIVES[name]}. ${RUN_UNDER} ${name}`,
+      )
+      .lazyOptions(async (cmd) => {
+        const { parseSizes, BENCH_IMPLEMENTATIONS } = await import("../bench/collectives.js");
+        const known = BENCH_IMPLEMENTATIONS[name].map((i) => i.name);
+        cmd
+          .addOption(sizesOption(parseSizes))
+          .addOption(dtypeOption())
+          .addOption(
+            new Option(
+              "--algorithms <names>",
+              `the algorithms to time, comma-separated: ${known.join(", ")} (default: all; nccl always runs)`,
+            ).argParser(algorithmList(known)),
+          )
+          .addOption(jsonOption());
+      })
+      .does(async (cmd) => {
+        const o = cmd.opts<{ sizes: number[]; dtype: DType; algorithms?: string[] }>();
+        const b = await import("../bench/collectives.js");
+        const run = {
+          "all-reduce": b.benchAllReduce,
+          "all-gather": b.benchAllGather,
+          "reduce-scatter": b.benchReduceScatter,
+        }[name];
+        const result = await run({ sizes: o.sizes, dtype: o.dtype, implementations: o.algorithms });
+        return show(cmd, result, b.formatCollectives);
+      });
+  }
+
+  bench
+    .command("gemm")
+    .summary("one GPU: symmkit's Hopper GEMM against cuBLASLt, TFLOP/s")
+    .description("One GPU: symmkit's Hopper GEMM against cuBLASLt, validated, graph-timed, in TFLOP/s.")
+    .lazyOptions(async (cmd) => {
+      const { parseShapes, DEFAULT_GEMM_SHAPES } = await import("../bench/gemm.js");
+      cmd
+        .addOption(shapesOption(parseShapes, DEFAULT_GEMM_SHAPES))
+        .addOption(gemmDtypeOption())
+        .addOption(
+          new Option("--layout-b <layout>", "how B is stored: nk is [n, k], kn is [k, n]")
+            .choices(["nk", "kn"] satisfies BLayout[])
+            .default("nk"),
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const o = cmd.opts<{ shapes: GemmShape[]; dtype: LtElem; layoutB: BLayout }>();
+      const { benchGemm, formatGemm } = await import("../bench/gemm.js");
+      return show(cmd, await benchGemm({ shapes: o.shapes, elem: o.dtype, layoutB: o.layoutB }), formatGemm);
+    });
+
+  for (const name of Object.keys(FUSED) as (keyof typeof FUSED)[]) {
+    bench
+      .command(name)
+      .summary(`${FUSED[name]}: fused, sequential, NCCL + cuBLASLt (under symmkit run)`)
+      .description(
+        `${FUSED[name]} on the full problem m x n x k: fused, sequential, NCCL + cuBLASLt, and the ` +
+          `GEMM alone. ${RUN_UNDER} ${name}`,
+      )
+      .lazyOptions(async (cmd) => {
+        const { parseShapes } = await import("../bench/gemm.js");
+        const { DEFAULT_FUSED_SHAPES } = await import("../bench/fused.js");
+        cmd
+          .addOption(shapesOption(parseShapes, DEFAULT_FUSED_SHAPES[name]))
+          .addOption(gemmDtypeOption())
+          .addOption(
+            new Option(
+              "--algorithms <names>",
+              "the implementations to time, comma-separated (default: all; nccl_cublaslt always runs)",
+            ).argParser(algorithmList()),
+          )
+          .addOption(jsonOption());
+      })
+      .does(async (cmd) => {
+        const o = cmd.opts<{ shapes: GemmShape[]; dtype: LtElem; algorithms?: string[] }>();
+        const { benchFused, formatFused } = await import("../bench/fused.js");
+        const result = await benchFused({
+          bench: name,
+          shapes: o.shapes,
+          elem: o.dtype,
+          implementations: o.algorithms,
+        });
+        return show(cmd, result, formatFused);
+      });
+  }
+
+  program
+    .command("tune")
+    .summary("measure the collectives and fused matmuls, write the table auto picks from")
+    .description(
+      "Measures every collective algorithm and the fused matmuls' crossovers, and writes the table " +
+        "algorithm auto picks from. Run it under symmkit run -n N, e.g. symmkit run -n 2 -- symmkit tune",
+    )
+    .lazyOptions(async (cmd) => {
+      const { parseSizes } = await import("../bench/collectives.js");
+      cmd
+        .addOption(sizesOption(parseSizes))
+        .addOption(dtypeOption())
+        .option(
+          "--dir <dir>",
+          "where the table goes (default: $SYMMKIT_TUNE_DIR, else ~/.cache/symmkit/tune)",
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const o = cmd.opts<{ sizes: number[]; dtype: DType; dir?: string; json?: string }>();
+      const { tune, formatTune } = await import("../bench/tune.js");
+      const r = await tune({ sizes: o.sizes, dtype: o.dtype, dir: o.dir });
+      if (r) {
+        const { formatCollectives } = await import("../bench/collectives.js");
+        const { formatFused } = await import("../bench/fused.js");
+        const { writeJson } = await import("../bench/report.js");
+        for (const x of r.results) console.log(formatCollectives(x));
+        for (const x of r.fused) console.log(formatFused(x));
+        console.log(formatTune(r));
+        if (o.json) writeJson(o.json, { collectives: r.results, fused: r.fused });
+      }
+      return 0;
+    });
+}
