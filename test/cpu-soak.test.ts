@@ -17,6 +17,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { hostEnvironment } from "../src/bench/report.js";
 import { assertNothingLeft } from "./support/cpu-job.js";
+import type { Resources } from "./support/resources.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, "..", "src", "cli.js");
@@ -27,14 +28,6 @@ const WORLD = Number(process.env.SOAK_WORLD ?? 2);
 /** What "flat" allows between the warm-up and the end. */
 const SLACK = { fds: 2, rssMiB: 48, heapMiB: 8, arrayBuffersMiB: 8 };
 
-interface Resources {
-  fds: number;
-  rssMiB: number;
-  heapMiB: number;
-  arrayBuffersMiB: number;
-  symmkitMappings: number;
-  shm: number;
-}
 interface SoakResult {
   rank: number;
   world: number;

@@ -1,38 +1,23 @@
 // The distributed runtime on several GPUs of one host: runs the rank programs of test/gpu/ranks under
 // `symmkit run` at every world size this machine allows (2, 3 and 4 GPUs).
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { skipReason } from "./gpu.js";
+import { runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "..", "src", "cli.js");
 const gpus = skipReason ? 0 : deviceCount();
 const multi = skipReason || (gpus < 2 ? `needs 2 or more GPUs, this machine has ${gpus}` : false);
 if (multi) console.log(`# distributed GPU tests skipped: ${multi}`);
 
-function run(
+const run = (
   n: number,
   script: string,
   env: Record<string, string> = {},
-): { status: number | null; out: string } {
-  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), path.join(here, "ranks", script)], {
-    encoding: "utf8",
-    timeout: 300_000,
-    env: { ...process.env, ...env },
-  });
-  const out = `${r.stdout}\n${r.stderr}`;
-  console.log(
-    out
-      .split("\n")
-      .map((l) => `# ${l}`)
-      .join("\n"),
-  );
-  return { status: r.status, out };
-}
+): { status: number | null; out: string } =>
+  runRanks(n, path.join(here, "ranks", script), { env, timeoutMs: 300_000 });
 
 for (const n of [2, 3, 4]) {
   const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);

@@ -4,17 +4,15 @@
 // every other rank), and a rank SIGKILLed in the middle of a stream of calls (the launcher stops the job
 // naming it; nothing left behind); then the skip and kill cases again, FAULT_REPEATS times each (6).
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { TUNABLE_ALGORITHMS, type CollectiveName } from "../../src/ops/coll/registry.js";
 import { deviceCount } from "../../src/runtime/device.js";
-import { skipReason } from "./gpu.js";
+import { runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "..", "src", "cli.js");
 const script = path.join(here, "ranks", "fault-matrix.js");
 const gpus = skipReason ? 0 : deviceCount();
 const skip = skipReason || (gpus < 2 ? `needs 2 or more GPUs, this machine has ${gpus}` : false);
@@ -25,22 +23,13 @@ const ALL = (Object.keys(TUNABLE_ALGORITHMS) as CollectiveName[]).flatMap((col) 
   TUNABLE_ALGORITHMS[col].map((a) => `${col}/${a}`),
 );
 
-function run(env: Record<string, string>): { status: number | null; out: string } {
-  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), "--grace-ms", "2000", script], {
-    encoding: "utf8",
-    timeout: 60_000,
-    env: { ...process.env, ...env, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
+const run = (env: Record<string, string>): { status: number | null; out: string } =>
+  runRanks(n, script, {
+    env: { ...env, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
+    timeoutMs: 60_000,
+    launcherArgs: ["--grace-ms", "2000"],
+    shown: /matrix|symmkit run:|WRONG|Error/,
   });
-  const out = `${r.stdout}\n${r.stderr}`;
-  console.log(
-    out
-      .split("\n")
-      .filter((l) => /matrix|symmkit run:|WRONG|Error/.test(l))
-      .map((l) => `# ${l}`)
-      .join("\n"),
-  );
-  return { status: r.status, out };
-}
 
 const symmkitShm = (): string[] => fs.readdirSync("/dev/shm").filter((f) => f.includes("symmkit"));
 

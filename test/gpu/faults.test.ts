@@ -2,16 +2,15 @@
 // (a rank that skips an NCCL call, eager and in a graph; a rank killed outside the launcher), ranks out
 // of step caught by the fingerprints, and destroy() with a live graph that captured NCCL work.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { skipReason } from "./gpu.js";
+import { runRanks, showOutput, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "..", "src", "cli.js");
 const script = path.join(here, "ranks", "faults.js");
 const gpus = skipReason ? 0 : deviceCount();
 const skip = skipReason || (gpus < 2 ? `needs 2 or more GPUs, this machine has ${gpus}` : false);
@@ -19,26 +18,11 @@ if (skip) console.log(`# GPU fault tests skipped: ${skip}`);
 const LIMIT_MS = 3000;
 const n = Math.min(gpus, 4);
 
-function show(out: string): void {
-  console.log(
-    out
-      .split("\n")
-      .map((l) => `# ${l}`)
-      .join("\n"),
-  );
-}
-
-function run(fault: string): { status: number | null; out: string; ms: number } {
-  const t0 = Date.now();
-  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), script], {
-    encoding: "utf8",
-    timeout: 120_000,
-    env: { ...process.env, FAULT: fault, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
+const run = (fault: string): { status: number | null; out: string; ms: number } =>
+  runRanks(n, script, {
+    env: { FAULT: fault, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
+    timeoutMs: 120_000,
   });
-  const out = `${r.stdout}\n${r.stderr}`;
-  show(out);
-  return { status: r.status, out, ms: Date.now() - t0 };
-}
 
 const lines = (out: string, fault: string): string[] =>
   out.split("\n").filter((l) => l.includes(`fault ${fault}: `));
@@ -142,7 +126,7 @@ test(
       ),
     );
     const out = outs.map((o, i) => `[rank ${i}] ${o()}`).join("\n");
-    show(out);
+    showOutput(out);
     assert.equal(exits[1]!.signal, "SIGKILL", out);
     assert.equal(exits[0]!.code, 0, out);
     const line = lines(outs[0]!(), "nccl-kill")[0] ?? "";

@@ -1,32 +1,21 @@
 // The GPU soak (test/gpu/ranks/soak.ts) on 2 GPUs or more: 100 000 mixed collective calls (SOAK_CALLS
 // changes it), outputs checked, GPU memory and open descriptors flat.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { skipReason } from "./gpu.js";
+import { runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "..", "src", "cli.js");
 const gpus = skipReason ? 0 : deviceCount();
 const skip = skipReason || (gpus < 2 ? `needs 2 or more GPUs, this machine has ${gpus}` : false);
 if (skip) console.log(`# GPU soak skipped: ${skip}`);
 
 test("soak: mixed collective calls, checked, memory and descriptors flat", { skip }, () => {
   const n = Math.min(gpus, 4);
-  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), path.join(here, "ranks", "soak.js")], {
-    encoding: "utf8",
-    timeout: 570_000,
-  });
-  const out = `${r.stdout}\n${r.stderr}`;
-  console.log(
-    out
-      .split("\n")
-      .map((l) => `# ${l}`)
-      .join("\n"),
-  );
+  const r = runRanks(n, path.join(here, "ranks", "soak.js"), { timeoutMs: 570_000 });
+  const out = r.out;
   assert.equal(r.status, 0, out);
   assert.equal(out.match(/soak ok/g)?.length, n, out);
 });
