@@ -9,6 +9,7 @@ import { BARRIER_KERNELS } from "./ops/coll/programs.js";
 import { collectivePrograms } from "./ops/coll/registry.js";
 import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
 import { FUSED_PROGRAMS } from "./ops/fused-programs.js";
+import { arNormPrograms } from "./ops/ar-norm-programs.js";
 
 export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,
@@ -19,6 +20,7 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   ...collectivePrograms(),
   ...GEMM_PROGRAMS,
   ...FUSED_PROGRAMS,
+  ...arNormPrograms(),
 ];
 
 export interface CatalogResult {

@@ -94,7 +94,7 @@ async function show<R>(cmd: CliCommand, result: R | undefined, format: (r: R) =>
 export function addBenchCommands(program: CliCommand): void {
   const bench = program
     .command("bench")
-    .summary("benchmarks: launch, barrier, link, collectives, GEMM, fused matmuls")
+    .summary("benchmarks: launch, barrier, link, collectives, GEMM, fused matmuls, fused norm")
     .description(
       "Benchmarks, each validated before it is timed; the multi-GPU ones run under symmkit run -n N.",
     )
@@ -248,6 +248,53 @@ export function addBenchCommands(program: CliCommand): void {
         return show(cmd, result, formatFused);
       });
   }
+
+  /** --tokens/--hidden: positive integers, comma-separated. */
+  const intList = (what: string, max: number) =>
+    valueParser((spec: string): number[] => {
+      const values = spec.split(",").map((v) => Number(v));
+      if (values.some((v) => !Number.isSafeInteger(v) || v < 1 || v > max))
+        throw new InvalidArgumentError(
+          `${what} ${spec}: expected integers from 1 to ${max}, comma-separated`,
+        );
+      return values;
+    });
+  bench
+    .command("ar-norm")
+    .summary(
+      "all-reduce + bias + residual + RMSNorm against plain all-reduce and NCCL + norm (under symmkit run)",
+    )
+    .description(
+      "allReduceRmsNorm on tokens x hidden bf16 per rank: every algorithm, the plain all-reduce of the same " +
+        `bytes (symmkit's and NCCL's), and NCCL's all-reduce then the norm kernel; validated, graph-timed. ${RUN_UNDER} ar-norm`,
+    )
+    .lazyOptions(async (cmd) => {
+      const { DEFAULT_AR_NORM_TOKENS, DEFAULT_AR_NORM_HIDDEN } = await import("../bench/ar-norm.js");
+      const { AR_NORM_TUNABLE } = await import("../ops/ar-norm-checks.js");
+      cmd
+        .addOption(
+          new Option("--tokens <n,...>", "rows per rank")
+            .argParser(intList("tokens", 1 << 20))
+            .default(DEFAULT_AR_NORM_TOKENS, DEFAULT_AR_NORM_TOKENS.join(",")),
+        )
+        .addOption(
+          new Option("--hidden <n,...>", "hidden sizes (multiples of 8 up to 16384)")
+            .argParser(intList("hidden", 16384))
+            .default(DEFAULT_AR_NORM_HIDDEN, DEFAULT_AR_NORM_HIDDEN.join(",")),
+        )
+        .addOption(
+          new Option(
+            "--algorithms <names>",
+            `allReduceRmsNorm's algorithms to time, comma-separated: ${AR_NORM_TUNABLE.join(", ")} (default: all)`,
+          ).argParser(algorithmList(AR_NORM_TUNABLE)),
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const o = cmd.opts<{ tokens: number[]; hidden: number[]; algorithms?: string[] }>();
+      const { benchArNorm, formatArNorm } = await import("../bench/ar-norm.js");
+      return show(cmd, await benchArNorm(o), formatArNorm);
+    });
 
   program
     .command("tune")

@@ -33,7 +33,15 @@ import {
   type CpuFusedMatmulAlgorithm,
   type FusedMatmulOptions,
 } from "../ops/fused-checks.js";
-import { HostTensor, rawView } from "./host-tensor.js";
+import {
+  checkAllReduceRmsNorm,
+  checkNormAliasing,
+  CPU_AR_NORM_ALGORITHMS,
+  type AllReduceRmsNormOptions,
+  type CpuArNormAlgorithm,
+} from "../ops/ar-norm-checks.js";
+import { rmsNormRows } from "../ops/rms-norm.js";
+import { HostTensor, hostOverlaps, rawView } from "./host-tensor.js";
 import { hostMatmul } from "./matmul.js";
 import type { CpuSymmetricTensor } from "./symmetric.js";
 import { ACK_SLOTS, barrier, putSignal, READY_SLOTS, waitSignal, type CpuSyncEnv } from "./sync.js";
@@ -45,6 +53,10 @@ import {
 } from "../distributed/fingerprint.js";
 import { SymmTimeoutError } from "../distributed/sync-watch.js";
 
+function sameSpan(a: HostTensor, b: HostTensor): boolean {
+  return a.raw.byteOffset === b.raw.byteOffset && a.nbytes === b.nbytes;
+}
+
 /** Below this many bytes, "auto" picks one-shot (one barrier round less); above, two-shot (less reading). */
 export const ONE_SHOT_MAX_BYTES = 64 * 1024;
 
@@ -55,6 +67,7 @@ export interface CpuAlgorithms {
   readonly reduceScatter: CpuReduceScatterAlgorithm;
   readonly allGatherMatmul: CpuFusedMatmulAlgorithm;
   readonly matmulReduceScatter: CpuFusedMatmulAlgorithm;
+  readonly allReduceRmsNorm: CpuArNormAlgorithm;
 }
 
 export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAlgorithms> {
@@ -152,11 +165,50 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkAlgorithm(what, algorithm, CPU_ALL_REDUCE_ALGORITHMS);
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel);
-    checkCapacity(what, input.nbytes, this.capacityBytes);
+    return this.#allReduce(input, output, op, algorithm);
+  }
+
+  /** The all-reduce of checked arguments; `kind` fingerprints it as part of another call. */
+  #allReduce(
+    input: HostTensor,
+    output: HostTensor,
+    op: ReduceOp,
+    algorithm: CpuAllReduceAlgorithm,
+    kind?: CallKind,
+    peer?: number,
+  ): HostTensor {
+    checkCapacity("allReduce", input.nbytes, this.capacityBytes);
     const twoShot = algorithm === "two_shot" || (algorithm === "auto" && input.nbytes > ONE_SHOT_MAX_BYTES);
-    const kind = twoShot ? "all-reduce/two_shot" : "all-reduce/one_shot";
-    this.#begin({ kind, dtype: input.dtype, op, count: input.numel });
+    kind ??= twoShot ? "all-reduce/two_shot" : "all-reduce/one_shot";
+    this.#begin({ kind, dtype: input.dtype, op, count: input.numel, peer });
     return twoShot ? this.#twoShot(input, output, op) : this.#oneShot(input, output, op);
+  }
+
+  /**
+   * All-reduce + bias + residual + RMSNorm, the reference (see GpuCollectives.allReduceRmsNorm): the
+   * all-reduce, then the norm on the host in the kernels' order of operations (src/ops/rms-norm.ts), so
+   * the result has the GPU's bits.
+   */
+  allReduceRmsNorm(
+    x: HostTensor,
+    options: AllReduceRmsNormOptions<HostTensor> & { algorithm?: CpuArNormAlgorithm },
+  ): { output: HostTensor; residualOut: HostTensor | undefined } {
+    const what = "allReduceRmsNorm";
+    const p = checkAllReduceRmsNorm(what, x, options);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_AR_NORM_ALGORITHMS);
+    const output = options.output ?? HostTensor.empty(x.shape, x.dtype);
+    checkNormAliasing(what, x, options, output, hostOverlaps, (a, b) => hostOverlaps(a, b) && sameSpan(a, b));
+    const sum = HostTensor.empty(x.shape, x.dtype);
+    this.#allReduce(x, sum, "sum", "auto", "all-reduce-rms-norm/sequential", p.hidden);
+    const o = options;
+    rmsNormRows(
+      p,
+      sum.raw,
+      { weight: o.weight.raw, bias: o.bias?.raw, residual: o.residual?.raw },
+      output.raw,
+      o.residualOut?.raw,
+    );
+    return { output, residualOut: o.residualOut };
   }
 
   /** Each rank reads every peer's whole buffer and reduces all of it. */

@@ -27,6 +27,17 @@ export function rawView(dtype: DType, buffer: ArrayBufferLike, byteOffset: numbe
   return new ctor(buffer, byteOffset, count);
 }
 
+/** Whether two host tensors share bytes. */
+export function hostOverlaps(a: HostTensor, b: HostTensor): boolean {
+  const x = a.raw;
+  const y = b.raw;
+  return (
+    x.buffer === y.buffer &&
+    x.byteOffset < y.byteOffset + y.byteLength &&
+    y.byteOffset < x.byteOffset + x.byteLength
+  );
+}
+
 export class HostTensor implements Disposable {
   readonly device = "cpu" as const;
   readonly shape: Shape;

@@ -41,6 +41,12 @@ export const CALL_KINDS = [
   "matmul-reduce-scatter/nccl_cublaslt",
   "broadcast",
   "send-recv",
+  "all-reduce-rms-norm/lamport",
+  "all-reduce-rms-norm/lamport_two_shot",
+  "all-reduce-rms-norm/one_shot",
+  "all-reduce-rms-norm/two_shot",
+  "all-reduce-rms-norm/sequential",
+  "all-reduce-rms-norm/nccl",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

@@ -3,6 +3,7 @@
 // return values. A backend names its own tensor types, the algorithms it has, and its extra options
 // (GPUs: the stream).
 import type { AllGatherMatmulOptions, FusedMatmulOptions } from "./fused-checks.js";
+import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import type { ReduceOp } from "./validate.js";
 
 /** The algorithm names a backend accepts, by operation ("auto" among them). */
@@ -12,6 +13,7 @@ export interface AlgorithmNames {
   readonly reduceScatter: string;
   readonly allGatherMatmul: string;
   readonly matmulReduceScatter: string;
+  readonly allReduceRmsNorm: string;
 }
 
 /**
@@ -40,6 +42,11 @@ export interface Collectives<T, In, A extends AlgorithmNames, X extends object =
     b: T,
     options?: X & FusedMatmulOptions<T> & { algorithm?: A["matmulReduceScatter"] },
   ): T;
+  /** allReduce, + bias + residual, RMSNorm (see GpuCollectives.allReduceRmsNorm). */
+  allReduceRmsNorm(
+    x: In,
+    options: X & AllReduceRmsNormOptions<T> & { algorithm?: A["allReduceRmsNorm"] },
+  ): { output: T; residualOut: T | undefined };
   /** Every rank meets here (GPUs: in stream order, on the device). */
   barrier(options?: X): void;
 }

@@ -72,6 +72,8 @@ import {
   type MatmulReduceScatterAlgorithm,
 } from "./fused-checks.js";
 import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
+import { AR_NORM_TUNABLE, type AllReduceRmsNormOptions, type ArNormAlgorithm } from "./ar-norm-checks.js";
+import { ArNorm, type ArNormInput, type ArNormResult } from "./ar-norm.js";
 
 export {
   GPU_ALL_GATHER_ALGORITHMS,
@@ -141,6 +143,7 @@ export interface GpuAlgorithms {
   readonly reduceScatter: GpuReduceScatterAlgorithm;
   readonly allGatherMatmul: AllGatherMatmulAlgorithm;
   readonly matmulReduceScatter: MatmulReduceScatterAlgorithm;
+  readonly allReduceRmsNorm: ArNormAlgorithm;
 }
 
 export class GpuCollectives implements Collectives<
@@ -155,6 +158,7 @@ export class GpuCollectives implements Collectives<
   readonly #comm: NcclComm;
   readonly #tuned: LoadedTuneTable | undefined;
   readonly #fused: FusedMatmul;
+  readonly #arNorm: ArNorm;
   readonly #ctx: CollectiveContext;
   readonly #reducingKernels: Memo3<ReducingKernel, DType, ReduceOp, Kernel>;
   readonly #allGatherKernels = new Map<AllGatherKernel, Kernel>();
@@ -204,6 +208,38 @@ export class GpuCollectives implements Collectives<
       allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
       reduceScatter: (input, output, stream) => void this.reduceScatter(input, output, { stream }),
     });
+    this.#arNorm = new ArNorm({
+      device: group.device,
+      rank: group.rank,
+      world,
+      staging,
+      stagingView: this.#ctx.stagingView,
+      mailbox,
+      rules: tuned?.arNorm?.rules,
+      phase: (shape, stream) => this.#phase(shape, stream),
+      allReduce: (input, output, algorithm, kind, stream) => {
+        const x = this.#local(input, "allReduceRmsNorm");
+        const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
+        const a =
+          algorithm === "auto"
+            ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes)
+            : algorithm;
+        this.#launch(
+          "all-reduce",
+          a,
+          "allReduceRmsNorm",
+          input,
+          x,
+          output,
+          "sum",
+          { stream },
+          undefined,
+          kind,
+        );
+      },
+      local: (input, what) => this.#local(input, what),
+      onDevice: (what, t) => this.#onDevice(what, t),
+    });
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
@@ -241,7 +277,11 @@ export class GpuCollectives implements Collectives<
       staging,
       { buffers, view: buffers.deviceView(), state, slotBytes, stride },
       await group.nccl(),
-      loadTuneTable(group.device.props.name, world, { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE }),
+      loadTuneTable(group.device.props.name, world, {
+        ...TUNABLE_ALGORITHMS,
+        ...FUSED_TUNABLE,
+        arNorm: AR_NORM_TUNABLE,
+      }),
     );
   }
 
@@ -359,11 +399,12 @@ export class GpuCollectives implements Collectives<
     op: ReduceOp,
     options: CollectiveOptions,
     flags?: Tensor,
+    kind: CallKind = `${collective}/${algorithm}` as CallKind,
   ): void {
     const stream = this.#stream(options);
     const phase = this.#phase(
       {
-        kind: `${collective}/${algorithm}` as CallKind,
+        kind,
         dtype: x.dtype,
         op: collective === "all-gather" ? undefined : op,
         count: x.numel,
@@ -423,6 +464,26 @@ export class GpuCollectives implements Collectives<
       ...options,
       stream: this.#stream(options),
     });
+  }
+
+  /**
+   * All-reduce + bias + residual + RMSNorm, the op after a row-parallel layer: with s = the sum of `x`
+   * ([rows, hidden], bf16 or f16) over ranks rounded to its dtype, h = (s + bias) + residual rounded,
+   * returns output = h / sqrt(mean(h^2) + eps) x weight over each row (x's dtype, or fp8e4m3 times
+   * 1 / outputScale) and writes h to residualOut when given. f32 arithmetic in one fixed order: every
+   * algorithm and every rank gives the same bits (device/include/symmkit/fused/ar_rms_norm.cuh).
+   */
+  allReduceRmsNorm(
+    x: ArNormInput,
+    options: AllReduceRmsNormOptions<Tensor> & CollectiveOptions & { algorithm?: ArNormAlgorithm },
+  ): ArNormResult {
+    checkTensorArg("allReduceRmsNorm", "x", x);
+    return this.#arNorm.run(x, options, options?.stream ?? defaultStream(this.#group.device));
+  }
+
+  /** What auto picks for allReduceRmsNorm on `bytes` of x per rank in `rows` rows. */
+  autoArNormAlgorithm(bytes: number, rows: number): Exclude<ArNormAlgorithm, "auto"> {
+    return this.#arNorm.autoAlgorithm(bytes, rows);
   }
 
   /** The fused matmuls' auto rules, for inspection (see FusedMatmul). */

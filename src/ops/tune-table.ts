@@ -34,7 +34,14 @@ export type FusedRules = { readonly gitRevision: string; readonly date: string }
 
 /** The algorithms a table may name, by collective and fused matmul. */
 export type TuneKnown = Readonly<Record<TunedCollective, readonly string[]>> &
-  Readonly<Partial<Record<TunedFused, readonly string[]>>>;
+  Readonly<Partial<Record<TunedFused | "arNorm", readonly string[]>>>;
+
+/** allReduceRmsNorm's rules (by bytes of x per rank) and the run they come from (`bench ar-norm`). */
+export interface NormRules {
+  readonly gitRevision: string;
+  readonly date: string;
+  readonly rules: readonly TuneRule[];
+}
 
 export interface TuneTable {
   readonly device: string;
@@ -46,6 +53,8 @@ export interface TuneTable {
   readonly rules: Readonly<Record<TunedCollective, readonly TuneRule[]>>;
   /** Ascending maxRows, likewise; absent: auto follows fused-matmul.ts's built-in rules. */
   readonly fused?: FusedRules;
+  /** Absent: auto follows src/ops/ar-norm.ts's built-in rule. */
+  readonly arNorm?: NormRules;
 }
 
 /** A table as loaded, with the file it came from. */
@@ -113,6 +122,10 @@ export function checkTuneTable(value: unknown, known: TuneKnown, file: string): 
       const rules = t.fused?.[f];
       if (rules !== undefined) checkRules(f, rules, "maxRows", known[f] ?? []);
     }
+  }
+  if (t.arNorm !== undefined) {
+    if (typeof t.arNorm !== "object" || t.arNorm === null) bad("arNorm is not an object");
+    checkRules("arNorm", t.arNorm?.rules, "maxBytes", known.arNorm ?? []);
   }
   return t as TuneTable;
 }

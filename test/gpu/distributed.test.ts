@@ -63,6 +63,19 @@ for (const n of [2, 3, 4]) {
   );
 }
 
+for (const n of [2, 3, 4]) {
+  const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
+  test(
+    `all-reduce + bias + residual + RMSNorm at world size ${n}: every algorithm bit for bit with the reference, in place, fp8, graphs, stragglers, NaN, bad inputs`,
+    { skip },
+    () => {
+      const r = run(n, "ar-norm.js");
+      assert.equal(r.status, 0);
+      assert.equal(r.out.match(/gpu ar-norm ok/g)?.length, n);
+    },
+  );
+}
+
 for (const op of ["rs", "ag"]) {
   test(
     `a rank missing from a fused ${op === "rs" ? "GEMM + reduce-scatter" : "all-gather + GEMM"} makes the others fail with SymmTimeoutError naming it`,

@@ -18,7 +18,7 @@ export type ReducingKernel =
   | "lamport_two_shot_all_reduce"
   | "lamport_reduce_scatter"
   | "copy_engine_reduce_scatter";
-const WORLD_SIZES = [2, 3, 4, 5, 6, 7, 8] as const;
+export const WORLD_SIZES = [2, 3, 4, 5, 6, 7, 8] as const;
 
 const OP_TYPES: Record<ReduceOp, string> = {
   sum: "symmkit::OpSum",

@@ -1,0 +1,55 @@
+// The kernels of allReduceRmsNorm (device/include/symmkit/fused/ar_rms_norm.cuh): one program per
+// (kernel, dtype), the communicating ones instantiated for world sizes 2..8, and the norm alone.
+import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
+import { DTYPES, type DType } from "../runtime/dtype.js";
+import type { ParamType } from "../runtime/kernel.js";
+import type { ProgramSpec } from "../runtime/module.js";
+import { NORM_DTYPES } from "./ar-norm-checks.js";
+import { WORLD_SIZES } from "./coll/programs.js";
+
+export type ArNormKernel =
+  | "lamport_ar_rms_norm"
+  | "lamport_two_shot_ar_rms_norm"
+  | "pull_ar_rms_norm"
+  | "pull_two_shot_ar_rms_norm"
+  | "rms_norm_rows";
+
+const SOURCE = '#include "symmkit/fused/ar_rms_norm.cuh"\n';
+
+/** Every kernel's trailing parameters: bias, residual, residual_out, weight, out, rows, hidden, eps,
+ * out_scale_inv. */
+const NORM_PARAMS = ["ptr", "ptr", "ptr", "ptr", "ptr", "u64", "u32", "f32", "f32"] as const;
+
+export const AR_NORM_PARAMS = {
+  /** Mailbox SymmView, x, MailboxState, slot bytes, phase. */
+  lamport_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32", ...NORM_PARAMS],
+  lamport_two_shot_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32", ...NORM_PARAMS],
+  /** The input's SymmView, the plain x to copy in (0: read in place), phase. */
+  pull_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "u32", ...NORM_PARAMS],
+  /** The input's SymmView, the scratch's, the plain x (or 0), phase. */
+  pull_two_shot_ar_rms_norm: [SYMM_VIEW_PARAM, SYMM_VIEW_PARAM, "ptr", "u32", ...NORM_PARAMS],
+  /** The all-reduced sum. */
+  rms_norm_rows: ["ptr", ...NORM_PARAMS],
+} as const satisfies Record<ArNormKernel, readonly ParamType[]>;
+export type ArNormParams = typeof AR_NORM_PARAMS;
+
+export function arNormExpr(kernel: ArNormKernel, dtype: DType, world: number): string {
+  const t = DTYPES[dtype].cType;
+  return kernel === "rms_norm_rows" ? `symmkit::${kernel}<${t}>` : `symmkit::${kernel}<${t}, ${world}>`;
+}
+
+export function arNormProgram(kernel: ArNormKernel, dtype: DType): ProgramSpec {
+  const worlds = kernel === "rms_norm_rows" ? [0] : WORLD_SIZES;
+  return {
+    name: `symmkit/fused/${kernel}/${dtype}`,
+    source: SOURCE,
+    nameExpressions: worlds.map((w) => arNormExpr(kernel, dtype, w)),
+  };
+}
+
+/** Every program of the op, for the catalog. */
+export function arNormPrograms(): ProgramSpec[] {
+  return (Object.keys(AR_NORM_PARAMS) as ArNormKernel[]).flatMap((k) =>
+    NORM_DTYPES.map((d) => arNormProgram(k, d)),
+  );
+}

@@ -1,0 +1,273 @@
+// allReduceRmsNorm on GPUs: checks (src/ops/ar-norm-checks.ts, shared with the CPU backend), then one
+// kernel of device/include/symmkit/fused/ar_rms_norm.cuh (lamport, lamport_two_shot: the group's Lamport
+// mailbox; one_shot, two_shot: its staging buffer between barriers), or symmkit's or NCCL's all-reduce
+// followed by the norm kernel (sequential, nccl). Kernels are resolved before anything is enqueued.
+import { InvalidArgumentError } from "../errors.js";
+import type { CallKind, CallShape } from "../distributed/fingerprint.js";
+import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
+import type { DeviceMemory } from "../runtime/memory.js";
+import type { Device } from "../runtime/device.js";
+import type { DType } from "../runtime/dtype.js";
+import type { Kernel } from "../runtime/kernel.js";
+import { sharedModule } from "../runtime/module.js";
+import type { Stream } from "../runtime/stream.js";
+import { Tensor } from "../runtime/tensor.js";
+import {
+  AR_NORM_ALGORITHMS,
+  checkAllReduceRmsNorm,
+  checkNormAliasing,
+  type AllReduceRmsNormOptions,
+  type ArNormAlgorithm,
+  type NormProblem,
+} from "./ar-norm-checks.js";
+import {
+  AR_NORM_PARAMS,
+  arNormExpr,
+  arNormProgram,
+  type ArNormKernel,
+  type ArNormParams,
+} from "./ar-norm-programs.js";
+import { overlaps } from "./matmul.js";
+import { launchNorm, normKernel } from "./rms-norm-op.js";
+import { pickRule, type TuneRule } from "./tune-table.js";
+import { checkAlgorithm, checkCapacity } from "./validate.js";
+
+/** The kernels' block: one row at a time (NORM_THREADS in src/ops/rms-norm.ts). */
+const BLOCK = 512;
+/** auto's built-in rule (2 H200s, bench/results/h200x2/ar-norm*.json): lamport up to this many bytes of
+ * x per rank, lamport_two_shot up to LAMPORT_TWO_SHOT_MAX_BYTES, then one_shot. */
+export const AR_NORM_LAMPORT_MAX_BYTES = 512 * 1024;
+export const AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES = 4 * 1024 * 1024;
+
+/** What the op uses of the group's collectives (GpuCollectives provides it). */
+export interface ArNormContext {
+  readonly device: Device;
+  readonly rank: number;
+  readonly world: number;
+  readonly staging: SymmetricTensor;
+  readonly stagingView: Uint8Array;
+  readonly mailbox: {
+    readonly view: Uint8Array;
+    readonly state: DeviceMemory;
+    readonly stride: number;
+    readonly slotBytes: number;
+  };
+  /** The tune table's rules for this op, if any. */
+  readonly rules: readonly TuneRule[] | undefined;
+  /** The call's fingerprint (and the group's checks before any call). */
+  phase(shape: CallShape, stream: Stream): number;
+  /** symmkit's all-reduce of `input` into `output` with `algorithm` ("auto", "nccl"), fingerprinted as
+   * `kind`. */
+  allReduce(
+    input: Tensor | SymmetricTensor,
+    output: Tensor,
+    algorithm: "auto" | "nccl",
+    kind: CallKind,
+    stream: Stream,
+  ): void;
+  /** The local tensor of an input, checked to be this group's and on its GPU. */
+  local(input: Tensor | SymmetricTensor, what: string): Tensor;
+  onDevice(what: string, t: Tensor): void;
+}
+
+export type ArNormInput = Tensor | SymmetricTensor;
+export interface ArNormResult {
+  readonly output: Tensor;
+  /** The pre-norm sum, when residualOut was given. */
+  readonly residualOut: Tensor | undefined;
+}
+
+export class ArNorm {
+  readonly #ctx: ArNormContext;
+  readonly #kernels = new Map<string, Kernel>();
+
+  constructor(ctx: ArNormContext) {
+    this.#ctx = ctx;
+  }
+
+  run(
+    input: ArNormInput,
+    o: AllReduceRmsNormOptions<Tensor> & { algorithm?: ArNormAlgorithm },
+    stream: Stream,
+  ): ArNormResult {
+    const what = "allReduceRmsNorm";
+    const ctx = this.#ctx;
+    const x = ctx.local(input, what);
+    const p = checkAllReduceRmsNorm(what, x, o);
+    const requested = o.algorithm ?? "auto";
+    checkAlgorithm(what, requested, AR_NORM_ALGORITHMS);
+    for (const t of [o.weight, o.bias, o.residual, o.output, o.residualOut]) if (t) ctx.onDevice(what, t);
+    const output = o.output ?? Tensor.empty(x.shape, x.dtype, { device: ctx.device });
+    checkNormAliasing(what, x, o, output, overlaps, (a, b) => a.ptr === b.ptr && a.nbytes === b.nbytes);
+    const symmetric = !(input instanceof Tensor);
+    // A symmetric x is read in place unless an output overlaps it (peers may still read it).
+    const inPlace = symmetric && !overlaps(output, x) && !(o.residualOut && overlaps(o.residualOut, x));
+    const algorithm = requested === "auto" ? this.autoAlgorithm(x.nbytes, p.rows, inPlace) : requested;
+    this.#checkRoom(what, algorithm, p, x.nbytes, inPlace, o, output);
+    const norm = this.#normArgs(p, o, output);
+    const sequential = algorithm === "sequential" || algorithm === "nccl";
+    if (ctx.world === 1 || sequential) {
+      // The all-reduce's sum goes where the norm can read it in place (see #checkRoom); one rank has
+      // nothing to reduce.
+      const sum = ctx.world === 1 ? x : p.outDtype === p.dtype ? output : o.residualOut!;
+      normKernel(ctx.device, p.dtype);
+      if (ctx.world > 1) {
+        const kind = `all-reduce-rms-norm/${algorithm}` as CallKind;
+        ctx.allReduce(input, sum, algorithm === "nccl" ? "nccl" : "auto", kind, stream);
+      }
+      launchNorm(sum, o, output, p.rows, p.hidden, p.eps, p.outScaleInv, stream);
+      return { output, residualOut: o.residualOut };
+    }
+    const kind = `all-reduce-rms-norm/${algorithm}` as CallKind;
+    const kernel = KERNELS[algorithm];
+    const k = this.#kernel(kernel, p.dtype);
+    const phase = ctx.phase({ kind, dtype: p.dtype, op: "sum", count: x.numel, peer: p.hidden }, stream);
+    const grid = Math.min(p.rows, ctx.device.props.smCount);
+    const cfg = { grid, block: BLOCK, stream };
+    const m = ctx.mailbox;
+    if (kernel === "lamport_ar_rms_norm" || kernel === "lamport_two_shot_ar_rms_norm") {
+      (k as Kernel<ArNormParams["lamport_ar_rms_norm"]>).launch(
+        cfg,
+        m.view,
+        x,
+        m.state,
+        m.stride,
+        phase,
+        ...norm,
+      );
+      return { output, residualOut: o.residualOut };
+    }
+    const [view, copyIn] = inPlace ? [(input).deviceView(), 0n] : [ctx.stagingView, x.ptr];
+    if (kernel === "pull_ar_rms_norm") {
+      (k as Kernel<ArNormParams["pull_ar_rms_norm"]>).launch(cfg, view, copyIn, phase, ...norm);
+    } else {
+      // The pre-norm rows go into every rank's scratch: the staged input itself, or the staging buffer
+      // when x is read in place (a caller's symmetric tensor is never overwritten).
+      const scratch = inPlace ? ctx.stagingView : view;
+      (k as Kernel<ArNormParams["pull_two_shot_ar_rms_norm"]>).launch(
+        cfg,
+        view,
+        scratch,
+        copyIn,
+        phase,
+        ...norm,
+      );
+    }
+    return { output, residualOut: o.residualOut };
+  }
+
+  /**
+   * What auto picks for `bytes` of x per rank: the tune table's rule, else the built-in one, the first
+   * that fits this group's mailbox and staging buffer (`inPlace`: a symmetric x read in place).
+   */
+  autoAlgorithm(bytes: number, rows: number, inPlace = false): Exclude<ArNormAlgorithm, "auto"> {
+    const ctx = this.#ctx;
+    const fits = (a: Exclude<ArNormAlgorithm, "auto">): boolean =>
+      roomFor(a, bytes, rows, ctx.world, ctx.mailbox.slotBytes, ctx.staging.tensor.nbytes, inPlace) ===
+      undefined;
+    const tuned = ctx.rules && (pickRule(ctx.rules, bytes) as Exclude<ArNormAlgorithm, "auto"> | undefined);
+    if (tuned && fits(tuned)) return tuned;
+    const order: Exclude<ArNormAlgorithm, "auto">[] = [];
+    if (bytes <= AR_NORM_LAMPORT_MAX_BYTES) order.push("lamport");
+    if (bytes <= AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES) order.push("lamport_two_shot");
+    order.push("one_shot", "sequential");
+    return order.find(fits) ?? "nccl";
+  }
+
+  #checkRoom(
+    what: string,
+    algorithm: Exclude<ArNormAlgorithm, "auto">,
+    p: NormProblem,
+    bytes: number,
+    inPlace: boolean,
+    o: AllReduceRmsNormOptions<Tensor>,
+    output: Tensor,
+  ): void {
+    const ctx = this.#ctx;
+    const why = roomFor(
+      algorithm,
+      bytes,
+      p.rows,
+      ctx.world,
+      ctx.mailbox.slotBytes,
+      ctx.staging.tensor.nbytes,
+      inPlace,
+    );
+    if (why?.kind === "mailbox")
+      throw new InvalidArgumentError(
+        `${what}: ${algorithm} pushes ${why.bytes} bytes to each peer, more than the ${ctx.mailbox.slotBytes}-byte mailbox slot; use another algorithm, or a larger mailboxSlotBytes`,
+      );
+    if (why?.kind === "staging")
+      checkCapacity(`${what} (${algorithm})`, why.bytes, ctx.staging.tensor.nbytes);
+    if ((algorithm === "sequential" || algorithm === "nccl") && output.dtype !== p.dtype) {
+      // The sum needs a home of x's dtype: residualOut, unless that is the residual it still has to read.
+      const r = o.residualOut;
+      if (!r || (o.residual && overlaps(r, o.residual)))
+        throw new InvalidArgumentError(
+          `${what}: ${algorithm} with an fp8 output keeps the all-reduced sum in residualOut, which must be given and must not be the residual; pass another residualOut or use a fused algorithm`,
+        );
+    }
+  }
+
+  #normArgs(p: NormProblem, o: AllReduceRmsNormOptions<Tensor>, output: Tensor) {
+    return [
+      o.bias?.ptr ?? 0n,
+      o.residual?.ptr ?? 0n,
+      o.residualOut?.ptr ?? 0n,
+      o.weight,
+      output,
+      p.rows,
+      p.hidden,
+      p.eps,
+      p.outScaleInv,
+    ] as const;
+  }
+
+  #kernel<K extends ArNormKernel>(kernel: K, dtype: DType): Kernel<ArNormParams[K]> {
+    const key = `${kernel}/${dtype}`;
+    let k = this.#kernels.get(key);
+    if (!k) {
+      const ctx = this.#ctx;
+      k = sharedModule(arNormProgram(kernel, dtype), ctx.device).kernel(
+        arNormExpr(kernel, dtype, ctx.world),
+        AR_NORM_PARAMS[kernel],
+      );
+      this.#kernels.set(key, k);
+    }
+    return k as Kernel<ArNormParams[K]>;
+  }
+}
+
+const KERNELS = {
+  lamport: "lamport_ar_rms_norm",
+  lamport_two_shot: "lamport_two_shot_ar_rms_norm",
+  one_shot: "pull_ar_rms_norm",
+  two_shot: "pull_two_shot_ar_rms_norm",
+} as const satisfies Partial<Record<ArNormAlgorithm, ArNormKernel>>;
+
+/** What `algorithm` needs that this group lacks (undefined: it can run): mailbox bytes per peer, or
+ * staging bytes. The inner all-reduce of sequential judges its own needs. */
+export function roomFor(
+  algorithm: Exclude<ArNormAlgorithm, "auto">,
+  bytes: number,
+  rows: number,
+  world: number,
+  slotBytes: number,
+  stagingBytes: number,
+  inPlace: boolean,
+): { kind: "mailbox" | "staging"; bytes: number } | undefined {
+  if (world === 1) return undefined;
+  const mailbox = (need: number) => (need <= slotBytes ? undefined : { kind: "mailbox" as const, bytes: need });
+  switch (algorithm) {
+    case "lamport":
+      return mailbox(bytes);
+    case "lamport_two_shot":
+      return mailbox(2 * Math.ceil(rows / world) * (bytes / rows));
+    case "one_shot":
+      return inPlace || bytes <= stagingBytes ? undefined : { kind: "staging", bytes };
+    case "two_shot":
+      return bytes <= stagingBytes ? undefined : { kind: "staging", bytes };
+    default:
+      return undefined;
+  }
+}

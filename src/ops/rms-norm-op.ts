@@ -1,0 +1,57 @@
+// The norm kernel of allReduceRmsNorm on its own (rms_norm_rows): what the sequential and nccl
+// algorithms run after their all-reduce, and what rmsNorm (src/norm.ts) runs on a GPU tensor.
+import type { Device } from "../runtime/device.js";
+import type { DType } from "../runtime/dtype.js";
+import type { Kernel } from "../runtime/kernel.js";
+import { sharedModule } from "../runtime/module.js";
+import type { Stream } from "../runtime/stream.js";
+import type { Tensor } from "../runtime/tensor.js";
+import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
+import { AR_NORM_PARAMS, arNormExpr, arNormProgram } from "./ar-norm-programs.js";
+
+const BLOCK = 512;
+/** rms_norm_rows by device ordinal and dtype, resolved once. */
+const kernels = new Map<string, Kernel<typeof AR_NORM_PARAMS.rms_norm_rows>>();
+
+/** rms_norm_rows for `dtype` on `device`, loaded on first use (which waits for the GPU: resolve it before
+ * enqueuing anything that may wait for a peer). */
+export function normKernel(device: Device, dtype: DType): Kernel<typeof AR_NORM_PARAMS.rms_norm_rows> {
+  const key = `${device.ordinal}/${dtype}`;
+  let k = kernels.get(key);
+  if (!k) {
+    k = sharedModule(arNormProgram("rms_norm_rows", dtype), device).kernel(
+      arNormExpr("rms_norm_rows", dtype, 1),
+      AR_NORM_PARAMS.rms_norm_rows,
+    );
+    kernels.set(key, k);
+  }
+  return k;
+}
+
+/** The norm kernel on checked arguments (src/ops/ar-norm-checks.ts): `sum` holds the rows to normalise.
+ */
+export function launchNorm(
+  sum: Tensor,
+  o: AllReduceRmsNormOptions<Tensor>,
+  output: Tensor,
+  rows: number,
+  hidden: number,
+  eps: number,
+  outScaleInv: number,
+  stream: Stream,
+): void {
+  const device = sum.device;
+  normKernel(device, sum.dtype).launch(
+    { grid: Math.min(rows, 4 * device.props.smCount), block: BLOCK, stream },
+    sum,
+    o.bias?.ptr ?? 0n,
+    o.residual?.ptr ?? 0n,
+    o.residualOut?.ptr ?? 0n,
+    o.weight,
+    output,
+    rows,
+    hidden,
+    eps,
+    outScaleInv,
+  );
+}
