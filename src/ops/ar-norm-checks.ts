@@ -95,8 +95,12 @@ export function checkAllReduceRmsNorm(
     );
   if (x.numel === 0) throw new InvalidArgumentError(`${what}: x has no rows`);
   const rows = x.numel / hidden;
-  if (typeof o.eps !== "number" || !Number.isFinite(o.eps) || !(o.eps > 0))
-    throw new InvalidArgumentError(`${what}: eps must be a finite number > 0, got ${String(o.eps)}`);
+  // The kernels add eps as a float32: judge it so.
+  const eps32 = typeof o.eps === "number" ? Math.fround(o.eps) : NaN;
+  if (!Number.isFinite(eps32) || !(eps32 > 0))
+    throw new InvalidArgumentError(
+      `${what}: eps must be a number > 0 that float32 holds (about 1.4e-45 to 3.4e38), got ${String(o.eps)}`,
+    );
   const like = (name: string, t: Described | undefined, numel: number): void => {
     if (t === undefined) return;
     if (t.dtype !== x.dtype)
