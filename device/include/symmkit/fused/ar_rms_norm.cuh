@@ -69,20 +69,40 @@ __device__ __forceinline__ float norm_block_sum(float v, float* red) {
   return __shfl_sync(~0u, s, 0);
 }
 
-/** hr of group gi of `row` from the rank-order f32 sum: rounded to T, plus bias, plus residual, rounded. */
+/** What a thread reads of row `row` besides the sums, loaded before it waits for them (the loads are in
+ * flight while it polls): its groups of weight and, with `sums`, of bias and residual. */
 template <typename T>
-__device__ __forceinline__ u32x4 add_residual(const NormIo<T>& io, u64 row, u32 gi, const float (&sum)[8]) {
+struct RowOperands {
+  u32x4 w[kNormSlots], b[kNormSlots], r[kNormSlots];
+  __device__ __forceinline__ RowOperands(const NormIo<T>& io, u64 row, bool sums) {
+    const u32 gpr = io.groups();
+#pragma unroll
+    for (u32 j = 0; j < kNormSlots; ++j) {
+      const u32 gi = threadIdx.x + j * kNormThreads;
+      w[j] = b[j] = r[j] = u32x4{0u, 0u, 0u, 0u};
+      if (gi >= gpr) continue;
+      w[j] = load_group(io.weight, gi, io.hidden);
+      if (sums && io.bias) b[j] = load_group(io.bias, gi, io.hidden);
+      if (sums && io.residual) r[j] = load_group(io.residual + row * io.hidden, gi, io.hidden);
+    }
+  }
+};
+
+/** hr of slot j from the rank-order f32 sum: rounded to T, plus bias, plus residual, rounded (an absent
+ * operand is not added at all: adding +0 would turn -0 into +0). */
+template <typename T>
+__device__ __forceinline__ u32x4 add_residual(const NormIo<T>& io, const RowOperands<T>& ops, u32 j, const float (&sum)[8]) {
   float a[8];
   Vec16<T>::unpack(Vec16<T>::pack(sum), a);
   if (io.bias) {
     float b[8];
-    Vec16<T>::unpack(load_group(io.bias, gi, io.hidden), b);
+    Vec16<T>::unpack(ops.b[j], b);
 #pragma unroll
     for (u32 k = 0; k < 8; ++k) a[k] = __fadd_rn(a[k], b[k]);
   }
   if (io.residual) {
     float r[8];
-    Vec16<T>::unpack(load_group(io.residual + row * io.hidden, gi, io.hidden), r);
+    Vec16<T>::unpack(ops.r[j], r);
 #pragma unroll
     for (u32 k = 0; k < 8; ++k) a[k] = __fadd_rn(a[k], r[k]);
   }
@@ -104,7 +124,8 @@ __device__ __forceinline__ void st_group_raw(T* dst, u32 gi, const u32x4& v) {
 /** Writes residual_out and out of `row` from this thread's hr groups (slot j: group threadIdx.x + j x
  * kNormThreads). Every thread of the block calls it. */
 template <typename T>
-__device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u32x4 (&hr)[kNormSlots], float* red) {
+__device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u32x4 (&hr)[kNormSlots],
+                                           const RowOperands<T>& ops, float* red) {
   const u32 gpr = io.groups();
   const u64 base = row * io.hidden;
   float acc = 0.0f;
@@ -127,7 +148,7 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
     if (gi >= gpr) continue;
     float h[8], w[8], y[8];
     Vec16<T>::unpack(hr[j], h);
-    Vec16<T>::unpack(load_group(io.weight, gi, io.hidden), w);
+    Vec16<T>::unpack(ops.w[j], w);
 #pragma unroll
     for (u32 k = 0; k < 8; ++k) y[k] = __fmul_rn(__fmul_rn(h[k], rstd), w[k]);
     if (io.out_scale_inv > 0.0f) {
@@ -148,6 +169,59 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
       float out_scale_inv
 #define SYMMKIT_NORM_IO(T) \
   const NormIo<T> io { bias, residual, residual_out, weight, out, rows, hidden, eps, out_scale_inv }
+
+/** This thread's groups of a row (slot j at byte at0 + 16 gi of each peer's slot in our buffer `buf`), once
+ * every peer's has arrived, reduced in rank order with ours (mine[j]) into f[j]. Up to 4 ranks every
+ * group of every peer is polled at once; above, slot after slot (registers). */
+template <typename T, u32 W>
+__device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env, u32 phase, u32 buf, u64 cap, u64 at0,
+                                           u32 gpr, const u32x4 (&mine)[kNormSlots], float (&f)[kNormSlots][8]) {
+  if constexpr (W <= 4) {
+    u32x4 raw[kNormSlots][W];
+    u32 waiting = v.rank;
+    bounded_wait(env, waiting, phase, [&] {
+      bool all = true;
+#pragma unroll
+      for (u32 j = 0; j < kNormSlots; ++j) {
+        const u32 gi = threadIdx.x + j * kNormThreads;
+        if (gi >= gpr) continue;
+#pragma unroll
+        for (u32 r = 0; r < W; ++r) {
+          if (r == v.rank) continue;
+          raw[j][r] = ld_volatile_128(lamport_slot<W>(v, v.rank, buf, r, cap) + at0 + 16ull * gi);
+          if (Sentinel<T>::any(raw[j][r])) {
+            all = false;
+            waiting = r;
+          }
+        }
+      }
+      return all;
+    });
+#pragma unroll
+    for (u32 j = 0; j < kNormSlots; ++j) {
+      if (threadIdx.x + j * kNormThreads >= gpr) continue;
+#pragma unroll
+      for (u32 r = 0; r < W; ++r) raw[j][r] = r == v.rank ? mine[j] : raw[j][r];
+      reduce_ranks<T, OpSum, W>(raw[j], f[j]);
+    }
+  } else {
+#pragma unroll
+    for (u32 j = 0; j < kNormSlots; ++j) {
+      const u32 gi = threadIdx.x + j * kNormThreads;
+      if (gi < gpr) reduce_arrived<T, OpSum, W>(v, env, phase, buf, cap, at0 + 16ull * gi, mine[j], f[j]);
+    }
+  }
+}
+
+/** This thread's groups of row `row` of x, cleaned of the sentinel as they were sent. */
+template <typename T>
+__device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[kNormSlots]) {
+#pragma unroll
+  for (u32 j = 0; j < kNormSlots; ++j) {
+    const u32 gi = threadIdx.x + j * kNormThreads;
+    mine[j] = gi < io.groups() ? Sentinel<T>::clean(load_group(in + row * io.hidden, gi, io.hidden)) : u32x4{0u, 0u, 0u, 0u};
+  }
+}
 
 template <typename T, u32 W>
 __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
@@ -172,17 +246,14 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
   const WaitEnv env = v.wait_env();
   check_headers<T, W>(v, env, buf, cap, phase);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    u32x4 hr[kNormSlots];
+    const RowOperands<T> ops(io, row, true);
+    u32x4 mine[kNormSlots], hr[kNormSlots];
+    own_groups(in, io, row, mine);
+    float f[kNormSlots][8];
+    gather_row<T, W>(v, env, phase, buf, cap, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
-      const u32 gi = threadIdx.x + j * kNormThreads;
-      if (gi >= gpr) continue;
-      const u64 i = row * gpr + gi;
-      float f[8];
-      reduce_arrived<T, OpSum, W>(v, env, phase, buf, cap, 16 * i, Sentinel<T>::clean(load_group(in, i, n)), f);
-      hr[j] = add_residual(io, row, gi, f);
-    }
-    finish_row(io, row, hr, red);
+    for (u32 j = 0; j < kNormSlots; ++j) hr[j] = add_residual(io, ops, j, f[j]);
+    finish_row(io, row, hr, ops, red);
   }
   end_call(s, kLamport, buf, groups * 16);
 }
@@ -219,19 +290,22 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
   const u64 last = min(rows, first + chunk);
   // Owned rows first: peers wait for them.
   for (u64 row = first + blockIdx.x; row < last; row += gridDim.x) {
-    u32x4 hr[kNormSlots];
+    const RowOperands<T> ops(io, row, true);
+    u32x4 mine[kNormSlots], hr[kNormSlots];
+    own_groups(in, io, row, mine);
+    float f[kNormSlots][8];
+    const u64 at0 = (row - first) * row_bytes;
+    gather_row<T, W>(v, env, phase, buf, cap, at0, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < kNormSlots; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi >= gpr) continue;
-      const u64 at = (row - first) * row_bytes + 16ull * gi;
-      float f[8];
-      reduce_arrived<T, OpSum, W>(v, env, phase, buf, cap, at, Sentinel<T>::clean(load_group(in, row * gpr + gi, n)), f);
-      hr[j] = Sentinel<T>::clean(add_residual(io, row, gi, f));
+      hr[j] = Sentinel<T>::clean(add_residual(io, ops, j, f[j]));
 #pragma unroll
-      for (u32 k = 1; k < W; ++k) st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + ag + at, hr[j]);
+      for (u32 k = 1; k < W; ++k)
+        st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + ag + at0 + 16ull * gi, hr[j]);
     }
-    finish_row(io, row, hr, red);
+    finish_row(io, row, hr, ops, red);
   }
   // The other rows, from their owners' pushes: walk them in the owners' order of work.
   const u64 others = rows - (last - first);
@@ -239,17 +313,20 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
     const u64 row = o < first ? o : o + (last - first);
     const u32 owner = static_cast<u32>(row / chunk);
     const u8* from = lamport_slot<W>(v, rank, buf, owner, cap) + ag + (row - owner * chunk) * row_bytes;
+    const RowOperands<T> ops(io, row, false);
     u32x4 hr[kNormSlots];
+    bounded_wait(env, owner, phase, [&] {
+      bool all = true;
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
-      const u32 gi = threadIdx.x + j * kNormThreads;
-      if (gi >= gpr) continue;
-      bounded_wait(env, owner, phase, [&] {
+      for (u32 j = 0; j < kNormSlots; ++j) {
+        const u32 gi = threadIdx.x + j * kNormThreads;
+        if (gi >= gpr) continue;
         hr[j] = ld_volatile_128(from + 16ull * gi);
-        return !Sentinel<T>::any(hr[j]);
-      });
-    }
-    finish_row(io, row, hr, red);
+        all = all && !Sentinel<T>::any(hr[j]);
+      }
+      return all;
+    });
+    finish_row(io, row, hr, ops, red);
   }
   end_call(s, kLamport, buf, 2 * ag);
 }
@@ -285,6 +362,7 @@ __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_co
   start_barrier(v, in != nullptr, phase);
   const u32 gpr = io.groups();
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const RowOperands<T> ops(io, row, true);
     u32x4 hr[kNormSlots];
 #pragma unroll
     for (u32 j = 0; j < kNormSlots; ++j) {
@@ -292,9 +370,9 @@ __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_co
       if (gi >= gpr) continue;
       float f[8];
       pull_group<T, W>(v, io, row, gi, f);
-      hr[j] = add_residual(io, row, gi, f);
+      hr[j] = add_residual(io, ops, j, f);
     }
-    finish_row(io, row, hr, red);
+    finish_row(io, row, hr, ops, red);
   }
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }
@@ -314,13 +392,14 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
   const u64 last = min(rows, first + chunk);
   // Row r is handled by block r % grid on every rank (the barriers pair blocks of one index).
   for (u64 row = first_tile(first); row < last; row += gridDim.x) {
+    const RowOperands<T> ops(io, row, true);
 #pragma unroll
     for (u32 j = 0; j < kNormSlots; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi >= gpr) continue;
       float f[8];
       pull_group<T, W>(v, io, row, gi, f);
-      const u32x4 h = add_residual(io, row, gi, f);
+      const u32x4 h = add_residual(io, ops, j, f);
 #pragma unroll
       for (u32 r = 0; r < W; ++r) st_128(static_cast<T*>(scratch.buffers[r]) + row * hidden + 8ull * gi, h);
     }
@@ -328,13 +407,14 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
   symm_sync<true, true>(v, flat_block(), phase + 1);
   const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const RowOperands<T> ops(io, row, false);
     u32x4 hr[kNormSlots];
 #pragma unroll
     for (u32 j = 0; j < kNormSlots; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi < gpr) hr[j] = ld_128(mine + row * hidden + 8ull * gi);
     }
-    finish_row(io, row, hr, red);
+    finish_row(io, row, hr, ops, red);
   }
 }
 
@@ -345,6 +425,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_rows(const T* a, SYMMKI
   __shared__ float red[16];
   const u32 gpr = io.groups();
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const RowOperands<T> ops(io, row, true);
     u32x4 hr[kNormSlots];
 #pragma unroll
     for (u32 j = 0; j < kNormSlots; ++j) {
@@ -352,9 +433,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_rows(const T* a, SYMMKI
       if (gi >= gpr) continue;
       float f[8];
       Vec16<T>::unpack(load_group(a + row * hidden, gi, hidden), f);
-      hr[j] = add_residual(io, row, gi, f);
+      hr[j] = add_residual(io, ops, j, f);
     }
-    finish_row(io, row, hr, red);
+    finish_row(io, row, hr, ops, red);
   }
 }
 
