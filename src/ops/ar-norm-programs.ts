@@ -33,9 +33,17 @@ export const AR_NORM_PARAMS = {
 } as const satisfies Record<ArNormKernel, readonly ParamType[]>;
 export type ArNormParams = typeof AR_NORM_PARAMS;
 
-export function arNormExpr(kernel: ArNormKernel, dtype: DType, world: number): string {
+/** The slots template parameter the kernels take for a hidden size (ar_rms_norm.cuh: groups of 8
+ * elements a thread holds per row); it changes no arithmetic, only registers. */
+export const NORM_SLOTS = [2, 4] as const;
+export type NormSlots = (typeof NORM_SLOTS)[number];
+export const normSlots = (hidden: number): NormSlots => (hidden <= 8192 ? 2 : 4);
+
+export function arNormExpr(kernel: ArNormKernel, dtype: DType, world: number, slots: NormSlots): string {
   const t = DTYPES[dtype].cType;
-  return kernel === "rms_norm_rows" ? `symmkit::${kernel}<${t}>` : `symmkit::${kernel}<${t}, ${world}>`;
+  return kernel === "rms_norm_rows"
+    ? `symmkit::${kernel}<${t}, ${slots}>`
+    : `symmkit::${kernel}<${t}, ${world}, ${slots}>`;
 }
 
 export function arNormProgram(kernel: ArNormKernel, dtype: DType): ProgramSpec {
@@ -43,7 +51,7 @@ export function arNormProgram(kernel: ArNormKernel, dtype: DType): ProgramSpec {
   return {
     name: `symmkit/fused/${kernel}/${dtype}`,
     source: SOURCE,
-    nameExpressions: worlds.map((w) => arNormExpr(kernel, dtype, w)),
+    nameExpressions: worlds.flatMap((w) => NORM_SLOTS.map((slots) => arNormExpr(kernel, dtype, w, slots))),
   };
 }
 

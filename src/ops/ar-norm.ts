@@ -24,7 +24,9 @@ import {
   AR_NORM_PARAMS,
   arNormExpr,
   arNormProgram,
+  normSlots,
   type ArNormKernel,
+  type NormSlots,
   type ArNormParams,
 } from "./ar-norm-programs.js";
 import { overlaps } from "./matmul.js";
@@ -110,7 +112,7 @@ export class ArNorm {
       // The all-reduce's sum goes where the norm can read it in place (see #checkRoom); one rank has
       // nothing to reduce.
       const sum = ctx.world === 1 ? x : p.outDtype === p.dtype ? output : o.residualOut!;
-      normKernel(ctx.device, p.dtype);
+      normKernel(ctx.device, p.dtype, p.hidden);
       if (ctx.world > 1) {
         const kind = `all-reduce-rms-norm/${algorithm}` as CallKind;
         ctx.allReduce(input, sum, algorithm === "nccl" ? "nccl" : "auto", kind, stream);
@@ -120,7 +122,7 @@ export class ArNorm {
     }
     const kind = `all-reduce-rms-norm/${algorithm}` as CallKind;
     const kernel = KERNELS[algorithm];
-    const k = this.#kernel(kernel, p.dtype);
+    const k = this.#kernel(kernel, p.dtype, normSlots(p.hidden));
     const phase = ctx.phase({ kind, dtype: p.dtype, op: "sum", count: x.numel, peer: p.hidden }, stream);
     const grid = Math.min(p.rows, ctx.device.props.smCount);
     const cfg = { grid, block: BLOCK, stream };
@@ -137,7 +139,7 @@ export class ArNorm {
       );
       return { output, residualOut: o.residualOut };
     }
-    const [view, copyIn] = inPlace ? [(input).deviceView(), 0n] : [ctx.stagingView, x.ptr];
+    const [view, copyIn] = inPlace ? [input.deviceView(), 0n] : [ctx.stagingView, x.ptr];
     if (kernel === "pull_ar_rms_norm") {
       (k as Kernel<ArNormParams["pull_ar_rms_norm"]>).launch(cfg, view, copyIn, phase, ...norm);
     } else {
@@ -223,13 +225,13 @@ export class ArNorm {
     ] as const;
   }
 
-  #kernel<K extends ArNormKernel>(kernel: K, dtype: DType): Kernel<ArNormParams[K]> {
-    const key = `${kernel}/${dtype}`;
+  #kernel<K extends ArNormKernel>(kernel: K, dtype: DType, slots: NormSlots): Kernel<ArNormParams[K]> {
+    const key = `${kernel}/${dtype}/${slots}`;
     let k = this.#kernels.get(key);
     if (!k) {
       const ctx = this.#ctx;
       k = sharedModule(arNormProgram(kernel, dtype), ctx.device).kernel(
-        arNormExpr(kernel, dtype, ctx.world),
+        arNormExpr(kernel, dtype, ctx.world, slots),
         AR_NORM_PARAMS[kernel],
       );
       this.#kernels.set(key, k);
@@ -257,7 +259,8 @@ export function roomFor(
   inPlace: boolean,
 ): { kind: "mailbox" | "staging"; bytes: number } | undefined {
   if (world === 1) return undefined;
-  const mailbox = (need: number) => (need <= slotBytes ? undefined : { kind: "mailbox" as const, bytes: need });
+  const mailbox = (need: number) =>
+    need <= slotBytes ? undefined : { kind: "mailbox" as const, bytes: need };
   switch (algorithm) {
     case "lamport":
       return mailbox(bytes);

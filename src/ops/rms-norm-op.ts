@@ -7,7 +7,7 @@ import { sharedModule } from "../runtime/module.js";
 import type { Stream } from "../runtime/stream.js";
 import type { Tensor } from "../runtime/tensor.js";
 import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
-import { AR_NORM_PARAMS, arNormExpr, arNormProgram } from "./ar-norm-programs.js";
+import { AR_NORM_PARAMS, arNormExpr, arNormProgram, normSlots } from "./ar-norm-programs.js";
 
 const BLOCK = 512;
 /** rms_norm_rows by device ordinal and dtype, resolved once. */
@@ -15,12 +15,17 @@ const kernels = new Map<string, Kernel<typeof AR_NORM_PARAMS.rms_norm_rows>>();
 
 /** rms_norm_rows for `dtype` on `device`, loaded on first use (which waits for the GPU: resolve it before
  * enqueuing anything that may wait for a peer). */
-export function normKernel(device: Device, dtype: DType): Kernel<typeof AR_NORM_PARAMS.rms_norm_rows> {
-  const key = `${device.ordinal}/${dtype}`;
+export function normKernel(
+  device: Device,
+  dtype: DType,
+  hidden: number,
+): Kernel<typeof AR_NORM_PARAMS.rms_norm_rows> {
+  const slots = normSlots(hidden);
+  const key = `${device.ordinal}/${dtype}/${slots}`;
   let k = kernels.get(key);
   if (!k) {
     k = sharedModule(arNormProgram("rms_norm_rows", dtype), device).kernel(
-      arNormExpr("rms_norm_rows", dtype, 1),
+      arNormExpr("rms_norm_rows", dtype, 1, slots),
       AR_NORM_PARAMS.rms_norm_rows,
     );
     kernels.set(key, k);
@@ -41,7 +46,7 @@ export function launchNorm(
   stream: Stream,
 ): void {
   const device = sum.device;
-  normKernel(device, sum.dtype).launch(
+  normKernel(device, sum.dtype, hidden).launch(
     { grid: Math.min(rows, 4 * device.props.smCount), block: BLOCK, stream },
     sum,
     o.bias?.ptr ?? 0n,

@@ -36,7 +36,9 @@
 namespace symmkit {
 
 constexpr u32 kNormThreads = 512;
-/** Groups of 8 elements one thread holds per row: hidden <= kNormThreads x kNormSlots x 8 = 16384. */
+/** Groups of 8 elements one thread holds per row at most: hidden <= kNormThreads x kNormSlots x 8 = 16384.
+ * Kernels take the slots S they need as a template parameter (2: hidden <= 8192, else 4), so that small
+ * rows do not pay registers for large ones; S changes no arithmetic. */
 constexpr u32 kNormSlots = 4;
 
 template <typename T>
@@ -71,13 +73,13 @@ __device__ __forceinline__ float norm_block_sum(float v, float* red) {
 
 /** What a thread reads of row `row` besides the sums, loaded before it waits for them (the loads are in
  * flight while it polls): its groups of weight and, with `sums`, of bias and residual. */
-template <typename T>
+template <typename T, u32 S>
 struct RowOperands {
-  u32x4 w[kNormSlots], b[kNormSlots], r[kNormSlots];
+  u32x4 w[S], b[S], r[S];
   __device__ __forceinline__ RowOperands(const NormIo<T>& io, u64 row, bool sums) {
     const u32 gpr = io.groups();
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       w[j] = b[j] = r[j] = u32x4{0u, 0u, 0u, 0u};
       if (gi >= gpr) continue;
@@ -90,8 +92,8 @@ struct RowOperands {
 
 /** hr of slot j from the rank-order f32 sum: rounded to T, plus bias, plus residual, rounded (an absent
  * operand is not added at all: adding +0 would turn -0 into +0). */
-template <typename T>
-__device__ __forceinline__ u32x4 add_residual(const NormIo<T>& io, const RowOperands<T>& ops, u32 j, const float (&sum)[8]) {
+template <typename T, u32 S>
+__device__ __forceinline__ u32x4 add_residual(const NormIo<T>& io, const RowOperands<T, S>& ops, u32 j, const float (&sum)[8]) {
   float a[8];
   Vec16<T>::unpack(Vec16<T>::pack(sum), a);
   if (io.bias) {
@@ -123,14 +125,14 @@ __device__ __forceinline__ void st_group_raw(T* dst, u32 gi, const u32x4& v) {
 
 /** Writes residual_out and out of `row` from this thread's hr groups (slot j: group threadIdx.x + j x
  * kNormThreads). Every thread of the block calls it. */
-template <typename T>
-__device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u32x4 (&hr)[kNormSlots],
-                                           const RowOperands<T>& ops, float* red) {
+template <typename T, u32 S>
+__device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u32x4 (&hr)[S],
+                                           const RowOperands<T, S>& ops, float* red) {
   const u32 gpr = io.groups();
   const u64 base = row * io.hidden;
   float acc = 0.0f;
 #pragma unroll
-  for (u32 j = 0; j < kNormSlots; ++j) {
+  for (u32 j = 0; j < S; ++j) {
     const u32 gi = threadIdx.x + j * kNormThreads;
     if (gi >= gpr) continue;
     if (io.residual_out) st_group_raw(io.residual_out + base, gi, hr[j]);
@@ -143,7 +145,7 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
   const float rstd =
       __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, static_cast<float>(io.hidden)), io.eps)));
 #pragma unroll
-  for (u32 j = 0; j < kNormSlots; ++j) {
+  for (u32 j = 0; j < S; ++j) {
     const u32 gi = threadIdx.x + j * kNormThreads;
     if (gi >= gpr) continue;
     float h[8], w[8], y[8];
@@ -171,18 +173,18 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
   const NormIo<T> io { bias, residual, residual_out, weight, out, rows, hidden, eps, out_scale_inv }
 
 /** This thread's groups of a row (slot j at byte at0 + 16 gi of each peer's slot in our buffer `buf`), once
- * every peer's has arrived, reduced in rank order with ours (mine[j]) into f[j]. Up to 4 ranks every
- * group of every peer is polled at once; above, slot after slot (registers). */
-template <typename T, u32 W>
+ * every peer's has arrived, reduced in rank order with ours (mine[j]) into f[j]. While it takes few
+ * registers (slots x ranks <= 4) every group of every peer is polled at once; else slot after slot. */
+template <typename T, u32 W, u32 S>
 __device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env, u32 phase, u32 buf, u64 cap, u64 at0,
-                                           u32 gpr, const u32x4 (&mine)[kNormSlots], float (&f)[kNormSlots][8]) {
-  if constexpr (W <= 4) {
-    u32x4 raw[kNormSlots][W];
+                                           u32 gpr, const u32x4 (&mine)[S], float (&f)[S][8]) {
+  if constexpr (S * W <= 4) {
+    u32x4 raw[S][W];
     u32 waiting = v.rank;
     bounded_wait(env, waiting, phase, [&] {
       bool all = true;
 #pragma unroll
-      for (u32 j = 0; j < kNormSlots; ++j) {
+      for (u32 j = 0; j < S; ++j) {
         const u32 gi = threadIdx.x + j * kNormThreads;
         if (gi >= gpr) continue;
 #pragma unroll
@@ -198,7 +200,7 @@ __device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env
       return all;
     });
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       if (threadIdx.x + j * kNormThreads >= gpr) continue;
 #pragma unroll
       for (u32 r = 0; r < W; ++r) raw[j][r] = r == v.rank ? mine[j] : raw[j][r];
@@ -206,7 +208,7 @@ __device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env
     }
   } else {
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi < gpr) reduce_arrived<T, OpSum, W>(v, env, phase, buf, cap, at0 + 16ull * gi, mine[j], f[j]);
     }
@@ -214,16 +216,16 @@ __device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env
 }
 
 /** This thread's groups of row `row` of x, cleaned of the sentinel as they were sent. */
-template <typename T>
-__device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[kNormSlots]) {
+template <typename T, u32 S>
+__device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[S]) {
 #pragma unroll
-  for (u32 j = 0; j < kNormSlots; ++j) {
+  for (u32 j = 0; j < S; ++j) {
     const u32 gi = threadIdx.x + j * kNormThreads;
     mine[j] = gi < io.groups() ? Sentinel<T>::clean(load_group(in + row * io.hidden, gi, io.hidden)) : u32x4{0u, 0u, 0u, 0u};
   }
 }
 
-template <typename T, u32 W>
+template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
                                                                     MailboxState* s, u64 cap, u32 phase,
                                                                     SYMMKIT_NORM_PARAMS(T)) {
@@ -246,19 +248,19 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
   const WaitEnv env = v.wait_env();
   check_headers<T, W>(v, env, buf, cap, phase);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const RowOperands<T> ops(io, row, true);
-    u32x4 mine[kNormSlots], hr[kNormSlots];
+    const RowOperands<T, S> ops(io, row, true);
+    u32x4 mine[S], hr[S];
     own_groups(in, io, row, mine);
-    float f[kNormSlots][8];
-    gather_row<T, W>(v, env, phase, buf, cap, row * gpr * 16ull, gpr, mine, f);
+    float f[S][8];
+    gather_row<T, W, S>(v, env, phase, buf, cap, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) hr[j] = add_residual(io, ops, j, f[j]);
+    for (u32 j = 0; j < S; ++j) hr[j] = add_residual(io, ops, j, f[j]);
     finish_row(io, row, hr, ops, red);
   }
   end_call(s, kLamport, buf, groups * 16);
 }
 
-template <typename T, u32 W>
+template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(const __grid_constant__ SymmView v,
                                                                              const T* in, MailboxState* s, u64 cap,
                                                                              u32 phase, SYMMKIT_NORM_PARAMS(T)) {
@@ -290,14 +292,14 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
   const u64 last = min(rows, first + chunk);
   // Owned rows first: peers wait for them.
   for (u64 row = first + blockIdx.x; row < last; row += gridDim.x) {
-    const RowOperands<T> ops(io, row, true);
-    u32x4 mine[kNormSlots], hr[kNormSlots];
+    const RowOperands<T, S> ops(io, row, true);
+    u32x4 mine[S], hr[S];
     own_groups(in, io, row, mine);
-    float f[kNormSlots][8];
+    float f[S][8];
     const u64 at0 = (row - first) * row_bytes;
-    gather_row<T, W>(v, env, phase, buf, cap, at0, gpr, mine, f);
+    gather_row<T, W, S>(v, env, phase, buf, cap, at0, gpr, mine, f);
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi >= gpr) continue;
       hr[j] = Sentinel<T>::clean(add_residual(io, ops, j, f[j]));
@@ -313,12 +315,12 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
     const u64 row = o < first ? o : o + (last - first);
     const u32 owner = static_cast<u32>(row / chunk);
     const u8* from = lamport_slot<W>(v, rank, buf, owner, cap) + ag + (row - owner * chunk) * row_bytes;
-    const RowOperands<T> ops(io, row, false);
-    u32x4 hr[kNormSlots];
+    const RowOperands<T, S> ops(io, row, false);
+    u32x4 hr[S];
     bounded_wait(env, owner, phase, [&] {
       bool all = true;
 #pragma unroll
-      for (u32 j = 0; j < kNormSlots; ++j) {
+      for (u32 j = 0; j < S; ++j) {
         const u32 gi = threadIdx.x + j * kNormThreads;
         if (gi >= gpr) continue;
         hr[j] = ld_volatile_128(from + 16ull * gi);
@@ -353,7 +355,7 @@ __device__ __forceinline__ void pull_group(const SymmView& v, const NormIo<T>& i
   reduce_ranks<T, OpSum, W>(raw, f);
 }
 
-template <typename T, u32 W>
+template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
                                                                  u32 phase, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
@@ -362,10 +364,10 @@ __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_co
   start_barrier(v, in != nullptr, phase);
   const u32 gpr = io.groups();
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const RowOperands<T> ops(io, row, true);
-    u32x4 hr[kNormSlots];
+    const RowOperands<T, S> ops(io, row, true);
+    u32x4 hr[S];
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi >= gpr) continue;
       float f[8];
@@ -377,7 +379,7 @@ __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_co
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }
 
-template <typename T, u32 W>
+template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const __grid_constant__ SymmView v,
                                                                           const __grid_constant__ SymmView scratch,
                                                                           const T* in, u32 phase,
@@ -392,9 +394,9 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
   const u64 last = min(rows, first + chunk);
   // Row r is handled by block r % grid on every rank (the barriers pair blocks of one index).
   for (u64 row = first_tile(first); row < last; row += gridDim.x) {
-    const RowOperands<T> ops(io, row, true);
+    const RowOperands<T, S> ops(io, row, true);
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi >= gpr) continue;
       float f[8];
@@ -407,10 +409,10 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
   symm_sync<true, true>(v, flat_block(), phase + 1);
   const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const RowOperands<T> ops(io, row, false);
-    u32x4 hr[kNormSlots];
+    const RowOperands<T, S> ops(io, row, false);
+    u32x4 hr[S];
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi < gpr) hr[j] = ld_128(mine + row * hidden + 8ull * gi);
     }
@@ -419,16 +421,16 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
 }
 
 /** The norm alone: a is an all-reduce's output [rows, hidden] (may be io.out itself). */
-template <typename T>
+template <typename T, u32 S>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_rows(const T* a, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
   const u32 gpr = io.groups();
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const RowOperands<T> ops(io, row, true);
-    u32x4 hr[kNormSlots];
+    const RowOperands<T, S> ops(io, row, true);
+    u32x4 hr[S];
 #pragma unroll
-    for (u32 j = 0; j < kNormSlots; ++j) {
+    for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi >= gpr) continue;
       float f[8];
