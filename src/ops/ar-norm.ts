@@ -38,7 +38,7 @@ import { checkAlgorithm, checkCapacity } from "./validate.js";
 const BLOCK = 512;
 /** auto's built-in rule (2 H200s, bench/results/h200x2/ar-norm*.json): lamport up to this many bytes of
  * x per rank, lamport_two_shot up to LAMPORT_TWO_SHOT_MAX_BYTES, then one_shot. */
-export const AR_NORM_LAMPORT_MAX_BYTES = 512 * 1024;
+export const AR_NORM_LAMPORT_MAX_BYTES = 1024 * 1024;
 export const AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES = 4 * 1024 * 1024;
 
 /** What the op uses of the group's collectives (GpuCollectives provides it). */

@@ -20,6 +20,9 @@
 //   lamport_ar_rms_norm           one-shot through the Lamport mailbox (coll/mailbox.cuh: its buffers, call
 //                                 count, refill and headers): push all of x to every peer, then reduce and
 //                                 normalise each row as its groups arrive. Grid at most one block per SM.
+//                                 A thread loads all its groups of a row before storing any (one memory
+//                                 latency per row, not one per group), and the weight, bias and residual
+//                                 before it waits.
 //   lamport_two_shot_ar_rms_norm  rows split in W contiguous chunks, rank p owns chunk p: push each chunk to
 //                                 its owner; the owner reduces and adds, pushes hr into every peer's slot
 //                                 after the reduce-scatter half, and normalises; others normalise the hr
@@ -236,13 +239,19 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
   const u32 prev = static_cast<u32>((call + 2) % 3);
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
-  const u64 n = rows * hidden;
   const u64 groups = rows * gpr;
   send_headers<W>(v, buf, cap, phase);
-  for (u64 i = global_thread(); i < groups; i += grid_threads()) {
-    const u32x4 x = Sentinel<T>::clean(load_group(in, i, n));
+  for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    u32x4 x[S];
+    own_groups(in, io, row, x);
 #pragma unroll
-    for (u32 k = 1; k < W; ++k) st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + 16 * i, x);
+    for (u32 j = 0; j < S; ++j) {
+      const u32 gi = threadIdx.x + j * kNormThreads;
+      if (gi >= gpr) continue;
+#pragma unroll
+      for (u32 k = 1; k < W; ++k)
+        st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + (row * gpr + gi) * 16ull, x[j]);
+    }
   }
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
@@ -271,18 +280,20 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
   const u32 prev = static_cast<u32>((call + 2) % 3);
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
-  const u64 n = rows * hidden;
   const u64 chunk = ceil_div(rows, W);  // rows per owner
   const u64 row_bytes = 16ull * gpr;
   const u64 ag = chunk * row_bytes;  // where the all-gather half of a slot starts
   send_headers<W>(v, buf, cap, phase);
-  for (u64 j = global_thread(); j < chunk * gpr; j += grid_threads()) {
+  for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const u32 owner = static_cast<u32>(row / chunk);
+    if (owner == rank) continue;
+    u32x4 x[S];
+    own_groups(in, io, row, x);
+    u8* to = lamport_slot<W>(v, owner, buf, rank, cap) + (row - owner * chunk) * row_bytes;
 #pragma unroll
-    for (u32 k = 1; k < W; ++k) {
-      const u32 p = (rank + k) % W;
-      const u64 i = p * chunk * gpr + j;
-      if (i < rows * gpr)
-        st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * j, Sentinel<T>::clean(load_group(in, i, n)));
+    for (u32 j = 0; j < S; ++j) {
+      const u32 gi = threadIdx.x + j * kNormThreads;
+      if (gi < gpr) st_volatile_128(to + 16ull * gi, x[j]);
     }
   }
   refill<W>(v, s, rank, prev, cap);
