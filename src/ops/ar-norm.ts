@@ -36,6 +36,9 @@ import { checkAlgorithm, checkCapacity } from "./validate.js";
 
 /** The kernels' block: one row at a time (NORM_THREADS in src/ops/rms-norm.ts). */
 const BLOCK = 512;
+/** What one block of a mailbox kernel sends at most, where rows are fewer than SMs (the plain Lamport
+ * all-reduce spreads 16 KiB over 8 blocks too). */
+const SEND_BYTES_PER_BLOCK = 2048;
 /** auto's built-in rule (2 H200s, bench/results/h200x2/ar-norm*.json): lamport up to this many bytes of
  * x per rank, lamport_two_shot up to LAMPORT_TWO_SHOT_MAX_BYTES, then one_shot. */
 export const AR_NORM_LAMPORT_MAX_BYTES = 1024 * 1024;
@@ -124,12 +127,14 @@ export class ArNorm {
     const kernel = KERNELS[algorithm];
     const k = this.#kernel(kernel, p.dtype, normSlots(p.hidden));
     const phase = ctx.phase({ kind, dtype: p.dtype, op: "sum", count: x.numel, peer: p.hidden }, stream);
-    const grid = Math.min(p.rows, ctx.device.props.smCount);
-    const cfg = { grid, block: BLOCK, stream };
+    const sm = ctx.device.props.smCount;
+    const cfg = { grid: Math.min(p.rows, sm), block: BLOCK, stream };
     const m = ctx.mailbox;
     if (kernel === "lamport_ar_rms_norm" || kernel === "lamport_two_shot_ar_rms_norm") {
+      // Every block of a mailbox kernel sends: at most SEND_BYTES_PER_BLOCK each, one block per SM.
+      const grid = Math.min(sm, Math.max(p.rows, Math.ceil(x.nbytes / SEND_BYTES_PER_BLOCK)));
       (k as Kernel<ArNormParams["lamport_ar_rms_norm"]>).launch(
-        cfg,
+        { grid, block: BLOCK, stream },
         m.view,
         x,
         m.state,

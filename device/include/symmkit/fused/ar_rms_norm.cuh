@@ -19,9 +19,10 @@
 // Variants (W ranks, one block per row at a time, rows strided over the grid):
 //   lamport_ar_rms_norm           one-shot through the Lamport mailbox (coll/mailbox.cuh: its buffers, call
 //                                 count, refill and headers): push all of x to every peer, then reduce and
-//                                 normalise each row as its groups arrive. Grid at most one block per SM.
-//                                 A thread loads all its groups of a row before storing any (one memory
-//                                 latency per row, not one per group), and the weight, bias and residual
+//                                 normalise each row as its groups arrive. Grid at most one block per SM,
+//                                 more blocks than rows when a row is large: all of them send (one SM
+//                                 pushing a row alone is slow), those with a row normalise it. A thread
+//                                 loads S groups before storing any, and the weight, bias and residual
 //                                 before it waits.
 //   lamport_two_shot_ar_rms_norm  rows split in W contiguous chunks, rank p owns chunk p: push each chunk to
 //                                 its owner; the owner reduces and adds, pushes hr into every peer's slot
@@ -241,16 +242,21 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
   const u32 gpr = io.groups();
   const u64 groups = rows * gpr;
   send_headers<W>(v, buf, cap, phase);
-  for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+  // Sending spreads over the whole grid (one SM pushing a row alone is slow); S groups loaded at a time.
+  const u64 n = rows * hidden;
+  for (u64 base = global_thread(); base < groups; base += S * grid_threads()) {
     u32x4 x[S];
-    own_groups(in, io, row, x);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
-      const u32 gi = threadIdx.x + j * kNormThreads;
-      if (gi >= gpr) continue;
+      const u64 i = base + j * grid_threads();
+      if (i < groups) x[j] = Sentinel<T>::clean(load_group(in, i, n));
+    }
 #pragma unroll
-      for (u32 k = 1; k < W; ++k)
-        st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + (row * gpr + gi) * 16ull, x[j]);
+    for (u32 j = 0; j < S; ++j) {
+      const u64 i = base + j * grid_threads();
+      if (i >= groups) continue;
+#pragma unroll
+      for (u32 k = 1; k < W; ++k) st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + 16 * i, x[j]);
     }
   }
   refill<W>(v, s, rank, prev, cap);
@@ -284,16 +290,25 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
   const u64 row_bytes = 16ull * gpr;
   const u64 ag = chunk * row_bytes;  // where the all-gather half of a slot starts
   send_headers<W>(v, buf, cap, phase);
-  for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const u32 owner = static_cast<u32>(row / chunk);
-    if (owner == rank) continue;
-    u32x4 x[S];
-    own_groups(in, io, row, x);
-    u8* to = lamport_slot<W>(v, owner, buf, rank, cap) + (row - owner * chunk) * row_bytes;
+  // Each peer's chunk, spread over the whole grid; S groups loaded at a time.
+  const u64 n = rows * hidden;
+  for (u64 base = global_thread(); base < chunk * gpr; base += S * grid_threads()) {
 #pragma unroll
-    for (u32 j = 0; j < S; ++j) {
-      const u32 gi = threadIdx.x + j * kNormThreads;
-      if (gi < gpr) st_volatile_128(to + 16ull * gi, x[j]);
+    for (u32 k = 1; k < W; ++k) {
+      const u32 p = (rank + k) % W;
+      u32x4 x[S];
+#pragma unroll
+      for (u32 j = 0; j < S; ++j) {
+        const u64 jj = base + j * grid_threads();
+        if (jj < chunk * gpr && p * chunk * gpr + jj < rows * gpr)
+          x[j] = Sentinel<T>::clean(load_group(in, p * chunk * gpr + jj, n));
+      }
+#pragma unroll
+      for (u32 j = 0; j < S; ++j) {
+        const u64 jj = base + j * grid_threads();
+        if (jj < chunk * gpr && p * chunk * gpr + jj < rows * gpr)
+          st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * jj, x[j]);
+      }
     }
   }
   refill<W>(v, s, rank, prev, cap);
