@@ -139,6 +139,13 @@ export {
   type AllGatherMatmulOptions,
   type FusedMatmulOptions,
 } from "./ops/fused-checks.js";
+export {
+  AR_NORM_ALGORITHMS,
+  CPU_AR_NORM_ALGORITHMS,
+  type ArNormAlgorithm,
+  type AllReduceRmsNormOptions,
+} from "./ops/ar-norm-checks.js";
+export { rmsNorm } from "./norm.js";
 export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm-programs.js";
 export { CublasLtMatmul, type LtMatmul } from "./ops/cublaslt-matmul.js";
 export { CublasError } from "./cuda/cublaslt.js";

@@ -35,6 +35,10 @@ const INTERNAL: Readonly<Record<string, string>> = {
   FusedMatmul:
     "GpuCollectives' engine for the fused matmuls, built from its private context; users call " +
     "collectives.allGatherMatmul / matmulReduceScatter, and collectives.fusedMatmul is typed as a Pick",
+  // src/ops/ar-norm.ts
+  ArNorm:
+    "GpuCollectives' engine for allReduceRmsNorm, built from its private context; users call " +
+    "collectives.allReduceRmsNorm",
   // src/distributed/group-base.ts
   GroupBase:
     "abstract base of ProcessGroup and CpuProcessGroup (protected constructor); users get those, " +

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
 import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
+import { AR_NORM_TUNABLE } from "../src/ops/ar-norm-checks.js";
 import {
   CALL_KINDS,
   CollectiveMismatchError,
@@ -19,6 +20,7 @@ test("every collective and fused algorithm has a call kind, and kinds fit their 
       Object.keys(recs).map((a) => `${c}/${a}`),
     ),
     ...Object.entries(FUSED_TUNABLE).flatMap(([c, algs]) => algs.map((a) => `${c}/${a}`)),
+    ...AR_NORM_TUNABLE.map((a) => `all-reduce-rms-norm/${a}`),
   ].filter((k) => !kinds.has(k));
   assert.deepEqual(missing, [], "add these to CALL_KINDS (src/distributed/fingerprint.ts)");
   assert.ok(CALL_KINDS.length <= 64);

@@ -19,6 +19,8 @@ import {
 import { fusedRulesFrom, rulesFrom } from "../src/bench/tune.js";
 import type { FusedBenchResult } from "../src/bench/fused.js";
 import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
+import { AR_NORM_TUNABLE } from "../src/ops/ar-norm-checks.js";
+import { arNormRulesFrom, type ArNormBenchResult } from "../src/bench/ar-norm.js";
 import { pickFusedRule, type TunedCollective } from "../src/ops/tune-table.js";
 import type { CollectiveBenchResult } from "../src/bench/collectives.js";
 
@@ -143,16 +145,59 @@ test("mailbox bytes per peer: one-shot and ll send it all, two-shot two chunks o
 });
 
 test("the tables shipped in tune/ load and name only known algorithms", () => {
+  const known = { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE, arNorm: AR_NORM_TUNABLE };
   for (const world of [2, 3, 4]) {
-    const t = loadTuneTable("NVIDIA H200", world, { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE }, [
-      SHIPPED_TUNE_DIR,
-    ]);
+    const t = loadTuneTable("NVIDIA H200", world, known, [SHIPPED_TUNE_DIR]);
     assert.equal(t?.worldSize, world);
     assert.equal(pickRule(t.rules["all-reduce"], 4096), "lamport");
   }
-  const w2 = loadTuneTable("NVIDIA H200", 2, { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE }, [SHIPPED_TUNE_DIR]);
+  const w2 = loadTuneTable("NVIDIA H200", 2, known, [SHIPPED_TUNE_DIR]);
   assert.equal(pickFusedRule(w2!.fused!["all-gather-matmul"]!, 8192), "fused_copy_engine");
   assert.equal(pickFusedRule(w2!.fused!["matmul-reduce-scatter"]!, 8192), "fused");
+  assert.equal(pickRule(w2!.arNorm!.rules, 16 * 1024), "lamport");
+  assert.equal(pickRule(w2!.arNorm!.rules, 64 << 20), "one_shot");
+});
+
+test("allReduceRmsNorm rules: by bytes at the largest hidden size, fastest of its algorithms only, validated", () => {
+  const us = (lamport: number, one_shot: number, ar_lamport: number) => ({
+    lamport,
+    one_shot,
+    ar_lamport,
+    nccl_norm: 1,
+  });
+  const result = {
+    environment: { worldSize: 2 },
+    bench: "ar-norm",
+    dtype: "bf16",
+    seed: "1",
+    rows: [
+      { tokens: 1, hidden: 8192, bytes: 16384, us: us(5, 9, 3) },
+      { tokens: 64, hidden: 8192, bytes: 1 << 20, us: us(9, 12, 6) },
+      { tokens: 512, hidden: 8192, bytes: 8 << 20, us: us(40, 36, 30) },
+      { tokens: 512, hidden: 4096, bytes: 4 << 20, us: us(10, 50, 8) },
+    ],
+  } as unknown as ArNormBenchResult;
+  const rules = arNormRulesFrom(result);
+  assert.deepEqual(rules, [
+    { maxBytes: 1 << 20, algorithm: "lamport" },
+    { maxBytes: 8 << 20, algorithm: "one_shot" },
+  ]);
+  const known = { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE, arNorm: AR_NORM_TUNABLE };
+  assert.doesNotThrow(() =>
+    checkTuneTable({ ...table("d", 2), arNorm: { gitRevision: "x", date: "y", rules } }, known, "t.json"),
+  );
+  assert.throws(
+    () =>
+      checkTuneTable(
+        {
+          ...table("d", 2),
+          arNorm: { gitRevision: "x", date: "y", rules: [{ maxBytes: 8, algorithm: "ar_lamport" }] },
+        },
+        known,
+        "t.json",
+      ),
+    /arNorm: unknown algorithm ar_lamport/,
+  );
 });
 
 test("fused rules: by rows, fastest of the fused, sequential and NCCL paths (never a floor), validated", () => {

@@ -54,16 +54,24 @@ function fail(what: string): never {
   throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", what);
 }
 
+/** The staging buffer the benchmark needs: the pull algorithms stage x (bf16). */
+export function arNormStagingBytes(tokens: readonly number[], hidden: readonly number[]): number {
+  return Math.max(1 << 20, Math.max(...tokens) * Math.max(...hidden) * 2);
+}
+
 export async function benchArNorm(o: {
   tokens: readonly number[];
   hidden: readonly number[];
   algorithms?: readonly string[] | undefined;
+  /** Run in this group (its staging buffer at least arNormStagingBytes) instead of a new one. */
+  group?: ProcessGroup<GpuCollectives>;
 }): Promise<ArNormBenchResult | undefined> {
   const dtype: DType = "bf16";
-  const maxBytes = Math.max(...o.tokens) * Math.max(...o.hidden) * 2;
-  const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, Math.max(1 << 20, maxBytes)),
-  );
+  const group =
+    o.group ??
+    (await ProcessGroup.world<GpuCollectives>({}, (g) =>
+      GpuCollectives.create(g, arNormStagingBytes(o.tokens, o.hidden)),
+    ));
   const { device, rank, worldSize: world } = group;
   const c = group.collectives;
   const comm = await group.nccl();
@@ -144,7 +152,7 @@ export async function benchArNorm(o: {
           rows,
         }
       : undefined;
-  await group.destroy();
+  if (!o.group) await group.destroy();
   return result;
 }
 

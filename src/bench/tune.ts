@@ -18,6 +18,8 @@ import {
   type TuneTable,
 } from "../ops/tune-table.js";
 import { FUSED_TUNABLE } from "../ops/fused-checks.js";
+import { AR_NORM_TUNABLE } from "../ops/ar-norm-checks.js";
+import { arNormRulesFrom, arNormStagingBytes, benchArNorm, type ArNormBenchResult } from "./ar-norm.js";
 import type { LtElem } from "../ops/cublaslt-matmul.js";
 import { benchFused, fusedStagingBytes, type FusedBenchResult } from "./fused.js";
 import { startProgress } from "./progress.js";
@@ -73,11 +75,18 @@ export const FUSED_TUNE_SHAPES: readonly GemmShape[] = [256, 512, 1024, 2048, 40
   (m) => [m, 8192, 8192] as const,
 );
 
+/** allReduceRmsNorm's sizes `symmkit tune` measures: 1 to 4096 tokens at hidden 8192. */
+export const AR_NORM_TUNE_TOKENS: readonly number[] = [
+  1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
+];
+const AR_NORM_TUNE_HIDDEN = [8192];
+
 export interface TuneResult {
   readonly table: TuneTable;
   readonly file: string;
   readonly results: readonly CollectiveBenchResult[];
   readonly fused: readonly FusedBenchResult[];
+  readonly arNorm: ArNormBenchResult | undefined;
 }
 
 /** Collective: every rank measures; rank 0 writes the table into `dir` (default the user's tune dir). */
@@ -88,7 +97,8 @@ export async function tune(options: {
 }): Promise<TuneResult | undefined> {
   const elem: LtElem = "bf16";
   const fusedStaging = fusedStagingBytes("gemm-rs", FUSED_TUNE_SHAPES, 1, elem);
-  const group = await benchGroup(options.sizes, Math.max(...options.sizes), true, fusedStaging);
+  const staging = Math.max(fusedStaging, arNormStagingBytes(AR_NORM_TUNE_TOKENS, AR_NORM_TUNE_HIDDEN));
+  const group = await benchGroup(options.sizes, Math.max(...options.sizes), true, staging);
   const world = group.worldSize;
   const o = { sizes: options.sizes, dtype: options.dtype, group };
   const shapes = FUSED_TUNE_SHAPES.filter(([m]) => m % world === 0);
@@ -97,7 +107,7 @@ export async function tune(options: {
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
   using _bar = startProgress({
     title: "tune",
-    total: 3 * options.sizes.length + 2 * shapes.length,
+    total: 3 * options.sizes.length + 2 * shapes.length + AR_NORM_TUNE_TOKENS.length,
     rank: group.rank,
     echoSteps: false,
   });
@@ -106,9 +116,11 @@ export async function tune(options: {
     await benchFused({ bench: "ag-gemm", shapes, elem, group }),
     await benchFused({ bench: "gemm-rs", shapes, elem, group }),
   ];
+  const arNorm = await benchArNorm({ tokens: AR_NORM_TUNE_TOKENS, hidden: AR_NORM_TUNE_HIDDEN, group });
   const device = group.device.props.name;
   await group.destroy();
-  if (results.some((r) => r === undefined) || fusedResults.some((r) => r === undefined)) return undefined;
+  if (results.some((r) => r === undefined) || fusedResults.some((r) => r === undefined) || !arNorm)
+    return undefined;
   const [ag, rs] = fusedResults as FusedBenchResult[];
   const measured = results as CollectiveBenchResult[];
   const usable = (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
@@ -133,13 +145,14 @@ export async function tune(options: {
       date: env.date,
       rules,
       fused,
+      arNorm: { gitRevision: env.gitRevision, date: env.date, rules: arNormRulesFrom(arNorm) },
     },
-    { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE },
+    { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE, arNorm: AR_NORM_TUNABLE },
     file,
   );
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, `${JSON.stringify(table, null, 2)}\n`);
-  return { table, file, results: measured, fused: [ag!, rs!] };
+  return { table, file, results: measured, fused: [ag!, rs!], arNorm };
 }
 
 export function formatTune(r: TuneResult): string {
@@ -152,5 +165,7 @@ export function formatTune(r: TuneResult): string {
     if (!Array.isArray(rules)) continue;
     lines.push(`  ${op}: ${rules.map((x: FusedRule) => `<=${x.maxRows} rows: ${x.algorithm}`).join(", ")}`);
   }
+  const norm = r.table.arNorm?.rules.map((x) => `<=${x.maxBytes}: ${x.algorithm}`).join(", ");
+  if (norm) lines.push(`  all-reduce-rms-norm: ${norm} (and above: the last)`);
   return lines.join("\n");
 }
