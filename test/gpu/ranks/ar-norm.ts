@@ -20,6 +20,7 @@ import { decodeToF32, rawArray, type DType, type RawArray } from "../../../src/r
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
+import { guardsIntact, poisoned } from "./guards.js";
 
 const STAGING = 128 << 20;
 const group = await init({ backend: "cuda", stagingBytes: STAGING });
@@ -27,7 +28,6 @@ const c = group.collectives;
 const { rank, worldSize: world, device } = group;
 const stream = defaultStream(device);
 const seed = await sharedSeed(group.store, rank);
-const GUARD = 2048;
 const ALGORITHMS = ["lamport", "lamport_two_shot", "one_shot", "two_shot", "sequential", "nccl"] as const;
 type Alg = (typeof ALGORITHMS)[number];
 const SLOT = c.mailboxSlotBytes;
@@ -118,21 +118,6 @@ function checkFloat64(k: Case, inp: Inputs): void {
         );
     });
   }
-}
-
-/** A NaN-poisoned tensor inside guards: [whole, the tensor]. */
-function poisoned(dtype: DType, shape: number[]): [Tensor, Tensor] {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const whole = Tensor.full([n + 2 * GUARD], NaN, dtype);
-  return [whole, whole.slice(GUARD, GUARD + n).view(shape)];
-}
-
-function guardsIntact(whole: Tensor, what: string): void {
-  const all = whole.toHost();
-  const poison = all[0];
-  for (let i = 0; i < GUARD; i++)
-    if (!Object.is(all[i], poison) || !Object.is(all[all.length - 1 - i], poison))
-      assert.fail(`${what}: guard overwritten`);
 }
 
 const upload = (t: HostTensor | undefined): Tensor | undefined =>

@@ -25,13 +25,13 @@ import { decodeToF32, encode, type DType, type RawArray } from "../../../src/run
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
+import { guardsIntact, poisoned } from "./guards.js";
 
 const group = await init({ backend: "cuda", stagingBytes: 32 << 20 });
 const c = group.collectives;
 const { rank, worldSize: world, device } = group;
 const stream = defaultStream(device);
 const seed = await sharedSeed(group.store, rank);
-const GUARD = 4096;
 
 type Layout = "nk" | "kn";
 interface Combo {
@@ -76,20 +76,6 @@ function close(got: RawArray, want: Float32Array | Float64Array, what: string, t
   }
   const rel = Math.sqrt(num / Math.max(den, 1e-30));
   if (!(rel < tol)) assert.fail(`${what}: relative difference ${rel} from the reference (seed ${seed})`);
-}
-
-/** A NaN-poisoned [rows, cols] tensor inside guards; returns [whole, the tensor]. */
-function poisoned(dtype: DType, rows: number, cols: number): [Tensor, Tensor] {
-  const whole = Tensor.full([rows * cols + 2 * GUARD], NaN, dtype);
-  return [whole, whole.slice(GUARD, GUARD + rows * cols).view([rows, cols])];
-}
-
-function guardsIntact(whole: Tensor, what: string): void {
-  const all = whole.toHost();
-  const poison = all[0];
-  for (let i = 0; i < GUARD; i++)
-    if (!Object.is(all[i], poison) || !Object.is(all[all.length - 1 - i], poison))
-      assert.fail(`${what}: guard overwritten`);
 }
 
 const hash = rawHash;
@@ -206,8 +192,8 @@ for (const combo of COMBOS) {
   for (const [rows, n, k] of AG_SHAPES) {
     const x = agCase(combo, rows, n, k);
     for (const algorithm of [...AG_FUSED, "sequential", "nccl_cublaslt"] as const) {
-      const [oWhole, out] = poisoned("bf16", world * rows, n);
-      const [gWhole, gathered] = poisoned(combo.dtype, world * rows, k);
+      const [oWhole, out] = poisoned("bf16", [world * rows, n]);
+      const [gWhole, gathered] = poisoned(combo.dtype, [world * rows, k]);
       runAg(x, algorithm, out, gathered);
       group.synchronize();
       (await group.nccl()).synchronize();
@@ -225,7 +211,7 @@ for (const combo of COMBOS) {
   for (const [m, n, k] of RS_SHAPES) {
     const x = rsCase(combo, m, n, k);
     for (const algorithm of [...RS_FUSED, "sequential", "nccl_cublaslt"] as const) {
-      const [oWhole, out] = poisoned("bf16", m / world, n);
+      const [oWhole, out] = poisoned("bf16", [m / world, n]);
       runRs(x, algorithm, out);
       group.synchronize();
       (await group.nccl()).synchronize();
@@ -414,8 +400,8 @@ console.log(
 {
   const x = agCase({ dtype: "bf16", layout: "nk" }, 64, 256, 128, 50);
   const y = rsCase({ dtype: "bf16", layout: "nk" }, 64 * world, 256, 128, 52);
-  const [oWhole, out] = poisoned("bf16", 64 * world, 256);
-  const [rWhole, rOut] = poisoned("bf16", 64, 256);
+  const [oWhole, out] = poisoned("bf16", [64 * world, 256]);
+  const [rWhole, rOut] = poisoned("bf16", [64, 256]);
   const before = [oWhole.toHost(), rWhole.toHost()];
   const other = deviceCount() > 1 ? Device.get((device.ordinal + 1) % deviceCount()) : undefined;
   const big = Tensor.empty([4096, 4096], "bf16");

@@ -381,15 +381,11 @@ __device__ __forceinline__ void pull_group(const SymmView& v, const NormIo<T>& i
   reduce_ranks<T, OpSum, W>(raw, f);
 }
 
-template <typename T, u32 W, u32 S>
-__global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
-                                                                 u32 phase, SYMMKIT_NORM_PARAMS(T)) {
-  SYMMKIT_NORM_IO(T);
-  __shared__ float red[16];
-  if (in) copy_rows_in<T, W>(v, in, io);
-  start_barrier(v, in != nullptr, phase);
+/** Normalises rows blockIdx.x, + gridDim.x, ...: sum(row, gi, f) puts group gi's rank-order sum in f. */
+template <typename T, u32 S, typename Sum>
+__device__ __forceinline__ void norm_rows(const NormIo<T>& io, float* red, Sum sum) {
   const u32 gpr = io.groups();
-  for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+  for (u64 row = blockIdx.x; row < io.rows; row += gridDim.x) {
     const RowOperands<T, S> ops(io, row, true);
     u32x4 hr[S];
 #pragma unroll
@@ -397,11 +393,21 @@ __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_co
       const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi >= gpr) continue;
       float f[8];
-      pull_group<T, W>(v, io, row, gi, f);
+      sum(row, gi, f);
       hr[j] = add_residual(io, ops, j, f);
     }
     finish_row(io, row, hr, ops, red);
   }
+}
+
+template <typename T, u32 W, u32 S>
+__global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
+                                                                 u32 phase, SYMMKIT_NORM_PARAMS(T)) {
+  SYMMKIT_NORM_IO(T);
+  __shared__ float red[16];
+  if (in) copy_rows_in<T, W>(v, in, io);
+  start_barrier(v, in != nullptr, phase);
+  norm_rows<T, S>(io, red, [&](u64 row, u32 gi, float(&f)[8]) { pull_group<T, W>(v, io, row, gi, f); });
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }
 
@@ -451,20 +457,9 @@ template <typename T, u32 S>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_rows(const T* a, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
-  const u32 gpr = io.groups();
-  for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const RowOperands<T, S> ops(io, row, true);
-    u32x4 hr[S];
-#pragma unroll
-    for (u32 j = 0; j < S; ++j) {
-      const u32 gi = threadIdx.x + j * kNormThreads;
-      if (gi >= gpr) continue;
-      float f[8];
-      Vec16<T>::unpack(load_group(a + row * hidden, gi, hidden), f);
-      hr[j] = add_residual(io, ops, j, f);
-    }
-    finish_row(io, row, hr, ops, red);
-  }
+  norm_rows<T, S>(io, red, [&](u64 row, u32 gi, float(&f)[8]) {
+    Vec16<T>::unpack(load_group(a + row * hidden, gi, hidden), f);
+  });
 }
 
 #undef SYMMKIT_NORM_IO
