@@ -14,14 +14,17 @@ const worker = `
 `;
 const start = Date.now();
 const codes = await Promise.all(
-  Array.from({ length: Number(n) }, (_, i) =>
-    new Promise((resolve) =>
-      spawn(process.execPath, ["--input-type=module", "-e", worker, arch, String(i), n], { stdio: "inherit" }).on(
-        "exit",
-        resolve,
+  Array.from(
+    { length: Number(n) },
+    (_, i) =>
+      new Promise((resolve) =>
+        spawn(process.execPath, ["--input-type=module", "-e", worker, arch, String(i), n], {
+          stdio: "inherit",
+        }).on("exit", resolve),
       ),
-    ),
   ),
 );
-console.log(`warmed the kernel cache for ${arch} with ${n} processes in ${((Date.now() - start) / 1000).toFixed(1)} s`);
+console.log(
+  `warmed the kernel cache for ${arch} with ${n} processes in ${((Date.now() - start) / 1000).toFixed(1)} s`,
+);
 process.exit(codes.every((c) => c === 0) ? 0 : 1);
