@@ -2,15 +2,15 @@
 // (bias and residual added first, the pre-norm sum written to residualOut). A GPU tensor runs the norm
 // kernel (src/ops/rms-norm-op.ts), a host tensor the host reference (src/ops/rms-norm.ts); both give the
 // fused op's bits.
-import { HostTensor, hostOverlaps } from "./cpu/host-tensor.js";
+import { HostTensor, hostOverlaps, sameHostSpan } from "./cpu/host-tensor.js";
 import {
   checkAllReduceRmsNorm,
   checkNormAliasing,
   type AllReduceRmsNormOptions,
 } from "./ops/ar-norm-checks.js";
-import { overlaps } from "./ops/matmul.js";
+import { overlaps, sameSpan } from "./ops/matmul.js";
 import { rmsNormRows } from "./ops/rms-norm.js";
-import { launchNorm } from "./ops/rms-norm-op.js";
+import { launchNorm, normKernel } from "./ops/rms-norm-op.js";
 import { defaultStream, type Stream } from "./runtime/stream.js";
 import { Tensor } from "./runtime/tensor.js";
 
@@ -24,21 +24,24 @@ export function rmsNorm<T extends Tensor | HostTensor>(
   if (x instanceof Tensor) {
     const o = options as AllReduceRmsNormOptions<Tensor> & { stream?: Stream };
     const output = o.output ?? Tensor.empty(x.shape, x.dtype, { device: x.device });
-    checkNormAliasing(what, x, o, output, overlaps, (a, b) => a.ptr === b.ptr && a.nbytes === b.nbytes);
-    launchNorm(x, o, output, p.rows, p.hidden, p.eps, p.outScaleInv, o.stream ?? defaultStream(x.device));
+    checkNormAliasing(what, x, o, output, overlaps, sameSpan);
+    launchNorm(
+      normKernel(x.device, x.dtype, p.hidden),
+      x,
+      o,
+      output,
+      p.rows,
+      p.hidden,
+      p.eps,
+      p.outScaleInv,
+      o.stream ?? defaultStream(x.device),
+    );
     return { output: output as T, residualOut: options.residualOut };
   }
   const h: HostTensor = x;
   const o = options as AllReduceRmsNormOptions<HostTensor>;
   const output = o.output ?? HostTensor.empty(h.shape, h.dtype);
-  checkNormAliasing(
-    what,
-    h,
-    o,
-    output,
-    hostOverlaps,
-    (a, b) => a.raw.byteOffset === b.raw.byteOffset && a.nbytes === b.nbytes,
-  );
+  checkNormAliasing(what, h, o, output, hostOverlaps, sameHostSpan);
   const inputs = { weight: o.weight.raw, bias: o.bias?.raw, residual: o.residual?.raw };
   rmsNormRows(p, h.raw, inputs, output.raw, o.residualOut?.raw);
   return { output: output as T, residualOut: options.residualOut };

@@ -35,6 +35,8 @@ const INTERNAL: Readonly<Record<string, string>> = {
   FusedMatmul:
     "GpuCollectives' engine for the fused matmuls, built from its private context; users call " +
     "collectives.allGatherMatmul / matmulReduceScatter, and collectives.fusedMatmul is typed as a Pick",
+  // src/ops/memo.ts
+  Memo3: "a cache of kernel handles by key triple for the collectives' eager call paths, internal to src/ops",
   // src/ops/ar-norm.ts
   ArNorm:
     "GpuCollectives' engine for allReduceRmsNorm, built from its private context; users call " +

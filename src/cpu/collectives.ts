@@ -41,7 +41,7 @@ import {
   type CpuArNormAlgorithm,
 } from "../ops/ar-norm-checks.js";
 import { rmsNormRows } from "../ops/rms-norm.js";
-import { HostTensor, hostOverlaps, rawView } from "./host-tensor.js";
+import { HostTensor, hostOverlaps, rawView, sameHostSpan } from "./host-tensor.js";
 import { hostMatmul } from "./matmul.js";
 import type { CpuSymmetricTensor } from "./symmetric.js";
 import { ACK_SLOTS, barrier, putSignal, READY_SLOTS, waitSignal, type CpuSyncEnv } from "./sync.js";
@@ -52,10 +52,6 @@ import {
   type CallShape,
 } from "../distributed/fingerprint.js";
 import { SymmTimeoutError } from "../distributed/sync-watch.js";
-
-function sameSpan(a: HostTensor, b: HostTensor): boolean {
-  return a.raw.byteOffset === b.raw.byteOffset && a.nbytes === b.nbytes;
-}
 
 /** Below this many bytes, "auto" picks one-shot (one barrier round less); above, two-shot (less reading). */
 export const ONE_SHOT_MAX_BYTES = 64 * 1024;
@@ -197,7 +193,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const p = checkAllReduceRmsNorm(what, x, options);
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_AR_NORM_ALGORITHMS);
     const output = options.output ?? HostTensor.empty(x.shape, x.dtype);
-    checkNormAliasing(what, x, options, output, hostOverlaps, (a, b) => hostOverlaps(a, b) && sameSpan(a, b));
+    checkNormAliasing(what, x, options, output, hostOverlaps, sameHostSpan);
     const sum = HostTensor.empty(x.shape, x.dtype);
     this.#allReduce(x, sum, "sum", "auto", "all-reduce-rms-norm/sequential", p.hidden);
     const o = options;

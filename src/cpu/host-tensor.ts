@@ -38,6 +38,11 @@ export function hostOverlaps(a: HostTensor, b: HostTensor): boolean {
   );
 }
 
+/** Whether two host tensors are the same memory exactly. */
+export function sameHostSpan(a: HostTensor, b: HostTensor): boolean {
+  return a.raw.buffer === b.raw.buffer && a.raw.byteOffset === b.raw.byteOffset && a.nbytes === b.nbytes;
+}
+
 export class HostTensor implements Disposable {
   readonly device = "cpu" as const;
   readonly shape: Shape;

@@ -29,8 +29,9 @@ import {
   type NormSlots,
   type ArNormParams,
 } from "./ar-norm-programs.js";
-import { overlaps } from "./matmul.js";
+import { overlaps, sameSpan } from "./matmul.js";
 import { launchNorm, normKernel } from "./rms-norm-op.js";
+import { Memo3 } from "./memo.js";
 import { pickRule, type TuneRule } from "./tune-table.js";
 import { checkAlgorithm, checkCapacity } from "./validate.js";
 
@@ -61,10 +62,11 @@ export interface ArNormContext {
   readonly rules: readonly TuneRule[] | undefined;
   /** The call's fingerprint (and the group's checks before any call). */
   phase(shape: CallShape, stream: Stream): number;
-  /** symmkit's all-reduce of `input` into `output` with `algorithm` ("auto", "nccl"), fingerprinted as
-   * `kind`. */
+  /** symmkit's all-reduce of `input` (whose local tensor is `x`) into `output` with `algorithm` ("auto",
+   * "nccl"), fingerprinted as `kind`. */
   allReduce(
     input: Tensor | SymmetricTensor,
+    x: Tensor,
     output: Tensor,
     algorithm: "auto" | "nccl",
     kind: CallKind,
@@ -84,10 +86,17 @@ export interface ArNormResult {
 
 export class ArNorm {
   readonly #ctx: ArNormContext;
-  readonly #kernels = new Map<string, Kernel>();
+  /** Kernel handles by kernel, dtype and slots, resolved once. */
+  readonly #kernels: Memo3<ArNormKernel, DType, NormSlots, Kernel>;
 
   constructor(ctx: ArNormContext) {
     this.#ctx = ctx;
+    this.#kernels = new Memo3((kernel, dtype, slots) =>
+      sharedModule(arNormProgram(kernel, dtype), ctx.device).kernel(
+        arNormExpr(kernel, dtype, ctx.world, slots),
+        AR_NORM_PARAMS[kernel],
+      ),
+    );
   }
 
   run(
@@ -103,7 +112,7 @@ export class ArNorm {
     checkAlgorithm(what, requested, AR_NORM_ALGORITHMS);
     for (const t of [o.weight, o.bias, o.residual, o.output, o.residualOut]) if (t) ctx.onDevice(what, t);
     const output = o.output ?? Tensor.empty(x.shape, x.dtype, { device: ctx.device });
-    checkNormAliasing(what, x, o, output, overlaps, (a, b) => a.ptr === b.ptr && a.nbytes === b.nbytes);
+    checkNormAliasing(what, x, o, output, overlaps, sameSpan);
     const symmetric = !(input instanceof Tensor);
     // A symmetric x is read in place unless an output overlaps it (peers may still read it).
     const inPlace = symmetric && !overlaps(output, x) && !(o.residualOut && overlaps(o.residualOut, x));
@@ -115,18 +124,18 @@ export class ArNorm {
       // The all-reduce's sum goes where the norm can read it in place (see #checkRoom); one rank has
       // nothing to reduce.
       const sum = ctx.world === 1 ? x : p.outDtype === p.dtype ? output : o.residualOut!;
-      normKernel(ctx.device, p.dtype, p.hidden);
-      if (ctx.world > 1) {
-        const kind = `all-reduce-rms-norm/${algorithm}` as CallKind;
-        ctx.allReduce(input, sum, algorithm === "nccl" ? "nccl" : "auto", kind, stream);
-      }
-      launchNorm(sum, o, output, p.rows, p.hidden, p.eps, p.outScaleInv, stream);
+      const k = normKernel(ctx.device, p.dtype, p.hidden);
+      if (ctx.world > 1)
+        ctx.allReduce(input, x, sum, algorithm === "nccl" ? "nccl" : "auto", KINDS[algorithm], stream);
+      launchNorm(k, sum, o, output, p.rows, p.hidden, p.eps, p.outScaleInv, stream);
       return { output, residualOut: o.residualOut };
     }
-    const kind = `all-reduce-rms-norm/${algorithm}` as CallKind;
     const kernel = KERNELS[algorithm];
-    const k = this.#kernel(kernel, p.dtype, normSlots(p.hidden));
-    const phase = ctx.phase({ kind, dtype: p.dtype, op: "sum", count: x.numel, peer: p.hidden }, stream);
+    const k = this.#kernels.get(kernel, p.dtype, normSlots(p.hidden)) as Kernel<ArNormParams[typeof kernel]>;
+    const phase = ctx.phase(
+      { kind: KINDS[algorithm], dtype: p.dtype, op: "sum", count: x.numel, peer: p.hidden },
+      stream,
+    );
     const sm = ctx.device.props.smCount;
     const cfg = { grid: Math.min(p.rows, sm), block: BLOCK, stream };
     const m = ctx.mailbox;
@@ -174,11 +183,8 @@ export class ArNorm {
       undefined;
     const tuned = ctx.rules && (pickRule(ctx.rules, bytes) as Exclude<ArNormAlgorithm, "auto"> | undefined);
     if (tuned && fits(tuned)) return tuned;
-    const order: Exclude<ArNormAlgorithm, "auto">[] = [];
-    if (bytes <= AR_NORM_LAMPORT_MAX_BYTES) order.push("lamport");
-    if (bytes <= AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES) order.push("lamport_two_shot");
-    order.push("one_shot", "sequential");
-    return order.find(fits) ?? "nccl";
+    for (const [a, max] of AUTO_ORDER) if (bytes <= max && fits(a)) return a;
+    return "nccl";
   }
 
   #checkRoom(
@@ -229,21 +235,17 @@ export class ArNorm {
       p.outScaleInv,
     ] as const;
   }
-
-  #kernel<K extends ArNormKernel>(kernel: K, dtype: DType, slots: NormSlots): Kernel<ArNormParams[K]> {
-    const key = `${kernel}/${dtype}/${slots}`;
-    let k = this.#kernels.get(key);
-    if (!k) {
-      const ctx = this.#ctx;
-      k = sharedModule(arNormProgram(kernel, dtype), ctx.device).kernel(
-        arNormExpr(kernel, dtype, ctx.world, slots),
-        AR_NORM_PARAMS[kernel],
-      );
-      this.#kernels.set(key, k);
-    }
-    return k as Kernel<ArNormParams[K]>;
-  }
 }
+
+/** The fingerprint's call kind of each algorithm. */
+const KINDS = {
+  lamport: "all-reduce-rms-norm/lamport",
+  lamport_two_shot: "all-reduce-rms-norm/lamport_two_shot",
+  one_shot: "all-reduce-rms-norm/one_shot",
+  two_shot: "all-reduce-rms-norm/two_shot",
+  sequential: "all-reduce-rms-norm/sequential",
+  nccl: "all-reduce-rms-norm/nccl",
+} as const satisfies Record<Exclude<ArNormAlgorithm, "auto">, CallKind>;
 
 const KERNELS = {
   lamport: "lamport_ar_rms_norm",
@@ -251,6 +253,14 @@ const KERNELS = {
   one_shot: "pull_ar_rms_norm",
   two_shot: "pull_two_shot_ar_rms_norm",
 } as const satisfies Partial<Record<ArNormAlgorithm, ArNormKernel>>;
+
+/** auto's built-in rule: the first of these that fits, each up to its bytes of x. */
+const AUTO_ORDER: readonly (readonly [Exclude<ArNormAlgorithm, "auto">, number])[] = [
+  ["lamport", AR_NORM_LAMPORT_MAX_BYTES],
+  ["lamport_two_shot", AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES],
+  ["one_shot", Infinity],
+  ["sequential", Infinity],
+];
 
 /** What `algorithm` needs that this group lacks (undefined: it can run): mailbox bytes per peer, or
  * staging bytes. The inner all-reduce of sequential judges its own needs. */

@@ -53,6 +53,7 @@ import {
 } from "./coll/registry.js";
 import type { Collectives } from "./collectives.js";
 import { overlaps } from "./matmul.js";
+import { Memo3 } from "./memo.js";
 import {
   checkAlgorithm,
   checkCapacity,
@@ -112,28 +113,6 @@ interface Mailbox {
   readonly slotBytes: number;
   /** A slot's bytes in the buffer (the kernels' `cap`): the payload, then the call's header. */
   readonly stride: number;
-}
-
-/** Values made once per (a, b, c) by `make` and kept: three Map lookups a call, no key building. */
-class Memo3<A, B, C, V> {
-  readonly #map = new Map<A, Map<B, Map<C, V>>>();
-  readonly #make: (a: A, b: B, c: C) => V;
-  constructor(make: (a: A, b: B, c: C) => V) {
-    this.#make = make;
-  }
-  get(a: A, b: B, c: C): V {
-    const v = this.#map.get(a)?.get(b)?.get(c);
-    return v === undefined ? this.#add(a, b, c) : v;
-  }
-  #add(a: A, b: B, c: C): V {
-    let mb = this.#map.get(a);
-    if (!mb) this.#map.set(a, (mb = new Map<B, Map<C, V>>()));
-    let mc = mb.get(b);
-    if (!mc) mb.set(b, (mc = new Map<C, V>()));
-    const v = this.#make(a, b, c);
-    mc.set(c, v);
-    return v;
-  }
 }
 
 /** The algorithms the GPU backend accepts, by operation. */
@@ -217,8 +196,7 @@ export class GpuCollectives implements Collectives<
       mailbox,
       rules: tuned?.arNorm?.rules,
       phase: (shape, stream) => this.#phase(shape, stream),
-      allReduce: (input, output, algorithm, kind, stream) => {
-        const x = this.#local(input, "allReduceRmsNorm");
+      allReduce: (input, x, output, algorithm, kind, stream) => {
         const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
         const a =
           algorithm === "auto"

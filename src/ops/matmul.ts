@@ -51,6 +51,11 @@ export function overlaps(x: Span, y: Span): boolean {
   return x.ptr < y.ptr + BigInt(y.nbytes) && y.ptr < x.ptr + BigInt(x.nbytes);
 }
 
+/** Whether two spans are the same memory exactly (same start, same length). */
+export function sameSpan(x: Span, y: Span): boolean {
+  return x.ptr === y.ptr && x.nbytes === y.nbytes;
+}
+
 interface Shaped {
   readonly shape: readonly number[];
   readonly dtype: DType;

@@ -7,35 +7,29 @@ import { sharedModule } from "../runtime/module.js";
 import type { Stream } from "../runtime/stream.js";
 import type { Tensor } from "../runtime/tensor.js";
 import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
-import { AR_NORM_PARAMS, arNormExpr, arNormProgram, normSlots } from "./ar-norm-programs.js";
+import { AR_NORM_PARAMS, arNormExpr, arNormProgram, normSlots, type NormSlots } from "./ar-norm-programs.js";
+import { Memo3 } from "./memo.js";
 
 const BLOCK = 512;
-/** rms_norm_rows by device ordinal and dtype, resolved once. */
-const kernels = new Map<string, Kernel<typeof AR_NORM_PARAMS.rms_norm_rows>>();
+export type NormKernel = Kernel<typeof AR_NORM_PARAMS.rms_norm_rows>;
+/** rms_norm_rows by device, dtype and slots, resolved once. */
+const kernels = new Memo3<Device, DType, NormSlots, NormKernel>((device, dtype, slots) =>
+  sharedModule(arNormProgram("rms_norm_rows", dtype), device).kernel(
+    arNormExpr("rms_norm_rows", dtype, 1, slots),
+    AR_NORM_PARAMS.rms_norm_rows,
+  ),
+);
 
 /** rms_norm_rows for `dtype` on `device`, loaded on first use (which waits for the GPU: resolve it before
  * enqueuing anything that may wait for a peer). */
-export function normKernel(
-  device: Device,
-  dtype: DType,
-  hidden: number,
-): Kernel<typeof AR_NORM_PARAMS.rms_norm_rows> {
-  const slots = normSlots(hidden);
-  const key = `${device.ordinal}/${dtype}/${slots}`;
-  let k = kernels.get(key);
-  if (!k) {
-    k = sharedModule(arNormProgram("rms_norm_rows", dtype), device).kernel(
-      arNormExpr("rms_norm_rows", dtype, 1, slots),
-      AR_NORM_PARAMS.rms_norm_rows,
-    );
-    kernels.set(key, k);
-  }
-  return k;
+export function normKernel(device: Device, dtype: DType, hidden: number): NormKernel {
+  return kernels.get(device, dtype, normSlots(hidden));
 }
 
-/** The norm kernel on checked arguments (src/ops/ar-norm-checks.ts): `sum` holds the rows to normalise.
- */
+/** The norm kernel `k` (normKernel) on checked arguments (src/ops/ar-norm-checks.ts): `sum` holds the
+ * rows to normalise. */
 export function launchNorm(
+  k: NormKernel,
   sum: Tensor,
   o: AllReduceRmsNormOptions<Tensor>,
   output: Tensor,
@@ -45,9 +39,8 @@ export function launchNorm(
   outScaleInv: number,
   stream: Stream,
 ): void {
-  const device = sum.device;
-  normKernel(device, sum.dtype, hidden).launch(
-    { grid: Math.min(rows, 4 * device.props.smCount), block: BLOCK, stream },
+  k.launch(
+    { grid: Math.min(rows, 4 * sum.device.props.smCount), block: BLOCK, stream },
     sum,
     o.bias?.ptr ?? 0n,
     o.residual?.ptr ?? 0n,
