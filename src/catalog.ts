@@ -5,11 +5,13 @@ import type { KernelCache } from "./runtime/jit/cache.js";
 import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
 import { LINK_PROBE, FAIL_CONTEXT, SYNC_KERNELS } from "./distributed/sync-kernels.js";
-import { BARRIER_KERNELS } from "./ops/coll/programs.js";
+import { ALL_TO_ALL_PROGRAM, BARRIER_KERNELS } from "./ops/coll/programs.js";
 import { collectivePrograms } from "./ops/coll/registry.js";
 import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
 import { FUSED_PROGRAMS } from "./ops/fused-programs.js";
 import { arNormPrograms } from "./ops/ar-norm-programs.js";
+import { MOE_PROGRAM } from "./ops/moe.js";
+import { P2P_PROGRAM } from "./ops/exchange.js";
 
 export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,
@@ -18,9 +20,12 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   BARRIER_KERNELS,
   FAIL_CONTEXT,
   ...collectivePrograms(),
+  ALL_TO_ALL_PROGRAM,
   ...GEMM_PROGRAMS,
   ...FUSED_PROGRAMS,
   ...arNormPrograms(),
+  MOE_PROGRAM,
+  P2P_PROGRAM,
 ];
 
 export interface CatalogResult {

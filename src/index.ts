@@ -146,6 +146,27 @@ export {
   type AllReduceRmsNormOptions,
 } from "./ops/ar-norm-checks.js";
 export { rmsNorm } from "./norm.js";
+export {
+  CPU_EXCHANGE_ALGORITHMS,
+  GPU_ALL_TO_ALL_ALGORITHMS,
+  GPU_ALL_TO_ALL_V_ALGORITHMS,
+  GPU_SEND_RECV_ALGORITHMS,
+  type CpuExchangeAlgorithm,
+  type GpuAllToAllAlgorithm,
+  type GpuAllToAllVAlgorithm,
+  type GpuSendRecvAlgorithm,
+} from "./ops/exchange-checks.js";
+export {
+  CPU_MOE_ALGORITHMS,
+  MOE_TOKEN_DTYPES,
+  type CombineOptions,
+  type CpuMoeAlgorithm,
+  type DispatchOptions,
+  type DispatchResult,
+  type MoeHandle,
+  type MoeProblem,
+} from "./ops/moe-checks.js";
+export { GPU_MOE_ALGORITHMS, type GpuMoeAlgorithm } from "./ops/moe.js";
 export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm-programs.js";
 export { CublasLtMatmul, type LtMatmul } from "./ops/cublaslt-matmul.js";
 export { CublasError } from "./cuda/cublaslt.js";

@@ -22,6 +22,10 @@ const EXPECTED: Record<string, (r: number) => RegExp> = {
     new RegExp(
       `^rank ${r} received \\[${Array.from({ length: WORLD }, (_, p) => 1000 * (p + 1) + r).join(", ")}\\]$`,
     ),
+  "moe.mjs": (r) =>
+    new RegExp(
+      `^rank ${r}: MoE dispatch -> 4 experts per rank -> combine of 8 tokens \\(top-2 of ${4 * WORLD}\\) on ${WORLD} cpu ranks matches the reference$`,
+    ),
   "collectives.mjs": (r) =>
     new RegExp(
       `^rank ${r}: all-reduce \\(two_shot\\) and all-gather of 4096 bf16 values on ${WORLD} cpu ranks match the reference$`,

@@ -41,6 +41,11 @@ const INTERNAL: Readonly<Record<string, string>> = {
   ArNorm:
     "GpuCollectives' engine for allReduceRmsNorm, built from its private context; users call " +
     "collectives.allReduceRmsNorm",
+  // src/ops/exchange.ts, src/ops/moe.ts
+  GpuExchange:
+    "GpuCollectives' engine for send/recv, sendRecv, allToAll and allToAllV, built from its private " +
+    "context; users call those on collectives",
+  GpuMoe: "GpuCollectives' engine for MoE dispatch and combine; users call collectives.dispatch / combine",
   // src/distributed/group-base.ts
   GroupBase:
     "abstract base of ProcessGroup and CpuProcessGroup (protected constructor); users get those, " +

@@ -16,10 +16,10 @@ import { deviceCount } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
-import { startTogether } from "./collectives.js";
+import { perGraphFor, timeTogether } from "./collectives.js";
 import { relFrobenius } from "./gemm.js";
 import { startProgress } from "./progress.js";
-import { benchEnvironment, graphTimeManyUs, table, type BenchEnvironment } from "./report.js";
+import { benchEnvironment, table, type BenchEnvironment } from "./report.js";
 
 export const DEFAULT_AR_NORM_TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
 export const DEFAULT_AR_NORM_HIDDEN = [4096, 8192];
@@ -128,14 +128,7 @@ export async function benchArNorm(o: {
     group.synchronize(stream);
     comm.synchronize(stream);
     validate(names, outs, resOuts, `${tokens} x ${hidden}`, rank);
-    await group.barrier();
-    const perGraph = Math.max(2, Math.min(50, Math.ceil(2e-3 / (bytes / 200e9 + 5e-6))));
-    const times = await graphTimeManyUs(stream, runs, {
-      perGraph,
-      replays: 15,
-      beforeReplay: () => startTogether(group, stream),
-      sync: () => group.synchronize(stream),
-    });
+    const times = await timeTogether(group, stream, runs, { perGraph: perGraphFor(bytes) });
     const us = Object.fromEntries(names.map((n, i) => [n, times[i]!]));
     rows.push({ tokens, hidden, bytes, us });
     progress.log(`  ${tokens} x ${hidden}: ${names.map((n) => `${n} ${us[n]!.toFixed(1)}`).join(", ")} us`);

@@ -24,7 +24,7 @@ import { hostUniform } from "../runtime/random.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { startProgress } from "./progress.js";
-import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
+import { benchEnvironment, graphTimeManyUs, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
 export interface CollectiveRow {
   readonly bytes: number;
@@ -127,6 +127,29 @@ const HOLD_NS = 200_000;
 export async function startTogether(group: BenchGroup, stream: Stream): Promise<void> {
   await group.barrier();
   group.collectives.barrier({ stream, holdNs: HOLD_NS });
+}
+
+/** Calls per timed graph for a call that moves `bytes`: about 2 ms of work, 2 to 50 calls. */
+export const perGraphFor = (bytes: number): number =>
+  Math.max(2, Math.min(50, Math.ceil(2e-3 / (bytes / 200e9 + 5e-6))));
+
+/**
+ * GPU us per call of each of `runs` (validated before) on every rank: the ranks meet, then graphs of
+ * `perGraph` calls are replayed in turn, every rank starting each replay together; medians.
+ */
+export async function timeTogether(
+  group: BenchGroup,
+  stream: Stream,
+  runs: readonly (() => void)[],
+  o: { perGraph: number; replays?: number },
+): Promise<number[]> {
+  await group.barrier();
+  return graphTimeManyUs(stream, runs, {
+    perGraph: o.perGraph,
+    replays: o.replays ?? 15,
+    beforeReplay: () => startTogether(group, stream),
+    sync: () => group.synchronize(stream),
+  });
 }
 
 /** One size of a collective benchmark: its inputs and outputs, made by the benchmark. */

@@ -21,10 +21,10 @@ import { deviceCount } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
-import { startTogether } from "./collectives.js";
+import { timeTogether } from "./collectives.js";
 import { relFrobenius, type GemmShape } from "./gemm.js";
 import { startProgress } from "./progress.js";
-import { benchEnvironment, graphTimeManyUs, table, type BenchEnvironment } from "./report.js";
+import { benchEnvironment, table, type BenchEnvironment } from "./report.js";
 
 export type FusedBench = "ag-gemm" | "gemm-rs";
 
@@ -154,15 +154,9 @@ export async function benchFused(o: {
     group.synchronize(stream);
     comm.synchronize(stream);
     validate(o.bench, implementations, outs, floorOuts[0]!, rank, world, `${m}x${n}x${k}`);
-    await group.barrier();
     const flops = 2 * m * n * rankK;
     const perGraph = Math.max(2, Math.min(50, Math.ceil(10e-3 / (flops / 600e12))));
-    const times = await graphTimeManyUs(stream, runs, {
-      perGraph,
-      replays: 10,
-      beforeReplay: () => startTogether(group, stream),
-      sync: () => group.synchronize(stream),
-    });
+    const times = await timeTogether(group, stream, runs, { perGraph, replays: 10 });
     const us = Object.fromEntries(implementations.map((name, i) => [name, times[i]!]));
     rows.push({ m, n, k, rankFlops: flops, us });
     progress.log(`  ${implementations.map((x) => `${x} ${us[x]!.toFixed(1)}`).join(", ")} us`);

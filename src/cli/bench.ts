@@ -296,6 +296,104 @@ export function addBenchCommands(program: CliCommand): void {
       return show(cmd, await benchArNorm(o), formatArNorm);
     });
 
+  bench
+    .command("all-to-all")
+    .summary("allToAll's algorithms against NCCL's grouped send/recv (under symmkit run)")
+    .description(
+      "allToAll of each size per rank (u8): symmkit's algorithms and NCCL's grouped send/recv as a " +
+        `framework calls it; validated, graph-timed. ${RUN_UNDER} all-to-all`,
+    )
+    .lazyOptions(async (cmd) => {
+      const { parseSizes } = await import("../bench/collectives.js");
+      const { ALL_TO_ALL_BENCH_NAMES } = await import("../bench/all-to-all.js");
+      cmd
+        .addOption(sizesOption(parseSizes))
+        .addOption(
+          new Option(
+            "--algorithms <names>",
+            `what to time, comma-separated: ${ALL_TO_ALL_BENCH_NAMES.join(", ")} (default: all)`,
+          ).argParser(algorithmList(ALL_TO_ALL_BENCH_NAMES)),
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const o = cmd.opts<{ sizes: number[]; algorithms?: string[] }>();
+      const { benchAllToAll, formatAllToAll } = await import("../bench/all-to-all.js");
+      return show(cmd, await benchAllToAll(o), formatAllToAll);
+    });
+
+  bench
+    .command("send-recv")
+    .summary("send/recv one way and sendRecv both ways, every algorithm (under symmkit run, even ranks)")
+    .description(
+      "Point-to-point between rank pairs (2p, 2p + 1): the even rank sends and the odd one receives, then " +
+        `both at once with sendRecv, each algorithm of send/recv; validated, graph-timed. ${RUN_UNDER} send-recv`,
+    )
+    .lazyOptions(async (cmd) => {
+      const { parseSizes } = await import("../bench/collectives.js");
+      const { SEND_RECV_BENCH_NAMES } = await import("../bench/send-recv.js");
+      cmd
+        .addOption(sizesOption(parseSizes))
+        .addOption(
+          new Option(
+            "--algorithms <names>",
+            `what to time, comma-separated: ${SEND_RECV_BENCH_NAMES.join(", ")} (default: all)`,
+          ).argParser(algorithmList(SEND_RECV_BENCH_NAMES)),
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const o = cmd.opts<{ sizes: number[]; algorithms?: string[] }>();
+      const { benchSendRecv, formatSendRecv } = await import("../bench/send-recv.js");
+      return show(cmd, await benchSendRecv(o), formatSendRecv);
+    });
+
+  bench
+    .command("moe")
+    .summary("MoE dispatch and combine at the references' shapes (under symmkit run)")
+    .description(
+      "dispatch (eager: it waits on the host for the counts) and combine (graph-timed) of tokens x hidden " +
+        `bf16 per rank, top-k of E experts at random; validated through an identity expert. ${RUN_UNDER} moe`,
+    )
+    .lazyOptions(async (cmd) => {
+      const { DEFAULT_MOE_SHAPES } = await import("../bench/moe.js");
+      const d = DEFAULT_MOE_SHAPES[0]!;
+      cmd
+        .addOption(
+          new Option("--tokens <n,...>", "tokens per rank").argParser(intList("tokens", 1 << 20)).default(
+            DEFAULT_MOE_SHAPES.map((s) => s.tokens),
+            DEFAULT_MOE_SHAPES.map((s) => s.tokens).join(","),
+          ),
+        )
+        .addOption(
+          new Option("--hidden <n>", "hidden size")
+            .argParser(intList("hidden", 1 << 16))
+            .default([d.hidden], String(d.hidden)),
+        )
+        .addOption(
+          new Option("--topk <k>", "experts per token")
+            .argParser(intList("topk", 64))
+            .default([d.topk], String(d.topk)),
+        )
+        .addOption(
+          new Option("--experts <E>", "experts in all (a multiple of the world size)")
+            .argParser(intList("experts", 1 << 16))
+            .default([d.experts], String(d.experts)),
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const o = cmd.opts<{ tokens: number[]; hidden: number[]; topk: number[]; experts: number[] }>();
+      const { benchMoe, formatMoe } = await import("../bench/moe.js");
+      const shapes = o.tokens.map((tokens) => ({
+        tokens,
+        hidden: o.hidden[0]!,
+        topk: o.topk[0]!,
+        experts: o.experts[0]!,
+      }));
+      return show(cmd, await benchMoe({ shapes }), formatMoe);
+    });
+
   program
     .command("tune")
     .summary("measure the collectives and fused matmuls, write the table auto picks from")

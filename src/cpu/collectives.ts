@@ -52,6 +52,44 @@ import {
   type CallShape,
 } from "../distributed/fingerprint.js";
 import { SymmTimeoutError } from "../distributed/sync-watch.js";
+import { InvalidArgumentError } from "../errors.js";
+import type { DType } from "../runtime/dtype.js";
+import {
+  allToAllVVerdict,
+  checkAllToAll,
+  checkAllToAllV,
+  checkCountList,
+  checkSendRecv,
+  CPU_EXCHANGE_ALGORITHMS,
+  type CpuExchangeAlgorithm,
+} from "../ops/exchange-checks.js";
+import {
+  checkCombine,
+  checkDispatch,
+  dispatchVerdict,
+  firstBadId,
+  MOE_HEADER_FIXED,
+  CPU_MOE_ALGORITHMS,
+  type CombineOptions,
+  type CpuMoeAlgorithm,
+  type DispatchOptions,
+  type DispatchResult,
+  type MoeHandle,
+} from "../ops/moe-checks.js";
+import { combineToken, expertCounts, receivedCounts, routeRows } from "../ops/moe-route.js";
+
+const align16 = (n: number): number => Math.ceil(n / 16) * 16;
+/** A tensor's elements as bytes (raw arrays of 2-byte dtypes index elements, not bytes). */
+const byteView = (raw: RawArray): Uint8Array => new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
+
+/** Byte offsets of one rank's dispatch in its staging buffer. */
+function moeStaging(tokens: number, topk: number, rowBytes: number, experts: number) {
+  const ids = align16(4 * (MOE_HEADER_FIXED + experts));
+  const weights = align16(ids + 4 * tokens * topk);
+  const at = align16(weights + 4 * tokens * topk);
+  const scales = align16(at + tokens * rowBytes);
+  return { ids, weights, tokens: at, scales, end: scales + 4 * tokens };
+}
 
 /** Below this many bytes, "auto" picks one-shot (one barrier round less); above, two-shot (less reading). */
 export const ONE_SHOT_MAX_BYTES = 64 * 1024;
@@ -64,6 +102,10 @@ export interface CpuAlgorithms {
   readonly allGatherMatmul: CpuFusedMatmulAlgorithm;
   readonly matmulReduceScatter: CpuFusedMatmulAlgorithm;
   readonly allReduceRmsNorm: CpuArNormAlgorithm;
+  readonly sendRecv: CpuExchangeAlgorithm;
+  readonly allToAll: CpuExchangeAlgorithm;
+  readonly allToAllV: CpuExchangeAlgorithm;
+  readonly moe: CpuMoeAlgorithm;
 }
 
 export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAlgorithms> {
@@ -373,10 +415,11 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
    * Hands `tensor` to `peer`, which must call recv. Returns once the data is staged and the peer told;
    * our staging buffer is reused only after the peer acknowledged, so ring exchanges cannot deadlock.
    */
-  send(tensor: HostTensor, peer: number): void {
+  send(tensor: HostTensor, peer: number, options: { algorithm?: CpuExchangeAlgorithm } = {}): void {
     const { rank, world, pads } = this.#sync;
     checkTensorArg("send", "tensor", tensor);
     checkPeer("send", peer, world, rank);
+    checkAlgorithm("send", options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
     this.#usable();
     this.#stage(tensor, "send");
     const phase = this.#pairPhase(this.#sent, peer, rank, tensor);
@@ -390,10 +433,11 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     return fingerprint(seq, { kind: "send-recv", dtype: t.dtype, count: t.numel, peer: sender });
   }
 
-  recv(tensor: HostTensor, peer: number): HostTensor {
+  recv(tensor: HostTensor, peer: number, options: { algorithm?: CpuExchangeAlgorithm } = {}): HostTensor {
     const { rank, world, pads } = this.#sync;
     checkTensorArg("recv", "tensor", tensor);
     checkPeer("recv", peer, world, rank);
+    checkAlgorithm("recv", options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
     checkCapacity("recv", tensor.nbytes, this.capacityBytes);
     this.#usable();
     const phase = this.#pairPhase(this.#received, peer, peer, tensor);
@@ -401,6 +445,232 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     (tensor.raw as Uint8Array).set(this.#staged(peer, tensor, tensor.numel) as Uint8Array);
     this.#guard(() => putSignal(this.#sync, pads[peer]!, ACK_SLOTS * world + rank, peer, phase));
     return tensor;
+  }
+
+  /** Sends `x` to `peer` and receives `out` from it, in one call on both ranks (sizes may differ). */
+  sendRecv(
+    x: HostTensor,
+    out: HostTensor,
+    peer: number,
+    options: { algorithm?: CpuExchangeAlgorithm } = {},
+  ): HostTensor {
+    const what = "sendRecv";
+    checkSendRecv(what, x, out, hostOverlaps);
+    checkPeer(what, peer, this.#sync.world, this.#sync.rank);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
+    checkCapacity(what, out.nbytes, this.capacityBytes);
+    this.send(x, peer);
+    return this.recv(out, peer);
+  }
+
+  /** Chunk j of `x` to rank j; chunk i of `out` from rank i (world equal chunks). */
+  allToAll(x: HostTensor, out: HostTensor, options: { algorithm?: CpuExchangeAlgorithm } = {}): HostTensor {
+    const what = "allToAll";
+    const { rank, world } = this.#sync;
+    checkAllToAll(what, world, x, out, hostOverlaps);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
+    const n = x.numel / world;
+    this.#begin({ kind: "all-to-all/pull", dtype: x.dtype, count: x.numel });
+    this.#stage(x, what);
+    this.#meet();
+    for (let r = 0; r < world; r++)
+      (out.raw as Uint8Array).set(this.#staged(r, x, n, rank * n) as Uint8Array, r * n);
+    this.#meet();
+    return out;
+  }
+
+  /**
+   * Uneven all-to-all: x's first sendCounts[0] rows to rank 0, the next sendCounts[1] to rank 1, and so on;
+   * out receives rank 0's rows for this rank first, then rank 1's, packed. The counts are exchanged first
+   * (recvCounts, when given, is checked against them); every rank judges the whole group's counts
+   * (allToAllVVerdict), so a call that cannot run is refused on every rank with nothing written.
+   * Rows of out past those received are left as they are.
+   */
+  allToAllV(
+    x: HostTensor,
+    out: HostTensor,
+    sendCounts: readonly number[],
+    options: { recvCounts?: readonly number[]; algorithm?: CpuExchangeAlgorithm } = {},
+  ): { output: HostTensor; recvCounts: number[] } {
+    const what = "allToAllV";
+    const { rank, world } = this.#sync;
+    const rows = checkAllToAllV(what, world, x, out, sendCounts, hostOverlaps);
+    const said = options.recvCounts;
+    if (said !== undefined) checkCountList(what, "recvCounts", said, world);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
+    // Our side: [out rows, recvCounts given, sendCounts..., recvCounts...], then x's rows.
+    const headerBytes = align16(4 * (2 + 2 * world));
+    checkCapacity(what, headerBytes + x.nbytes, this.capacityBytes);
+    this.#begin({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rows.x.rowElems });
+    this.#settleSend();
+    const header = this.#view(rank, "i32", 0, 2 + 2 * world) as Int32Array;
+    header.set([rows.out.rows, said === undefined ? 0 : 1, ...sendCounts, ...(said ?? sendCounts)]);
+    (this.#view(rank, x.dtype, headerBytes, x.numel) as Uint8Array).set(x.raw as Uint8Array);
+    this.#meet();
+    const sides = Array.from({ length: world }, (_, r) => {
+      const h = this.#view(r, "i32", 0, 2 + 2 * world) as Int32Array;
+      return {
+        sendCounts: h.subarray(2, 2 + world),
+        outRows: h[0]!,
+        recvCounts: h[1] === 1 ? h.subarray(2 + world) : undefined,
+      };
+    });
+    const verdict = allToAllVVerdict(what, sides);
+    const recvCounts = sides.map((s) => s.sendCounts[rank]!);
+    if (verdict === undefined) {
+      const e = rows.x.rowElems;
+      let at = 0;
+      for (let r = 0; r < world; r++) {
+        const skip = sides[r]!.sendCounts.subarray(0, rank).reduce((a, b) => a + b, 0);
+        const n = recvCounts[r]! * e;
+        (out.raw as Uint8Array).set(
+          this.#view(r, x.dtype, headerBytes + skip * e * x.elementBytes, n) as Uint8Array,
+          at,
+        );
+        at += n;
+      }
+    }
+    this.#meet();
+    if (verdict !== undefined) throw new InvalidArgumentError(verdict);
+    return { output: out, recvCounts };
+  }
+
+  /** `count` elements of `dtype` in rank r's staging buffer, from byte `at`. */
+  #view(r: number, dtype: DType, at: number, count: number): RawArray {
+    return rawView(dtype, this.#staging.peer(r, [this.capacityBytes], "u8").raw.buffer, at, count);
+  }
+
+  /**
+   * MoE dispatch, the reference: each (token, slot) pair to its expert's owner, expert-major (layout:
+   * src/ops/moe-checks.ts, rows: src/ops/moe-route.ts). Every rank stages its tokens, routes and
+   * per-expert counts; once all have, each computes every rank's rows from the counts and pulls the
+   * rows of its own experts. Returns the dispatched tokens, their weights (and scales), the rows per
+   * local expert, and the handle combine takes.
+   */
+  dispatch(
+    tokens: HostTensor,
+    topkIdx: HostTensor,
+    topkWeights: HostTensor,
+    options: DispatchOptions<HostTensor> & { algorithm?: CpuMoeAlgorithm },
+  ): DispatchResult<HostTensor> {
+    const what = "dispatch";
+    const { rank, world } = this.#sync;
+    const p = checkDispatch(what, world, tokens, topkIdx, topkWeights, options);
+    checkAlgorithm(what, options?.algorithm ?? "auto", CPU_MOE_ALGORITHMS);
+    const ids = topkIdx.raw as Int32Array;
+    const E = p.numExperts;
+    const F = MOE_HEADER_FIXED;
+    // Our side: the header (src/ops/moe-checks.ts), then ids, weights, tokens, scales.
+    const at = moeStaging(p.tokens, p.topk, p.hidden * tokens.elementBytes, E);
+    checkCapacity(what, at.end, this.capacityBytes);
+    this.#begin({ kind: "moe-dispatch/pull", dtype: p.dtype, count: p.hidden * p.topk, peer: E });
+    this.#settleSend();
+    const mine = this.#view(rank, "i32", 0, F + E) as Int32Array;
+    mine.set([p.tokens, firstBadId(p, ids), options.maxRows ?? -1]);
+    mine.set(expertCounts(ids, E), F);
+    (this.#view(rank, "i32", at.ids, ids.length) as Int32Array).set(ids);
+    (this.#view(rank, "f32", at.weights, ids.length) as Float32Array).set(topkWeights.raw as Float32Array);
+    (this.#view(rank, "u8", at.tokens, tokens.nbytes) as Uint8Array).set(byteView(tokens.raw));
+    if (options.scales !== undefined)
+      (this.#view(rank, "f32", at.scales, p.tokens) as Float32Array).set(options.scales.raw as Float32Array);
+    this.#meet();
+    const headers = Array.from({ length: world }, (_, r) => this.#view(r, "i32", 0, F + E) as Int32Array);
+    const counts = headers.map((h) => h.subarray(F));
+    const received = Array.from({ length: world }, (_, r) => receivedCounts(counts, r, p));
+    const total = received.map((c) => c.reduce((a, b) => a + b, 0));
+    const verdict = dispatchVerdict(what, headers, total, E);
+    if (verdict !== undefined) {
+      this.#meet();
+      throw new InvalidArgumentError(verdict);
+    }
+    const rowsOut = options.maxRows ?? total[rank]!;
+    const out = {
+      tokens: HostTensor.zeros([rowsOut, p.hidden], p.dtype),
+      weights: HostTensor.zeros([rowsOut], "f32"),
+      scales: p.dtype === "fp8e4m3" ? HostTensor.zeros([rowsOut], "f32") : undefined,
+    };
+    const rowBytes = p.hidden * tokens.elementBytes;
+    const dest = byteView(out.tokens.raw);
+    for (let s = 0; s < world; s++) {
+      const t = headers[s]![0]!;
+      const from = moeStaging(t, p.topk, rowBytes, E);
+      const sIds = this.#view(s, "i32", from.ids, t * p.topk) as Int32Array;
+      const sWeights = this.#view(s, "f32", from.weights, t * p.topk) as Float32Array;
+      const sTokens = this.#view(s, "u8", from.tokens, t * rowBytes) as Uint8Array;
+      const sScales = this.#view(s, "f32", from.scales, t) as Float32Array;
+      const rows = routeRows(counts, s, sIds, p);
+      for (let i = 0; i < rows.length; i++) {
+        if (sIds[i]! < 0 || Math.floor(sIds[i]! / p.localExperts) !== rank) continue;
+        const row = rows[i]!;
+        const token = Math.floor(i / p.topk);
+        dest.set(sTokens.subarray(token * rowBytes, (token + 1) * rowBytes), row * rowBytes);
+        (out.weights.raw as Float32Array)[row] = sWeights[i]!;
+        if (out.scales !== undefined) (out.scales.raw as Float32Array)[row] = sScales[token]!;
+      }
+    }
+    const handle: MoeHandle<HostTensor> = {
+      problem: p,
+      rank,
+      world,
+      received: total[rank]!,
+      expert: HostTensor.fromHost(ids.slice(), "i32", { shape: [p.tokens, p.topk] }),
+      row: HostTensor.fromHost(routeRows(counts, rank, ids, p), "i32", { shape: [p.tokens, p.topk] }),
+      weights: HostTensor.fromHost((topkWeights.raw as Float32Array).slice(), "f32", {
+        shape: [p.tokens, p.topk],
+      }),
+    };
+    this.#meet();
+    return {
+      ...out,
+      counts: HostTensor.fromHost(received[rank]!, "i32", { shape: [p.localExperts] }),
+      handle,
+    };
+  }
+
+  /**
+   * MoE combine, the reference: each expert owner's output rows back to the tokens they came from, each
+   * token the weighted sum over its slots in slot order (src/ops/moe-route.ts combineToken), bf16.
+   */
+  combine(
+    expertOut: HostTensor,
+    handle: MoeHandle<HostTensor>,
+    options: CombineOptions<HostTensor> & { algorithm?: CpuMoeAlgorithm } = {},
+  ): HostTensor {
+    const what = "combine";
+    const { rank, world } = this.#sync;
+    checkCombine(what, rank, world, expertOut, handle, options.out);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_MOE_ALGORITHMS);
+    const p = handle.problem;
+    const out = options.out ?? HostTensor.empty([p.tokens, p.hidden], "bf16");
+    if (hostOverlaps(out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
+    const n = handle.received * p.hidden;
+    this.#begin({ kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts });
+    this.#stage(
+      HostTensor.over(expertOut.raw.buffer, expertOut.raw.byteOffset, [n], "bf16", () => true),
+      what,
+    );
+    this.#meet();
+    const staged = Array.from(
+      { length: world },
+      (_, r) => this.#view(r, "bf16", 0, this.capacityBytes / 2) as Uint16Array,
+    );
+    const expert = handle.expert.raw as Int32Array;
+    const row = handle.row.raw as Int32Array;
+    const weights = handle.weights.raw as Float32Array;
+    const K = p.topk;
+    for (let t = 0; t < p.tokens; t++) {
+      combineToken(
+        p.hidden,
+        K,
+        (k) => expert[t * K + k]! >= 0,
+        (k) => weights[t * K + k]!,
+        (k, i) => staged[Math.floor(expert[t * K + k]! / p.localExperts)]![row[t * K + k]! * p.hidden + i]!,
+        out.raw as Uint16Array,
+        t * p.hidden,
+      );
+    }
+    this.#meet();
+    return out;
   }
 
   /** Every rank of the group meets here, through shared memory. */

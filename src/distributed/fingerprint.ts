@@ -47,6 +47,12 @@ export const CALL_KINDS = [
   "all-reduce-rms-norm/two_shot",
   "all-reduce-rms-norm/sequential",
   "all-reduce-rms-norm/nccl",
+  "all-to-all/pull",
+  "all-to-all/nccl",
+  "all-to-all-v/pull",
+  "all-to-all-v/nccl",
+  "moe-dispatch/pull",
+  "moe-combine/pull",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

@@ -41,6 +41,9 @@ export interface NcclWatchOptions {
 
 export type ReduceOp = keyof typeof NcclRedOp;
 
+/** What a point-to-point call moves: a tensor, or any span of device memory as elements of a dtype. */
+export type NcclSpan = Pick<Tensor, "ptr" | "numel" | "dtype">;
+
 function ncclType(d: DType): number {
   const t = (NcclDataType as Partial<Record<string, number>>)[d];
   if (t === undefined) throw new InvalidArgumentError(`NCCL has no type for ${d}`);
@@ -198,7 +201,7 @@ export class NcclComm {
     );
   }
 
-  send(t: Tensor, peer: number, stream: Stream = defaultStream(this.device)): void {
+  send(t: NcclSpan, peer: number, stream: Stream = defaultStream(this.device)): void {
     this.#call(
       nccl().ncclSend(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle),
       "ncclSend",
@@ -206,7 +209,7 @@ export class NcclComm {
     );
   }
 
-  recv(t: Tensor, peer: number, stream: Stream = defaultStream(this.device)): void {
+  recv(t: NcclSpan, peer: number, stream: Stream = defaultStream(this.device)): void {
     this.#call(
       nccl().ncclRecv(t.ptr, t.numel, ncclType(t.dtype), peer, this.handle, stream.handle),
       "ncclRecv",

@@ -5,6 +5,7 @@
 import type { AllGatherMatmulOptions, FusedMatmulOptions } from "./fused-checks.js";
 import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import type { ReduceOp } from "./validate.js";
+import type { CombineOptions, DispatchOptions, DispatchResult, MoeHandle } from "./moe-checks.js";
 
 /** The algorithm names a backend accepts, by operation ("auto" among them). */
 export interface AlgorithmNames {
@@ -14,6 +15,12 @@ export interface AlgorithmNames {
   readonly allGatherMatmul: string;
   readonly matmulReduceScatter: string;
   readonly allReduceRmsNorm: string;
+  /** send, recv and sendRecv share one list. */
+  readonly sendRecv: string;
+  readonly allToAll: string;
+  readonly allToAllV: string;
+  /** dispatch and combine share one list. */
+  readonly moe: string;
 }
 
 /**
@@ -47,6 +54,30 @@ export interface Collectives<T, In, A extends AlgorithmNames, X extends object =
     x: In,
     options: X & AllReduceRmsNormOptions<T> & { algorithm?: A["allReduceRmsNorm"] },
   ): { output: T; residualOut: T | undefined };
+  /** `x` to `peer`, which calls recv (or sendRecv) with a tensor of the same bytes; ordered per pair. */
+  send(x: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): void;
+  /** Into `out`, what `peer` sent (send or sendRecv). Returns `out`. */
+  recv(out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
+  /** `x` to `peer` and `out` from it in one call on both ranks (sizes may differ). Returns `out`. */
+  sendRecv(x: T, out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
+  /** Chunk j of `x` to rank j; chunk i of `out` from rank i (world equal chunks). Returns `out`. */
+  allToAll(x: In, out: T, options?: X & { algorithm?: A["allToAll"] }): T;
+  /** Uneven all-to-all by rows of x's first dimension (see CpuCollectives.allToAllV). */
+  allToAllV(
+    x: T,
+    out: T,
+    sendCounts: readonly number[],
+    options?: X & { recvCounts?: readonly number[]; algorithm?: A["allToAllV"] },
+  ): { output: T; recvCounts: number[] };
+  /** MoE dispatch: every (token, slot) pair to its expert's owner, expert-major (src/ops/moe-checks.ts). */
+  dispatch(
+    tokens: T,
+    topkIdx: T,
+    topkWeights: T,
+    options: X & DispatchOptions<T> & { algorithm?: A["moe"] },
+  ): DispatchResult<T>;
+  /** MoE combine: the experts' output back to the dispatched tokens, weighted, summed in slot order. */
+  combine(expertOut: T, handle: MoeHandle<T>, options?: X & CombineOptions<T> & { algorithm?: A["moe"] }): T;
   /** Every rank meets here (GPUs: in stream order, on the device). */
   barrier(options?: X): void;
 }

@@ -59,6 +59,7 @@ import {
   checkCapacity,
   checkDivisible,
   checkNumel,
+  checkPeer,
   checkReduction,
   checkSameDtype,
   checkTensorArg,
@@ -75,6 +76,28 @@ import {
 import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
 import { AR_NORM_TUNABLE, type AllReduceRmsNormOptions, type ArNormAlgorithm } from "./ar-norm-checks.js";
 import { ArNorm, type ArNormInput, type ArNormResult } from "./ar-norm.js";
+import {
+  checkAllToAll,
+  checkAllToAllV,
+  checkCountList,
+  checkSendRecv,
+  GPU_ALL_TO_ALL_ALGORITHMS,
+  GPU_ALL_TO_ALL_V_ALGORITHMS,
+  GPU_SEND_RECV_ALGORITHMS,
+  type GpuAllToAllAlgorithm,
+  type GpuAllToAllVAlgorithm,
+  type GpuSendRecvAlgorithm,
+} from "./exchange-checks.js";
+import { GpuExchange, P2P_CHUNK_BYTES, P2P_PARAMS, P2P_PROGRAM, type ExchangeInput } from "./exchange.js";
+import {
+  checkCombine,
+  checkDispatch,
+  type CombineOptions,
+  type DispatchOptions,
+  type DispatchResult,
+  type MoeHandle,
+} from "./moe-checks.js";
+import { GPU_MOE_ALGORITHMS, GpuMoe, type GpuMoeAlgorithm } from "./moe.js";
 
 export {
   GPU_ALL_GATHER_ALGORITHMS,
@@ -123,6 +146,10 @@ export interface GpuAlgorithms {
   readonly allGatherMatmul: AllGatherMatmulAlgorithm;
   readonly matmulReduceScatter: MatmulReduceScatterAlgorithm;
   readonly allReduceRmsNorm: ArNormAlgorithm;
+  readonly sendRecv: GpuSendRecvAlgorithm;
+  readonly allToAll: GpuAllToAllAlgorithm;
+  readonly allToAllV: GpuAllToAllVAlgorithm;
+  readonly moe: GpuMoeAlgorithm;
 }
 
 export class GpuCollectives implements Collectives<
@@ -138,6 +165,10 @@ export class GpuCollectives implements Collectives<
   readonly #tuned: LoadedTuneTable | undefined;
   readonly #fused: FusedMatmul;
   readonly #arNorm: ArNorm;
+  readonly #exchange: GpuExchange;
+  readonly #inbox: SymmetricTensor;
+  #p2pKernel: Kernel<typeof P2P_PARAMS> | undefined;
+  readonly #moe: GpuMoe;
   readonly #ctx: CollectiveContext;
   readonly #reducingKernels: Memo3<ReducingKernel, DType, ReduceOp, Kernel>;
   readonly #allGatherKernels = new Map<AllGatherKernel, Kernel>();
@@ -152,11 +183,13 @@ export class GpuCollectives implements Collectives<
     group: ProcessGroup<GpuCollectives>,
     staging: SymmetricTensor,
     mailbox: Mailbox,
+    inbox: SymmetricTensor,
     comm: NcclComm,
     tuned: LoadedTuneTable | undefined,
   ) {
     this.#group = group;
     this.#staging = staging;
+    this.#inbox = inbox;
     this.#mailbox = mailbox;
     this.#comm = comm;
     this.#tuned = tuned;
@@ -218,6 +251,33 @@ export class GpuCollectives implements Collectives<
       local: (input, what) => this.#local(input, what),
       onDevice: (what, t) => this.#onDevice(what, t),
     });
+    this.#exchange = new GpuExchange({
+      device: group.device,
+      rank: group.rank,
+      world,
+      comm,
+      stagingView: this.#ctx.stagingView,
+      capacityBytes: this.#ctx.capacityBytes,
+      phase: (shape, stream) => this.#phase(shape, stream),
+      groupBarrier: (stream, phase) => this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase),
+      allToAllKernel: () => this.#ctx.allGatherKernel("all_to_all_pull"),
+      inbox,
+      p2pKernel: () =>
+        (this.#p2pKernel ??= sharedModule(P2P_PROGRAM, group.device).kernel(
+          "symmkit::p2p::p2p_put",
+          P2P_PARAMS,
+        )),
+      blocks: (bytes) => this.#ctx.blocks(bytes),
+    });
+    this.#moe = new GpuMoe({
+      device: group.device,
+      rank: group.rank,
+      world,
+      staging,
+      stagingView: this.#ctx.stagingView,
+      phase: (shape, stream) => this.#phase(shape, stream),
+      groupBarrier: (stream, phase) => this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase),
+    });
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
@@ -226,8 +286,8 @@ export class GpuCollectives implements Collectives<
   }
 
   /**
-   * Collective: allocates the group's symmetric staging buffer, its mailbox and its NCCL communicator.
-   * The mailbox's Lamport buffers start as the sentinel (all bits set), its LL buffers and its call
+   * Collective: allocates the group's symmetric staging buffer, its mailbox, send/recv's inbox and its NCCL
+   * communicator. The mailbox's Lamport buffers start as the sentinel (all bits set), its LL buffers and its call
    * counts as zero; all of it is in place on this rank before create returns, and the group meets (in
    * ProcessGroup) before anyone can push.
    */
@@ -250,10 +310,13 @@ export class GpuCollectives implements Collectives<
     memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * stride) / 4, stream);
     memset(state.ptr, 0, 4, stateBytes / 4, stream);
     stream.synchronize();
+    // send/recv's inbox (algorithm put): two chunks per sender; its pad holds the signal slots.
+    const inbox = await group.symmetric.empty([world * 2 * P2P_CHUNK_BYTES], "u8");
     return new GpuCollectives(
       group,
       staging,
       { buffers, view: buffers.deviceView(), state, slotBytes, stride },
+      inbox,
       await group.nccl(),
       loadTuneTable(group.device.props.name, world, {
         ...TUNABLE_ALGORITHMS,
@@ -464,6 +527,161 @@ export class GpuCollectives implements Collectives<
     return this.#arNorm.autoAlgorithm(bytes, rows);
   }
 
+  /**
+   * `x` to `peer`, which receives it with recv (or sendRecv) into a tensor of the same dtype and size.
+   * Messages between a pair arrive in the order they were sent; both ranks must name the same
+   * algorithm. put (auto): this rank's blocks store x into the peer's inbox, in chunks, over NVLink;
+   * nccl: NCCL's send. Either way the call completes on the stream once the peer has the message.
+   */
+  send(
+    x: Tensor,
+    peer: number,
+    options: CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm } = {},
+  ): void {
+    const [stream, algorithm] = this.#pointToPoint("send", x, peer, options);
+    this.#exchange.send(x, peer, algorithm, stream);
+  }
+
+  /** Into `out`, what `peer` sent. Returns `out`. */
+  recv(
+    out: Tensor,
+    peer: number,
+    options: CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm } = {},
+  ): Tensor {
+    const [stream, algorithm] = this.#pointToPoint("recv", out, peer, options);
+    this.#exchange.recv(out, peer, algorithm, stream);
+    return out;
+  }
+
+  /** `x` to `peer` and `out` from it, in one call on both ranks (sizes may differ; no shared memory). */
+  sendRecv(
+    x: Tensor,
+    out: Tensor,
+    peer: number,
+    options: CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm } = {},
+  ): Tensor {
+    const what = "sendRecv";
+    checkSendRecv(what, x, out, overlaps);
+    const [stream, algorithm] = this.#pointToPoint(what, x, peer, options);
+    this.#onDevice(what, out);
+    this.#exchange.sendRecv(x, out, peer, algorithm, stream);
+    return out;
+  }
+
+  /** Checks a point-to-point call; its stream and algorithm. Not a group call: the group's call count
+   * stays as it is (the pair's own count numbers put's messages). */
+  #pointToPoint(
+    what: string,
+    t: Tensor,
+    peer: number,
+    options: CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm },
+  ): [Stream, Exclude<GpuSendRecvAlgorithm, "auto">] {
+    checkTensorArg(what, "tensor", t);
+    checkPeer(what, peer, this.#group.worldSize, this.#group.rank);
+    const algorithm = options.algorithm ?? "auto";
+    checkAlgorithm(what, algorithm, GPU_SEND_RECV_ALGORITHMS);
+    this.#onDevice(what, t);
+    const stream = this.#stream(options);
+    this.#group.watch.throwIfFailed();
+    this.#group.noteCapture(stream);
+    return [stream, algorithm === "auto" ? "put" : algorithm];
+  }
+
+  /**
+   * Chunk j of `x` to rank j; chunk i of `out` from rank i (world equal chunks). Returns `out`. A
+   * symmetric x is read in place by pull. auto: pull when the staging buffer holds x, else nccl.
+   */
+  allToAll(
+    input: ExchangeInput,
+    out: Tensor,
+    options: CollectiveOptions & { algorithm?: GpuAllToAllAlgorithm } = {},
+  ): Tensor {
+    const what = "allToAll";
+    checkTensorArg(what, "x", input);
+    const x = this.#local(input, what);
+    checkAllToAll(what, this.#group.worldSize, x, out, overlaps);
+    const requested = options.algorithm ?? "auto";
+    checkAlgorithm(what, requested, GPU_ALL_TO_ALL_ALGORITHMS);
+    this.#onDevice(what, out);
+    const algorithm = requested === "auto" ? this.#exchange.autoAllToAll(input, x) : requested;
+    this.#exchange.allToAll(what, input, x, out, algorithm, this.#stream(options));
+    return out;
+  }
+
+  /**
+   * Uneven all-to-all by rows of x's first dimension: x's first sendCounts[0] rows to rank 0, the next
+   * sendCounts[1] to rank 1, ...; out receives each rank's rows for this rank, packed in rank order. The
+   * counts are exchanged first (recvCounts, when given, is checked against them) and judged alike on
+   * every rank: a call that cannot run is refused on every rank with nothing written. Returns out and
+   * the rows received from each rank. Algorithm nccl waits on the host for the counts, so it cannot be
+   * captured in a CUDA graph.
+   */
+  allToAllV(
+    x: Tensor,
+    out: Tensor,
+    sendCounts: readonly number[],
+    options: CollectiveOptions & { recvCounts?: readonly number[]; algorithm?: GpuAllToAllVAlgorithm } = {},
+  ): { output: Tensor; recvCounts: number[] } {
+    const what = "allToAllV";
+    const world = this.#group.worldSize;
+    checkAllToAllV(what, world, x, out, sendCounts, overlaps);
+    if (options.recvCounts !== undefined) checkCountList(what, "recvCounts", options.recvCounts, world);
+    checkAlgorithm(what, options.algorithm ?? "auto", GPU_ALL_TO_ALL_V_ALGORITHMS);
+    this.#onDevice(what, x);
+    this.#onDevice(what, out);
+    const recvCounts = this.#exchange.allToAllV(
+      what,
+      x,
+      out,
+      sendCounts,
+      options.recvCounts,
+      this.#stream(options),
+    );
+    return { output: out, recvCounts };
+  }
+
+  /**
+   * MoE dispatch: each (token, slot) pair of `tokens` [tokens, hidden] (bf16, or fp8e4m3 with per-token
+   * `scales`) to its expert's owner, expert-major (layout: src/ops/moe-checks.ts), with its weight (and
+   * scale), the rows per local expert, and the handle combine takes. Waits on the host for the peers'
+   * counts (to size the outputs and judge the call alike on every rank), so it cannot be captured in a
+   * CUDA graph. The group's staging buffer holds the staged tokens.
+   */
+  dispatch(
+    tokens: Tensor,
+    topkIdx: Tensor,
+    topkWeights: Tensor,
+    options: DispatchOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm },
+  ): DispatchResult<Tensor> {
+    const what = "dispatch";
+    const p = checkDispatch(what, this.#group.worldSize, tokens, topkIdx, topkWeights, options);
+    checkAlgorithm(what, options.algorithm ?? "auto", GPU_MOE_ALGORITHMS);
+    for (const t of [tokens, topkIdx, topkWeights, options.scales]) if (t) this.#onDevice(what, t);
+    return this.#moe.dispatch(p, tokens, topkIdx, topkWeights, options, this.#stream(options));
+  }
+
+  /**
+   * MoE combine: `expertOut` (this rank's experts' output, row for row as dispatched, bf16) back to the
+   * tokens of `handle`'s dispatch, each the weighted sum over its slots in slot order (f32, every
+   * operation rounded, then bf16). Graph-capturable.
+   */
+  combine(
+    expertOut: Tensor,
+    handle: MoeHandle<Tensor>,
+    options: CombineOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm } = {},
+  ): Tensor {
+    const what = "combine";
+    const { rank, worldSize } = this.#group;
+    checkCombine(what, rank, worldSize, expertOut, handle, options.out);
+    checkAlgorithm(what, options.algorithm ?? "auto", GPU_MOE_ALGORITHMS);
+    this.#onDevice(what, expertOut);
+    if (options.out) {
+      this.#onDevice(what, options.out);
+      if (overlaps(options.out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
+    }
+    return this.#moe.combine(expertOut, handle, options, this.#stream(options));
+  }
+
   /** The fused matmuls' auto rules, for inspection (see FusedMatmul). */
   get fusedMatmul(): Pick<
     FusedMatmul,
@@ -614,8 +832,10 @@ export class GpuCollectives implements Collectives<
   /** Collective: releases the staging buffer and the mailbox. */
   async dispose(): Promise<void> {
     this.#fused.dispose();
+    this.#moe.dispose();
     await this.#staging.dispose();
     await this.#mailbox.buffers.dispose();
+    await this.#inbox.dispose();
     this.#mailbox.state.dispose();
   }
 }

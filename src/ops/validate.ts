@@ -11,6 +11,9 @@ export interface TensorInfo {
   readonly nbytes: number;
 }
 
+/** What the shape checks read of a tensor of any backend. */
+export type Described = Pick<TensorInfo, "shape" | "dtype" | "numel">;
+
 export const REDUCE_OPS = ["sum", "max", "min"] as const;
 export type ReduceOp = (typeof REDUCE_OPS)[number];
 

@@ -76,6 +76,32 @@ for (const n of [2, 3, 4]) {
   );
 }
 
+for (const n of [2, 3, 4]) {
+  const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
+  test(
+    `send, recv, sendRecv, allToAll and allToAllV at world size ${n}: exact, every dtype, uneven counts, graphs, stragglers, bad inputs`,
+    { skip },
+    () => {
+      const r = run(n, "exchange.js");
+      assert.equal(r.status, 0);
+      assert.equal(r.out.match(/gpu exchange ok/g)?.length, n);
+    },
+  );
+}
+
+for (const n of [2, 3, 4]) {
+  const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
+  test(
+    `MoE dispatch and combine at world size ${n}: bit for bit with the host reference, fp8, graphs, stragglers, group-judged errors`,
+    { skip },
+    () => {
+      const r = run(n, "moe.js");
+      assert.equal(r.status, 0);
+      assert.equal(r.out.match(/gpu moe ok/g)?.length, n);
+    },
+  );
+}
+
 for (const op of ["rs", "ag"]) {
   test(
     `a rank missing from a fused ${op === "rs" ? "GEMM + reduce-scatter" : "all-gather + GEMM"} makes the others fail with SymmTimeoutError naming it`,

@@ -31,7 +31,8 @@ export function reducingExpr(kernel: ReducingKernel, dtype: DType, op: ReduceOp,
   return `symmkit::${kernel}<${DTYPES[dtype].cType}, ${OP_TYPES[op]}, ${world}>`;
 }
 
-export type AllGatherKernel = "all_gather_pull" | "ll_all_gather";
+/** The kernels that move bytes without reducing: all-gather's, and all-to-all's pull. */
+export type AllGatherKernel = "all_gather_pull" | "ll_all_gather" | "all_to_all_pull";
 
 export function allGatherExpr(kernel: AllGatherKernel, world: number): string {
   return `symmkit::${kernel}<${world}>`;
@@ -52,6 +53,9 @@ export function allGatherProgram(kernel: AllGatherKernel): ProgramSpec {
     nameExpressions: WORLD_SIZES.map((w) => allGatherExpr(kernel, w)),
   };
 }
+
+/** allToAll's pull kernel (not a registry record: all-to-all has no tune table yet). */
+export const ALL_TO_ALL_PROGRAM: ProgramSpec = allGatherProgram("all_to_all_pull");
 
 /** group_barrier and barrier_hold (sync/barrier_kernels.cuh). */
 export const BARRIER_KERNELS: ProgramSpec = {
@@ -90,5 +94,7 @@ export type ReducingParams = typeof REDUCING_PARAMS;
 export const ALL_GATHER_PARAMS = {
   all_gather_pull: COLL_PARAMS,
   ll_all_gather: MAILBOX_PARAMS,
+  /** The count is the chunk's bytes (what each rank sends each rank). */
+  all_to_all_pull: COLL_PARAMS,
 } as const satisfies Record<AllGatherKernel, readonly ParamType[]>;
 export type AllGatherParams = typeof ALL_GATHER_PARAMS;

@@ -1,15 +1,23 @@
 // Outputs the GPU rank programs poison and fence: a NaN-filled tensor inside GUARD elements of poison
 // on each side, and the check that a kernel wrote nothing past its output.
 import assert from "node:assert/strict";
-import type { DType } from "../../../src/runtime/dtype.js";
+import { dtypeInfo, type DType } from "../../../src/runtime/dtype.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
 
 export const GUARD = 4096;
 
-/** A NaN-poisoned tensor of `shape` inside guards; returns [whole, the tensor]. */
+/** The poison: NaN, or for integers 0xa5 in every byte. */
+const POISON: Partial<Record<DType, number | bigint>> = {
+  i64: -0x5a5a5a5a5a5a5a5bn,
+  i32: -0x5a5a5a5b,
+  u32: 0xa5a5a5a5,
+  u8: 0xa5,
+};
+
+/** A poisoned tensor of `shape` inside guards; returns [whole, the tensor]. */
 export function poisoned(dtype: DType, shape: readonly number[]): [Tensor, Tensor] {
   const n = shape.reduce((a, b) => a * b, 1);
-  const whole = Tensor.full([n + 2 * GUARD], NaN, dtype);
+  const whole = Tensor.full([n + 2 * GUARD], dtypeInfo(dtype).float ? NaN : POISON[dtype]!, dtype);
   return [whole, whole.slice(GUARD, GUARD + n).view([...shape])];
 }
 

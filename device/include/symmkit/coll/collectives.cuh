@@ -1,5 +1,5 @@
-// symmkit/coll/collectives.cuh: all-reduce (one-shot, two-shot), all-gather and reduce-scatter on
-// symmetric memory, pulling from the peers' buffers over NVLink.
+// symmkit/coll/collectives.cuh: all-reduce (one-shot, two-shot), all-gather, reduce-scatter and
+// all-to-all on symmetric memory, pulling from the peers' buffers over NVLink.
 //
 // Contract. Every rank's input is in its own symmetric buffer (v.buffers[rank]) before anyone reads a
 // peer's: either the user's own symmetric tensor (in == nullptr), or copied there by the kernel itself
@@ -16,7 +16,7 @@
 //   start  symm_sync<true, true> after a copy-in: block b's copied groups are released to, and acquired
 //          by, block b of every peer, which is the only block that reads them (same mapping). Without a
 //          copy-in, symm_sync<false, true>: the data was complete before the kernel began.
-//   one-shot, all-gather, reduce-scatter end with symm_sync<true, false>: nobody restages its buffer
+//   one-shot, all-gather, reduce-scatter, all-to-all end with symm_sync<true, false>: nobody restages its buffer
 //          (the next call's copy-in) while a peer may still be reading it: a kernel completes only when
 //          every block met its peers' at this barrier, so whatever the next call's mapping, its copy-in
 //          starts after every peer finished reading.
@@ -222,6 +222,34 @@ __global__ void all_gather_pull(const __grid_constant__ SymmView v, const u8* in
   for (u32 r = 0; r < W; ++r) {
     const u8* src = static_cast<const u8*>(v.buffers[r]);
     for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(out + r * n_bytes, src, i, n_bytes);
+  }
+  symm_sync<true, false>(v, flat_block(), phase + 1);
+}
+
+/**
+ * All-to-all, as bytes: out[r * chunk, (r + 1) * chunk) = rank r's buffer[rank * chunk, (rank + 1) * chunk)
+ * (the input is W chunks, chunk j for rank j). Work item q = j * cg + i (chunk j's 16-byte group i, cg
+ * groups per chunk) belongs to global thread q mod the grid's threads, for the copy-in and the reads
+ * alike, on every rank (all launch the same grid): the block that copied an item in is the one whose
+ * peers' same-index blocks read it, as the start barrier requires.
+ */
+template <u32 W>
+__global__ void all_to_all_pull(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 chunk, u32 phase) {
+  const u64 cg = ceil_div(chunk, 16);
+  const u64 g = global_thread();
+  const u64 threads = grid_threads();
+  if (in) {
+    u8* own = static_cast<u8*>(v.buffers[v.rank]);
+    for (u64 q = g; q < W * cg; q += threads) copy_group(own + q / cg * chunk, in + q / cg * chunk, q % cg, chunk);
+  }
+  start_barrier(v, in != nullptr, phase);
+  // Our chunk's items in every buffer: q in [first, first + cg), the first one of ours is q0.
+  const u64 first = v.rank * cg;
+  const u64 q0 = first + (g + threads - first % threads) % threads;
+#pragma unroll
+  for (u32 r = 0; r < W; ++r) {
+    const u8* src = static_cast<const u8*>(v.buffers[r]) + v.rank * chunk;
+    for (u64 q = q0; q < first + cg; q += threads) copy_group(out + r * chunk, src, q - first, chunk);
   }
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }

@@ -1,0 +1,203 @@
+// symmkit/moe/moe.cuh: MoE dispatch and combine on symmetric memory (algorithm pull), the GPU form of the
+// CPU backend's reference (src/cpu/collectives.ts dispatch/combine; layout: src/ops/moe-checks.ts).
+//
+// Contract. Experts are split evenly over ranks (L per rank); every (token, slot) pair whose expert id e
+// is not -1 becomes row base[s][e] + pos of its expert owner's dispatched tensor, where s is the source
+// rank, pos the pair's index among s's pairs of expert e in (token, slot) order, and base the host's
+// table (src/ops/moe-route.ts routeBases) from the count matrix every rank published.
+//   moe_positions  one block per expert e over this rank's ids: a block-wide scan of "is e" in pair
+//                  order (warp ballots, then the 16 warp totals) gives each pair of e its pos (written
+//                  to this rank's staging), and the block's total is header count[e]. Deterministic.
+//                  Block 0 also finds the first pair whose id is neither -1 nor an expert: the host
+//                  refuses the call on every rank before anything reads an id.
+//   moe_gather     after a barrier (every rank's staging complete and visible): one warp per pair of
+//                  every source, in source-major order; it reads the pair's id and pos from the source's
+//                  staging (NVLink), writes this rank's own pairs' rows into the handle, and copies a
+//                  pair of one of this rank's experts (token row, weight, scale) to its row. Followed by
+//                  a barrier, so nobody restages while a peer reads.
+//   moe_combine    after a barrier (every rank's expert output staged): one block per token of this
+//                  rank; for slots 0..topk-1 in order, skipping -1, acc = acc + w x value in f32 with
+//                  every operation rounded (__fmul_rn, __fadd_rn: never contracted into FMA), the value
+//                  read from the expert owner's staging (NVLink); rounded once to bf16. Bit for bit the
+//                  host's combineToken. Followed by a barrier.
+// Staging layout of a dispatch on each rank: header i32 [tokens, first bad pair, maxRows, count[E]], padded
+// to 16 bytes; then, from
+// `header_bytes`, ids, pos, weights (i32/i32/f32 [tokens x topk]), token rows, scales (f32 [tokens]), each
+// 16-byte aligned (staged_at; src/ops/moe.ts moeStagedAt is its host twin). No wait here: the barriers
+// are the group barrier kernels the host enqueues between these kernels.
+#pragma once
+#include "symmkit/core/memory.cuh"
+#include "symmkit/sync/barrier.cuh"
+
+namespace symmkit {
+namespace moe {
+
+constexpr u32 kThreads = 512;
+constexpr u32 kWarps = kThreads / 32;
+
+struct Staged {
+  u64 ids, pos, weights, tokens, scales, end;
+};
+
+__device__ __forceinline__ u64 align16(u64 n) { return (n + 15) & ~static_cast<u64>(15); }
+
+/** Offsets from the header's end of a rank's staged dispatch of `tokens` rows of `row_bytes`. */
+__device__ __forceinline__ Staged staged_at(u64 tokens, u32 topk, u64 row_bytes) {
+  Staged s;
+  const u64 pairs = tokens * topk;
+  s.ids = 0;
+  s.pos = align16(s.ids + 4 * pairs);
+  s.weights = align16(s.pos + 4 * pairs);
+  s.tokens = align16(s.weights + 4 * pairs);
+  s.scales = align16(s.tokens + tokens * row_bytes);
+  s.end = s.scales + 4 * tokens;
+  return s;
+}
+
+/** Header i32s before the counts: tokens, the first pair whose id is out of range (-1: none), maxRows
+ * (-1: none): MOE_HEADER_FIXED in src/ops/moe-checks.ts. */
+constexpr u32 kHeaderFixed = 3;
+
+/** Block e: pos of every pair of expert e in `ids` into staging + header_bytes + pos, and count[e] into the
+ * header; block 0 also writes the header's fixed fields. */
+__global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 tokens, u32 topk, u32 experts,
+                                                           i32 max_rows, u8* staging, u64 header_bytes) {
+  __shared__ u32 warp_counts[kWarps];
+  __shared__ u32 first_bad;
+  const u32 e = blockIdx.x;
+  const u64 pairs = tokens * topk;
+  i32* header = reinterpret_cast<i32*>(staging);
+  i32* pos = reinterpret_cast<i32*>(staging + header_bytes + staged_at(tokens, topk, 0).pos);
+  const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  u32 base = 0;
+  for (u64 chunk = 0; chunk < pairs; chunk += kThreads) {
+    const u64 i = chunk + threadIdx.x;
+    const bool mine = i < pairs && ids[i] == static_cast<i32>(e);
+    const u32 ballot = __ballot_sync(0xffffffffu, mine);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    u32 before = base;
+    for (u32 w = 0; w < warp; ++w) before += warp_counts[w];
+    if (mine) pos[i] = static_cast<i32>(before + __popc(ballot & ((1u << lane) - 1u)));
+    for (u32 w = 0; w < kWarps; ++w) base += warp_counts[w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) header[kHeaderFixed + e] = static_cast<i32>(base);
+  if (e != 0) return;
+  if (threadIdx.x == 0) first_bad = 0xffffffffu;
+  __syncthreads();
+  for (u64 i = threadIdx.x; i < pairs; i += kThreads)
+    if (ids[i] < -1 || ids[i] >= static_cast<i32>(experts)) atomicMin(&first_bad, static_cast<u32>(i));
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    header[0] = static_cast<i32>(tokens);
+    header[1] = first_bad == 0xffffffffu ? -1 : static_cast<i32>(first_bad);
+    header[2] = max_rows;
+  }
+}
+
+/** Copies `n` bytes with one warp: 16-byte vectors where both ends are aligned, bytes otherwise. */
+__device__ __forceinline__ void warp_copy(u8* dst, const u8* src, u64 n, u32 lane) {
+  if (((reinterpret_cast<u64>(dst) | reinterpret_cast<u64>(src) | n) & 15) == 0) {
+    for (u64 o = 16 * static_cast<u64>(lane); o < n; o += 16 * 32) st_128(dst + o, ld_128(src + o));
+  } else {
+    for (u64 o = lane; o < n; o += 32) dst[o] = src[o];
+  }
+}
+
+/** What moe_gather writes and how to read the sources (its parameters, src/ops/moe.ts GATHER_PARAMS). */
+struct GatherArgs {
+  const i32* plan;     // [world] tokens per source, then [world][experts] base rows
+  u8* out_tokens;      // [rows, row_bytes]
+  float* out_weights;  // [rows]
+  float* out_scales;   // [rows], or null (no scales)
+  i32* handle_rows;    // [tokens x topk] of this rank: each own pair's row at its owner
+  u64 row_bytes;
+  u64 header_bytes;
+  u32 experts, local_experts, topk;
+};
+
+template <u32 W>
+__global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ SymmView v, const i32* plan,
+                                                       u8* out_tokens, float* out_weights, float* out_scales,
+                                                       i32* handle_rows, u64 row_bytes, u64 header_bytes,
+                                                       u32 experts, u32 local_experts, u32 topk) {
+  const GatherArgs a{plan, out_tokens, out_weights, out_scales, handle_rows, row_bytes, header_bytes,
+                     experts, local_experts, topk};
+  const u32 lane = threadIdx.x % 32;
+  const u64 warps = static_cast<u64>(gridDim.x) * kWarps;
+  u64 total = 0;
+#pragma unroll
+  for (u32 s = 0; s < W; ++s) total += static_cast<u64>(a.plan[s]) * a.topk;
+  const i32* bases = a.plan + W;
+  for (u64 item = static_cast<u64>(blockIdx.x) * kWarps + threadIdx.x / 32; item < total; item += warps) {
+    // Source-major: find the source and the pair within it.
+    u32 s = 0;
+    u64 i = item;
+    while (i >= static_cast<u64>(a.plan[s]) * a.topk) i -= static_cast<u64>(a.plan[s++]) * a.topk;
+    const u64 tokens = static_cast<u64>(a.plan[s]);
+    const Staged at = staged_at(tokens, a.topk, a.row_bytes);
+    const u8* src = static_cast<const u8*>(v.buffers[s]) + a.header_bytes;
+    const i32 e = reinterpret_cast<const i32*>(src + at.ids)[i];
+    if (e < 0) {
+      if (s == v.rank && lane == 0) a.handle_rows[i] = -1;
+      continue;
+    }
+    const i32 row = bases[static_cast<u64>(s) * a.experts + e] + reinterpret_cast<const i32*>(src + at.pos)[i];
+    if (s == v.rank && lane == 0) a.handle_rows[i] = row;
+    if (static_cast<u32>(e) / a.local_experts != v.rank) continue;
+    const u64 token = i / a.topk;
+    warp_copy(a.out_tokens + static_cast<u64>(row) * a.row_bytes, src + at.tokens + token * a.row_bytes, a.row_bytes,
+              lane);
+    if (lane == 0) {
+      a.out_weights[row] = reinterpret_cast<const float*>(src + at.weights)[i];
+      if (a.out_scales) a.out_scales[row] = reinterpret_cast<const float*>(src + at.scales)[token];
+    }
+  }
+}
+
+/** acc[j] += w x element j of the 8 bf16 in `raw`, each operation rounded. */
+__device__ __forceinline__ void add_weighted(float (&acc)[8], float w, const u32x4& raw) {
+  const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+  for (u32 j = 0; j < 8; ++j) acc[j] = __fadd_rn(acc[j], __fmul_rn(w, __bfloat162float(e[j])));
+}
+
+/** Token t of this rank: out[t] = bf16(sum over its slots of w x expert output), see the contract. With
+ * `vectors` (the host's judgment: hidden a multiple of 8 and out 16-byte aligned, so every row is), groups
+ * of 8 elements as 16-byte vectors, else single elements: the same operations in the same order. */
+__global__ void __launch_bounds__(kThreads) moe_combine(const __grid_constant__ SymmView v, const i32* expert,
+                                                        const i32* row, const float* weights, __nv_bfloat16* out,
+                                                        u64 tokens, u32 topk, u32 hidden, u32 local_experts,
+                                                        u32 vectors) {
+  const u32 groups = vectors ? hidden / 8 : hidden;
+  for (u64 t = blockIdx.x; t < tokens; t += gridDim.x) {
+    for (u32 g = threadIdx.x; g < groups; g += kThreads) {
+      float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      for (u32 k = 0; k < topk; ++k) {
+        const u64 pair = t * topk + k;
+        const i32 e = expert[pair];
+        if (e < 0) continue;
+        const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(v.buffers[static_cast<u32>(e) / local_experts]) +
+                                   static_cast<u64>(row[pair]) * hidden;
+        if (vectors) {
+          add_weighted(acc, weights[pair], ld_128(src + 8 * g));
+        } else {
+          acc[0] = __fadd_rn(acc[0], __fmul_rn(weights[pair], __bfloat162float(src[g])));
+        }
+      }
+      if (vectors) {
+        u32x4 packed;
+        __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&packed);
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) e[j] = __float2bfloat16_rn(acc[j]);
+        st_128(out + t * hidden + 8 * g, packed);
+      } else {
+        out[t * hidden + g] = __float2bfloat16_rn(acc[0]);
+      }
+    }
+  }
+}
+
+}  // namespace moe
+}  // namespace symmkit

@@ -1,0 +1,204 @@
+// `symmkit run -n N -- symmkit bench moe`: MoE dispatch and combine at the references' shapes (tokens per
+// rank x hidden bf16, top-k of E experts, routing drawn at random with distinct experts per token).
+// Validated first: dispatch -> identity expert -> combine must give each token times the sum of its
+// weights (small integers and eighths, so exactly). dispatch waits on the host for the counts, so it is
+// timed eagerly (events around each call, median); combine from CUDA-graph replays (median). GB/s counts
+// the token bytes this rank receives in dispatch (and sends back in combine), as DeepEP counts them.
+import { SymmkitError } from "../errors.js";
+import { ProcessGroup } from "../distributed/process-group.js";
+import { GpuCollectives } from "../ops/gpu-collectives.js";
+import { deviceCount } from "../runtime/device.js";
+import { encodeBF16 } from "../runtime/dtype.js";
+import { Event } from "../runtime/event.js";
+import { hostRandInt } from "../runtime/random.js";
+import { Stream } from "../runtime/stream.js";
+import { freshSeed, Tensor } from "../runtime/tensor.js";
+import { startTogether, timeTogether } from "./collectives.js";
+import { startProgress } from "./progress.js";
+import { benchEnvironment, median, table, type BenchEnvironment } from "./report.js";
+
+export interface MoeShape {
+  readonly tokens: number;
+  readonly hidden: number;
+  readonly topk: number;
+  readonly experts: number;
+}
+export const DEFAULT_MOE_SHAPES: readonly MoeShape[] = [128, 512, 4096].map((tokens) => ({
+  tokens,
+  hidden: 7168,
+  topk: 8,
+  experts: 256,
+}));
+
+export interface MoeRow extends MoeShape {
+  /** Rows this rank received. */
+  readonly rows: number;
+  readonly dispatchUs: number;
+  readonly combineUs: number;
+}
+
+export interface MoeBenchResult {
+  readonly environment: BenchEnvironment;
+  readonly bench: "moe";
+  readonly seed: string;
+  readonly rows: readonly MoeRow[];
+}
+
+/** Every rank's routing: topk distinct experts per token (a partial shuffle), weights in eighths. */
+function routing(s: MoeShape, seed: bigint, rank: number): { ids: Int32Array; weights: Float32Array } {
+  const ids = new Int32Array(s.tokens * s.topk);
+  const draws = hostRandInt(s.tokens * s.topk, seed, BigInt(rank) << 32n, 0, 2 ** 30);
+  const pool = Int32Array.from({ length: s.experts }, (_, e) => e);
+  for (let t = 0; t < s.tokens; t++)
+    for (let k = 0; k < s.topk; k++) {
+      const j = k + (Number(draws[t * s.topk + k]) % (s.experts - k));
+      [pool[k], pool[j]] = [pool[j]!, pool[k]!];
+      ids[t * s.topk + k] = pool[k]!;
+    }
+  const weights = Float32Array.from(ids, (_, i) => 1 + (i % 2)).map((w) => w / 8);
+  return { ids, weights };
+}
+
+export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeBenchResult | undefined> {
+  for (const s of o.shapes)
+    if (s.topk > s.experts)
+      throw new SymmkitError(
+        "SYMMKIT_INVALID_ARGUMENT",
+        `bench moe: top-${s.topk} of ${s.experts} experts: topk must not exceed experts`,
+      );
+  // dispatch stages the tokens and routes; combine the rows received (about tokens x topk: room for 2x).
+  const staging = Math.max(
+    ...o.shapes.map(
+      (s) => 2 * s.tokens * s.topk * s.hidden * 2 + s.tokens * (2 * s.hidden + 12 * s.topk + 4) + (1 << 20),
+    ),
+  );
+  const group = await ProcessGroup.world<GpuCollectives>({}, (g) => GpuCollectives.create(g, staging));
+  const { device, rank, worldSize: world } = group;
+  const c = group.collectives;
+  const stream = Stream.create(device);
+  if (rank === 0) await group.store.set("bench/moe/seed", String(freshSeed()));
+  const seed = BigInt((await group.store.get("bench/moe/seed")).toString());
+  using progress = startProgress({ title: "moe", total: o.shapes.length, rank });
+  progress.log(`seed ${seed}`);
+  const rows: MoeRow[] = [];
+  const start = Event.create(device);
+  const end = Event.create(device);
+  for (const s of o.shapes) {
+    const { ids, weights } = routing(s, seed, rank);
+    const values = hostRandInt(s.tokens * s.hidden, seed, (BigInt(rank) << 32n) + 1n, 0, 9);
+    const xBits = Uint16Array.from(values, (v) => encodeBF16(Number(v) - 4));
+    const x = Tensor.fromHost(xBits, "bf16", { device, shape: [s.tokens, s.hidden] });
+    const idx = Tensor.fromHost(ids, "i32", { device, shape: [s.tokens, s.topk] });
+    const w = Tensor.fromHost(weights, "f32", { device, shape: [s.tokens, s.topk] });
+    progress.step(`moe ${s.tokens} x ${s.hidden}, top-${s.topk} of ${s.experts}: validating and timing ...`);
+    const d = c.dispatch(x, idx, w, { numExperts: s.experts, stream });
+    const out = Tensor.empty([s.tokens, s.hidden], "bf16", { device });
+    c.combine(d.tokens, d.handle, { out, stream });
+    group.synchronize(stream);
+    validate(out.toHost() as Uint16Array, xBits, ids, weights, s, rank);
+    const per: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      await startTogether(group, stream);
+      start.record(stream);
+      const again = c.dispatch(x, idx, w, { numExperts: s.experts, stream });
+      end.record(stream);
+      group.synchronize(stream);
+      if (i >= 2) per.push(end.elapsedMsSince(start) * 1000);
+      for (const t of [again.tokens, again.weights, again.counts, again.handle.expert, again.handle.row])
+        t.dispose();
+      again.handle.weights.dispose();
+    }
+    const combine = (): void => void c.combine(d.tokens, d.handle, { out, stream });
+    const [combineUs] = await timeTogether(group, stream, [combine], { perGraph: 5 });
+    const row: MoeRow = { ...s, rows: d.handle.received, dispatchUs: median(per), combineUs: combineUs! };
+    rows.push(row);
+    progress.log(
+      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us, combine ${row.combineUs.toFixed(1)} us`,
+    );
+    for (const t of [
+      x,
+      idx,
+      w,
+      out,
+      d.tokens,
+      d.weights,
+      d.counts,
+      d.handle.expert,
+      d.handle.row,
+      d.handle.weights,
+    ])
+      t.dispose();
+  }
+  start.dispose();
+  end.dispose();
+  stream.dispose();
+  const result =
+    rank === 0
+      ? {
+          environment: benchEnvironment(device, world, deviceCount()),
+          bench: "moe" as const,
+          seed: seed.toString(),
+          rows,
+        }
+      : undefined;
+  await group.destroy();
+  return result;
+}
+
+/** Identity experts: every token comes back times the sum of its weights, exactly. */
+function validate(
+  got: Uint16Array,
+  x: Uint16Array,
+  ids: Int32Array,
+  w: Float32Array,
+  s: MoeShape,
+  rank: number,
+): void {
+  const f32 = new Float32Array(1);
+  const u32 = new Uint32Array(f32.buffer);
+  for (let t = 0; t < s.tokens; t++) {
+    let sum = 0;
+    for (let k = 0; k < s.topk; k++) if (ids[t * s.topk + k]! >= 0) sum += w[t * s.topk + k]!;
+    for (let i = 0; i < s.hidden; i++) {
+      u32[0] = x[t * s.hidden + i]! << 16;
+      const want = encodeBF16(sum * f32[0]! + 0);
+      if (got[t * s.hidden + i] !== want)
+        throw new SymmkitError(
+          "SYMMKIT_INVALID_ARGUMENT",
+          `moe ${s.tokens} tokens: token ${t} element ${i} came back as bits ${got[t * s.hidden + i]}, expected ${want} (rank ${rank}); not timing a wrong kernel`,
+        );
+    }
+  }
+}
+
+export function formatMoe(r: MoeBenchResult): string {
+  const header = [
+    "tokens",
+    "hidden",
+    "top-k",
+    "experts",
+    "rows",
+    "dispatch us",
+    "GB/s",
+    "combine us",
+    "GB/s",
+  ];
+  const rows = r.rows.map((x) => {
+    const bytes = x.rows * x.hidden * 2;
+    return [
+      String(x.tokens),
+      String(x.hidden),
+      String(x.topk),
+      String(x.experts),
+      String(x.rows),
+      x.dispatchUs.toFixed(1),
+      (bytes / x.dispatchUs / 1e3).toFixed(1),
+      x.combineUs.toFixed(1),
+      (bytes / x.combineUs / 1e3).toFixed(1),
+    ];
+  });
+  return [
+    `moe (rank 0), bf16, ${r.environment.worldSize} x ${r.environment.device}`,
+    table(header, rows),
+  ].join("\n");
+}

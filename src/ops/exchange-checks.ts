@@ -1,0 +1,144 @@
+// Point-to-point and all-to-all as every backend checks them: shapes, dtypes and split counts judged from
+// the tensors' descriptions, with the same typed errors on CPU and GPU, before anything is written.
+// allToAllV's counts of other ranks are only known once exchanged: allToAllVVerdict judges the whole
+// group's counts the same way on every rank, so that every rank refuses (or runs) the same call.
+import { InvalidArgumentError } from "../errors.js";
+import { checkTensorArg, type Described } from "./validate.js";
+
+/** The GPU backend's algorithms for send, recv and sendRecv: `put` (the sender's blocks store into the
+ * receiver's inbox, signalling each piece; auto) or NCCL's send and receive. */
+export const GPU_SEND_RECV_ALGORITHMS = ["auto", "put", "nccl"] as const;
+export type GpuSendRecvAlgorithm = (typeof GPU_SEND_RECV_ALGORITHMS)[number];
+/** allToAllV's: one NCCL group of matched sends and receives. */
+export const GPU_ALL_TO_ALL_V_ALGORITHMS = ["auto", "nccl"] as const;
+export type GpuAllToAllVAlgorithm = (typeof GPU_ALL_TO_ALL_V_ALGORITHMS)[number];
+/** allToAll's: `pull` (one kernel reading every peer's staging buffer between barriers) or NCCL's. */
+export const GPU_ALL_TO_ALL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
+export type GpuAllToAllAlgorithm = (typeof GPU_ALL_TO_ALL_ALGORITHMS)[number];
+/** The CPU backend's: every rank stages what it sends in its symmetric buffer and the receivers pull. */
+export const CPU_EXCHANGE_ALGORITHMS = ["auto", "pull"] as const;
+export type CpuExchangeAlgorithm = (typeof CPU_EXCHANGE_ALGORITHMS)[number];
+
+/** A tensor as rows: its first dimension, each row the elements of the others (a 1-D tensor's rows are
+ * its elements). allToAllV's counts count rows. */
+export interface Rows {
+  readonly rows: number;
+  readonly rowElems: number;
+}
+
+export function rowsOf(t: Described): Rows {
+  if (t.shape.length <= 1) return { rows: t.numel, rowElems: 1 };
+  return { rows: t.shape[0]!, rowElems: t.shape.slice(1).reduce((a, b) => a * b, 1) };
+}
+
+/** How a backend tells whether two of its tensors share memory (called once both are known tensors). */
+type Overlaps<T> = (a: T, b: T) => boolean;
+
+/** sendRecv: x goes to peer, out comes from it; same dtype (sizes may differ), no shared memory. */
+export function checkSendRecv<T extends Described>(what: string, x: T, out: T, overlaps: Overlaps<T>): void {
+  checkTensorArg(what, "x", x);
+  checkTensorArg(what, "out", out);
+  if (x.dtype !== out.dtype)
+    throw new InvalidArgumentError(`${what}: x is ${x.dtype} but out is ${out.dtype}`);
+  if (overlaps(x, out))
+    throw new InvalidArgumentError(
+      `${what}: out overlaps x; the peer's data would land on what this rank still sends: pass separate tensors`,
+    );
+}
+
+/** allToAll: x holds world equal chunks (chunk j goes to rank j), out the same size (chunk i from rank i). */
+export function checkAllToAll<T extends Described>(
+  what: string,
+  world: number,
+  x: T,
+  out: T,
+  overlaps: Overlaps<T>,
+): void {
+  checkTensorArg(what, "x", x);
+  checkTensorArg(what, "out", out);
+  if (x.dtype !== out.dtype)
+    throw new InvalidArgumentError(`${what}: x is ${x.dtype} but out is ${out.dtype}`);
+  if (x.numel % world !== 0)
+    throw new InvalidArgumentError(
+      `${what}: x's ${x.numel} elements do not split into ${world} equal chunks, one per rank`,
+    );
+  if (out.numel !== x.numel)
+    throw new InvalidArgumentError(
+      `${what}: out must have x's ${x.numel} elements, got ${out.numel} (shape ${JSON.stringify(out.shape)})`,
+    );
+  if (overlaps(x, out)) throw new InvalidArgumentError(`${what}: out overlaps x: pass separate tensors`);
+}
+
+/** Counts as the host gives them: world non-negative integers. */
+export function checkCountList(
+  what: string,
+  name: string,
+  counts: unknown,
+  world: number,
+): readonly number[] {
+  if (!Array.isArray(counts) || counts.length !== world)
+    throw new InvalidArgumentError(`${what}: ${name} must be an array of ${world} row counts, one per rank`);
+  for (const c of counts as unknown[])
+    if (typeof c !== "number" || !Number.isSafeInteger(c) || c < 0 || c > 0x7fff_ffff)
+      throw new InvalidArgumentError(
+        `${what}: ${name} must hold integers from 0 to 2^31 - 1, got ${String(c)} in ${JSON.stringify(counts)}`,
+      );
+  return counts as readonly number[];
+}
+
+/** allToAllV's tensors: same dtype and row size; sendCounts (host) add up to x's rows. */
+export function checkAllToAllV<T extends Described>(
+  what: string,
+  world: number,
+  x: T,
+  out: T,
+  sendCounts: readonly number[],
+  overlaps: Overlaps<T>,
+): { readonly x: Rows; readonly out: Rows } {
+  checkTensorArg(what, "x", x);
+  checkTensorArg(what, "out", out);
+  if (x.dtype !== out.dtype)
+    throw new InvalidArgumentError(`${what}: x is ${x.dtype} but out is ${out.dtype}`);
+  const xr = rowsOf(x);
+  const or = rowsOf(out);
+  if (xr.rowElems !== or.rowElems)
+    throw new InvalidArgumentError(
+      `${what}: a row of x has ${xr.rowElems} elements, a row of out ${or.rowElems} (shapes ${JSON.stringify(x.shape)}, ${JSON.stringify(out.shape)})`,
+    );
+  checkCountList(what, "sendCounts", sendCounts, world);
+  const total = sendCounts.reduce((a, b) => a + b, 0);
+  if (total !== xr.rows)
+    throw new InvalidArgumentError(
+      `${what}: sendCounts ${JSON.stringify(sendCounts)} add up to ${total} rows, x has ${xr.rows}`,
+    );
+  if (overlaps(x, out)) throw new InvalidArgumentError(`${what}: out overlaps x: pass separate tensors`);
+  return { x: xr, out: or };
+}
+
+/** One rank's side of an allToAllV, as the group sees it once the counts are exchanged. */
+export interface AllToAllVSide {
+  /** Rows it sends to each rank. */
+  readonly sendCounts: ArrayLike<number>;
+  /** Rows its out holds. */
+  readonly outRows: number;
+  /** What it said it receives from each rank, if it said. */
+  readonly recvCounts: ArrayLike<number> | undefined;
+}
+
+/**
+ * The group's verdict on an allToAllV, judged alike on every rank from every rank's side: undefined when
+ * the call can run, else the message of the InvalidArgumentError every rank throws (nothing written).
+ */
+export function allToAllVVerdict(what: string, sides: readonly AllToAllVSide[]): string | undefined {
+  const world = sides.length;
+  for (let r = 0; r < world; r++) {
+    const from = sides.map((s) => s.sendCounts[r]!);
+    const total = from.reduce((a, b) => a + b, 0);
+    const said = sides[r]!.recvCounts;
+    if (said !== undefined && from.some((c, i) => c !== said[i]))
+      return `${what}: rank ${r} expects ${JSON.stringify(Array.from(said))} rows from ranks 0..${world - 1}, the ranks send it ${JSON.stringify(from)}; nothing was written`;
+    if (total > sides[r]!.outRows)
+      return `${what}: rank ${r} receives ${total} rows (${JSON.stringify(from)} from ranks 0..${world - 1}) but its out holds ${sides[r]!.outRows}; nothing was written`;
+  }
+  return undefined;
+}

@@ -1,0 +1,303 @@
+// Point-to-point and all-to-all on GPUs. Algorithm nccl: send, recv and sendRecv are NCCL's send and
+// receive (sendRecv as one NCCL group); allToAll and allToAllV are one NCCL group of matched sends and
+// receives, this rank's own chunk copied on the stream. Bytes move as u8, so every dtype goes. NCCL
+// matches point-to-point calls in order per pair, as symmkit's CPU backend does. The group-wide calls
+// first meet in a barrier kernel whose signals carry the call's fingerprint, so that a rank in another
+// call is caught (CollectiveMismatchError) instead of NCCL pairing two calls' data.
+// Algorithm put (send, recv, sendRecv; auto): one kernel (coll/p2p.cuh) whose blocks store the message
+// into the receiver's inbox (a symmetric buffer of its own, two chunks per sender) in chunks of
+// P2P_CHUNK_BYTES, signalling each stripe; the receiver's blocks copy it out and acknowledge. Messages
+// between a pair carry a fingerprint of their number in that direction, dtype and size, so a
+// mismatched pair is caught (CollectiveMismatchError) instead of mixing data.
+// Algorithm pull (allToAll): one kernel (coll/collectives.cuh all_to_all_pull) copies x into this rank's
+// staging buffer (a symmetric x is read in place), meets the peers, reads its chunk from every rank's
+// buffer, and meets them again; auto takes it whenever the staging buffer holds x.
+// allToAllV learns every rank's counts first (one NCCL all-gather of each rank's side and a host wait),
+// and every rank judges them alike (allToAllVVerdict): a call that cannot run is refused on every rank
+// with nothing written. That host wait keeps it out of CUDA graphs.
+import { InvalidArgumentError } from "../errors.js";
+import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
+import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
+import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
+import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
+import type { Device } from "../runtime/device.js";
+import { Graph } from "../runtime/graph.js";
+import type { Kernel } from "../runtime/kernel.js";
+import { copyDeviceToDevice } from "../runtime/memory.js";
+import type { Stream } from "../runtime/stream.js";
+import { Tensor } from "../runtime/tensor.js";
+import type { COLL_PARAMS } from "./coll/programs.js";
+import type { ProgramSpec } from "../runtime/module.js";
+import { THREADS } from "./coll/registry.js";
+import { checkCapacity } from "./validate.js";
+import {
+  allToAllVVerdict,
+  rowsOf,
+  type GpuAllToAllAlgorithm,
+  type GpuSendRecvAlgorithm,
+} from "./exchange-checks.js";
+
+/** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
+export const P2P_CHUNK_BYTES = 1 << 20;
+/** p2p.cuh's kMaxBlocks. */
+export const P2P_MAX_BLOCKS = 16;
+export const P2P_PROGRAM: ProgramSpec = {
+  name: "symmkit/coll/p2p",
+  source: '#include "symmkit/coll/p2p.cuh"\n',
+  nameExpressions: ["symmkit::p2p::p2p_put"],
+};
+/** p2p_put: the inbox's SymmView; x, its bytes, peer, blocks, phase; out, its bytes, peer, blocks, phase;
+ * the chunk. */
+export const P2P_PARAMS = [
+  SYMM_VIEW_PARAM,
+  "ptr",
+  "u64",
+  "u32",
+  "u32",
+  "u32",
+  "ptr",
+  "u64",
+  "u32",
+  "u32",
+  "u32",
+  "u64",
+] as const;
+
+/** Blocks one side of a message runs: one per 64 KiB of its first chunk, a power of two (so the stripe
+ * stays a multiple of 16), at most P2P_MAX_BLOCKS. Both sides compute it from the size alone. */
+export function p2pBlocks(bytes: number): number {
+  const want = Math.max(1, Math.ceil(Math.min(bytes, P2P_CHUNK_BYTES) / (64 << 10)));
+  return Math.min(P2P_MAX_BLOCKS, 2 ** Math.ceil(Math.log2(want)));
+}
+
+export interface ExchangeContext {
+  readonly device: Device;
+  readonly rank: number;
+  readonly world: number;
+  readonly comm: NcclComm;
+  readonly stagingView: Uint8Array;
+  readonly capacityBytes: number;
+  /** put's inbox: world x 2 chunks of P2P_CHUNK_BYTES, and its pad's signal slots. */
+  readonly inbox: SymmetricTensor;
+  p2pKernel(): Kernel<typeof P2P_PARAMS>;
+  /** The next group call's fingerprint, for its kernels' phase. */
+  phase(shape: CallShape, stream: Stream): number;
+  /** The one-block barrier kernel over the staging buffer's pads, its signals carrying `phase`. */
+  groupBarrier(stream: Stream, phase: number): void;
+  allToAllKernel(): Kernel<typeof COLL_PARAMS>;
+  /** Blocks of 512 threads for `bytes` of 16-byte vectors, at most one per SM. */
+  blocks(bytes: number): number;
+}
+
+/** What allToAll takes: a plain tensor, or a symmetric one read in place. */
+export type ExchangeInput = Tensor | SymmetricTensor;
+
+const bytes = (t: Tensor, at: number, count: number): NcclSpan => ({
+  ptr: t.ptr + BigInt(at),
+  numel: count,
+  dtype: "u8",
+});
+
+type P2p = Exclude<GpuSendRecvAlgorithm, "auto">;
+
+export class GpuExchange {
+  readonly #ctx: ExchangeContext;
+  readonly #inboxView: Uint8Array;
+  /** put's messages sent to and received from each peer (their fingerprints' numbers). */
+  readonly #sent: number[];
+  readonly #received: number[];
+
+  constructor(ctx: ExchangeContext) {
+    this.#ctx = ctx;
+    this.#inboxView = ctx.inbox.deviceView();
+    this.#sent = new Array<number>(ctx.world).fill(0);
+    this.#received = new Array<number>(ctx.world).fill(0);
+  }
+
+  send(x: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
+    if (algorithm === "put") return this.#put(x, peer, undefined, 0, stream);
+    this.#ctx.comm.send(bytes(x, 0, x.nbytes), peer, stream);
+  }
+
+  recv(out: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
+    if (algorithm === "put") return this.#put(undefined, 0, out, peer, stream);
+    this.#ctx.comm.recv(bytes(out, 0, out.nbytes), peer, stream);
+  }
+
+  sendRecv(x: Tensor, out: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
+    if (algorithm === "put") return this.#put(x, peer, out, peer, stream);
+    const comm = this.#ctx.comm;
+    comm.group(() => {
+      comm.send(bytes(x, 0, x.nbytes), peer, stream);
+      comm.recv(bytes(out, 0, out.nbytes), peer, stream);
+    });
+  }
+
+  /** One p2p_put launch: a send side, a receive side, or both. */
+  #put(x: Tensor | undefined, to: number, out: Tensor | undefined, from: number, stream: Stream): void {
+    const rank = this.#ctx.rank;
+    const sendBlocks = x ? p2pBlocks(x.nbytes) : 0;
+    const recvBlocks = out ? p2pBlocks(out.nbytes) : 0;
+    const sendPhase = x
+      ? fingerprint(this.#sent[to]!++, { kind: "send-recv", dtype: x.dtype, count: x.numel, peer: rank })
+      : 0;
+    const recvPhase = out
+      ? fingerprint(this.#received[from]!++, {
+          kind: "send-recv",
+          dtype: out.dtype,
+          count: out.numel,
+          peer: from,
+        })
+      : 0;
+    this.#ctx
+      .p2pKernel()
+      .launch(
+        { grid: sendBlocks + recvBlocks, block: THREADS, stream },
+        this.#inboxView,
+        x?.ptr ?? 0n,
+        x?.nbytes ?? 0,
+        to,
+        sendBlocks,
+        sendPhase,
+        out?.ptr ?? 0n,
+        out?.nbytes ?? 0,
+        from,
+        recvBlocks,
+        recvPhase,
+        P2P_CHUNK_BYTES,
+      );
+  }
+
+  /** What auto runs: pull when the staging buffer holds x (or x is symmetric), else nccl. */
+  autoAllToAll(input: ExchangeInput, x: Tensor): Exclude<GpuAllToAllAlgorithm, "auto"> {
+    return !(input instanceof Tensor) || x.nbytes <= this.#ctx.capacityBytes ? "pull" : "nccl";
+  }
+
+  allToAll(
+    what: string,
+    input: ExchangeInput,
+    x: Tensor,
+    out: Tensor,
+    algorithm: Exclude<GpuAllToAllAlgorithm, "auto">,
+    stream: Stream,
+  ): void {
+    const ctx = this.#ctx;
+    const chunk = x.nbytes / ctx.world;
+    if (algorithm === "pull") {
+      const plain = input instanceof Tensor;
+      checkCapacity(what, plain ? x.nbytes : 0, ctx.capacityBytes);
+      const phase = ctx.phase({ kind: "all-to-all/pull", dtype: x.dtype, count: x.numel }, stream);
+      if (ctx.world === 1) return copyDeviceToDevice(out.ptr, x.ptr, x.nbytes, stream);
+      ctx
+        .allToAllKernel()
+        .launch(
+          { grid: ctx.blocks(x.nbytes), block: THREADS, stream },
+          plain ? ctx.stagingView : input.deviceView(),
+          plain ? x.ptr : 0n,
+          out,
+          chunk,
+          phase,
+        );
+      return;
+    }
+    this.#fingerprint({ kind: "all-to-all/nccl", dtype: x.dtype, count: x.numel }, stream);
+    this.#exchange(
+      x,
+      out,
+      (r) => [r * chunk, chunk],
+      (r) => [r * chunk, chunk],
+      stream,
+    );
+  }
+
+  /** See GpuCollectives.allToAllV. Returns the rows received from each rank. */
+  allToAllV(
+    what: string,
+    x: Tensor,
+    out: Tensor,
+    sendCounts: readonly number[],
+    recvCounts: readonly number[] | undefined,
+    stream: Stream,
+  ): number[] {
+    const { world, rank, device, comm } = this.#ctx;
+    if (Graph.activeCapture(stream) !== undefined)
+      throw new InvalidArgumentError(
+        `${what}: algorithm nccl learns the peers' counts through the host, which a CUDA graph cannot hold; call it outside the capture`,
+      );
+    const rowBytes = rowsOf(x).rowElems * x.elementBytes;
+    // Our side: [out rows, recvCounts given, sendCounts..., recvCounts...].
+    const side = 2 + 2 * world;
+    const mine = Int32Array.from([
+      rowsOf(out).rows,
+      recvCounts === undefined ? 0 : 1,
+      ...sendCounts,
+      ...(recvCounts ?? sendCounts),
+    ]);
+    this.#fingerprint({ kind: "all-to-all-v/nccl", dtype: x.dtype, count: rowsOf(x).rowElems }, stream);
+    using local = Tensor.fromHost(mine, "i32", { device, stream });
+    using all = Tensor.empty([world * side], "i32", { device });
+    comm.allGather(local, all, stream);
+    const h = all.toHost({ stream }) as Int32Array;
+    const sides = Array.from({ length: world }, (_, r) => ({
+      outRows: h[r * side]!,
+      sendCounts: h.subarray(r * side + 2, r * side + 2 + world),
+      recvCounts: h[r * side + 1] === 1 ? h.subarray(r * side + 2 + world, (r + 1) * side) : undefined,
+    }));
+    const verdict = allToAllVVerdict(what, sides);
+    if (verdict !== undefined) throw new InvalidArgumentError(verdict);
+    const received = sides.map((s) => s.sendCounts[rank]!);
+    const sendAt = prefix(sendCounts);
+    const recvAt = prefix(received);
+    this.#exchange(
+      x,
+      out,
+      (r) => [sendAt[r]! * rowBytes, sendCounts[r]! * rowBytes],
+      (r) => [recvAt[r]! * rowBytes, received[r]! * rowBytes],
+      stream,
+    );
+    return received;
+  }
+
+  /** A group-wide NCCL call's barrier kernel, its signals carrying the call's fingerprint. */
+  #fingerprint(shape: CallShape, stream: Stream): void {
+    const phase = this.#ctx.phase(shape, stream);
+    if (this.#ctx.world > 1) this.#ctx.groupBarrier(stream, phase);
+  }
+
+  /** One NCCL group: span `send(r)` of x to rank r, span `recv(r)` of out from rank r ([byte offset,
+   * bytes]); this rank's own span copied. Empty spans are skipped on both sides (both know them). */
+  #exchange(
+    x: Tensor,
+    out: Tensor,
+    send: (r: number) => [number, number],
+    recv: (r: number) => [number, number],
+    stream: Stream,
+  ): void {
+    const { rank, world, comm } = this.#ctx;
+    const [from, n] = send(rank);
+    const [to] = recv(rank);
+    copyDeviceToDevice(out.ptr + BigInt(to), x.ptr + BigInt(from), n, stream);
+    if (world === 1) return;
+    comm.group(() => {
+      for (let i = 1; i < world; i++) {
+        // Rank-rotated, so that not every rank starts with rank 0.
+        const r = (rank + i) % world;
+        const [sa, sn] = send(r);
+        const [ra, rn] = recv(r);
+        if (sn > 0) comm.send(bytes(x, sa, sn), r, stream);
+        if (rn > 0) comm.recv(bytes(out, ra, rn), r, stream);
+      }
+    });
+  }
+}
+
+/** Running sums: where each rank's rows start. */
+function prefix(counts: ArrayLike<number>): number[] {
+  const at: number[] = [];
+  let sum = 0;
+  for (let i = 0; i < counts.length; i++) {
+    at.push(sum);
+    sum += counts[i]!;
+  }
+  return at;
+}

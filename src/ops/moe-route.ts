@@ -1,0 +1,83 @@
+// Where MoE dispatch puts each (token, slot) pair, and how combine sums them back: the host computation
+// every backend's layout follows (src/ops/moe-checks.ts describes the layout). Every rank can compute
+// every rank's rows from the count matrix alone (pairs per expert from each rank), so a dispatch needs
+// one exchange of counts before data moves, and combine needs no second one.
+import { decodeBF16, f32ToBf16Bits } from "../runtime/dtype.js";
+import type { MoeProblem } from "./moe-checks.js";
+
+type Layout = Pick<MoeProblem, "numExperts" | "localExperts">;
+
+/** Pairs of one rank by expert: counts[e] (ids -1 count nowhere). */
+export function expertCounts(ids: Int32Array, numExperts: number): Int32Array {
+  const counts = new Int32Array(numExperts);
+  for (const e of ids) if (e >= 0) counts[e]!++;
+  return counts;
+}
+
+/** Rows rank `owner` receives for each of its local experts, from every rank's counts. */
+export function receivedCounts(counts: readonly ArrayLike<number>[], owner: number, p: Layout): Int32Array {
+  const out = new Int32Array(p.localExperts);
+  for (let j = 0; j < p.localExperts; j++) for (const c of counts) out[j]! += c[owner * p.localExperts + j]!;
+  return out;
+}
+
+/** The row of rank `source`'s first pair of each expert at the expert's owner: the owner's rows of
+ * earlier local experts, then this expert's rows from earlier ranks. */
+export function routeBases(counts: readonly ArrayLike<number>[], source: number, p: Layout): Int32Array {
+  const L = p.localExperts;
+  const bases = new Int32Array(p.numExperts);
+  for (let e = 0; e < p.numExperts; e++) {
+    let base = 0;
+    for (let j = e - (e % L); j < e; j++) for (const c of counts) base += c[j]!;
+    for (let s = 0; s < source; s++) base += counts[s]![e]!;
+    bases[e] = base;
+  }
+  return bases;
+}
+
+/**
+ * The row each pair of rank `source` lands in, in its expert owner's dispatched tensor (-1 for an unused
+ * slot): the owner's rows of earlier local experts, then the rows of this expert from earlier ranks,
+ * then this rank's earlier pairs of the expert in (token, slot) order.
+ */
+export function routeRows(
+  counts: readonly ArrayLike<number>[],
+  source: number,
+  ids: Int32Array,
+  p: Layout,
+): Int32Array {
+  const L = p.localExperts;
+  const next = new Int32Array(p.numExperts);
+  for (let e = 0; e < p.numExperts; e++) {
+    const first = e - (e % L);
+    let base = 0;
+    for (let j = first; j < e; j++) for (const c of counts) base += c[j]!;
+    for (let s = 0; s < source; s++) base += counts[s]![e]!;
+    next[e] = base;
+  }
+  const rows = new Int32Array(ids.length);
+  for (let i = 0; i < ids.length; i++) rows[i] = ids[i]! < 0 ? -1 : next[ids[i]!]!++;
+  return rows;
+}
+
+/**
+ * One token's combine, as the kernels compute it: over slots 0..topk-1 in order, skipping unused ones,
+ * acc = acc + weight x value in f32, each operation rounded; the sum rounded once to bf16. `value(k, i)`
+ * gives element i of slot k's expert output as bf16 bits.
+ */
+export function combineToken(
+  hidden: number,
+  topk: number,
+  used: (k: number) => boolean,
+  weight: (k: number) => number,
+  value: (k: number, i: number) => number,
+  out: Uint16Array,
+  at: number,
+): void {
+  const f = Math.fround;
+  for (let i = 0; i < hidden; i++) {
+    let acc = 0;
+    for (let k = 0; k < topk; k++) if (used(k)) acc = f(acc + f(weight(k) * decodeBF16(value(k, i))));
+    out[at + i] = f32ToBf16Bits(acc);
+  }
+}

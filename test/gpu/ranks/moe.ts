@@ -1,0 +1,263 @@
+// One rank of the MoE check (test/gpu/distributed.test.ts): dispatch and combine on GPUs, bit for bit
+// against the host reference (src/ops/moe-route.ts: the CPU backend's layout and combine order), every
+// rank drawing every rank's inputs from the shared seed: bf16 and fp8 tokens; hidden 7, 64 and 7168;
+// top-1, 2 and 8 of world, 4 x world and 256 experts; a rank with no tokens, unused slots (-1), a token
+// picking two experts of one rank; maxRows with zeroed spare rows; dispatch -> identity expert ->
+// combine giving x times the summed weights exactly; combine in a CUDA graph replayed with the expert
+// output changed in between; a rank 50 ms late; group-judged errors (an id out of range on one rank,
+// one rank's maxRows too small) refused on every rank with nothing written; bad input typed errors.
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { assertSameBits, sharedSeed } from "../../support/agree.js";
+import { init } from "../../../src/init.js";
+import { InvalidArgumentError } from "../../../src/errors.js";
+import { HostTensor } from "../../../src/cpu/host-tensor.js";
+import { combineToken, expertCounts, receivedCounts, routeRows } from "../../../src/ops/moe-route.js";
+import type { MoeProblem } from "../../../src/ops/moe-checks.js";
+import { decodeBF16, encode, encodeBF16, type DType } from "../../../src/runtime/dtype.js";
+import { Graph } from "../../../src/runtime/graph.js";
+import { defaultStream } from "../../../src/runtime/stream.js";
+import { Tensor } from "../../../src/runtime/tensor.js";
+import { guardsIntact, poisoned } from "./guards.js";
+
+const group = await init({ backend: "cuda", stagingBytes: 256 << 20 });
+const c = group.collectives;
+const { rank, worldSize: world } = group;
+const stream = defaultStream(group.device);
+const seed = await sharedSeed(group.store, rank);
+const typed = (e: unknown): boolean =>
+  e instanceof InvalidArgumentError && e.code === "SYMMKIT_INVALID_ARGUMENT";
+
+let draws = 0;
+const rand = (n: number, low: number, high: number): Int32Array =>
+  HostTensor.rand([n], "i32", { seed, offset: draws++, low, high }).raw as Int32Array;
+
+interface Side {
+  readonly tokens: number;
+  readonly ids: Int32Array;
+  readonly weights: Float32Array;
+  /** Token values: small integers (exact in bf16 and e4m3). */
+  readonly x: Uint8Array | Uint16Array;
+  readonly scales: Float32Array;
+}
+
+/** Every rank's inputs for one case, drawn alike everywhere. */
+function draw(
+  tokensOf: (r: number) => number,
+  hidden: number,
+  topk: number,
+  experts: number,
+  dtype: DType,
+): Side[] {
+  return Array.from({ length: world }, (_, r) => {
+    const t = tokensOf(r);
+    const ids = rand(t * topk, -1, experts);
+    // A token picking two experts of one rank, and one picking the same expert twice.
+    if (t > 1 && topk > 1) {
+      ids[0] = 0;
+      ids[1] = 1 % experts;
+      ids[topk] = experts - 1;
+      ids[topk + 1] = experts - 1;
+    }
+    const weights = Float32Array.from(rand(t * topk, 0, 3), (v) => v / 8);
+    const values = Array.from(rand(t * hidden, -8, 9));
+    const x = encode(dtype, values) as Uint8Array | Uint16Array;
+    const scales = Float32Array.from(rand(t, 1, 5), (v) => v / 4);
+    return { tokens: t, ids, weights, x, scales };
+  });
+}
+
+const problem = (
+  hidden: number,
+  topk: number,
+  experts: number,
+  dtype: DType,
+  tokens: number,
+): MoeProblem => ({
+  tokens,
+  hidden,
+  topk,
+  numExperts: experts,
+  localExperts: experts / world,
+  dtype,
+});
+
+function runCase(
+  name: string,
+  tokensOf: (r: number) => number,
+  hidden: number,
+  topk: number,
+  experts: number,
+  dtype: DType,
+  spare = 0,
+): void {
+  const sides = draw(tokensOf, hidden, topk, experts, dtype);
+  const me = sides[rank]!;
+  const p = problem(hidden, topk, experts, dtype, me.tokens);
+  const counts = sides.map((s) => expertCounts(s.ids, experts));
+  const got = receivedCounts(counts, rank, p);
+  const total = got.reduce((a, b) => a + b, 0);
+  // The host's dispatch for this rank.
+  const elem = dtype === "bf16" ? 2 : 1;
+  const wantTokens = new Uint8Array((total + spare) * hidden * elem);
+  const wantWeights = new Float32Array(total + spare);
+  const wantScales = new Float32Array(total + spare);
+  sides.forEach((s, src) => {
+    const rows = routeRows(counts, src, s.ids, p);
+    const xb = new Uint8Array(s.x.buffer, s.x.byteOffset, s.x.byteLength);
+    for (let i = 0; i < rows.length; i++) {
+      if (s.ids[i]! < 0 || Math.floor(s.ids[i]! / p.localExperts) !== rank) continue;
+      const t = Math.floor(i / topk);
+      wantTokens.set(xb.subarray(t * hidden * elem, (t + 1) * hidden * elem), rows[i]! * hidden * elem);
+      wantWeights[rows[i]!] = s.weights[i]!;
+      wantScales[rows[i]!] = s.scales[t]!;
+    }
+  });
+  const d = c.dispatch(
+    Tensor.fromHost(me.x, dtype, { shape: [me.tokens, hidden] }),
+    Tensor.fromHost(me.ids, "i32", { shape: [me.tokens, topk] }),
+    Tensor.fromHost(me.weights, "f32", { shape: [me.tokens, topk] }),
+    {
+      numExperts: experts,
+      scales: dtype === "fp8e4m3" ? Tensor.fromHost(me.scales, "f32") : undefined,
+      maxRows: spare > 0 ? total + spare : undefined,
+    },
+  );
+  const what = `${name}: dispatch`;
+  const tb = d.tokens.toHost();
+  assertSameBits(new Uint8Array(tb.buffer, tb.byteOffset, tb.byteLength), wantTokens, `${what} tokens`, seed);
+  assertSameBits(d.weights.toHost(), wantWeights, `${what} weights`, seed);
+  if (dtype === "fp8e4m3") assertSameBits(d.scales!.toHost(), wantScales, `${what} scales`, seed);
+  assertSameBits(d.counts.toHost(), got, `${what} counts`, seed);
+  assertSameBits(d.handle.row.toHost(), routeRows(counts, rank, me.ids, p), `${what} handle rows`, seed);
+  if (dtype !== "bf16") return;
+  // Identity expert: x times the summed weights, exactly (small integers times eighths).
+  const back = c.combine(d.tokens, d.handle);
+  const exact = new Uint16Array(me.tokens * hidden);
+  for (let t = 0; t < me.tokens; t++) {
+    let w = 0;
+    for (let k = 0; k < topk; k++) if (me.ids[t * topk + k]! >= 0) w += me.weights[t * topk + k]!;
+    for (let i = 0; i < hidden; i++)
+      // + 0: the kernel's sum starts at +0, so a zero result is +0 (never -0).
+      exact[t * hidden + i] = encodeBF16(w * decodeBF16((me.x as Uint16Array)[t * hidden + i]!) + 0);
+  }
+  assertSameBits(back.toHost(), exact, `${name}: identity combine`, seed);
+}
+
+const E = [world, 4 * world, 256 - (256 % world)];
+runCase("basic", (r) => 17 + r, 64, 2, E[1]!, "bf16");
+runCase("no tokens on rank 0", (r) => (r === 0 ? 0 : 33), 64, 2, E[0]!, "bf16");
+runCase("odd hidden", (r) => 9 + 2 * r, 7, 1, E[1]!, "bf16");
+runCase("fp8 with scales", (r) => 40 - r, 64, 8, E[2]!, "fp8e4m3");
+runCase("maxRows", () => 21, 64, 2, E[1]!, "bf16", 5);
+runCase("reference shape", () => 512, 7168, 8, E[2]!, "bf16");
+if (rank === 0) console.log("dispatch and identity combine: bit for bit");
+
+// combine of a non-trivial expert output, and in a graph replayed with it changed.
+{
+  const hidden = 96;
+  const topk = 4;
+  const experts = E[1]!;
+  const sides = draw((r) => 50 + 3 * r, hidden, topk, experts, "bf16");
+  const me = sides[rank]!;
+  const d = c.dispatch(
+    Tensor.fromHost(me.x, "bf16", { shape: [me.tokens, hidden] }),
+    Tensor.fromHost(me.ids, "i32", { shape: [me.tokens, topk] }),
+    Tensor.fromHost(me.weights, "f32", { shape: [me.tokens, topk] }),
+    { numExperts: experts },
+  );
+  const p = problem(hidden, topk, experts, "bf16", me.tokens);
+  const counts = sides.map((s) => expertCounts(s.ids, experts));
+  const totals = Array.from({ length: world }, (_, r) =>
+    receivedCounts(counts, r, p).reduce((a, b) => a + b, 0),
+  );
+  const expertOut = Tensor.empty([totals[rank]!, hidden], "bf16");
+  const [whole, out] = poisoned("bf16", [me.tokens, hidden]);
+  const graph = Graph.capture(stream, () => void c.combine(expertOut, d.handle, { out, stream }));
+  for (let replay = 0; replay < 4; replay++) {
+    const outs = totals.map((n) =>
+      HostTensor.rand([n * hidden], "bf16", { seed, offset: draws++, low: -2, high: 2 }),
+    );
+    expertOut.copyFrom(Tensor.fromHost(outs[rank]!.raw, "bf16", { shape: [totals[rank]!, hidden] }));
+    if (replay === 0) void c.combine(expertOut, d.handle, { out });
+    else graph.launch();
+    stream.synchronize();
+    const rows = routeRows(counts, rank, me.ids, p);
+    const want = new Uint16Array(me.tokens * hidden);
+    for (let t = 0; t < me.tokens; t++)
+      combineToken(
+        hidden,
+        topk,
+        (k) => me.ids[t * topk + k]! >= 0,
+        (k) => me.weights[t * topk + k]!,
+        (k, i) => {
+          const owner = Math.floor(me.ids[t * topk + k]! / p.localExperts);
+          return (outs[owner]!.raw as Uint16Array)[rows[t * topk + k]! * hidden + i]!;
+        },
+        want,
+        t * hidden,
+      );
+    assertSameBits(out.toHost(), want, `combine replay ${replay}`, seed);
+  }
+  graph.dispose();
+  guardsIntact(whole, "combine out");
+}
+if (rank === 0) console.log("combine against the host reference, eager and in a graph: bit for bit");
+
+// A straggler, then repeated calls alternating shapes.
+if (rank === world - 1) await sleep(50);
+for (let i = 0; i < 40; i++)
+  runCase(`repeat ${i}`, (r) => 1 + ((i * 7 + r) % 23), [7, 64][i % 2]!, 1 + (i % 3), E[i % 3]!, "bf16");
+if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
+
+// Judged by the group: an id out of range on rank 0 only, then one rank's maxRows too small.
+{
+  const ids = Int32Array.from({ length: 8 }, (_, i) => i % world);
+  if (rank === 0) ids[5] = world * 2;
+  const args = [
+    Tensor.zeros([4, 8], "bf16"),
+    Tensor.fromHost(ids, "i32", { shape: [4, 2] }),
+    Tensor.zeros([4, 2], "f32"),
+  ] as const;
+  assert.throws(
+    () => c.dispatch(...args, { numExperts: world * 2 }),
+    (e: unknown) => typed(e) && /rank 0/.test(String(e)),
+    "bad id",
+  );
+  const fine = Tensor.fromHost(
+    Int32Array.from({ length: 8 }, (_, i) => i % world),
+    "i32",
+    { shape: [4, 2] },
+  );
+  assert.throws(
+    () => c.dispatch(args[0], fine, args[2], { numExperts: world, maxRows: rank === world - 1 ? 1 : 100 }),
+    (e: unknown) => typed(e) && new RegExp(`rank ${world - 1}`).test(String(e)),
+    "maxRows",
+  );
+  // The group is still usable.
+  runCase("after refusals", (r) => 5 + r, 64, 2, E[0]!, "bf16");
+}
+
+// Bad input: typed errors before anything runs (every rank alike).
+{
+  const tok = Tensor.zeros([4, 8], "bf16");
+  const ids = Tensor.zeros([4, 2], "i32");
+  const w = Tensor.zeros([4, 2], "f32");
+  const bad: [string, () => unknown][] = [
+    ["numExperts", () => c.dispatch(tok, ids, w, { numExperts: world + 1 })],
+    ["tokens dtype", () => c.dispatch(Tensor.zeros([4, 8], "f32"), ids, w, { numExperts: world })],
+    ["fp8 without scales", () => c.dispatch(Tensor.zeros([4, 8], "fp8e4m3"), ids, w, { numExperts: world })],
+    [
+      "scales with bf16",
+      () => c.dispatch(tok, ids, w, { numExperts: world, scales: Tensor.zeros([4], "f32") }),
+    ],
+    ["weights shape", () => c.dispatch(tok, ids, Tensor.zeros([4, 3], "f32"), { numExperts: world })],
+    ["ids dtype", () => c.dispatch(tok, Tensor.zeros([4, 2], "i64"), w, { numExperts: world })],
+    ["algorithm", () => c.dispatch(tok, ids, w, { numExperts: world, algorithm: "nccl" as "pull" })],
+  ];
+  for (const [what, call] of bad) assert.throws(call, typed, what);
+}
+c.barrier();
+stream.synchronize();
+console.log(`gpu moe ok rank ${rank}`);
+await group.destroy();
