@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The fused matmuls on a multi-GPU machine, in one call: the fused rank tests and the timeout checks at
 # world 2 (and 3, 4 where the GPUs are there), the GEMM tests (the kernel the fused ops are built on),
-# then `symmkit bench ag-gemm` and `gemm-rs` on all GPUs. Run from the repo root as
+# then `symmkit bench ag-gemm`, `gemm-rs` and `gemm-ar` on all GPUs. Run from the repo root as
 #   SYMMKIT_GIT_REVISION=<rev> .gpustage/boot.sh bash bench/gpu-fused.sh
-# STEPS picks steps (default "tests gemm-tests bench"); AG_SHAPES, RS_SHAPES, FUSED_DTYPE the benchmark.
+# STEPS picks steps (default "tests gemm-tests bench"); AG_SHAPES, RS_SHAPES, AR_SHAPES, FUSED_DTYPE the
+# benchmark.
 # Writes its logs and JSON under $OUT (default ./out); exits non-zero if any step failed.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -16,6 +17,7 @@ if [[ $steps == *" tests"* || $steps == tests* ]]; then
   for n in 2 3 4; do
     if ((n <= world)); then
       step fused-w$n bash -c "node dist/src/cli.js run -n $n dist/test/gpu/ranks/fused.js 2>&1 | tee '$out/fused-tests-w$n.txt'; exit \${PIPESTATUS[0]}"
+      step gemm-ar-w$n bash -c "node dist/src/cli.js run -n $n dist/test/gpu/ranks/gemm-ar.js 2>&1 | tee '$out/gemm-ar-tests-w$n.txt'; exit \${PIPESTATUS[0]}"
     fi
   done
   for op in rs ag; do
@@ -29,5 +31,6 @@ if [[ $steps == *bench* ]]; then
   dtype=${FUSED_DTYPE:-bf16}
   step ag-gemm run "$world" dist/src/cli.js bench ag-gemm --dtype "$dtype" ${AG_SHAPES:+--shapes "$AG_SHAPES"} --json "$out/ag-gemm-$dtype.json"
   step gemm-rs run "$world" dist/src/cli.js bench gemm-rs --dtype "$dtype" ${RS_SHAPES:+--shapes "$RS_SHAPES"} --json "$out/gemm-rs-$dtype.json"
+  step gemm-ar run "$world" dist/src/cli.js bench gemm-ar --dtype "$dtype" ${AR_SHAPES:+--shapes "$AR_SHAPES"} --json "$out/gemm-ar-$dtype.json"
 fi
 exit $status

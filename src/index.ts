@@ -133,7 +133,11 @@ export { HopperGemm, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
 export {
   ALL_GATHER_MATMUL_ALGORITHMS,
   MATMUL_REDUCE_SCATTER_ALGORITHMS,
+  MATMUL_ALL_REDUCE_ALGORITHMS,
   CPU_FUSED_MATMUL_ALGORITHMS,
+  type MatmulAllReduceAlgorithm,
+  type MatmulAllReduceOptions,
+  type MatmulRmsNormOptions,
   type AllGatherMatmulAlgorithm,
   type MatmulReduceScatterAlgorithm,
   type AllGatherMatmulOptions,

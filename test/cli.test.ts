@@ -45,7 +45,20 @@ async function symmkitAll(lines: readonly (readonly string[])[], env?: NodeJS.Pr
 const show = (r: Result): string => `symmkit ${r.args.join(" ")}: exit ${r.status}\n${r.stdout}${r.stderr}`;
 
 const COLLECTIVES = ["all-reduce", "all-gather", "reduce-scatter"];
-const BENCHES = ["launch", "barrier", "link", ...COLLECTIVES, "gemm", "ag-gemm", "gemm-rs"];
+const BENCHES = [
+  "launch",
+  "barrier",
+  "link",
+  ...COLLECTIVES,
+  "gemm",
+  "ag-gemm",
+  "gemm-rs",
+  "gemm-ar",
+  "ar-norm",
+  "all-to-all",
+  "send-recv",
+  "moe",
+];
 /** Every command that does something (as opposed to a group of commands). */
 const LEAVES = [
   ["demo"],
@@ -198,11 +211,14 @@ test("bad values: one line naming the option, exit code 2, before anything runs"
     [["bench", "gemm", "--layout-b", "xx"], invalid("--layout-b")],
     [["bench", "gemm", "--shapes", "1x2"], invalid("--shapes")],
     [["bench", "gemm", "--shapes", "0x8x8"], invalid("--shapes")],
-    ...["ag-gemm", "gemm-rs"].flatMap((b): [string[], RegExp][] => [
+    ...["ag-gemm", "gemm-rs", "gemm-ar"].flatMap((b): [string[], RegExp][] => [
       [["bench", b, "--shapes", "8x8"], invalid("--shapes")],
       [["bench", b, "--dtype", "f16"], invalid("--dtype")],
       [["bench", b, "--algorithms", "fused,"], invalid("--algorithms")],
     ]),
+    [["bench", "all-to-all", "--algorithms", "pull,bogus"], /No algorithm bogus; there are .*nccl_raw/],
+    [["bench", "send-recv", "--sizes", "0"], invalid("--sizes")],
+    [["bench", "moe", "--tokens", "0"], invalid("--tokens")],
     [["report", path.join(os.tmpdir(), "symmkit-no-such-results.json")], /no such file or directory/],
   ];
   const results = await symmkitAll(cases.map(([args]) => args));

@@ -1,9 +1,10 @@
-// `symmkit run -n N -- symmkit bench ag-gemm|gemm-rs`: the fused tensor-parallel matmuls against their
-// floor and their baselines, in one run. Shapes are the full problem m x n x k:
+// `symmkit run -n N -- symmkit bench ag-gemm|gemm-rs|gemm-ar`: the fused tensor-parallel matmuls against
+// their floor and their baselines, in one run. Shapes are the full problem m x n x k:
 //   ag-gemm: every rank holds m / world rows of A [., k] and its own weight [n, k]; it computes the
 //     [m, n] product of the gathered A.
 //   gemm-rs: every rank holds A [m, k / world] and B [n, k / world]; it gets its m / world rows of the
 //     [m, n] sum over ranks.
+//   gemm-ar: likewise, and every rank gets the whole [m, n] sum (a row-parallel layer at decode sizes).
 // Implementations: symmkit's fused constructions, symmkit sequential (collective then GEMM, or GEMM then
 // collective), NCCL + cuBLASLt in sequence, and the floors: symmkit's GEMM alone and cuBLASLt alone on
 // one rank's GEMM (communication fully hidden). Each is validated first (the fused and sequential
@@ -14,7 +15,11 @@
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
-import type { AllGatherMatmulAlgorithm, MatmulReduceScatterAlgorithm } from "../ops/fused-checks.js";
+import type {
+  AllGatherMatmulAlgorithm,
+  MatmulAllReduceAlgorithm,
+  MatmulReduceScatterAlgorithm,
+} from "../ops/fused-checks.js";
 import type { LtElem } from "../ops/cublaslt-matmul.js";
 import { matmul } from "../ops/matmul.js";
 import { deviceCount } from "../runtime/device.js";
@@ -26,18 +31,22 @@ import { relFrobenius, type GemmShape } from "./gemm.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, table, type BenchEnvironment } from "./report.js";
 
-export type FusedBench = "ag-gemm" | "gemm-rs";
+export type FusedBench = "ag-gemm" | "gemm-rs" | "gemm-ar";
 
 /** The reference systems' layers (m x n x k, full problem): Llama 3 8B/70B-like column- and row-parallel
  * matmuls at 2 ranks, the shapes of ANCHORS.md, and smaller m for the crossover. */
 export const DEFAULT_FUSED_SHAPES: Record<FusedBench, string> = {
   "ag-gemm": "1024x8192x8192,2048x8192x8192,4096x8192x8192,8192x8192x8192,16384x6656x16384,8192x14336x4096",
   "gemm-rs": "1024x8192x8192,2048x8192x8192,4096x8192x8192,8192x8192x8192,16384x16384x6656,8192x4096x14336",
+  // Llama-70B's row-parallel MLP down projection (k = 28672 in all) at decode and small prefill sizes.
+  "gemm-ar":
+    "1x8192x28672,8x8192x28672,32x8192x28672,64x8192x28672,128x8192x28672,256x8192x28672,512x8192x28672",
 };
 
 const FUSED_IMPLS: Record<FusedBench, readonly string[]> = {
   "ag-gemm": ["fused_copy_engine", "fused_pull", "sequential", "nccl_cublaslt"],
   "gemm-rs": ["fused", "sequential", "nccl_cublaslt"],
+  "gemm-ar": ["sequential", "nccl_cublaslt"],
 };
 const FLOORS = ["gemm_alone", "cublaslt_alone"] as const;
 
@@ -90,8 +99,10 @@ export async function benchFused(o: {
 }): Promise<FusedBenchResult | undefined> {
   const world0 = o.group?.worldSize ?? Number(process.env.WORLD_SIZE ?? 1);
   for (const [m, , k] of o.shapes) {
-    if (m % world0 !== 0 || (o.bench === "gemm-rs" && k % world0 !== 0))
-      fail(`bench ${o.bench}: shape m ${m} (and k ${k} for gemm-rs) must divide by ${world0} ranks`);
+    if ((o.bench !== "gemm-ar" && m % world0 !== 0) || (o.bench !== "ag-gemm" && k % world0 !== 0))
+      fail(
+        `bench ${o.bench}: shape ${m}x?x${k}: ${o.bench === "ag-gemm" ? "m" : o.bench === "gemm-rs" ? "m and k" : "k"} must divide by ${world0} ranks`,
+      );
   }
   const staging = fusedStagingBytes(o.bench, o.shapes, world0, o.elem);
   const group: Group =
@@ -123,7 +134,7 @@ export async function benchFused(o: {
     const rankK = ag ? k : k / world;
     const a = Tensor.rand(ag ? [m / world, k] : [m, rankK], o.elem, { ...gen, offset: BigInt(rank) << 40n });
     const b = Tensor.rand([n, rankK], o.elem, { ...gen, offset: (BigInt(rank) << 40n) + (1n << 39n) });
-    const outRows = ag ? m : m / world;
+    const outRows = o.bench === "gemm-rs" ? m / world : m;
     const outs = implementations.map(() => Tensor.empty([outRows, n], "bf16", { device }));
     const floorOuts = FLOORS.map(() => Tensor.empty([m, n], "bf16", { device }));
     const gathered = Tensor.empty([m, k], o.elem, { device });
@@ -139,6 +150,14 @@ export async function benchFused(o: {
             algorithm: name as AllGatherMatmulAlgorithm,
             out: outs[i]!,
             gathered,
+            stream,
+            ...scales,
+          });
+      if (o.bench === "gemm-ar")
+        return () =>
+          void c.matmulAllReduce(a, b, {
+            algorithm: name as MatmulAllReduceAlgorithm,
+            out: outs[i]!,
             stream,
             ...scales,
           });
@@ -215,7 +234,9 @@ function validate(
 
 export function formatFused(r: FusedBenchResult): string {
   const impls = r.implementations;
-  const fused = impls.filter((i) => i.startsWith("fused"));
+  // Until a fused construction exists (gemm-ar), symmkit's best is its sequential one.
+  const fusedOnly = impls.filter((i) => i.startsWith("fused"));
+  const fused = fusedOnly.length ? fusedOnly : impls.filter((i) => i === "sequential");
   const header = [
     "m",
     "n",

@@ -17,6 +17,7 @@ type CollectiveBench = keyof typeof COLLECTIVES;
 const FUSED = {
   "ag-gemm": "all-gather + GEMM",
   "gemm-rs": "GEMM + reduce-scatter",
+  "gemm-ar": "GEMM + all-reduce",
 } as const;
 
 const RUN_UNDER = "Run it under symmkit run -n N, e.g. symmkit run -n 2 -- symmkit bench";
@@ -217,10 +218,10 @@ export function addBenchCommands(program: CliCommand): void {
   for (const name of Object.keys(FUSED) as (keyof typeof FUSED)[]) {
     bench
       .command(name)
-      .summary(`${FUSED[name]}: fused, sequential, NCCL + cuBLASLt (under symmkit run)`)
+      .summary(`${FUSED[name]}: symmkit's constructions against NCCL + cuBLASLt (under symmkit run)`)
       .description(
-        `${FUSED[name]} on the full problem m x n x k: fused, sequential, NCCL + cuBLASLt, and the ` +
-          `GEMM alone. ${RUN_UNDER} ${name}`,
+        `${FUSED[name]} on the full problem m x n x k: symmkit's constructions (fused where there is one, ` +
+          `and sequential), NCCL + cuBLASLt, and the GEMM alone. ${RUN_UNDER} ${name}`,
       )
       .lazyOptions(async (cmd) => {
         const { parseShapes } = await import("../bench/gemm.js");

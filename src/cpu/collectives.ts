@@ -27,11 +27,13 @@ import {
 import type { Collectives } from "../ops/collectives.js";
 import {
   checkAllGatherMatmul,
+  checkMatmulAllReduce,
   checkMatmulReduceScatter,
   CPU_FUSED_MATMUL_ALGORITHMS,
   type AllGatherMatmulOptions,
   type CpuFusedMatmulAlgorithm,
   type FusedMatmulOptions,
+  type MatmulAllReduceOptions,
 } from "../ops/fused-checks.js";
 import {
   checkAllReduceRmsNorm,
@@ -66,6 +68,7 @@ import {
 import {
   checkCombine,
   checkDispatch,
+  dispatchHeader,
   dispatchVerdict,
   firstBadId,
   MOE_HEADER_FIXED,
@@ -101,6 +104,7 @@ export interface CpuAlgorithms {
   readonly reduceScatter: CpuReduceScatterAlgorithm;
   readonly allGatherMatmul: CpuFusedMatmulAlgorithm;
   readonly matmulReduceScatter: CpuFusedMatmulAlgorithm;
+  readonly matmulAllReduce: CpuFusedMatmulAlgorithm;
   readonly allReduceRmsNorm: CpuArNormAlgorithm;
   readonly sendRecv: CpuExchangeAlgorithm;
   readonly allToAll: CpuExchangeAlgorithm;
@@ -396,6 +400,33 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     return out;
   }
 
+  /**
+   * GEMM + all-reduce, the reference: this rank's partial a x b^T ([m, n], rounded to bf16 as a GEMM
+   * stores it), summed over ranks in rank order (f32, one rounding) into `out` on every rank; with
+   * `rmsNorm`, allReduceRmsNorm of the partial instead, its output in `out`.
+   */
+  matmulAllReduce(
+    a: HostTensor,
+    b: HostTensor,
+    options: MatmulAllReduceOptions<HostTensor> & { algorithm?: CpuFusedMatmulAlgorithm } = {},
+  ): HostTensor {
+    const what = "matmulAllReduce";
+    checkTensorArg(what, "a", a);
+    checkTensorArg(what, "b", b);
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_FUSED_MATMUL_ALGORITHMS);
+    const { p } = checkMatmulAllReduce(what, a, b, options);
+    const out =
+      options.out ??
+      HostTensor.empty([p.m, p.n], options.rmsNorm?.outputScale !== undefined ? "fp8e4m3" : "bf16");
+    if (hostOverlaps(out, a) || hostOverlaps(out, b))
+      throw new InvalidArgumentError(`${what}: out overlaps an input`);
+    const partial = hostMatmul(p, a, b, HostTensor.empty([p.m, p.n], "bf16"), options);
+    if (options.rmsNorm === undefined)
+      return this.#allReduce(partial, out, "sum", "auto", "matmul-all-reduce/sequential");
+    this.allReduceRmsNorm(partial, { ...options.rmsNorm, output: out });
+    return out;
+  }
+
   /** `tensor` of rank `root` into `tensor` of every rank. */
   broadcast(tensor: HostTensor, root: number): HostTensor {
     const what = "broadcast";
@@ -562,23 +593,30 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const F = MOE_HEADER_FIXED;
     // Our side: the header (src/ops/moe-checks.ts), then ids, weights, tokens, scales.
     const at = moeStaging(p.tokens, p.topk, p.hidden * tokens.elementBytes, E);
-    checkCapacity(what, at.end, this.capacityBytes);
+    // The header always fits where the group's does (E is the group's); the data may not, which every
+    // rank then learns from the header and refuses alike.
+    checkCapacity(what, at.ids, this.capacityBytes);
     this.#begin({ kind: "moe-dispatch/pull", dtype: p.dtype, count: p.hidden * p.topk, peer: E });
     this.#settleSend();
     const mine = this.#view(rank, "i32", 0, F + E) as Int32Array;
-    mine.set([p.tokens, firstBadId(p, ids), options.maxRows ?? -1]);
-    mine.set(expertCounts(ids, E), F);
-    (this.#view(rank, "i32", at.ids, ids.length) as Int32Array).set(ids);
-    (this.#view(rank, "f32", at.weights, ids.length) as Float32Array).set(topkWeights.raw as Float32Array);
-    (this.#view(rank, "u8", at.tokens, tokens.nbytes) as Uint8Array).set(byteView(tokens.raw));
-    if (options.scales !== undefined)
-      (this.#view(rank, "f32", at.scales, p.tokens) as Float32Array).set(options.scales.raw as Float32Array);
+    mine.set(dispatchHeader(p, options.maxRows, at.end, this.capacityBytes));
+    if (at.end <= this.capacityBytes) {
+      mine[1] = firstBadId(p, ids);
+      mine.set(expertCounts(ids, E), F);
+      (this.#view(rank, "i32", at.ids, ids.length) as Int32Array).set(ids);
+      (this.#view(rank, "f32", at.weights, ids.length) as Float32Array).set(topkWeights.raw as Float32Array);
+      (this.#view(rank, "u8", at.tokens, tokens.nbytes) as Uint8Array).set(byteView(tokens.raw));
+      if (options.scales !== undefined)
+        (this.#view(rank, "f32", at.scales, p.tokens) as Float32Array).set(
+          options.scales.raw as Float32Array,
+        );
+    }
     this.#meet();
     const headers = Array.from({ length: world }, (_, r) => this.#view(r, "i32", 0, F + E) as Int32Array);
     const counts = headers.map((h) => h.subarray(F));
     const received = Array.from({ length: world }, (_, r) => receivedCounts(counts, r, p));
     const total = received.map((c) => c.reduce((a, b) => a + b, 0));
-    const verdict = dispatchVerdict(what, headers, total, E);
+    const verdict = dispatchVerdict(what, headers, total, E, this.capacityBytes);
     if (verdict !== undefined) {
       this.#meet();
       throw new InvalidArgumentError(verdict);
@@ -613,6 +651,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
       rank,
       world,
       received: total[rank]!,
+      receivedByRank: total,
       expert: HostTensor.fromHost(ids.slice(), "i32", { shape: [p.tokens, p.topk] }),
       row: HostTensor.fromHost(routeRows(counts, rank, ids, p), "i32", { shape: [p.tokens, p.topk] }),
       weights: HostTensor.fromHost((topkWeights.raw as Float32Array).slice(), "f32", {
@@ -643,6 +682,8 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const p = handle.problem;
     const out = options.out ?? HostTensor.empty([p.tokens, p.hidden], "bf16");
     if (hostOverlaps(out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
+    // The largest rank's rows: every rank judges the staging buffer's room alike.
+    checkCapacity(what, Math.max(...handle.receivedByRank) * p.hidden * 2, this.capacityBytes);
     const n = handle.received * p.hidden;
     this.#begin({ kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts });
     this.#stage(

@@ -53,6 +53,8 @@ export const CALL_KINDS = [
   "all-to-all-v/nccl",
   "moe-dispatch/pull",
   "moe-combine/pull",
+  "matmul-all-reduce/sequential",
+  "matmul-all-reduce/nccl_cublaslt",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

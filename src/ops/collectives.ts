@@ -2,7 +2,7 @@
 // CpuCollectives on shared host memory), so that the compiler holds them to the same calls, defaults and
 // return values. A backend names its own tensor types, the algorithms it has, and its extra options
 // (GPUs: the stream).
-import type { AllGatherMatmulOptions, FusedMatmulOptions } from "./fused-checks.js";
+import type { AllGatherMatmulOptions, FusedMatmulOptions, MatmulAllReduceOptions } from "./fused-checks.js";
 import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import type { ReduceOp } from "./validate.js";
 import type { CombineOptions, DispatchOptions, DispatchResult, MoeHandle } from "./moe-checks.js";
@@ -14,6 +14,7 @@ export interface AlgorithmNames {
   readonly reduceScatter: string;
   readonly allGatherMatmul: string;
   readonly matmulReduceScatter: string;
+  readonly matmulAllReduce: string;
   readonly allReduceRmsNorm: string;
   /** send, recv and sendRecv share one list. */
   readonly sendRecv: string;
@@ -48,6 +49,12 @@ export interface Collectives<T, In, A extends AlgorithmNames, X extends object =
     a: T,
     b: T,
     options?: X & FusedMatmulOptions<T> & { algorithm?: A["matmulReduceScatter"] },
+  ): T;
+  /** The sum over ranks of a x b^T on every rank, optionally normalised (see GpuCollectives.matmulAllReduce). */
+  matmulAllReduce(
+    a: T,
+    b: T,
+    options?: X & MatmulAllReduceOptions<T> & { algorithm?: A["matmulAllReduce"] },
   ): T;
   /** allReduce, + bias + residual, RMSNorm (see GpuCollectives.allReduceRmsNorm). */
   allReduceRmsNorm(

@@ -5,6 +5,7 @@
 import { InvalidArgumentError } from "../errors.js";
 import type { DType } from "../runtime/dtype.js";
 import { checkOutput, matmulShapes, type BLayout, type MatmulProblem } from "./matmul.js";
+import { checkAllReduceRmsNorm, type AllReduceRmsNormOptions, type NormProblem } from "./ar-norm-checks.js";
 
 /**
  * all-gather + GEMM: `fused` is the fused kernel with the producer auto picks, `fused_copy_engine` the
@@ -28,6 +29,15 @@ export type AllGatherMatmulAlgorithm = (typeof ALL_GATHER_MATMUL_ALGORITHMS)[num
  */
 export const MATMUL_REDUCE_SCATTER_ALGORITHMS = ["auto", "fused", "sequential", "nccl_cublaslt"] as const;
 export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORITHMS)[number];
+
+/**
+ * GEMM + all-reduce (a row-parallel linear for small m): `sequential` is symmkit's GEMM then symmkit's
+ * all-reduce (auto: the Lamport mailbox at these sizes), or allReduceRmsNorm when `rmsNorm` is given;
+ * `nccl_cublaslt` cuBLASLt then NCCL (then the norm kernel). auto is `sequential` until the fused kernel
+ * (the GEMM's epilogue pushing tiles into the peers' mailboxes) lands.
+ */
+export const MATMUL_ALL_REDUCE_ALGORITHMS = ["auto", "sequential", "nccl_cublaslt"] as const;
+export type MatmulAllReduceAlgorithm = (typeof MATMUL_ALL_REDUCE_ALGORITHMS)[number];
 
 /** What auto may pick, by fused matmul (tune tables name these): every algorithm but auto. */
 export const FUSED_TUNABLE = {
@@ -53,6 +63,15 @@ export interface FusedMatmulOptions<T> {
   readonly scaleB?: T;
   /** The bf16 result; allocated when absent. Must not overlap an input. */
   readonly out?: T;
+}
+
+/** matmulAllReduce's norm: allReduceRmsNorm's options but its output, which is `out`. */
+export type MatmulRmsNormOptions<T> = Omit<AllReduceRmsNormOptions<T>, "output">;
+
+export interface MatmulAllReduceOptions<T> extends FusedMatmulOptions<T> {
+  /** Normalise the sum (+ bias + residual) by rows: out is then the norm's output (bf16, or fp8e4m3
+   * with outputScale). */
+  readonly rmsNorm?: MatmulRmsNormOptions<T> | undefined;
 }
 
 export interface AllGatherMatmulOptions<T> extends FusedMatmulOptions<T> {
@@ -102,4 +121,32 @@ export function checkMatmulReduceScatter(
   const shardRows = p.m / world;
   if (o.out) checkOutput(what, "out", o.out, shardRows, p.n, "bf16");
   return { ...p, shardRows };
+}
+
+/**
+ * GEMM + all-reduce: a [m, k] (this rank's slice of the contraction), b [n, k] (or [k, n]); out [m, n] is
+ * the sum over ranks on every rank (bf16), or with `rmsNorm` its norm (checked as allReduceRmsNorm's x,
+ * the bf16 partial, with out as its output). Returns the problem and the norm's, if any.
+ */
+export function checkMatmulAllReduce(
+  what: string,
+  a: Described,
+  b: Described,
+  o: MatmulAllReduceOptions<Described & { readonly numel: number }>,
+): { readonly p: FusedProblem; readonly norm: NormProblem | undefined } {
+  const p = matmulShapes(what, a, b, o);
+  const fp: FusedProblem = { ...p, shardRows: p.m };
+  if (o.rmsNorm === undefined) {
+    if (o.out) checkOutput(what, "out", o.out, p.m, p.n, "bf16");
+    return { p: fp, norm: undefined };
+  }
+  if (o.out && (o.out.shape.length !== 2 || o.out.shape[0] !== p.m || o.out.shape[1] !== p.n))
+    throw new InvalidArgumentError(
+      `${what}: out must be [${p.m}, ${p.n}], got ${JSON.stringify(o.out.shape)}`,
+    );
+  const partial = { shape: [p.m, p.n], dtype: "bf16" as const, numel: p.m * p.n };
+  // Without out, the output to be allocated: fp8e4m3 with an outputScale, else bf16.
+  const output = o.out ?? { ...partial, dtype: o.rmsNorm.outputScale !== undefined ? "fp8e4m3" : "bf16" };
+  const norm = checkAllReduceRmsNorm(`${what} (rmsNorm)`, partial, { ...o.rmsNorm, output });
+  return { p: fp, norm };
 }

@@ -32,14 +32,19 @@ import { CublasLtMatmul } from "./cublaslt-matmul.js";
 import {
   ALL_GATHER_MATMUL_ALGORITHMS,
   checkAllGatherMatmul,
+  checkMatmulAllReduce,
   checkMatmulReduceScatter,
+  MATMUL_ALL_REDUCE_ALGORITHMS,
   MATMUL_REDUCE_SCATTER_ALGORITHMS,
   type AllGatherMatmulAlgorithm,
   type AllGatherMatmulOptions,
   type FusedMatmulOptions,
   type FusedProblem,
+  type MatmulAllReduceAlgorithm,
+  type MatmulAllReduceOptions,
   type MatmulReduceScatterAlgorithm,
 } from "./fused-checks.js";
+import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
 import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
@@ -98,6 +103,14 @@ export interface FusionContext {
   /** symmkit's all-gather and reduce-scatter, algorithm auto. */
   allGather(input: Tensor, output: Tensor, stream: Stream): void;
   reduceScatter(input: Tensor, output: Tensor, stream: Stream): void;
+  /** The group's all-reduce (auto or NCCL's) and allReduceRmsNorm (auto, or NCCL's then the norm). */
+  allReduce(input: Tensor, output: Tensor, algorithm: "auto" | "nccl", stream: Stream): void;
+  allReduceRmsNorm(
+    x: Tensor,
+    options: AllReduceRmsNormOptions<Tensor>,
+    algorithm: "auto" | "nccl",
+    stream: Stream,
+  ): void;
 }
 
 type Options<T> = FusedMatmulOptions<T> & { readonly stream?: Stream };
@@ -275,6 +288,62 @@ export class FusedMatmul {
         epoch: this.#epoch.ptr,
       },
     });
+    return out;
+  }
+
+  /**
+   * GEMM + all-reduce (see GpuCollectives.matmulAllReduce): this rank's partial product by symmkit's GEMM
+   * (sequential) or cuBLASLt (nccl_cublaslt) into a scratch [m, n] bf16, then the group's all-reduce of
+   * it into out (auto, or NCCL's), or allReduceRmsNorm with out as its output.
+   */
+  matmulAllReduce(
+    a: Tensor,
+    b: Tensor,
+    o: MatmulAllReduceOptions<Tensor> & {
+      readonly stream: Stream;
+      readonly algorithm?: MatmulAllReduceAlgorithm;
+    },
+  ): Tensor {
+    const what = "matmulAllReduce";
+    checkTensorArg(what, "a", a);
+    checkTensorArg(what, "b", b);
+    const { group } = this.#ctx;
+    const requested = o.algorithm ?? "auto";
+    checkAlgorithm(what, requested, MATMUL_ALL_REDUCE_ALGORITHMS);
+    const norm = o.rmsNorm;
+    this.#sameDevice(what, {
+      a,
+      b,
+      out: o.out,
+      scaleA: o.scaleA,
+      scaleB: o.scaleB,
+      weight: norm?.weight,
+      bias: norm?.bias,
+      residual: norm?.residual,
+      residualOut: norm?.residualOut,
+    });
+    const { p } = checkMatmulAllReduce(what, a, b, o);
+    const scales = { scaleA: o.scaleA, scaleB: o.scaleB };
+    checkMatmul(a, b, undefined, { layoutB: p.layoutB, ...spans(scales) }, what);
+    const dtype = norm?.outputScale !== undefined ? "fp8e4m3" : "bf16";
+    const out = o.out ?? Tensor.empty([p.m, p.n], dtype, { device: group.device });
+    if (overlaps(out, a) || overlaps(out, b))
+      throw new InvalidArgumentError(`${what}: out overlaps an input`);
+    const s = o.stream;
+    const partial = this.#partialScratch(p);
+    for (const t of [out, norm?.residual, norm?.residualOut, norm?.weight, norm?.bias])
+      if (t && overlaps(t, partial))
+        throw new InvalidArgumentError(`${what}: a tensor overlaps symmkit's scratch`);
+    const viaNccl = requested === "nccl_cublaslt";
+    if (viaNccl) this.#cublas(p, a, b, partial, scales, s);
+    else
+      this.#gemm(p, "grouped", "none", "store").launch({
+        ...gemmOperands(p, a, b, partial, scales),
+        stream: s,
+      });
+    const algorithm = viaNccl ? "nccl" : "auto";
+    if (norm === undefined) this.#ctx.allReduce(partial, out, algorithm, s);
+    else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, algorithm, s);
     return out;
   }
 

@@ -71,6 +71,8 @@ import {
   type AllGatherMatmulAlgorithm,
   type AllGatherMatmulOptions,
   type FusedMatmulOptions,
+  type MatmulAllReduceAlgorithm,
+  type MatmulAllReduceOptions,
   type MatmulReduceScatterAlgorithm,
 } from "./fused-checks.js";
 import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
@@ -145,6 +147,7 @@ export interface GpuAlgorithms {
   readonly reduceScatter: GpuReduceScatterAlgorithm;
   readonly allGatherMatmul: AllGatherMatmulAlgorithm;
   readonly matmulReduceScatter: MatmulReduceScatterAlgorithm;
+  readonly matmulAllReduce: MatmulAllReduceAlgorithm;
   readonly allReduceRmsNorm: ArNormAlgorithm;
   readonly sendRecv: GpuSendRecvAlgorithm;
   readonly allToAll: GpuAllToAllAlgorithm;
@@ -219,6 +222,10 @@ export class GpuCollectives implements Collectives<
       phase: (shape, stream) => this.#phase(shape, stream),
       allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
       reduceScatter: (input, output, stream) => void this.reduceScatter(input, output, { stream }),
+      allReduce: (input, output, algorithm, stream) =>
+        void this.allReduce(input, { output, algorithm, stream }),
+      allReduceRmsNorm: (x, options, algorithm, stream) =>
+        void this.allReduceRmsNorm(x, { ...options, algorithm, stream }),
     });
     this.#arNorm = new ArNorm({
       device: group.device,
@@ -505,6 +512,22 @@ export class GpuCollectives implements Collectives<
       ...options,
       stream: this.#stream(options),
     });
+  }
+
+  /**
+   * GEMM + all-reduce, a row-parallel linear layer: `a` [m, k] (this rank's slice of the contraction),
+   * `b` this rank's weight [n, k] (or [k, n] with layoutB "kn"); returns the sum over ranks of a x b^T,
+   * [m, n] bf16 on every rank (each rank's partial rounded to bf16, summed in rank order in f32, rounded
+   * once), or with `rmsNorm` allReduceRmsNorm of the partial (out its output). Algorithms: `sequential`
+   * (auto: symmkit's GEMM, then symmkit's all-reduce or allReduceRmsNorm) and `nccl_cublaslt`.
+   */
+  matmulAllReduce(
+    a: Tensor,
+    b: Tensor,
+    options: MatmulAllReduceOptions<Tensor> &
+      CollectiveOptions & { algorithm?: MatmulAllReduceAlgorithm } = {},
+  ): Tensor {
+    return this.#fused.matmulAllReduce(a, b, { ...options, stream: this.#stream(options) });
   }
 
   /**

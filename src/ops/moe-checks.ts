@@ -46,6 +46,8 @@ export interface MoeHandle<T> {
   readonly world: number;
   /** Rows this rank received (its dispatched tensors' rows that hold tokens). */
   readonly received: number;
+  /** Rows every rank received (combine stages the largest: every rank judges its room alike). */
+  readonly receivedByRank: readonly number[];
   /** [tokens, topk] i32: each pair's expert (-1: none), as dispatched. */
   readonly expert: T;
   /** [tokens, topk] i32: each pair's row in its expert owner's dispatched tensor (-1: none). */
@@ -133,9 +135,23 @@ export function checkDispatch(
 }
 
 /** What each rank publishes of a dispatch before any data moves (both backends; moe.cuh kHeaderFixed):
- * i32 tokens, the first pair whose expert id is out of range (-1: none), maxRows (-1: none), then its
+ * i32 tokens, the first pair whose expert id is out of range (-1: none), maxRows (-1: none), the staging
+ * bytes its dispatch needs when they exceed the buffer (0: it fits; then its data is staged), then its
  * pairs per expert. */
-export const MOE_HEADER_FIXED = 3;
+export const MOE_HEADER_FIXED = 4;
+
+/** This rank's header before its counts: [tokens, first bad pair (-1: none), maxRows (-1: none), staging
+ * bytes needed when they exceed `capacityBytes` (else 0)], then zero counts. */
+export function dispatchHeader(
+  p: MoeProblem,
+  maxRows: number | undefined,
+  needed: number,
+  capacityBytes: number,
+): Int32Array {
+  const h = new Int32Array(MOE_HEADER_FIXED + p.numExperts);
+  h.set([p.tokens, -1, maxRows ?? -1, needed > capacityBytes ? Math.min(needed, 0x7fff_ffff) : 0]);
+  return h;
+}
 
 /** The first pair whose id is neither -1 nor an expert, or -1. */
 export function firstBadId(p: MoeProblem, ids: Int32Array): number {
@@ -153,7 +169,12 @@ export function dispatchVerdict(
   headers: readonly Int32Array[],
   received: readonly number[],
   experts: number,
+  capacityBytes: number,
 ): string | undefined {
+  for (const [r, h] of headers.entries()) {
+    if (h[3]! > 0)
+      return `${what}: rank ${r}'s dispatch needs ${h[3]} bytes of the ${capacityBytes}-byte symmetric staging buffer; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES); nothing was written`;
+  }
   for (const [r, h] of headers.entries()) {
     const bad = h[1]!;
     if (bad >= 0)
@@ -177,7 +198,12 @@ export function checkCombine(
   out: Described | undefined,
 ): void {
   checkTensorArg(what, "expertOut", expertOut);
-  if (typeof handle !== "object" || handle === null || typeof handle.problem !== "object")
+  if (
+    typeof handle !== "object" ||
+    handle === null ||
+    typeof handle.problem !== "object" ||
+    !Array.isArray(handle.receivedByRank)
+  )
     throw new InvalidArgumentError(`${what}: handle must be the handle a dispatch of this group returned`);
   if (handle.rank !== rank || handle.world !== world)
     throw new InvalidArgumentError(

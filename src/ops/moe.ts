@@ -29,6 +29,7 @@ import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { WORLD_SIZES } from "./coll/programs.js";
 import {
+  dispatchHeader,
   dispatchVerdict,
   MOE_HEADER_FIXED,
   type CombineOptions,
@@ -52,7 +53,7 @@ export const MOE_PROGRAM: ProgramSpec = {
     ...WORLD_SIZES.map((w) => `symmkit::moe::moe_gather<${w}>`),
   ],
 };
-const POSITIONS_PARAMS = ["ptr", "u64", "u32", "u32", "i32", "ptr", "u64"] as const;
+const POSITIONS_PARAMS = ["ptr", "u64", "u32", "u32", "ptr", "u64"] as const;
 const GATHER_PARAMS = [
   SYMM_VIEW_PARAM,
   "ptr",
@@ -163,7 +164,11 @@ export class GpuMoe {
     const rowBytes = p.hidden * tokens.elementBytes;
     const headerBytes = moeHeaderBytes(E);
     const at = moeStagedAt(p.tokens, p.topk, rowBytes);
-    checkCapacity(what, headerBytes + at.end, staging.tensor.nbytes);
+    const capacity = staging.tensor.nbytes;
+    // The header fits where the group's does (E is the group's); the data may not, which every rank then
+    // learns from the header and refuses alike.
+    checkCapacity(what, headerBytes, capacity);
+    const fits = headerBytes + at.end <= capacity;
     const k = this.#k();
     if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
     this.#lastStream = stream;
@@ -171,21 +176,27 @@ export class GpuMoe {
       { kind: "moe-dispatch/pull", dtype: p.dtype, count: p.hidden * p.topk, peer: E },
       stream,
     );
-    const own = staging.tensor.ptr + BigInt(headerBytes);
-    copyDeviceToDevice(own + BigInt(at.ids), topkIdx.ptr, topkIdx.nbytes, stream);
-    copyDeviceToDevice(own + BigInt(at.weights), topkWeights.ptr, topkWeights.nbytes, stream);
-    copyDeviceToDevice(own + BigInt(at.tokens), tokens.ptr, tokens.nbytes, stream);
-    if (o.scales) copyDeviceToDevice(own + BigInt(at.scales), o.scales.ptr, o.scales.nbytes, stream);
-    k.positions.launch(
-      { grid: E, block: THREADS, stream },
-      topkIdx,
-      p.tokens,
-      p.topk,
-      E,
-      o.maxRows ?? -1,
+    copyHostToDevice(
       staging.tensor.ptr,
-      headerBytes,
+      dispatchHeader(p, o.maxRows, headerBytes + at.end, capacity),
+      stream,
     );
+    if (fits) {
+      const own = staging.tensor.ptr + BigInt(headerBytes);
+      copyDeviceToDevice(own + BigInt(at.ids), topkIdx.ptr, topkIdx.nbytes, stream);
+      copyDeviceToDevice(own + BigInt(at.weights), topkWeights.ptr, topkWeights.nbytes, stream);
+      copyDeviceToDevice(own + BigInt(at.tokens), tokens.ptr, tokens.nbytes, stream);
+      if (o.scales) copyDeviceToDevice(own + BigInt(at.scales), o.scales.ptr, o.scales.nbytes, stream);
+      k.positions.launch(
+        { grid: E, block: THREADS, stream },
+        topkIdx,
+        p.tokens,
+        p.topk,
+        E,
+        staging.tensor.ptr,
+        headerBytes,
+      );
+    }
     this.#ctx.groupBarrier(stream, phase);
     // Every rank's header, then one wait.
     const side = MOE_HEADER_FIXED + E;
@@ -203,6 +214,7 @@ export class GpuMoe {
       Array.from({ length: world }, (_, r) => header(r)),
       total,
       E,
+      capacity,
     );
     if (verdict !== undefined) {
       // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
@@ -226,6 +238,7 @@ export class GpuMoe {
       rank,
       world,
       received: total[rank]!,
+      receivedByRank: total,
       expert: Tensor.empty([p.tokens, p.topk], "i32", { device }),
       row: Tensor.empty([p.tokens, p.topk], "i32", { device }),
       weights: Tensor.empty([p.tokens, p.topk], "f32", { device }),
@@ -271,7 +284,8 @@ export class GpuMoe {
     const p = handle.problem;
     const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device });
     const bytes = handle.received * p.hidden * 2;
-    checkCapacity(what, bytes, staging.tensor.nbytes);
+    // The largest rank's rows: every rank judges the staging buffer's room alike.
+    checkCapacity(what, Math.max(...handle.receivedByRank) * p.hidden * 2, staging.tensor.nbytes);
     const k = this.#k();
     const phase = this.#ctx.phase(
       { kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts },

@@ -79,6 +79,19 @@ for (const n of [2, 3, 4]) {
 for (const n of [2, 3, 4]) {
   const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
   test(
+    `GEMM + all-reduce at world size ${n}: the rank-order reference, with the norm, fp8, graphs, stragglers, bad inputs`,
+    { skip },
+    () => {
+      const r = run(n, "gemm-ar.js");
+      assert.equal(r.status, 0);
+      assert.equal(r.out.match(/gpu gemm-ar ok/g)?.length, n);
+    },
+  );
+}
+
+for (const n of [2, 3, 4]) {
+  const skip = multi || (n > gpus ? `world size ${n} needs ${n} GPUs, this machine has ${gpus}` : false);
+  test(
     `send, recv, sendRecv, allToAll and allToAllV at world size ${n}: exact, every dtype, uneven counts, graphs, stragglers, bad inputs`,
     { skip },
     () => {

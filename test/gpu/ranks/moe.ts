@@ -234,6 +234,23 @@ if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
     (e: unknown) => typed(e) && new RegExp(`rank ${world - 1}`).test(String(e)),
     "maxRows",
   );
+  // One rank's tokens beyond the 256 MiB staging buffer: its header says so and every rank refuses.
+  const big = rank === world - 1 ? 17_000 : 4;
+  assert.throws(
+    () =>
+      c.dispatch(
+        Tensor.zeros([big, 8192], "bf16"),
+        Tensor.fromHost(
+          Int32Array.from({ length: big * 2 }, (_, i) => i % world),
+          "i32",
+          { shape: [big, 2] },
+        ),
+        Tensor.zeros([big, 2], "f32"),
+        { numExperts: world },
+      ),
+    (e: unknown) => typed(e) && new RegExp(`rank ${world - 1}'s dispatch needs`).test(String(e)),
+    "staging",
+  );
   // The group is still usable.
   runCase("after refusals", (r) => 5 + r, 64, 2, E[0]!, "bf16");
 }

@@ -228,28 +228,29 @@ __global__ void all_gather_pull(const __grid_constant__ SymmView v, const u8* in
 
 /**
  * All-to-all, as bytes: out[r * chunk, (r + 1) * chunk) = rank r's buffer[rank * chunk, (rank + 1) * chunk)
- * (the input is W chunks, chunk j for rank j). Work item q = j * cg + i (chunk j's 16-byte group i, cg
- * groups per chunk) belongs to global thread q mod the grid's threads, for the copy-in and the reads
- * alike, on every rank (all launch the same grid): the block that copied an item in is the one whose
- * peers' same-index blocks read it, as the start barrier requires.
+ * (the input is W chunks, chunk j for rank j). Work items are numbered by distance: item q = d * cg + i
+ * (cg 16-byte groups per chunk) is, on rank r, group i of chunk (r + d) mod W for the copy-in, and on the
+ * reading rank R group i of R's chunk in rank (R - d) mod W's buffer: the same item, on both sides the
+ * job of global thread q mod the grid's threads (every rank launches the same grid). So the block that
+ * copied an item in is the one whose peers' same-index blocks read it, as the start barrier requires,
+ * and the reads of all W sources spread over the whole grid.
  */
 template <u32 W>
 __global__ void all_to_all_pull(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 chunk, u32 phase) {
   const u64 cg = ceil_div(chunk, 16);
-  const u64 g = global_thread();
   const u64 threads = grid_threads();
   if (in) {
     u8* own = static_cast<u8*>(v.buffers[v.rank]);
-    for (u64 q = g; q < W * cg; q += threads) copy_group(own + q / cg * chunk, in + q / cg * chunk, q % cg, chunk);
+    for (u64 q = global_thread(); q < W * cg; q += threads) {
+      const u64 j = (q / cg + v.rank) % W;
+      copy_group(own + j * chunk, in + j * chunk, q % cg, chunk);
+    }
   }
   start_barrier(v, in != nullptr, phase);
-  // Our chunk's items in every buffer: q in [first, first + cg), the first one of ours is q0.
-  const u64 first = v.rank * cg;
-  const u64 q0 = first + (g + threads - first % threads) % threads;
-#pragma unroll
-  for (u32 r = 0; r < W; ++r) {
+  for (u64 q = global_thread(); q < W * cg; q += threads) {
+    const u32 r = static_cast<u32>((v.rank + W - q / cg) % W);
     const u8* src = static_cast<const u8*>(v.buffers[r]) + v.rank * chunk;
-    for (u64 q = q0; q < first + cg; q += threads) copy_group(out + r * chunk, src, q - first, chunk);
+    copy_group(out + r * chunk, src, q % cg, chunk);
   }
   symm_sync<true, false>(v, flat_block(), phase + 1);
 }

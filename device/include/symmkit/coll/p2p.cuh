@@ -6,14 +6,16 @@
 // buffers of `chunk` bytes at (2 s + parity) x chunk. A message of `bytes` goes in chunks of `chunk`
 // bytes (at least one, so an empty message still meets its receiver); chunk i uses buffer i & 1. Block b
 // of the `blocks` a side runs (both sides compute the same count from the size) moves stripe b of each
-// chunk: bytes [b x stripe, (b + 1) x stripe), stripe = chunk / blocks (a multiple of 16). Signals
+// chunk: bytes [b x stripe, (b + 1) x stripe), stripe = the first chunk's bytes / blocks rounded up to a
+// multiple of 16 (chunk / blocks for a message of a chunk or more). Signals
 // (sync/signal.cuh, one-slot, carrying the message's fingerprint as phase) in each rank's inbox pad:
 //   ready[s][b][parity] at ((s x kMaxBlocks) + b) x 2 + parity: sender s put stripe b of a chunk here;
 //   ack[r][b][parity] at kAckBase + the same: receiver r copied it out.
 // Sender, per block: before writing chunk i >= 2 it waits for the ack of chunk i - 2 (same buffer);
 // writes its stripe; __syncthreads; puts ready (release, system scope). At the end it waits for the
-// acks it has not consumed, so the kernel completes only once the receiver has the whole message (as
-// NCCL's send): every slot is idle again, and the next message starts from buffer 0.
+// acks it has not consumed (acquire: the receiver's reads of the inbox come before the next message's
+// stores), so the kernel completes only once the receiver has the whole message: every slot is idle
+// again, and the next message starts from buffer 0.
 // Receiver, per block: waits for ready (acquire), copies the stripe to out, __syncthreads, puts ack
 // (release: its reads of the inbox come before the sender's next writes).
 // A one-slot put spins until the slot's previous signal was consumed, so neither side overruns the
@@ -26,20 +28,41 @@ namespace symmkit {
 namespace p2p {
 
 constexpr u32 kThreads = 512;
-/** Most blocks one side of a message runs (the pad holds their slots). src/ops/p2p.ts P2P_MAX_BLOCKS. */
+/** Most blocks one side of a message runs (the pad holds their slots). src/ops/exchange.ts P2P_MAX_BLOCKS. */
 constexpr u32 kMaxBlocks = 16;
 /** Where the ack slots start in a pad: after every sender's ready slots. */
 constexpr u32 kAckBase = kMaxWorld * kMaxBlocks * 2;
 
 __device__ __forceinline__ u32 slot(u32 rank, u32 block, u32 parity) { return (rank * kMaxBlocks + block) * 2 + parity; }
 
-/** dst[0, n) = src[0, n) by the block: 16-byte vectors when both ends and n allow, bytes otherwise. */
+/** Loads a thread keeps in flight before storing (a chain of single loads would pay one NVLink or HBM
+ * latency per 16 bytes). */
+constexpr u32 kUnroll = 4;
+
+/** dst[0, n) = src[0, n) by the block: 16-byte vectors, kUnroll loads in flight per thread, when both
+ * ends and n allow; bytes otherwise. */
 __device__ __forceinline__ void block_copy(u8* dst, const u8* src, u64 n) {
   if (((reinterpret_cast<u64>(dst) | reinterpret_cast<u64>(src) | n) & 15) == 0) {
-    for (u64 o = 16 * static_cast<u64>(threadIdx.x); o < n; o += 16 * kThreads) st_128(dst + o, ld_128(src + o));
+    constexpr u64 kStep = 16 * static_cast<u64>(kThreads);
+    for (u64 o = 16 * static_cast<u64>(threadIdx.x); o < n; o += kUnroll * kStep) {
+      u32x4 v[kUnroll];
+#pragma unroll
+      for (u32 u = 0; u < kUnroll; ++u)
+        if (o + u * kStep < n) v[u] = ld_128(src + o + u * kStep);
+#pragma unroll
+      for (u32 u = 0; u < kUnroll; ++u)
+        if (o + u * kStep < n) st_128(dst + o + u * kStep, v[u]);
+    }
   } else {
     for (u64 o = threadIdx.x; o < n; o += kThreads) dst[o] = src[o];
   }
+}
+
+/** A stripe: the first chunk's bytes split over the blocks, rounded up to 16 (so a message under a chunk
+ * uses every block; a full chunk gives chunk / blocks). Both sides compute it from the size alone. */
+__device__ __forceinline__ u64 stripe_of(u64 bytes, u64 chunk, u32 blocks) {
+  const u64 first = min(bytes, chunk);
+  return max(static_cast<u64>(16), ((first + blocks - 1) / blocks + 15) & ~static_cast<u64>(15));
 }
 
 /** Bytes of stripe b of chunk i in a message of `bytes`, and where it starts. */
@@ -54,7 +77,7 @@ __device__ __forceinline__ u64 chunk_count(u64 bytes, u64 chunk) { return bytes 
 __device__ __forceinline__ void send_part(const SymmView& v, const u8* x, u64 bytes, u32 peer, u32 b, u32 blocks, u64 chunk,
                                           u32 phase) {
   const WaitEnv env = v.wait_env();
-  const u64 stripe = chunk / blocks;
+  const u64 stripe = stripe_of(bytes, chunk, blocks);
   const u64 chunks = chunk_count(bytes, chunk);
   u8* inbox = static_cast<u8*>(v.buffers[peer]) + 2 * static_cast<u64>(v.rank) * chunk;
   u32* ack = v.pads[v.rank] + kAckBase;
@@ -72,14 +95,14 @@ __device__ __forceinline__ void send_part(const SymmView& v, const u8* x, u64 by
   }
   if (threadIdx.x == 0)
     for (u64 i = chunks >= 2 ? chunks - 2 : 0; i < chunks; ++i)
-      wait_signal<Order::Relaxed>(ack + slot(peer, b, static_cast<u32>(i & 1)), env, peer, phase);
+      wait_signal<Order::Acquire>(ack + slot(peer, b, static_cast<u32>(i & 1)), env, peer, phase);
 }
 
 /** Block b's part of receiving into out (`bytes`) from `peer`. */
 __device__ __forceinline__ void recv_part(const SymmView& v, u8* out, u64 bytes, u32 peer, u32 b, u32 blocks, u64 chunk,
                                           u32 phase) {
   const WaitEnv env = v.wait_env();
-  const u64 stripe = chunk / blocks;
+  const u64 stripe = stripe_of(bytes, chunk, blocks);
   const u64 chunks = chunk_count(bytes, chunk);
   const u8* inbox = static_cast<const u8*>(v.buffers[v.rank]) + 2 * static_cast<u64>(peer) * chunk;
   for (u64 i = 0; i < chunks; ++i) {

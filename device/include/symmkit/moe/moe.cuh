@@ -20,8 +20,8 @@
 //                  every operation rounded (__fmul_rn, __fadd_rn: never contracted into FMA), the value
 //                  read from the expert owner's staging (NVLink); rounded once to bf16. Bit for bit the
 //                  host's combineToken. Followed by a barrier.
-// Staging layout of a dispatch on each rank: header i32 [tokens, first bad pair, maxRows, count[E]], padded
-// to 16 bytes; then, from
+// Staging layout of a dispatch on each rank: header i32 [tokens, first bad pair, maxRows, bytes needed
+// beyond the buffer, count[E]], padded to 16 bytes; then, from
 // `header_bytes`, ids, pos, weights (i32/i32/f32 [tokens x topk]), token rows, scales (f32 [tokens]), each
 // 16-byte aligned (staged_at; src/ops/moe.ts moeStagedAt is its host twin). No wait here: the barriers
 // are the group barrier kernels the host enqueues between these kernels.
@@ -55,13 +55,15 @@ __device__ __forceinline__ Staged staged_at(u64 tokens, u32 topk, u64 row_bytes)
 }
 
 /** Header i32s before the counts: tokens, the first pair whose id is out of range (-1: none), maxRows
- * (-1: none): MOE_HEADER_FIXED in src/ops/moe-checks.ts. */
-constexpr u32 kHeaderFixed = 3;
+ * (-1: none), staging bytes needed beyond the buffer (0: fits): MOE_HEADER_FIXED in
+ * src/ops/moe-checks.ts. The host writes the header first (src/ops/moe-checks.ts dispatchHeader); this
+ * kernel fills in the first bad pair and the counts. */
+constexpr u32 kHeaderFixed = 4;
 
 /** Block e: pos of every pair of expert e in `ids` into staging + header_bytes + pos, and count[e] into the
- * header; block 0 also writes the header's fixed fields. */
+ * header; block 0 also the first pair whose id is out of range. */
 __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 tokens, u32 topk, u32 experts,
-                                                           i32 max_rows, u8* staging, u64 header_bytes) {
+                                                           u8* staging, u64 header_bytes) {
   __shared__ u32 warp_counts[kWarps];
   __shared__ u32 first_bad;
   const u32 e = blockIdx.x;
@@ -89,17 +91,27 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
   for (u64 i = threadIdx.x; i < pairs; i += kThreads)
     if (ids[i] < -1 || ids[i] >= static_cast<i32>(experts)) atomicMin(&first_bad, static_cast<u32>(i));
   __syncthreads();
-  if (threadIdx.x == 0) {
-    header[0] = static_cast<i32>(tokens);
-    header[1] = first_bad == 0xffffffffu ? -1 : static_cast<i32>(first_bad);
-    header[2] = max_rows;
-  }
+  if (threadIdx.x == 0) header[1] = first_bad == 0xffffffffu ? -1 : static_cast<i32>(first_bad);
 }
 
-/** Copies `n` bytes with one warp: 16-byte vectors where both ends are aligned, bytes otherwise. */
+/** Loads a lane keeps in flight before storing (a row of 14 KiB is 28 round trips over NVLink one by
+ * one). */
+constexpr u32 kUnroll = 4;
+
+/** Copies `n` bytes with one warp: 16-byte vectors, kUnroll loads in flight per lane, where both ends are
+ * aligned; bytes otherwise. */
 __device__ __forceinline__ void warp_copy(u8* dst, const u8* src, u64 n, u32 lane) {
   if (((reinterpret_cast<u64>(dst) | reinterpret_cast<u64>(src) | n) & 15) == 0) {
-    for (u64 o = 16 * static_cast<u64>(lane); o < n; o += 16 * 32) st_128(dst + o, ld_128(src + o));
+    constexpr u64 kStep = 16 * 32;
+    for (u64 o = 16 * static_cast<u64>(lane); o < n; o += kUnroll * kStep) {
+      u32x4 v[kUnroll];
+#pragma unroll
+      for (u32 u = 0; u < kUnroll; ++u)
+        if (o + u * kStep < n) v[u] = ld_128(src + o + u * kStep);
+#pragma unroll
+      for (u32 u = 0; u < kUnroll; ++u)
+        if (o + u * kStep < n) st_128(dst + o + u * kStep, v[u]);
+    }
   } else {
     for (u64 o = lane; o < n; o += 32) dst[o] = src[o];
   }
