@@ -63,6 +63,9 @@ import {
   checkCountList,
   checkSendRecv,
   CPU_EXCHANGE_ALGORITHMS,
+  decodeSides,
+  encodeSide,
+  sideLength,
   type CpuExchangeAlgorithm,
 } from "../ops/exchange-checks.js";
 import {
@@ -529,24 +532,21 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const said = options.recvCounts;
     if (said !== undefined) checkCountList(what, "recvCounts", said, world);
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
-    // Our side: [out rows, recvCounts given, sendCounts..., recvCounts...], then x's rows.
-    const headerBytes = align16(4 * (2 + 2 * world));
-    checkCapacity(what, headerBytes + x.nbytes, this.capacityBytes);
+    // Our side (src/ops/exchange-checks.ts encodeSide), then x's rows when they fit.
+    const side = sideLength(world);
+    const headerBytes = align16(4 * side);
+    checkCapacity(what, headerBytes, this.capacityBytes);
+    const fits = headerBytes + x.nbytes <= this.capacityBytes;
     this.#begin({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rows.x.rowElems });
     this.#settleSend();
-    const header = this.#view(rank, "i32", 0, 2 + 2 * world) as Int32Array;
-    header.set([rows.out.rows, said === undefined ? 0 : 1, ...sendCounts, ...(said ?? sendCounts)]);
-    (this.#view(rank, x.dtype, headerBytes, x.numel) as Uint8Array).set(x.raw as Uint8Array);
+    const needed = fits ? 0 : headerBytes + x.nbytes;
+    (this.#view(rank, "i32", 0, side) as Int32Array).set(encodeSide(rows.out.rows, sendCounts, said, needed));
+    if (fits) (this.#view(rank, x.dtype, headerBytes, x.numel) as Uint8Array).set(x.raw as Uint8Array);
     this.#meet();
-    const sides = Array.from({ length: world }, (_, r) => {
-      const h = this.#view(r, "i32", 0, 2 + 2 * world) as Int32Array;
-      return {
-        sendCounts: h.subarray(2, 2 + world),
-        outRows: h[0]!,
-        recvCounts: h[1] === 1 ? h.subarray(2 + world) : undefined,
-      };
-    });
-    const verdict = allToAllVVerdict(what, sides);
+    const published = new Int32Array(world * side);
+    for (let r = 0; r < world; r++) published.set(this.#view(r, "i32", 0, side) as Int32Array, r * side);
+    const sides = decodeSides(published, world);
+    const verdict = allToAllVVerdict(what, sides, this.capacityBytes);
     const recvCounts = sides.map((s) => s.sendCounts[rank]!);
     if (verdict === undefined) {
       const e = rows.x.rowElems;

@@ -3,7 +3,8 @@
 // a symmetric staging buffer, made when the group is.
 import type { DType } from "../runtime/dtype.js";
 import type { Shape } from "../runtime/tensor.js";
-import { stagingBytesFromEnv } from "../distributed/env.js";
+import { readDistEnv, stagingBytesFromEnv } from "../distributed/env.js";
+import { UnsupportedError } from "../errors.js";
 import { GroupBase, type GroupShared } from "../distributed/group-base.js";
 import { joinJob } from "../distributed/job.js";
 import type { ScopedStore } from "../distributed/scoped-store.js";
@@ -36,6 +37,14 @@ export class CpuProcessGroup extends GroupBase<Shared, CpuCollectives> {
   }
 
   static async world(options: CpuInitOptions = {}): Promise<CpuProcessGroup> {
+    // Refused before joining, alike on every rank of every host: no store connection is left open.
+    const env = readDistEnv();
+    if (env.worldSize > env.localWorldSize)
+      throw new UnsupportedError(
+        `the CPU backend shares memory between the rank processes of one host, and this job spans ` +
+          `${env.worldSize / env.localWorldSize} hosts (WORLD_SIZE ${env.worldSize}, LOCAL_WORLD_SIZE ` +
+          `${env.localWorldSize}): run it on one host (symmkit run -n ${env.worldSize})`,
+      );
     const job = await joinJob(
       options.storeTimeoutMs === undefined ? {} : { storeTimeoutMs: options.storeTimeoutMs },
     );

@@ -55,6 +55,7 @@ export const CALL_KINDS = [
   "moe-combine/pull",
   "matmul-all-reduce/sequential",
   "matmul-all-reduce/nccl_cublaslt",
+  "all-to-all-v/copy_engine",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

@@ -9,8 +9,9 @@ import { checkTensorArg, type Described } from "./validate.js";
  * receiver's inbox, signalling each piece; auto) or NCCL's send and receive. */
 export const GPU_SEND_RECV_ALGORITHMS = ["auto", "put", "nccl"] as const;
 export type GpuSendRecvAlgorithm = (typeof GPU_SEND_RECV_ALGORITHMS)[number];
-/** allToAllV's: one NCCL group of matched sends and receives. */
-export const GPU_ALL_TO_ALL_V_ALGORITHMS = ["auto", "nccl"] as const;
+/** allToAllV's: `copy_engine` (x staged, then one copy-engine copy from each rank's staging buffer into
+ * out, between barrier kernels) or NCCL's matched sends and receives (auto). */
+export const GPU_ALL_TO_ALL_V_ALGORITHMS = ["auto", "copy_engine", "nccl"] as const;
 export type GpuAllToAllVAlgorithm = (typeof GPU_ALL_TO_ALL_V_ALGORITHMS)[number];
 /** allToAll's: `pull` (one kernel reading every peer's staging buffer between barriers) or NCCL's. */
 export const GPU_ALL_TO_ALL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
@@ -118,19 +119,62 @@ export function checkAllToAllV<T extends Described>(
 /** One rank's side of an allToAllV, as the group sees it once the counts are exchanged. */
 export interface AllToAllVSide {
   /** Rows it sends to each rank. */
-  readonly sendCounts: ArrayLike<number>;
+  readonly sendCounts: Int32Array;
   /** Rows its out holds. */
   readonly outRows: number;
   /** What it said it receives from each rank, if it said. */
-  readonly recvCounts: ArrayLike<number> | undefined;
+  readonly recvCounts: Int32Array | undefined;
+  /** Staging bytes its x needs where they exceed the buffer (0: it fits, or nothing is staged). */
+  readonly needed: number;
+}
+
+/** i32s of one side as ranks publish it: [out rows, recvCounts given, needed, sendCounts, recvCounts]. */
+export const sideLength = (world: number): number => 3 + 2 * world;
+
+/** This rank's side, published. */
+export function encodeSide(
+  outRows: number,
+  sendCounts: readonly number[],
+  recvCounts: readonly number[] | undefined,
+  needed: number,
+): Int32Array {
+  const said = recvCounts === undefined ? 0 : 1;
+  return Int32Array.from([
+    outRows,
+    said,
+    Math.min(needed, 0x7fff_ffff),
+    ...sendCounts,
+    ...(recvCounts ?? sendCounts),
+  ]);
+}
+
+/** Every rank's side from `world` published ones laid end to end (views into `h`). */
+export function decodeSides(h: Int32Array, world: number): AllToAllVSide[] {
+  const n = sideLength(world);
+  return Array.from({ length: world }, (_, r) => {
+    const s = h.subarray(r * n, (r + 1) * n);
+    return {
+      outRows: s[0]!,
+      needed: s[2]!,
+      sendCounts: s.subarray(3, 3 + world),
+      recvCounts: s[1] === 1 ? s.subarray(3 + world) : undefined,
+    };
+  });
 }
 
 /**
  * The group's verdict on an allToAllV, judged alike on every rank from every rank's side: undefined when
  * the call can run, else the message of the InvalidArgumentError every rank throws (nothing written).
  */
-export function allToAllVVerdict(what: string, sides: readonly AllToAllVSide[]): string | undefined {
+export function allToAllVVerdict(
+  what: string,
+  sides: readonly AllToAllVSide[],
+  capacityBytes: number,
+): string | undefined {
   const world = sides.length;
+  for (const [r, s] of sides.entries())
+    if (s.needed > 0)
+      return `${what}: rank ${r}'s x needs ${s.needed} bytes of the ${capacityBytes}-byte symmetric staging buffer; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES), or use algorithm nccl; nothing was written`;
   for (let r = 0; r < world; r++) {
     const from = sides.map((s) => s.sendCounts[r]!);
     const total = from.reduce((a, b) => a + b, 0);

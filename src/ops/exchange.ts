@@ -12,9 +12,11 @@
 // Algorithm pull (allToAll): one kernel (coll/collectives.cuh all_to_all_pull) copies x into this rank's
 // staging buffer (a symmetric x is read in place), meets the peers, reads its chunk from every rank's
 // buffer, and meets them again; auto takes it whenever the staging buffer holds x.
-// allToAllV learns every rank's counts first (one NCCL all-gather of each rank's side and a host wait),
-// and every rank judges them alike (allToAllVVerdict): a call that cannot run is refused on every rank
-// with nothing written. That host wait keeps it out of CUDA graphs.
+// allToAllV learns every rank's counts first (nccl: one NCCL all-gather of each rank's side; copy_engine:
+// each side staged with x, read from every rank's staging buffer after a barrier kernel) and one host
+// wait, and every rank judges them alike (allToAllVVerdict): a call that cannot run is refused on every
+// rank with nothing written. That host wait keeps it out of CUDA graphs. copy_engine then copies this
+// rank's rows out of every rank's staged x, and meets the peers again before anyone restages.
 import { InvalidArgumentError } from "../errors.js";
 import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
@@ -23,7 +25,7 @@ import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
 import type { Kernel } from "../runtime/kernel.js";
-import { copyDeviceToDevice } from "../runtime/memory.js";
+import { copyDeviceToDevice, copyHostToDevice } from "../runtime/memory.js";
 import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { COLL_PARAMS } from "./coll/programs.js";
@@ -32,8 +34,12 @@ import { THREADS } from "./coll/registry.js";
 import { checkCapacity } from "./validate.js";
 import {
   allToAllVVerdict,
+  decodeSides,
+  encodeSide,
   rowsOf,
+  sideLength,
   type GpuAllToAllAlgorithm,
+  type GpuAllToAllVAlgorithm,
   type GpuSendRecvAlgorithm,
 } from "./exchange-checks.js";
 
@@ -75,6 +81,7 @@ export interface ExchangeContext {
   readonly rank: number;
   readonly world: number;
   readonly comm: NcclComm;
+  readonly staging: SymmetricTensor;
   readonly stagingView: Uint8Array;
   readonly capacityBytes: number;
   /** put's inbox: world x 2 chunks of P2P_CHUNK_BYTES, and its pad's signal slots. */
@@ -217,44 +224,72 @@ export class GpuExchange {
     out: Tensor,
     sendCounts: readonly number[],
     recvCounts: readonly number[] | undefined,
+    algorithm: Exclude<GpuAllToAllVAlgorithm, "auto">,
     stream: Stream,
   ): number[] {
-    const { world, rank, device, comm } = this.#ctx;
+    const ctx = this.#ctx;
+    const { world, rank, device, comm, staging } = ctx;
     if (Graph.activeCapture(stream) !== undefined)
       throw new InvalidArgumentError(
-        `${what}: algorithm nccl learns the peers' counts through the host, which a CUDA graph cannot hold; call it outside the capture`,
+        `${what}: algorithm ${algorithm} learns the peers' counts through the host, which a CUDA graph cannot hold; call it outside the capture`,
       );
     const rowBytes = rowsOf(x).rowElems * x.elementBytes;
-    // Our side: [out rows, recvCounts given, sendCounts..., recvCounts...].
-    const side = 2 + 2 * world;
-    const mine = Int32Array.from([
-      rowsOf(out).rows,
-      recvCounts === undefined ? 0 : 1,
-      ...sendCounts,
-      ...(recvCounts ?? sendCounts),
-    ]);
-    this.#fingerprint({ kind: "all-to-all-v/nccl", dtype: x.dtype, count: rowsOf(x).rowElems }, stream);
-    using local = Tensor.fromHost(mine, "i32", { device, stream });
-    using all = Tensor.empty([world * side], "i32", { device });
-    comm.allGather(local, all, stream);
-    const h = all.toHost({ stream }) as Int32Array;
-    const sides = Array.from({ length: world }, (_, r) => ({
-      outRows: h[r * side]!,
-      sendCounts: h.subarray(r * side + 2, r * side + 2 + world),
-      recvCounts: h[r * side + 1] === 1 ? h.subarray(r * side + 2 + world, (r + 1) * side) : undefined,
-    }));
-    const verdict = allToAllVVerdict(what, sides);
-    if (verdict !== undefined) throw new InvalidArgumentError(verdict);
-    const received = sides.map((s) => s.sendCounts[rank]!);
-    const sendAt = prefix(sendCounts);
-    const recvAt = prefix(received);
-    this.#exchange(
-      x,
-      out,
-      (r) => [sendAt[r]! * rowBytes, sendCounts[r]! * rowBytes],
-      (r) => [recvAt[r]! * rowBytes, received[r]! * rowBytes],
+    const side = sideLength(world);
+    const viaNccl = algorithm === "nccl";
+    // copy_engine stages the side, then x where it fits (src/ops/exchange-checks.ts encodeSide).
+    const headerBytes = align16(4 * side);
+    if (!viaNccl) checkCapacity(what, headerBytes, ctx.capacityBytes);
+    const needed = viaNccl || headerBytes + x.nbytes <= ctx.capacityBytes ? 0 : headerBytes + x.nbytes;
+    const mine = encodeSide(rowsOf(out).rows, sendCounts, recvCounts, needed);
+    const count = rowsOf(x).rowElems;
+    const phase = ctx.phase(
+      { kind: viaNccl ? "all-to-all-v/nccl" : "all-to-all-v/copy_engine", dtype: x.dtype, count },
       stream,
     );
+    const barrier = (p: number): void => {
+      if (world > 1) ctx.groupBarrier(stream, p);
+    };
+    using all = Tensor.empty([world * side], "i32", { device });
+    if (viaNccl) {
+      barrier(phase);
+      using local = Tensor.fromHost(mine, "i32", { device, stream });
+      comm.allGather(local, all, stream);
+    } else {
+      copyHostToDevice(staging.tensor.ptr, mine, stream);
+      if (needed === 0) copyDeviceToDevice(staging.tensor.ptr + BigInt(headerBytes), x.ptr, x.nbytes, stream);
+      barrier(phase);
+      for (let r = 0; r < world; r++)
+        copyDeviceToDevice(all.ptr + BigInt(4 * side * r), staging.bufferPtrs[r]!, 4 * side, stream);
+    }
+    const sides = decodeSides(all.toHost({ stream }) as Int32Array, world);
+    const verdict = allToAllVVerdict(what, sides, ctx.capacityBytes);
+    const received = sides.map((s) => s.sendCounts[rank]!);
+    const recvAt = prefix(received);
+    if (viaNccl) {
+      if (verdict !== undefined) throw new InvalidArgumentError(verdict);
+      const sendAt = prefix(sendCounts);
+      this.#exchange(
+        x,
+        out,
+        (r) => [sendAt[r]! * rowBytes, sendCounts[r]! * rowBytes],
+        (r) => [recvAt[r]! * rowBytes, received[r]! * rowBytes],
+        stream,
+      );
+      return received;
+    }
+    if (verdict === undefined) {
+      // Our rows in each rank's staged x start after the rows it sends to lower ranks; rank-rotated, so
+      // that the copy engines of all ranks read from different ranks at each step.
+      for (let i = 0; i < world; i++) {
+        const r = (rank + i) % world;
+        const skip = sides[r]!.sendCounts.subarray(0, rank).reduce((a, b) => a + b, 0);
+        const from = staging.bufferPtrs[r]! + BigInt(headerBytes + skip * rowBytes);
+        copyDeviceToDevice(out.ptr + BigInt(recvAt[r]! * rowBytes), from, received[r]! * rowBytes, stream);
+      }
+    }
+    // Nobody restages while a peer may still read its buffer; on a refusal too.
+    barrier(phase + 1);
+    if (verdict !== undefined) throw new InvalidArgumentError(verdict);
     return received;
   }
 
@@ -290,6 +325,8 @@ export class GpuExchange {
     });
   }
 }
+
+const align16 = (n: number): number => Math.ceil(n / 16) * 16;
 
 /** Running sums: where each rank's rows start. */
 function prefix(counts: ArrayLike<number>): number[] {

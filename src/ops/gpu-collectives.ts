@@ -263,6 +263,7 @@ export class GpuCollectives implements Collectives<
       rank: group.rank,
       world,
       comm,
+      staging,
       stagingView: this.#ctx.stagingView,
       capacityBytes: this.#ctx.capacityBytes,
       phase: (shape, stream) => this.#phase(shape, stream),
@@ -649,15 +650,19 @@ export class GpuCollectives implements Collectives<
     const world = this.#group.worldSize;
     checkAllToAllV(what, world, x, out, sendCounts, overlaps);
     if (options.recvCounts !== undefined) checkCountList(what, "recvCounts", options.recvCounts, world);
-    checkAlgorithm(what, options.algorithm ?? "auto", GPU_ALL_TO_ALL_V_ALGORITHMS);
+    const requested = options.algorithm ?? "auto";
+    checkAlgorithm(what, requested, GPU_ALL_TO_ALL_V_ALGORITHMS);
     this.#onDevice(what, x);
     this.#onDevice(what, out);
+    // auto is NCCL's until copy_engine is measured against it.
+    const algorithm = requested === "auto" ? "nccl" : requested;
     const recvCounts = this.#exchange.allToAllV(
       what,
       x,
       out,
       sendCounts,
       options.recvCounts,
+      algorithm,
       this.#stream(options),
     );
     return { output: out, recvCounts };

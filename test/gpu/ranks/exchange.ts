@@ -178,54 +178,73 @@ function countMatrix(kind: string): number[][] {
   if (kind === "zero") for (const row of m) row.fill(0);
   return m;
 }
-for (const kind of ["random", "silent", "sink", "zero"])
-  for (const [dtype, rowShape] of [
-    ["u8", []],
-    ["f16", [3]],
-    ["bf16", [4097]],
-  ] as [DType, number[]][]) {
-    const m = countMatrix(kind);
-    const rowElems = rowShape.reduce((a, b) => a * b, 1);
-    const xs = everyRank(dtype, (r) => m[r]!.reduce((a, b) => a + b, 0) * rowElems);
-    const received = m.map((row) => row[rank]!);
-    const recvRows = received.reduce((a, b) => a + b, 0);
-    const spare = 2;
-    const [whole, out] = poisoned(dtype, [recvRows + spare, ...rowShape]);
-    const x = Tensor.fromHost(xs[rank]!, dtype, {
-      shape: [m[rank]!.reduce((a, b) => a + b, 0), ...rowShape],
-    });
-    const given = kind === "random" ? { recvCounts: received } : {};
-    const got = c.allToAllV(x, out, m[rank]!, given);
-    assert.deepEqual(got.recvCounts, received, `allToAllV ${kind} recvCounts`);
-    const want = new Uint8Array(out.nbytes);
-    want.set(bytes(out.toHost()));
-    const rowBytes = rowElems * dtypeInfo(dtype).bytes;
-    let at = 0;
-    for (let s = 0; s < world; s++) {
-      const skip = m[s]!.slice(0, rank).reduce((a, b) => a + b, 0) * rowBytes;
-      want.set(bytes(xs[s]!).subarray(skip, skip + received[s]! * rowBytes), at);
-      at += received[s]! * rowBytes;
+const A2AV = ["copy_engine", "nccl", "auto"] as const;
+for (const algorithm of A2AV)
+  for (const kind of ["random", "silent", "sink", "zero"])
+    for (const [dtype, rowShape] of [
+      ["u8", []],
+      ["f16", [3]],
+      ["bf16", [4097]],
+    ] as [DType, number[]][]) {
+      const m = countMatrix(kind);
+      const rowElems = rowShape.reduce((a, b) => a * b, 1);
+      const xs = everyRank(dtype, (r) => m[r]!.reduce((a, b) => a + b, 0) * rowElems);
+      const received = m.map((row) => row[rank]!);
+      const recvRows = received.reduce((a, b) => a + b, 0);
+      const spare = 2;
+      const [whole, out] = poisoned(dtype, [recvRows + spare, ...rowShape]);
+      const x = Tensor.fromHost(xs[rank]!, dtype, {
+        shape: [m[rank]!.reduce((a, b) => a + b, 0), ...rowShape],
+      });
+      const given = kind === "random" ? { recvCounts: received } : {};
+      const got = c.allToAllV(x, out, m[rank]!, { ...given, algorithm });
+      assert.deepEqual(got.recvCounts, received, `allToAllV ${algorithm} ${kind} recvCounts`);
+      const want = new Uint8Array(out.nbytes);
+      want.set(bytes(out.toHost()));
+      const rowBytes = rowElems * dtypeInfo(dtype).bytes;
+      let at = 0;
+      for (let s = 0; s < world; s++) {
+        const skip = m[s]!.slice(0, rank).reduce((a, b) => a + b, 0) * rowBytes;
+        want.set(bytes(xs[s]!).subarray(skip, skip + received[s]! * rowBytes), at);
+        at += received[s]! * rowBytes;
+      }
+      const gotBytes = bytes(out.toHost());
+      const what = `allToAllV ${algorithm} ${kind} ${dtype}`;
+      assertSameBits(gotBytes.subarray(0, at), want.subarray(0, at), what, seed);
+      for (let i = at; i < gotBytes.length; i++)
+        if (gotBytes[i] !== want[i]) assert.fail(`${what}: spare row written`);
+      guardsIntact(whole, what);
     }
-    const gotBytes = bytes(out.toHost());
-    assertSameBits(gotBytes.subarray(0, at), want.subarray(0, at), `allToAllV ${kind} ${dtype}`, seed);
-    for (let i = at; i < gotBytes.length; i++)
-      if (gotBytes[i] !== want[i]) assert.fail(`allToAllV ${kind} ${dtype}: spare row written`);
-    guardsIntact(whole, `allToAllV ${kind} ${dtype}`);
-  }
-// Judged by the group: one rank's out too small, then one rank's recvCounts wrong; every rank refuses.
-{
+// Judged by the group: one rank's out too small, then one rank's recvCounts wrong (and for copy_engine
+// one rank's x beyond the 128 MiB staging buffer); every rank refuses.
+for (const algorithm of A2AV) {
   const m = countMatrix("random").map((row) => row.map((v) => v + 1));
   const xs = everyRank("u8", (r) => m[r]!.reduce((a, b) => a + b, 0));
   const need = m.reduce((a, row) => a + row[rank]!, 0);
+  if (algorithm === "copy_engine") {
+    const big = rank === world - 1 ? 129 << 20 : world;
+    const [whole, out] = poisoned("u8", [big]);
+    const before = out.toHost();
+    assert.throws(
+      () =>
+        c.allToAllV(Tensor.zeros([big], "u8"), out, new Array<number>(world).fill(big / world), {
+          algorithm,
+        }),
+      (e: unknown) => typed(e) && new RegExp(`rank ${world - 1}'s x needs`).test(String(e)),
+      "allToAllV staging",
+    );
+    assertSameBits(out.toHost(), before, "allToAllV staging: nothing written", seed);
+    guardsIntact(whole, "allToAllV staging");
+  }
   for (const fault of ["small", "counts"]) {
     const [whole, out] = poisoned("u8", [fault === "small" && rank === world - 1 ? need - 1 : need]);
     const before = out.toHost();
     const wrong = m.map((row) => row[rank]!);
     if (fault === "counts" && rank === 0) wrong[0]! += 1;
     assert.throws(
-      () => c.allToAllV(Tensor.fromHost(xs[rank]!, "u8"), out, m[rank]!, { recvCounts: wrong }),
+      () => c.allToAllV(Tensor.fromHost(xs[rank]!, "u8"), out, m[rank]!, { recvCounts: wrong, algorithm }),
       (e: unknown) => typed(e) && new RegExp(`rank ${fault === "small" ? world - 1 : 0}`).test(String(e)),
-      `allToAllV ${fault}`,
+      `allToAllV ${algorithm} ${fault}`,
     );
     assertSameBits(out.toHost(), before, `allToAllV ${fault}: nothing written`, seed);
     guardsIntact(whole, `allToAllV ${fault}`);

@@ -1,0 +1,55 @@
+// The launcher's multi-host flow on loopback: two `symmkit run` processes as two hosts (--nnodes 2,
+// --node-rank 0 and 1, one store served by node 0, a shared SYMMKIT_JOB_TOKEN). The CPU backend shares
+// memory within one host only, so init() refuses on every rank of both hosts with a typed error naming
+// the limit, and both launchers end with the ranks' failure; nothing is left running.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import crypto from "node:crypto";
+import net from "node:net";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const cli = path.join(here, "..", "src", "cli.js");
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function node(rank: number, port: number, token: string): Promise<{ status: number | null; out: string }> {
+  const args = [cli, "run", "--nnodes", "2", "--node-rank", String(rank), "--master-addr", "127.0.0.1"];
+  args.push("--master-port", String(port), "-n", "2", "--grace-ms", "1000");
+  args.push(path.join(here, "fixtures", "init-cpu.js"));
+  const p = spawn(process.execPath, args, { env: { ...process.env, SYMMKIT_JOB_TOKEN: token } });
+  let out = "";
+  p.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  p.stderr.on("data", (d: Buffer) => (out += d.toString()));
+  const timer = setTimeout(() => p.kill("SIGKILL"), 60_000);
+  return new Promise((resolve) =>
+    p.on("close", (status) => {
+      clearTimeout(timer);
+      resolve({ status, out });
+    }),
+  );
+}
+
+test("two hosts on loopback: the CPU backend refuses on every rank of both, naming the limit", async () => {
+  const port = await freePort();
+  const token = crypto.randomBytes(16).toString("hex");
+  const [a, b] = await Promise.all([node(0, port, token), node(1, port, token)]);
+  for (const [i, r] of [a, b].entries()) {
+    assert.notEqual(r.status, 0, `node ${i} exited 0:\n${r.out}`);
+    assert.doesNotMatch(r.out, /joined as rank/, `node ${i}`);
+    assert.match(r.out, /SYMMKIT_UNSUPPORTED|UnsupportedError/, `node ${i}:\n${r.out}`);
+    assert.match(
+      r.out,
+      /shares memory between the rank processes of one host, and this job spans 2 hosts/,
+      `node ${i}`,
+    );
+  }
+});
