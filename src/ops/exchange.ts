@@ -249,10 +249,11 @@ export class GpuExchange {
     const barrier = (p: number): void => {
       if (world > 1) ctx.groupBarrier(stream, p);
     };
+    // Freed when this call returns, after toHost below waited for the stream.
     using all = Tensor.empty([world * side], "i32", { device });
-    if (viaNccl) {
+    using local = viaNccl ? Tensor.fromHost(mine, "i32", { device, stream }) : undefined;
+    if (local) {
       barrier(phase);
-      using local = Tensor.fromHost(mine, "i32", { device, stream });
       comm.allGather(local, all, stream);
     } else {
       copyHostToDevice(staging.tensor.ptr, mine, stream);
