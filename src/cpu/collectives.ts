@@ -421,8 +421,9 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const out =
       options.out ??
       HostTensor.empty([p.m, p.n], options.rmsNorm?.outputScale !== undefined ? "fp8e4m3" : "bf16");
-    if (hostOverlaps(out, a) || hostOverlaps(out, b))
-      throw new InvalidArgumentError(`${what}: out overlaps an input`);
+    const r = options.rmsNorm?.residualOut;
+    if (hostOverlaps(out, a) || hostOverlaps(out, b) || (r && (hostOverlaps(r, a) || hostOverlaps(r, b))))
+      throw new InvalidArgumentError(`${what}: out or rmsNorm.residualOut overlaps an input`);
     const partial = hostMatmul(p, a, b, HostTensor.empty([p.m, p.n], "bf16"), options);
     if (options.rmsNorm === undefined)
       return this.#allReduce(partial, out, "sum", "auto", "matmul-all-reduce/sequential");

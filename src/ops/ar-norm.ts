@@ -99,12 +99,27 @@ export class ArNorm {
     );
   }
 
-  run(
+  /**
+   * Every check run() makes before it enqueues anything, on a plain x whose output is given: what
+   * matmulAllReduce asks before its GEMM, so that a call the norm would refuse is refused first.
+   */
+  check(x: Tensor, o: AllReduceRmsNormOptions<Tensor> & { algorithm?: ArNormAlgorithm }, what: string): void {
+    this.#prepare(x, o, what);
+  }
+
+  /** The checks; the problem, the output (allocated once x passed), whether x is read in place, and the
+   * algorithm. */
+  #prepare(
     input: ArNormInput,
     o: AllReduceRmsNormOptions<Tensor> & { algorithm?: ArNormAlgorithm },
-    stream: Stream,
-  ): ArNormResult {
-    const what = "allReduceRmsNorm";
+    what: string,
+  ): {
+    x: Tensor;
+    p: NormProblem;
+    output: Tensor;
+    inPlace: boolean;
+    algorithm: Exclude<ArNormAlgorithm, "auto">;
+  } {
     const ctx = this.#ctx;
     const x = ctx.local(input, what);
     const p = checkAllReduceRmsNorm(what, x, o);
@@ -113,11 +128,22 @@ export class ArNorm {
     for (const t of [o.weight, o.bias, o.residual, o.output, o.residualOut]) if (t) ctx.onDevice(what, t);
     const output = o.output ?? Tensor.empty(x.shape, x.dtype, { device: ctx.device });
     checkNormAliasing(what, x, o, output, overlaps, sameSpan);
-    const symmetric = !(input instanceof Tensor);
     // A symmetric x is read in place unless an output overlaps it (peers may still read it).
-    const inPlace = symmetric && !overlaps(output, x) && !(o.residualOut && overlaps(o.residualOut, x));
+    const inPlace =
+      !(input instanceof Tensor) && !overlaps(output, x) && !(o.residualOut && overlaps(o.residualOut, x));
     const algorithm = requested === "auto" ? this.autoAlgorithm(x.nbytes, p.rows, inPlace) : requested;
     this.#checkRoom(what, algorithm, p, x.nbytes, inPlace, o, output);
+    return { x, p, output, inPlace, algorithm };
+  }
+
+  run(
+    input: ArNormInput,
+    o: AllReduceRmsNormOptions<Tensor> & { algorithm?: ArNormAlgorithm },
+    stream: Stream,
+  ): ArNormResult {
+    const what = "allReduceRmsNorm";
+    const ctx = this.#ctx;
+    const { x, p, output, inPlace, algorithm } = this.#prepare(input, o, what);
     const norm = this.#normArgs(p, o, output);
     const sequential = algorithm === "sequential" || algorithm === "nccl";
     if (ctx.world === 1 || sequential) {
@@ -153,7 +179,8 @@ export class ArNorm {
       );
       return { output, residualOut: o.residualOut };
     }
-    const [view, copyIn] = inPlace ? [input.deviceView(), 0n] : [ctx.stagingView, x.ptr];
+    const [view, copyIn] =
+      inPlace && !(input instanceof Tensor) ? [input.deviceView(), 0n] : [ctx.stagingView, x.ptr];
     if (kernel === "pull_ar_rms_norm") {
       (k as Kernel<ArNormParams["pull_ar_rms_norm"]>).launch(cfg, view, copyIn, phase, ...norm);
     } else {

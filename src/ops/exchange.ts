@@ -25,7 +25,7 @@ import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
 import type { Kernel } from "../runtime/kernel.js";
-import { copyDeviceToDevice, copyHostToDevice } from "../runtime/memory.js";
+import { copyDeviceToDevice, copyHostToDevice, DeviceMemory } from "../runtime/memory.js";
 import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { COLL_PARAMS } from "./coll/programs.js";
@@ -69,8 +69,9 @@ export const P2P_PARAMS = [
   "u64",
 ] as const;
 
-/** Blocks one side of a message runs: one per 64 KiB of its first chunk, a power of two (so the stripe
- * stays a multiple of 16), at most P2P_MAX_BLOCKS. Both sides compute it from the size alone. */
+/** Blocks one side of a message runs: one per 64 KiB of its first chunk, a power of two (it divides the
+ * chunk's 16-byte groups, so blocks x stripe never exceeds a chunk), at most P2P_MAX_BLOCKS. Both sides
+ * compute it from the size alone. */
 export function p2pBlocks(bytes: number): number {
   const want = Math.max(1, Math.ceil(Math.min(bytes, P2P_CHUNK_BYTES) / (64 << 10)));
   return Math.min(P2P_MAX_BLOCKS, 2 ** Math.ceil(Math.log2(want)));
@@ -113,6 +114,8 @@ export class GpuExchange {
   /** put's messages sent to and received from each peer (their fingerprints' numbers). */
   readonly #sent: number[];
   readonly #received: number[];
+  /** allToAllV's published sides (see allToAllV). */
+  #sides: DeviceMemory | undefined;
 
   constructor(ctx: ExchangeContext) {
     this.#ctx = ctx;
@@ -228,7 +231,7 @@ export class GpuExchange {
     stream: Stream,
   ): number[] {
     const ctx = this.#ctx;
-    const { world, rank, device, comm, staging } = ctx;
+    const { world, rank, comm, staging } = ctx;
     if (Graph.activeCapture(stream) !== undefined)
       throw new InvalidArgumentError(
         `${what}: algorithm ${algorithm} learns the peers' counts through the host, which a CUDA graph cannot hold; call it outside the capture`,
@@ -249,10 +252,15 @@ export class GpuExchange {
     const barrier = (p: number): void => {
       if (world > 1) ctx.groupBarrier(stream, p);
     };
-    // Freed when this call returns, after toHost below waited for the stream.
-    using all = Tensor.empty([world * side], "i32", { device });
-    using local = viaNccl ? Tensor.fromHost(mine, "i32", { device, stream }) : undefined;
-    if (local) {
+    // This rank's side and every rank's, in scratch kept between calls: each call is done with it once
+    // toHost below has waited for the stream.
+    const at = align16(4 * side);
+    this.#sides =
+      this.#sides && this.#sides.bytes >= at * (world + 1) ? this.#sides : this.#grow(at * (world + 1));
+    const all = Tensor.fromMemory(this.#sides, [world * side], "i32", at);
+    if (viaNccl) {
+      const local = Tensor.fromMemory(this.#sides, [side], "i32");
+      copyHostToDevice(local.ptr, mine, stream);
       barrier(phase);
       comm.allGather(local, all, stream);
     } else {
@@ -292,6 +300,15 @@ export class GpuExchange {
     barrier(phase + 1);
     if (verdict !== undefined) throw new InvalidArgumentError(verdict);
     return received;
+  }
+
+  #grow(bytes: number): DeviceMemory {
+    this.#sides?.dispose();
+    return DeviceMemory.alloc(bytes, this.#ctx.device);
+  }
+
+  dispose(): void {
+    this.#sides?.dispose();
   }
 
   /** A group-wide NCCL call's barrier kernel, its signals carrying the call's fingerprint. */

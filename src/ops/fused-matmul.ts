@@ -111,6 +111,12 @@ export interface FusionContext {
     algorithm: "auto" | "nccl",
     stream: Stream,
   ): void;
+  /** Whatever allReduceRmsNorm would refuse of these arguments, thrown now (nothing enqueued). */
+  checkAllReduceRmsNorm(
+    x: Tensor,
+    options: AllReduceRmsNormOptions<Tensor>,
+    algorithm: "auto" | "nccl",
+  ): void;
 }
 
 type Options<T> = FusedMatmulOptions<T> & { readonly stream?: Stream };
@@ -329,19 +335,23 @@ export class FusedMatmul {
     const out = o.out ?? Tensor.empty([p.m, p.n], dtype, { device: group.device });
     if (overlaps(out, a) || overlaps(out, b))
       throw new InvalidArgumentError(`${what}: out overlaps an input`);
+    if (norm?.residualOut && (overlaps(norm.residualOut, a) || overlaps(norm.residualOut, b)))
+      throw new InvalidArgumentError(`${what}: rmsNorm.residualOut overlaps an input`);
     const s = o.stream;
     const partial = this.#partialScratch(p);
     for (const t of [out, norm?.residual, norm?.residualOut, norm?.weight, norm?.bias])
       if (t && overlaps(t, partial))
         throw new InvalidArgumentError(`${what}: a tensor overlaps symmkit's scratch`);
     const viaNccl = requested === "nccl_cublaslt";
+    const algorithm = viaNccl ? "nccl" : "auto";
+    // The norm's refusals (aliasing, room) come before the GEMM is enqueued.
+    if (norm) this.#ctx.checkAllReduceRmsNorm(partial, { ...norm, output: out }, algorithm);
     if (viaNccl) this.#cublas(p, a, b, partial, scales, s);
     else
       this.#gemm(p, "grouped", "none", "store").launch({
         ...gemmOperands(p, a, b, partial, scales),
         stream: s,
       });
-    const algorithm = viaNccl ? "nccl" : "auto";
     if (norm === undefined) this.#ctx.allReduce(partial, out, algorithm, s);
     else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, algorithm, s);
     return out;

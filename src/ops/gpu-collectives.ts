@@ -226,6 +226,8 @@ export class GpuCollectives implements Collectives<
         void this.allReduce(input, { output, algorithm, stream }),
       allReduceRmsNorm: (x, options, algorithm, stream) =>
         void this.allReduceRmsNorm(x, { ...options, algorithm, stream }),
+      checkAllReduceRmsNorm: (x, options, algorithm) =>
+        this.#arNorm.check(x, { ...options, algorithm }, "matmulAllReduce (rmsNorm)"),
     });
     this.#arNorm = new ArNorm({
       device: group.device,
@@ -636,9 +638,11 @@ export class GpuCollectives implements Collectives<
    * Uneven all-to-all by rows of x's first dimension: x's first sendCounts[0] rows to rank 0, the next
    * sendCounts[1] to rank 1, ...; out receives each rank's rows for this rank, packed in rank order. The
    * counts are exchanged first (recvCounts, when given, is checked against them) and judged alike on
-   * every rank: a call that cannot run is refused on every rank with nothing written. Returns out and
-   * the rows received from each rank. Algorithm nccl waits on the host for the counts, so it cannot be
-   * captured in a CUDA graph.
+   * every rank: a call that cannot run (an out too small, wrong recvCounts, for copy_engine an x beyond
+   * the staging buffer) is refused on every rank with nothing written. Returns out and the rows received
+   * from each rank. Algorithms: nccl (auto) and copy_engine (x staged, one copy-engine copy from every
+   * rank's staging buffer between barrier kernels); both wait on the host for the counts, so neither
+   * can be captured in a CUDA graph.
    */
   allToAllV(
     x: Tensor,
@@ -861,6 +865,7 @@ export class GpuCollectives implements Collectives<
   async dispose(): Promise<void> {
     this.#fused.dispose();
     this.#moe.dispose();
+    this.#exchange.dispose();
     await this.#staging.dispose();
     await this.#mailbox.buffers.dispose();
     await this.#inbox.dispose();

@@ -222,7 +222,7 @@ if (rank === 0)
 if (rank === world - 1) await sleep(50);
 for (let i = 0; i < 30; i++) {
   const x = makeCase(COMBOS[i % 3]!, [1, 5, 64][i % 3]!, 256, 512, 5000 + 5 * i);
-  const algorithm = ALGORITHMS[i % 3]!;
+  const algorithm = ALGORITHMS[Math.floor(i / 3) % 3]!;
   const out = c.matmulAllReduce(x.a, x.b, {
     algorithm,
     layoutB: x.combo.layout,
@@ -259,10 +259,27 @@ if (rank === 0) console.log("straggler and 30 alternating calls: exact");
       () => c.matmulAllReduce(a, b, { out, rmsNorm: { weight: Tensor.zeros([128], "bf16"), eps: EPS } }),
     ],
     [
-      "hidden not a multiple of 8",
+      "n not a multiple of 16 bytes",
       () =>
         c.matmulAllReduce(a, Tensor.zeros([20, 64], "bf16"), {
           rmsNorm: { weight: Tensor.zeros([20], "bf16"), eps: EPS },
+        }),
+    ],
+    [
+      // NCCL's sum needs a home of the partial's dtype before the fp8 norm: refused before the GEMM.
+      "nccl_cublaslt fp8 without residualOut",
+      () =>
+        c.matmulAllReduce(a, b, {
+          algorithm: "nccl_cublaslt",
+          rmsNorm: { weight, eps: EPS, outputScale: 0.25 },
+        }),
+    ],
+    [
+      "residualOut overlaps a",
+      () =>
+        c.matmulAllReduce(shared.slice(0, 256).view([4, 64]), b, {
+          out,
+          rmsNorm: { weight, eps: EPS, residualOut: shared.view([4, 256]) },
         }),
     ],
   ];
