@@ -22,6 +22,7 @@
 // other; every wait is bounded and names the peer; a message of another size or order carries another
 // fingerprint and is caught (kMismatch). Slots are idle after every message: graph-replayable.
 #pragma once
+#include "symmkit/core/copy.cuh"
 #include "symmkit/sync/barrier.cuh"
 
 namespace symmkit {
@@ -35,28 +36,8 @@ constexpr u32 kAckBase = kMaxWorld * kMaxBlocks * 2;
 
 __device__ __forceinline__ u32 slot(u32 rank, u32 block, u32 parity) { return (rank * kMaxBlocks + block) * 2 + parity; }
 
-/** Loads a thread keeps in flight before storing (a chain of single loads would pay one NVLink or HBM
- * latency per 16 bytes). */
-constexpr u32 kUnroll = 4;
-
-/** dst[0, n) = src[0, n) by the block: 16-byte vectors, kUnroll loads in flight per thread, when both
- * ends and n allow; bytes otherwise. */
-__device__ __forceinline__ void block_copy(u8* dst, const u8* src, u64 n) {
-  if (((reinterpret_cast<u64>(dst) | reinterpret_cast<u64>(src) | n) & 15) == 0) {
-    constexpr u64 kStep = 16 * static_cast<u64>(kThreads);
-    for (u64 o = 16 * static_cast<u64>(threadIdx.x); o < n; o += kUnroll * kStep) {
-      u32x4 v[kUnroll];
-#pragma unroll
-      for (u32 u = 0; u < kUnroll; ++u)
-        if (o + u * kStep < n) v[u] = ld_128(src + o + u * kStep);
-#pragma unroll
-      for (u32 u = 0; u < kUnroll; ++u)
-        if (o + u * kStep < n) st_128(dst + o + u * kStep, v[u]);
-    }
-  } else {
-    for (u64 o = threadIdx.x; o < n; o += kThreads) dst[o] = src[o];
-  }
-}
+/** dst[0, n) = src[0, n) by the block. */
+__device__ __forceinline__ void block_copy(u8* dst, const u8* src, u64 n) { copy_lanes(dst, src, n, threadIdx.x, kThreads); }
 
 /** A stripe: the first chunk's bytes split over the blocks, rounded up to 16 (so a message under a chunk
  * uses every block; a full chunk gives chunk / blocks). Both sides compute it from the size alone. */

@@ -26,7 +26,7 @@
 // 16-byte aligned (staged_at; src/ops/moe.ts moeStagedAt is its host twin). No wait here: the barriers
 // are the group barrier kernels the host enqueues between these kernels.
 #pragma once
-#include "symmkit/core/memory.cuh"
+#include "symmkit/core/copy.cuh"
 #include "symmkit/sync/barrier.cuh"
 
 namespace symmkit {
@@ -94,29 +94,6 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
   if (threadIdx.x == 0) header[1] = first_bad == 0xffffffffu ? -1 : static_cast<i32>(first_bad);
 }
 
-/** Loads a lane keeps in flight before storing (a row of 14 KiB is 28 round trips over NVLink one by
- * one). */
-constexpr u32 kUnroll = 4;
-
-/** Copies `n` bytes with one warp: 16-byte vectors, kUnroll loads in flight per lane, where both ends are
- * aligned; bytes otherwise. */
-__device__ __forceinline__ void warp_copy(u8* dst, const u8* src, u64 n, u32 lane) {
-  if (((reinterpret_cast<u64>(dst) | reinterpret_cast<u64>(src) | n) & 15) == 0) {
-    constexpr u64 kStep = 16 * 32;
-    for (u64 o = 16 * static_cast<u64>(lane); o < n; o += kUnroll * kStep) {
-      u32x4 v[kUnroll];
-#pragma unroll
-      for (u32 u = 0; u < kUnroll; ++u)
-        if (o + u * kStep < n) v[u] = ld_128(src + o + u * kStep);
-#pragma unroll
-      for (u32 u = 0; u < kUnroll; ++u)
-        if (o + u * kStep < n) st_128(dst + o + u * kStep, v[u]);
-    }
-  } else {
-    for (u64 o = lane; o < n; o += 32) dst[o] = src[o];
-  }
-}
-
 /** What moe_gather writes and how to read the sources (its parameters, src/ops/moe.ts GATHER_PARAMS). */
 struct GatherArgs {
   const i32* plan;     // [world] tokens per source, then [world][experts] base rows
@@ -159,8 +136,8 @@ __global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ S
     if (s == v.rank && lane == 0) a.handle_rows[i] = row;
     if (static_cast<u32>(e) / a.local_experts != v.rank) continue;
     const u64 token = i / a.topk;
-    warp_copy(a.out_tokens + static_cast<u64>(row) * a.row_bytes, src + at.tokens + token * a.row_bytes, a.row_bytes,
-              lane);
+    copy_lanes(a.out_tokens + static_cast<u64>(row) * a.row_bytes, src + at.tokens + token * a.row_bytes, a.row_bytes,
+               lane, 32);
     if (lane == 0) {
       a.out_weights[row] = reinterpret_cast<const float*>(src + at.weights)[i];
       if (a.out_scales) a.out_scales[row] = reinterpret_cast<const float*>(src + at.scales)[token];
