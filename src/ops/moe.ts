@@ -50,7 +50,8 @@ export const MOE_PROGRAM: ProgramSpec = {
   nameExpressions: [
     "symmkit::moe::moe_positions",
     "symmkit::moe::moe_combine",
-    ...WORLD_SIZES.map((w) => `symmkit::moe::moe_gather<${w}>`),
+    // World 1 too: a lone rank's experts are all local, and the gather is its layout.
+    ...[1, ...WORLD_SIZES].map((w) => `symmkit::moe::moe_gather<${w}>`),
   ],
 };
 const POSITIONS_PARAMS = ["ptr", "u64", "u32", "u32", "ptr", "u64"] as const;
