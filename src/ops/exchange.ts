@@ -20,7 +20,7 @@
 import { InvalidArgumentError } from "../errors.js";
 import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
-import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
+import type { NcclSpan } from "../distributed/nccl-comm.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
@@ -28,9 +28,8 @@ import type { Kernel } from "../runtime/kernel.js";
 import { copyDeviceToDevice, copyHostToDevice, DeviceMemory } from "../runtime/memory.js";
 import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
-import type { COLL_PARAMS } from "./coll/programs.js";
 import type { ProgramSpec } from "../runtime/module.js";
-import { THREADS } from "./coll/registry.js";
+import { THREADS, type CollectiveContext } from "./coll/registry.js";
 import { checkCapacity } from "./validate.js";
 import {
   allToAllVVerdict,
@@ -77,25 +76,26 @@ export function p2pBlocks(bytes: number): number {
   return Math.min(P2P_MAX_BLOCKS, 2 ** Math.ceil(Math.log2(want)));
 }
 
-export interface ExchangeContext {
+/** What the exchange uses of the group's collectives: their context, and the put algorithm's inbox. */
+export type ExchangeContext = Pick<
+  CollectiveContext,
+  | "rank"
+  | "world"
+  | "comm"
+  | "staging"
+  | "stagingView"
+  | "capacityBytes"
+  | "groupBarrier"
+  | "allGatherKernel"
+  | "blocks"
+> & {
   readonly device: Device;
-  readonly rank: number;
-  readonly world: number;
-  readonly comm: NcclComm;
-  readonly staging: SymmetricTensor;
-  readonly stagingView: Uint8Array;
-  readonly capacityBytes: number;
   /** put's inbox: world x 2 chunks of P2P_CHUNK_BYTES, and its pad's signal slots. */
   readonly inbox: SymmetricTensor;
   p2pKernel(): Kernel<typeof P2P_PARAMS>;
   /** The next group call's fingerprint, for its kernels' phase. */
   phase(shape: CallShape, stream: Stream): number;
-  /** The one-block barrier kernel over the staging buffer's pads, its signals carrying `phase`. */
-  groupBarrier(stream: Stream, phase: number): void;
-  allToAllKernel(): Kernel<typeof COLL_PARAMS>;
-  /** Blocks of 512 threads for `bytes` of 16-byte vectors, at most one per SM. */
-  blocks(bytes: number): number;
-}
+};
 
 /** What allToAll takes: a plain tensor, or a symmetric one read in place. */
 export type ExchangeInput = Tensor | SymmetricTensor;
@@ -199,7 +199,7 @@ export class GpuExchange {
       const phase = ctx.phase({ kind: "all-to-all/pull", dtype: x.dtype, count: x.numel }, stream);
       if (ctx.world === 1) return copyDeviceToDevice(out.ptr, x.ptr, x.nbytes, stream);
       ctx
-        .allToAllKernel()
+        .allGatherKernel("all_to_all_pull")
         .launch(
           { grid: ctx.blocks(x.nbytes), block: THREADS, stream },
           plain ? ctx.stagingView : input.deviceView(),
@@ -250,7 +250,7 @@ export class GpuExchange {
       stream,
     );
     const barrier = (p: number): void => {
-      if (world > 1) ctx.groupBarrier(stream, p);
+      if (world > 1) ctx.groupBarrier(ctx.stagingView, stream, p);
     };
     // This rank's side and every rank's, in scratch kept between calls: each call is done with it once
     // toHost below has waited for the stream.
@@ -314,7 +314,7 @@ export class GpuExchange {
   /** A group-wide NCCL call's barrier kernel, its signals carrying the call's fingerprint. */
   #fingerprint(shape: CallShape, stream: Stream): void {
     const phase = this.#ctx.phase(shape, stream);
-    if (this.#ctx.world > 1) this.#ctx.groupBarrier(stream, phase);
+    if (this.#ctx.world > 1) this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
   }
 
   /** One NCCL group: span `send(r)` of x to rank r, span `recv(r)` of out from rank r ([byte offset,

@@ -260,34 +260,19 @@ export class GpuCollectives implements Collectives<
       local: (input, what) => this.#local(input, what),
       onDevice: (what, t) => this.#onDevice(what, t),
     });
+    const phase = (shape: CallShape, stream: Stream): number => this.#phase(shape, stream);
     this.#exchange = new GpuExchange({
+      ...this.#ctx,
       device: group.device,
-      rank: group.rank,
-      world,
-      comm,
-      staging,
-      stagingView: this.#ctx.stagingView,
-      capacityBytes: this.#ctx.capacityBytes,
-      phase: (shape, stream) => this.#phase(shape, stream),
-      groupBarrier: (stream, phase) => this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase),
-      allToAllKernel: () => this.#ctx.allGatherKernel("all_to_all_pull"),
+      phase,
       inbox,
       p2pKernel: () =>
         (this.#p2pKernel ??= sharedModule(P2P_PROGRAM, group.device).kernel(
           "symmkit::p2p::p2p_put",
           P2P_PARAMS,
         )),
-      blocks: (bytes) => this.#ctx.blocks(bytes),
     });
-    this.#moe = new GpuMoe({
-      device: group.device,
-      rank: group.rank,
-      world,
-      staging,
-      stagingView: this.#ctx.stagingView,
-      phase: (shape, stream) => this.#phase(shape, stream),
-      groupBarrier: (stream, phase) => this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase),
-    });
+    this.#moe = new GpuMoe({ ...this.#ctx, device: group.device, phase });
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */

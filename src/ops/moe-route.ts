@@ -24,13 +24,20 @@ export function receivedCounts(counts: readonly ArrayLike<number>[], owner: numb
 /** The row of rank `source`'s first pair of each expert at the expert's owner: the owner's rows of
  * earlier local experts, then this expert's rows from earlier ranks. */
 export function routeBases(counts: readonly ArrayLike<number>[], source: number, p: Layout): Int32Array {
-  const L = p.localExperts;
   const bases = new Int32Array(p.numExperts);
+  // One pass per expert over the ranks: its rows from ranks before `source`, and in all (which the
+  // owner's next local expert starts after).
+  let owned = 0;
   for (let e = 0; e < p.numExperts; e++) {
-    let base = 0;
-    for (let j = e - (e % L); j < e; j++) for (const c of counts) base += c[j]!;
-    for (let s = 0; s < source; s++) base += counts[s]![e]!;
-    bases[e] = base;
+    if (e % p.localExperts === 0) owned = 0;
+    let before = 0;
+    let all = 0;
+    for (let s = 0; s < counts.length; s++) {
+      if (s < source) before += counts[s]![e]!;
+      all += counts[s]![e]!;
+    }
+    bases[e] = owned + before;
+    owned += all;
   }
   return bases;
 }

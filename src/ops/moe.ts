@@ -13,7 +13,6 @@
 import { InvalidArgumentError } from "../errors.js";
 import type { CallShape } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
-import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
 import type { Kernel } from "../runtime/kernel.js";
@@ -28,6 +27,7 @@ import { sharedModule, type ProgramSpec } from "../runtime/module.js";
 import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { WORLD_SIZES } from "./coll/programs.js";
+import type { CollectiveContext } from "./coll/registry.js";
 import {
   dispatchHeader,
   dispatchVerdict,
@@ -97,15 +97,15 @@ export function moeStagedAt(tokens: number, topk: number, rowBytes: number) {
 
 export const moeHeaderBytes = (experts: number): number => align16(4 * (MOE_HEADER_FIXED + experts));
 
-export interface MoeContext {
+/** What MoE uses of the group's collectives. */
+export type MoeContext = Pick<
+  CollectiveContext,
+  "rank" | "world" | "staging" | "stagingView" | "groupBarrier"
+> & {
   readonly device: Device;
-  readonly rank: number;
-  readonly world: number;
-  readonly staging: SymmetricTensor;
-  readonly stagingView: Uint8Array;
+  /** The next group call's fingerprint, for its kernels' phase. */
   phase(shape: CallShape, stream: Stream): number;
-  groupBarrier(stream: Stream, phase: number): void;
-}
+};
 
 interface Kernels {
   readonly positions: Kernel<typeof POSITIONS_PARAMS>;
@@ -198,7 +198,7 @@ export class GpuMoe {
         headerBytes,
       );
     }
-    this.#ctx.groupBarrier(stream, phase);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
     // Every rank's header, then one wait.
     const side = MOE_HEADER_FIXED + E;
     const headers = this.#scratch("headers", world * 4 * side);
@@ -219,7 +219,7 @@ export class GpuMoe {
     );
     if (verdict !== undefined) {
       // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
-      this.#ctx.groupBarrier(stream, phase + 1);
+      this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
       throw new InvalidArgumentError(verdict);
     }
     const rowsOut = o.maxRows ?? total[rank]!;
@@ -274,7 +274,7 @@ export class GpuMoe {
         p.localExperts,
         p.topk,
       );
-    this.#ctx.groupBarrier(stream, phase + 1);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
     const countsOut = Tensor.fromHost(received[rank]!, "i32", { device, stream });
     return { ...out, counts: countsOut, handle };
   }
@@ -293,7 +293,7 @@ export class GpuMoe {
       stream,
     );
     copyDeviceToDevice(staging.tensor.ptr, expertOut.ptr, bytes, stream);
-    this.#ctx.groupBarrier(stream, phase);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
     const vectors = p.hidden % 8 === 0 && out.ptr % 16n === 0n ? 1 : 0;
     if (p.tokens > 0)
       k.combine.launch(
@@ -309,7 +309,7 @@ export class GpuMoe {
         p.localExperts,
         vectors,
       );
-    this.#ctx.groupBarrier(stream, phase + 1);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
     return out;
   }
 
