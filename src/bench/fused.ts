@@ -46,7 +46,7 @@ export const DEFAULT_FUSED_SHAPES: Record<FusedBench, string> = {
 const FUSED_IMPLS: Record<FusedBench, readonly string[]> = {
   "ag-gemm": ["fused_copy_engine", "fused_pull", "sequential", "nccl_cublaslt"],
   "gemm-rs": ["fused", "sequential", "nccl_cublaslt"],
-  "gemm-ar": ["sequential", "nccl_cublaslt"],
+  "gemm-ar": ["fused", "sequential", "nccl_cublaslt"],
 };
 const FLOORS = ["gemm_alone", "cublaslt_alone"] as const;
 

@@ -6,7 +6,7 @@ import { Device } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
-import { HopperGemm } from "../ops/hopper-gemm.js";
+import { HopperGemm, splitsFor } from "../ops/hopper-gemm.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
@@ -20,7 +20,10 @@ export interface GemmRow {
   readonly layoutB: BLayout;
   /** Relative Frobenius difference of symmkit's output from cuBLASLt's. */
   readonly relDiff: number;
-  readonly us: { readonly symmkit: number; readonly cublaslt: number };
+  /** Split-K slices symmkit ran with (what matmul() picks); with more than one, `us.unsplit` is the
+   * same GEMM unsplit, for what split-K gains. */
+  readonly splits: number;
+  readonly us: { readonly symmkit: number; readonly cublaslt: number; readonly unsplit?: number };
   readonly tflops: { readonly symmkit: number; readonly cublaslt: number };
 }
 
@@ -96,7 +99,9 @@ export async function benchGemm(options: {
     const dL = Tensor.full([m, n], NaN, "bf16", { device, stream });
     try {
       const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
-      const runS = (): void => gemm.launch({ ...common, d: dS.ptr });
+      const splits = splitsFor(m, n, k, options.elem === "bf16" ? 2 : 1, device.props.smCount);
+      const runS = (): void => gemm.launch({ ...common, d: dS.ptr, splits });
+      const runUnsplit = (): void => gemm.launch({ ...common, d: dS.ptr });
       const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });
       runS();
       runL();
@@ -112,6 +117,8 @@ export async function benchGemm(options: {
       const perGraph = Math.max(3, Math.min(200, Math.ceil(20e-3 / (flops / 600e12))));
       const usS = await graphTimeUs(stream, runS, { perGraph, replays: 10 });
       const usL = await graphTimeUs(stream, runL, { perGraph, replays: 10 });
+      const unsplit =
+        splits > 1 ? await graphTimeUs(stream, runUnsplit, { perGraph, replays: 10 }) : undefined;
       const row: GemmRow = {
         m,
         n,
@@ -119,12 +126,13 @@ export async function benchGemm(options: {
         elem: options.elem,
         layoutB,
         relDiff,
-        us: { symmkit: usS, cublaslt: usL },
+        splits,
+        us: { symmkit: usS, cublaslt: usL, ...(unsplit === undefined ? {} : { unsplit }) },
         tflops: { symmkit: flops / usS / 1e6, cublaslt: flops / usL / 1e6 },
       };
       rows.push(row);
       log(
-        `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
+        `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s${splits > 1 ? ` (${splits} slices; unsplit ${(flops / unsplit! / 1e6).toFixed(0)})` : ""}, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
       );
     } finally {
       for (const t of [a, b, dS, dL]) t.dispose();

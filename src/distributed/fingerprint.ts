@@ -56,6 +56,7 @@ export const CALL_KINDS = [
   "matmul-all-reduce/sequential",
   "matmul-all-reduce/nccl_cublaslt",
   "all-to-all-v/copy_engine",
+  "matmul-all-reduce/fused",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

@@ -31,12 +31,15 @@ export const MATMUL_REDUCE_SCATTER_ALGORITHMS = ["auto", "fused", "sequential", 
 export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORITHMS)[number];
 
 /**
- * GEMM + all-reduce (a row-parallel linear for small m): `sequential` is symmkit's GEMM then symmkit's
+ * GEMM + all-reduce (a row-parallel linear for small m): `fused` is one split-K GEMM whose epilogue pushes
+ * every tile's bf16 partial into every rank's receive buffer and sums the ranks' partials in rank order
+ * as they land (then the norm kernel, with `rmsNorm`); `sequential` is symmkit's GEMM then symmkit's
  * all-reduce (auto: the Lamport mailbox at these sizes), or allReduceRmsNorm when `rmsNorm` is given;
- * `nccl_cublaslt` cuBLASLt then NCCL (then the norm kernel). auto is `sequential` until the fused kernel
- * (the GEMM's epilogue pushing tiles into the peers' mailboxes) lands.
+ * `nccl_cublaslt` cuBLASLt then NCCL (then the norm kernel). fused and sequential run the same split-K
+ * GEMM and give the same bits: its bf16 output summed in f32 in rank order, rounded once. auto is
+ * `sequential` until the fused kernel is measured on two GPUs.
  */
-export const MATMUL_ALL_REDUCE_ALGORITHMS = ["auto", "sequential", "nccl_cublaslt"] as const;
+export const MATMUL_ALL_REDUCE_ALGORITHMS = ["auto", "fused", "sequential", "nccl_cublaslt"] as const;
 export type MatmulAllReduceAlgorithm = (typeof MATMUL_ALL_REDUCE_ALGORITHMS)[number];
 
 /** What auto may pick, by fused matmul (tune tables name these): every algorithm but auto. */

@@ -14,6 +14,12 @@
 // flagged there, and each owner reduces its rows in rank order while the GEMM still runs. The group's
 // symmetric staging buffer is the receive buffer; its pad, beyond the barrier slots, holds the flags.
 //
+// GEMM + all-reduce (matmulAllReduce, fused): after a barrier kernel, one split-K GEMM with the
+// all-reduce epilogue: every tile's bf16 partial goes into slot `rank` of every rank's receive buffer (the
+// staging buffer, world slots of [m, n]) and is flagged there, and every rank sums the ranks' partials of
+// each tile in rank order as they land. The tile flags are the same words as GEMM + reduce-scatter's, and
+// the two count their calls with one epoch, so a flag never holds a value from a later call.
+//
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
 import { InvalidArgumentError } from "../errors.js";
@@ -44,11 +50,12 @@ import {
   type MatmulAllReduceOptions,
   type MatmulReduceScatterAlgorithm,
 } from "./fused-checks.js";
-import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
+import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
 import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
-import { checkMatmul, gemmOperands, overlaps, type Span } from "./matmul.js";
+import { checkMatmul, gemmOperands, gemmSplits, overlaps, sameSpan, type Span } from "./matmul.js";
+import { launchNorm, normKernel } from "./rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
 import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
 
@@ -216,6 +223,7 @@ export class FusedMatmul {
       this.#gemm(p, "grouped", "none", "store").launch({
         ...gemmOperands(p, gathered, b, out, scales),
         stream: s,
+        splits: gemmSplits(p, group.device),
       });
     } else {
       const phase = this.#ctx.phase(
@@ -269,6 +277,7 @@ export class FusedMatmul {
         this.#gemm(p, "grouped", "none", "store").launch({
           ...gemmOperands(p, a, b, partial, scales),
           stream: s,
+          splits: gemmSplits(p, group.device),
         });
         this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s);
       }
@@ -342,6 +351,10 @@ export class FusedMatmul {
     for (const t of [out, norm?.residual, norm?.residualOut, norm?.weight, norm?.bias])
       if (t && overlaps(t, partial))
         throw new InvalidArgumentError(`${what}: a tensor overlaps symmkit's scratch`);
+    if (requested === "fused") {
+      this.#fusedAllReduce(what, p, a, b, out, norm, scales, s);
+      return out;
+    }
     const viaNccl = requested === "nccl_cublaslt";
     const algorithm = viaNccl ? "nccl" : "auto";
     // The norm's refusals (aliasing, room) come before the GEMM is enqueued.
@@ -351,10 +364,72 @@ export class FusedMatmul {
       this.#gemm(p, "grouped", "none", "store").launch({
         ...gemmOperands(p, a, b, partial, scales),
         stream: s,
+        splits: gemmSplits(p, this.#ctx.group.device),
       });
     if (norm === undefined) this.#ctx.allReduce(partial, out, algorithm, s);
     else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, algorithm, s);
     return out;
+  }
+
+  /** The fused GEMM + all-reduce of matmulAllReduce (see the file's comment), then the norm kernel on the
+   * sum (in the partial scratch) with `norm`. Everything it refuses is refused before anything is
+   * enqueued. */
+  #fusedAllReduce(
+    what: string,
+    p: FusedProblem,
+    a: Tensor,
+    b: Tensor,
+    out: Tensor,
+    norm: MatmulAllReduceOptions<Tensor>["rmsNorm"],
+    scales: Scales,
+    s: Stream,
+  ): void {
+    const { group, staging } = this.#ctx;
+    const why = this.#allReduceRoom(p);
+    if (why) throw new InvalidArgumentError(`${what}: ${why}`);
+    const sum = norm ? this.#partialScratch(p) : out;
+    if (sum.ptr % 16n !== 0n) throw new InvalidArgumentError(`${what}: out must start on a 16-byte boundary`);
+    const normed = norm && {
+      options: { ...norm, output: out },
+      problem: checkAllReduceRmsNorm(`${what} (rmsNorm)`, sum, { ...norm, output: out }),
+      kernel: normKernel(group.device, "bf16", p.n),
+    };
+    if (normed) checkNormAliasing(`${what} (rmsNorm)`, sum, normed.options, out, overlaps, sameSpan);
+    const gemm = this.#gemm(p, "grouped", "none", "all-reduce");
+    // Every rank finished reading its receive buffer in the previous call.
+    const phase = this.#ctx.phase({ kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel }, s);
+    this.#ctx.barrier(staging.deviceView(), s, phase);
+    gemm.launch({
+      ...gemmOperands(p, a, b, sum, scales),
+      stream: s,
+      splits: gemmSplits(p, group.device),
+      waitRank: group.rank,
+      scatter: {
+        rank: group.rank,
+        world: group.worldSize,
+        shardRows: p.m,
+        recv: staging.bufferPtrs,
+        flags: staging.padPtrs.map((x) => x + BigInt(SCATTER_FLAGS_OFFSET_BYTES)),
+        epoch: this.#epoch.ptr,
+      },
+    });
+    if (normed) {
+      const q = normed.problem;
+      launchNorm(normed.kernel, sum, normed.options, out, q.rows, q.hidden, q.eps, q.outScaleInv, s);
+    }
+  }
+
+  /** Why the fused GEMM + all-reduce cannot run for `p` in this group, or undefined. */
+  #allReduceRoom(p: FusedProblem): string | undefined {
+    const world = this.#ctx.group.worldSize;
+    const bytes = world * p.m * p.n * 2;
+    const capacity = this.#ctx.staging.tensor.nbytes;
+    if (bytes > capacity)
+      return `the receive buffer needs world x m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
+    const flags = scatterFlagCount(p.m, p.n, world);
+    if (flags > this.scatterFlagCapacity)
+      return `${flags} tile flags exceed the ${this.scatterFlagCapacity} the staging pad holds; use algorithm sequential`;
+    return undefined;
   }
 
   /**

@@ -14,8 +14,10 @@ export const GEMM_READY = ["none", "row-flags"] as const;
 export type GemmReady = (typeof GEMM_READY)[number];
 /** store: bf16 into d by TMA stores; signal: bf16 into d, then +1 on the tile's signal; accumulate-f32:
  * atomic f32 adds; scatter-reduce: GEMM + reduce-scatter, every tile kept as a flagged bf16 partial and
- * each rank's shard reduced by its owner in rank order (hopper_gemm.cuh, ScatterReduce). */
-export const GEMM_EPILOGUES = ["store", "signal", "accumulate-f32", "scatter-reduce"] as const;
+ * each rank's shard reduced by its owner in rank order (hopper_gemm.cuh, ScatterReduce); all-reduce: GEMM +
+ * all-reduce, every tile's bf16 partial pushed to every rank and summed there in rank order
+ * (AllReduceTiles). */
+export const GEMM_EPILOGUES = ["store", "signal", "accumulate-f32", "scatter-reduce", "all-reduce"] as const;
 export type GemmEpilogue = (typeof GEMM_EPILOGUES)[number];
 
 /** How B is stored: "nk" row-major [n, k] (K-major), "kn" row-major [k, n] (bf16 only). */
@@ -45,6 +47,7 @@ const EPILOGUE_TYPES: Record<GemmEpilogue, string> = {
   signal: "symmkit::gemm::SignalingStore",
   "accumulate-f32": "symmkit::gemm::AccumulateF32",
   "scatter-reduce": "symmkit::gemm::ScatterReduce",
+  "all-reduce": "symmkit::gemm::AllReduceTiles",
 };
 
 export function gemmExpr(v: GemmVariant): string {
@@ -60,14 +63,20 @@ export function gemmProgram(v: GemmVariant): ProgramSpec {
   };
 }
 
+/** The epilogues that exchange tiles between ranks, each with one order and no ready flags. */
+const EXCHANGE_EPILOGUES: Partial<Record<GemmEpilogue, GemmOrder>> = {
+  "scatter-reduce": "sharded",
+  "all-reduce": "grouped",
+};
+
 /** wgmma reads fp8 operands K-major only, so fp8 ships with B as [n, k] alone. The hook variants take
- * every order, ready policy and plain epilogue; the sharded order exists only with the scatter-reduce
- * epilogue (and no ready flags), and the reverse. */
+ * every order, ready policy and plain epilogue; the exchanging epilogues come with their own order (the
+ * sharded order only with scatter-reduce) and no ready flags. */
 export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =>
   GEMM_B_LAYOUTS.filter((l) => elem === "bf16" || l === "nk").flatMap((layoutB): GemmVariant[] => [
     ...(["grouped", "list"] as const).flatMap((order) =>
       GEMM_READY.flatMap((ready) =>
-        GEMM_EPILOGUES.filter((e) => e !== "scatter-reduce").map((epilogue) => ({
+        GEMM_EPILOGUES.filter((e) => EXCHANGE_EPILOGUES[e] === undefined).map((epilogue) => ({
           elem,
           layoutB,
           order,
@@ -76,7 +85,13 @@ export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =
         })),
       ),
     ),
-    { elem, layoutB, order: "sharded", ready: "none", epilogue: "scatter-reduce" },
+    ...Object.entries(EXCHANGE_EPILOGUES).map(([epilogue, order]) => ({
+      elem,
+      layoutB,
+      order,
+      ready: "none" as const,
+      epilogue: epilogue as GemmEpilogue,
+    })),
   ]),
 );
 
@@ -90,12 +105,12 @@ export const GEMM_SHARED_BYTES = 4 * (128 + 256) * 128 + 4 * 64 * 64 * 2 + 2 * 4
 /** The TMA-store epilogue's sub-tile: 64 rows by 64 columns. */
 export const GEMM_STORE_BOX = 64;
 
-/** hopper_gemm's parameters: CUtensorMaps of A, B and D by value, GemmArgs (128 bytes), FusionParams. */
+/** hopper_gemm's parameters: CUtensorMaps of A, B and D by value, GemmArgs (152 bytes), FusionParams. */
 export const GEMM_PARAMS = [
   { bytes: 128, align: 64 },
   { bytes: 128, align: 64 },
   { bytes: 128, align: 64 },
-  { bytes: 128, align: 8 },
+  { bytes: 152, align: 8 },
   { bytes: 1344, align: 64 },
 ] as const;
 
@@ -122,7 +137,10 @@ export const GEMM_ARGS_LAYOUT = {
   envAbortFlag: 104,
   envRecord: 112,
   envRank: 120,
-  bytes: 128,
+  splitWs: 128,
+  splitCounters: 136,
+  splits: 144,
+  bytes: 152,
 } as const;
 
 /** Byte offsets of FusionParams' fields (hopper_gemm.cuh asserts them): tensor maps of 128 bytes, then

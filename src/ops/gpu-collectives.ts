@@ -506,8 +506,10 @@ export class GpuCollectives implements Collectives<
    * GEMM + all-reduce, a row-parallel linear layer: `a` [m, k] (this rank's slice of the contraction),
    * `b` this rank's weight [n, k] (or [k, n] with layoutB "kn"); returns the sum over ranks of a x b^T,
    * [m, n] bf16 on every rank (each rank's partial rounded to bf16, summed in rank order in f32, rounded
-   * once), or with `rmsNorm` allReduceRmsNorm of the partial (out its output). Algorithms: `sequential`
-   * (auto: symmkit's GEMM, then symmkit's all-reduce or allReduceRmsNorm) and `nccl_cublaslt`.
+   * once), or with `rmsNorm` allReduceRmsNorm of the partial (out its output). Algorithms: `fused` (one
+   * split-K GEMM whose epilogue pushes its tiles to every rank and sums them as they land; it needs
+   * world x m x n x 2 bytes of the staging buffer), `sequential` (auto: symmkit's GEMM, then symmkit's
+   * all-reduce or allReduceRmsNorm; the same bits as fused) and `nccl_cublaslt`.
    */
   matmulAllReduce(
     a: Tensor,

@@ -4,7 +4,8 @@ import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
-import type { Stream } from "../runtime/stream.js";
+import { DeviceMemory, memset } from "../runtime/memory.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
 import { encodeTensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
@@ -39,7 +40,8 @@ export interface GemmSecondA {
 }
 
 /** GEMM + reduce-scatter (order "sharded" with a scatter-reduce epilogue): A's m rows are `world` shards
- * of shardRows; rank p's shard is reduced on rank p into d ([shardRows, n]). */
+ * of shardRows; rank p's shard is reduced on rank p into d ([shardRows, n]). GEMM + all-reduce (epilogue
+ * all-reduce) takes the same fields with shardRows = m: every rank's [m, n] partial reaches every rank. */
 export interface GemmScatter {
   readonly rank: number;
   readonly world: number;
@@ -47,7 +49,8 @@ export interface GemmScatter {
   /** Each rank's receive buffer as mapped here: world slots of [shardRows, n] bf16 (slot p: rank p's
    * partial of the owner's shard). */
   readonly recv: readonly Ptr[];
-  /** Each rank's flags as mapped here: world x tilesPerShard x 2 u32, zero at first. */
+  /** Each rank's flags as mapped here: world x tilesPerShard x 2 u32 (tilesPerShard: the tiles of one
+   * shard, of the whole output for all-reduce), zero at first. */
   readonly flags: readonly Ptr[];
   /** Two u32 of this rank's (zero at first, then kept by the kernel): the calls so far, and a count. */
   readonly epoch: Ptr;
@@ -80,8 +83,11 @@ export interface GemmLaunch {
   /** order "grouped": start at this tile-row and wrap around (default 0). */
   readonly rotateTileRows?: number;
   readonly secondA?: GemmSecondA;
-  /** order "sharded": required. */
+  /** order "sharded" and epilogue "all-reduce": required. */
   readonly scatter?: GemmScatter;
+  /** Slices of K per tile (split-K, see hopper_gemm.cuh): default 1; at most the k-blocks (k x element
+   * bytes / 128); not with order "sharded". splitsFor() picks a count that fills the GPU. */
+  readonly splits?: number;
   /** The rank a timeout record names as the waiter (default 0). */
   readonly waitRank?: number;
   readonly stream?: Stream;
@@ -92,6 +98,28 @@ export interface GemmLaunch {
 /** Tiles of the output: tm in [0, tilesM), tn in [0, tilesN); tile id = tm * tilesN + tn. */
 export function gemmTiles(m: number, n: number): { tilesM: number; tilesN: number } {
   return { tilesM: Math.ceil(m / GEMM_TILE_M), tilesN: Math.ceil(n / GEMM_TILE_N) };
+}
+
+/** K-blocks of a GEMM: 128 bytes of K each. */
+export function gemmKBlocks(k: number, elementBytes: number): number {
+  return Math.ceil((k * elementBytes) / TILE_K_BYTES);
+}
+
+/** Fewest k-blocks a split-K slice should get, so that its pipeline fills. */
+const MIN_SPLIT_KBLOCKS = 8;
+const MAX_SPLITS = 16;
+
+/**
+ * Split-K slices that fill `smCount` SMs with one CTA each: a problem of few tiles (small m) leaves most
+ * SMs idle, and a memory-bound GEMM needs every SM streaming B. No split once the tiles fill half the SMs
+ * (a second wave of slices would cost more than the idle SMs do).
+ */
+export function splitsFor(m: number, n: number, k: number, elementBytes: number, smCount: number): number {
+  const { tilesM, tilesN } = gemmTiles(m, n);
+  const tiles = tilesM * tilesN;
+  const byGrid = Math.floor(smCount / tiles);
+  const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
+  return Math.max(1, Math.min(byGrid, byK, MAX_SPLITS));
 }
 
 /** Flags one rank's scatter-reduce needs: world x tiles of one shard x 2 consumers. */
@@ -110,6 +138,10 @@ export class HopperGemm {
   readonly #fusion = new Uint8Array(F.bytes);
   readonly #fusionView = new DataView(this.#fusion.buffer);
   #watch: SyncWatch | undefined;
+  /** Split-K's partials and tile counters, per stream (launches on one stream never overlap). */
+  readonly #splitScratch = new Map<Stream, { ws: DeviceMemory; counters: DeviceMemory }>();
+  /** Outgrown split scratch: kept, since a CUDA graph captured earlier may still launch with it. */
+  readonly #retired: DeviceMemory[] = [];
 
   constructor(device: Device, variant: GemmVariant, watch?: SyncWatch) {
     if (!device.props.arch.startsWith("sm_90")) {
@@ -141,8 +173,9 @@ export class HopperGemm {
       throw new InvalidArgumentError(`gemm: n = ${n}: rows of B [k, n] must be a multiple of 16 bytes`);
     const ldd = p.ldd ?? n;
     const outBytes = v.epilogue === "accumulate-f32" ? 4 : 2;
-    // TMA stores need 16-byte rows and base; the pair stores of the other epilogues need 2 elements.
-    const tma = v.epilogue === "store" || v.epilogue === "scatter-reduce";
+    // TMA stores need 16-byte rows and base (all-reduce's rows of d are written 16 bytes at a time); the
+    // pair stores of the other epilogues need 2 elements.
+    const tma = v.epilogue === "store" || v.epilogue === "scatter-reduce" || v.epilogue === "all-reduce";
     const unit = tma ? 16 / outBytes : 2;
     if (!Number.isInteger(ldd) || ldd < n || ldd % unit !== 0 || n % 2 !== 0) {
       throw new InvalidArgumentError(
@@ -152,10 +185,18 @@ export class HopperGemm {
     if (p.d % BigInt(tma ? 16 : 2 * outBytes) !== 0n)
       throw new InvalidArgumentError(`gemm: d must be ${tma ? 16 : 2 * outBytes}-byte aligned`);
     const { tilesM, tilesN } = gemmTiles(m, n);
-    const scatter = v.order === "sharded" ? this.#scatter(p) : undefined;
-    const tileCount = scatter
-      ? scatter.world * gemmTiles(scatter.shardRows, n).tilesM * tilesN
-      : this.#tileCount(p, tilesM * tilesN);
+    const scatter =
+      v.order === "sharded" ? this.#scatter(p) : v.epilogue === "all-reduce" ? this.#exchange(p) : undefined;
+    const tileCount =
+      v.order === "sharded" && scatter
+        ? scatter.world * gemmTiles(scatter.shardRows, n).tilesM * tilesN
+        : this.#tileCount(p, tilesM * tilesN);
+    const splits = p.splits ?? 1;
+    const kblocks = gemmKBlocks(k, es);
+    if (!Number.isInteger(splits) || splits < 1 || splits > kblocks || (splits > 1 && v.order === "sharded"))
+      throw new InvalidArgumentError(
+        `gemm: splits = ${splits} must be an integer in [1, ${kblocks}] (the k-blocks), and 1 with order sharded`,
+      );
 
     const rowBytes = k * es;
     const box = TILE_K_BYTES / es;
@@ -229,6 +270,8 @@ export class HopperGemm {
     a.setUint32(L.tmRotate, this.#rotation(p, tilesM), true);
     if (v.ready === "row-flags") this.#writeReady(p);
     if (v.ready === "row-flags" || scatter) this.#writeWaitEnv(p.waitRank ?? 0);
+    a.setUint32(L.splits, splits, true);
+    if (splits > 1) this.#writeSplitScratch(splits * m * n * 4, tilesM * tilesN * 4, p.stream);
     this.#fusion.fill(0);
     if (p.secondA) this.#writeSecondA(p.secondA, dataType, es, k, box, m);
     if (scatter) this.#writeScatter(scatter, n, tilesN);
@@ -236,7 +279,10 @@ export class HopperGemm {
       if (!p.tileSignals) throw new InvalidArgumentError("gemm: epilogue signal needs tileSignals");
       a.setBigUint64(L.tileSignals, p.tileSignals, true);
     }
-    const ctas = Math.min(p.ctas ?? this.device.props.smCount, tileCount);
+    const ctas = Math.min(p.ctas ?? this.device.props.smCount, tileCount * splits);
+    // GEMM + all-reduce waits on the peers' slices of a tile: they must run on distinct CTAs.
+    if (v.epilogue === "all-reduce" && ctas < splits)
+      throw new InvalidArgumentError(`gemm: all-reduce needs at least splits = ${splits} CTAs, got ${ctas}`);
     if (ctas < 1) return;
     this.kernel.launch(
       {
@@ -280,6 +326,38 @@ export class HopperGemm {
     if ((p.ldd ?? p.n) !== p.n)
       throw new InvalidArgumentError("gemm: scatter writes a dense [shardRows, n] output");
     return s;
+  }
+
+  /** GEMM + all-reduce's exchange: world slots of the whole [m, n] output. */
+  #exchange(p: GemmLaunch): GemmScatter {
+    const s = p.scatter;
+    if (!s || s.shardRows !== p.m)
+      throw new InvalidArgumentError("gemm: epilogue all-reduce needs scatter with shardRows = m");
+    if (!Number.isInteger(s.world) || s.world < 1 || s.world > GEMM_MAX_WORLD)
+      throw new InvalidArgumentError(`gemm: all-reduce world ${s.world} must be in [1, ${GEMM_MAX_WORLD}]`);
+    if (!Number.isInteger(s.rank) || s.rank < 0 || s.rank >= s.world)
+      throw new InvalidArgumentError(`gemm: all-reduce rank ${s.rank} is not in [0, ${s.world})`);
+    if (s.recv.length !== s.world || s.flags.length !== s.world)
+      throw new InvalidArgumentError("gemm: all-reduce needs one receive buffer and one flag array per rank");
+    return s;
+  }
+
+  /** Points the launch at its stream's split scratch, grown (twofold at least) to wsBytes of partials
+   * and counterBytes of zeroed tile counters. */
+  #writeSplitScratch(wsBytes: number, counterBytes: number, s: Stream | undefined): void {
+    const stream = s ?? defaultStream(this.device);
+    let sc = this.#splitScratch.get(stream);
+    if (!sc || sc.ws.bytes < wsBytes || sc.counters.bytes < counterBytes) {
+      if (sc) this.#retired.push(sc.ws, sc.counters);
+      const grow = (need: number, had = 0): number => (need > had ? Math.max(need, 2 * had) : had);
+      const counters = DeviceMemory.alloc(grow(counterBytes, sc?.counters.bytes), this.device);
+      sc = { ws: DeviceMemory.alloc(grow(wsBytes, sc?.ws.bytes), this.device), counters };
+      // Stream-ordered, so a launch captured into a graph finds them zero too.
+      memset(counters.ptr, 0, 4, counters.bytes / 4, stream);
+      this.#splitScratch.set(stream, sc);
+    }
+    this.#view.setBigUint64(L.splitWs, sc.ws.ptr, true);
+    this.#view.setBigUint64(L.splitCounters, sc.counters.ptr, true);
   }
 
   #writeSecondA(

@@ -7,7 +7,7 @@ import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
-import { HopperGemm } from "./hopper-gemm.js";
+import { HopperGemm, splitsFor } from "./hopper-gemm.js";
 import type { GemmVariant } from "./gemm-programs.js";
 
 export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;
@@ -160,6 +160,11 @@ export function checkMatmul(
   return p;
 }
 
+/** Split-K slices for symmkit's GEMM of `p` on `device` (hopper-gemm.ts splitsFor). */
+export function gemmSplits(p: MatmulProblem, device: Device): number {
+  return splitsFor(p.m, p.n, p.k, dtypeInfo(p.elem).bytes, device.props.smCount);
+}
+
 /** The operands of a GEMM launch (either implementation): addresses, shape, optional fp8 scales. */
 export function gemmOperands(
   p: { readonly m: number; readonly n: number; readonly k: number },
@@ -212,7 +217,8 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
     ...gemmOperands(p, a, b, out, options),
     ...(options.stream ? { stream: options.stream } : {}),
   };
-  if ((options.impl ?? "symmkit") === "symmkit") plainGemm(device, p.elem, p.layoutB).launch(common);
+  if ((options.impl ?? "symmkit") === "symmkit")
+    plainGemm(device, p.elem, p.layoutB).launch({ ...common, splits: gemmSplits(p, device) });
   else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
   return out;
 }

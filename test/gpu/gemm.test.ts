@@ -1,7 +1,8 @@
 // symmkit's Hopper GEMM and the cuBLASLt binding on one GPU: relative error against an fp64 host
 // reference and against each other on fresh random inputs, odd shapes, poisoned outputs with guard
-// bytes around them, fp8 with scales, CUDA graph capture, and every fusion hook (tile list, ready flags
-// raised by a second stream after a delay, signalling store into another buffer, f32 accumulation).
+// bytes around them, fp8 with scales, CUDA graph capture, every fusion hook (tile list, ready flags
+// raised by a second stream after a delay, signalling store into another buffer, f32 accumulation), and
+// split-K (the unsplit bits on exact inputs for any slice count, behind every plain epilogue).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "../../src/errors.js";
@@ -369,6 +370,123 @@ test("hook: signalling store into another buffer, and f32 accumulation", { skip 
   other.dispose();
   acc.dispose();
 });
+
+/** Integers in [-2, 2] from the seed: every sum of products is exact in f32, whatever its order. */
+function exactInts(count: number, salt: number): number[] {
+  let x = (seed ^ BigInt(salt * 0x9e3779b9)) & 0xffffffffn;
+  return Array.from({ length: count }, () => {
+    x = (x * 1103515245n + 12345n) & 0x7fffffffn;
+    return (Number(x >> 16n) % 5) - 2;
+  });
+}
+
+test(
+  "split-K: every slice count gives the unsplit bits on exact inputs, every epilogue, odd shapes, replays",
+  { skip },
+  () => {
+    const device = Device.get(0);
+    const variant = (
+      elem: "bf16" | "fp8e4m3",
+      layoutB: "nk" | "kn",
+      epilogue: "store" | "signal" | "accumulate-f32",
+    ) => new HopperGemm(device, { elem, layoutB, order: "grouped", ready: "none", epilogue });
+    const cases: [string, "bf16" | "fp8e4m3", "nk" | "kn", number, number, number, number[]][] = [
+      ["decode row", "bf16", "nk", 1, 1040, 4096, [2, 3, 7, 16]],
+      ["odd rows and columns", "bf16", "nk", 130, 520, 2048, [2, 4, 5]],
+      ["B as [k, n]", "bf16", "kn", 33, 776, 3072, [3, 6]],
+      ["fp8", "fp8e4m3", "nk", 5, 512, 4096, [2, 8]],
+    ];
+    let salt = 1;
+    for (const [what, elem, layoutB, m, n, k, splitsList] of cases) {
+      const a = Tensor.fromHost(exactInts(m * k, salt++), elem, { device, shape: [m, k] });
+      const b = Tensor.fromHost(exactInts(n * k, salt++), elem, {
+        device,
+        shape: layoutB === "nk" ? [n, k] : [k, n],
+      });
+      const store = variant(elem, layoutB, "store");
+      const want = new Guarded([m, n], "bf16", device);
+      store.launch({ a: a.ptr, b: b.ptr, d: want.t.ptr, m, n, k, splits: 1 });
+      const plain = want.t.toHost() as Uint16Array;
+      noNaN(want.values(), `${what} unsplit`);
+      for (const splits of splitsList) {
+        const label = `${what} ${m}x${n}x${k} ${elem} B ${layoutB}, ${splits} slices`;
+        const got = new Guarded([m, n], "bf16", device);
+        // Twice: the tile counters must be left at zero for the next launch.
+        for (let r = 0; r < 2; r++) store.launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits });
+        assert.deepEqual(got.t.toHost(), plain, `${label}: other bits than unsplit`);
+        got.check(label);
+        got.dispose();
+      }
+      // The epilogues that are not a TMA store, behind the fix-up.
+      const splits = splitsList.at(-1)!;
+      const { tilesM, tilesN } = gemmTiles(m, n);
+      const signals = Tensor.zeros([tilesM * tilesN], "u32", { device });
+      const other = new Guarded([m, n], "bf16", device);
+      variant(elem, layoutB, "signal").launch({
+        a: a.ptr,
+        b: b.ptr,
+        d: other.t.ptr,
+        m,
+        n,
+        k,
+        splits,
+        tileSignals: signals.ptr,
+      });
+      assert.deepEqual(other.t.toHost(), plain, `${what}: signalling store with ${splits} slices`);
+      assert.ok(
+        (signals.toHost() as Uint32Array).every((v) => v === 1),
+        `${what}: each tile signals once`,
+      );
+      const acc = new Guarded([m, n], "f32", device);
+      acc.t.fill(0);
+      variant(elem, layoutB, "accumulate-f32").launch({ a: a.ptr, b: b.ptr, d: acc.t.ptr, m, n, k, splits });
+      const f = acc.values();
+      const p = decodeToF32("bf16", plain);
+      // The exact sums, rounded to bf16 by the store: equal wherever bf16 holds the integer.
+      for (let i = 0; i < f.length; i++)
+        if (Math.abs(f[i]!) <= 256)
+          assert.equal(f[i], p[i], `${what}: f32 accumulation with ${splits} slices, element ${i}`);
+      acc.check(`${what} f32 accumulation`);
+      for (const t of [a, b, signals]) t.dispose();
+      for (const g of [want, other, acc]) g.dispose();
+    }
+
+    // Random inputs at the decode shape matmul() splits by itself, in a graph replayed with new inputs.
+    const [m, n, k] = [4, 2048, 8192];
+    const stream = Stream.create(device);
+    const a = Tensor.empty([m, k], "bf16", { device });
+    const b = Tensor.empty([n, k], "bf16", { device });
+    const out = new Guarded([m, n], "bf16", device);
+    const graph = Graph.capture(stream, () => void matmul(a, b, { out: out.t, stream }));
+    for (let replay = 0; replay < 3; replay++) {
+      const x = inputs(m, n, k, "bf16");
+      a.copyFrom(x.a);
+      b.copyFrom(x.b);
+      graph.launch();
+      stream.synchronize();
+      const e = relError(out.values(), reference(x.ha, x.hb, m, n, k));
+      assert.ok(e < 4e-3, `split matmul in a graph, replay ${replay}: relative error ${e}`);
+      for (const t of [x.a, x.b]) t.dispose();
+    }
+    out.check("split matmul in a graph");
+    graph.dispose();
+    for (const t of [a, b]) t.dispose();
+    out.dispose();
+    stream.dispose();
+
+    const g = variant("bf16", "nk", "store");
+    const t = Tensor.zeros([64, 64], "bf16", { device });
+    assert.throws(
+      () => g.launch({ a: t.ptr, b: t.ptr, d: t.ptr, m: 64, n: 64, k: 64, splits: 2 }),
+      InvalidArgumentError,
+    );
+    assert.throws(
+      () => g.launch({ a: t.ptr, b: t.ptr, d: t.ptr, m: 64, n: 64, k: 64, splits: 0 }),
+      InvalidArgumentError,
+    );
+    t.dispose();
+  },
+);
 
 test("bad input: typed errors before anything runs", { skip }, () => {
   const device = Device.get(0);

@@ -2,8 +2,9 @@
 // barrier (the group's barrier kernel on the staging buffer, its signals carrying the fused call's
 // fingerprint, so that it pairs with it) and then never runs the fused kernel.
 // The others must fail with SymmTimeoutError naming it, within the deadline plus 5 s: for
-// GEMM + reduce-scatter the owner's reduce waits on the missing rank's tiles; for all-gather + GEMM the
-// closing barrier waits for it. Run with SYMMKIT_SYNC_TIMEOUT_MS and FUSED_OP=rs or ag.
+// GEMM + reduce-scatter the owner's reduce waits on the missing rank's tiles, and so does every rank's
+// for GEMM + all-reduce; for all-gather + GEMM the closing barrier waits for it. Run with
+// SYMMKIT_SYNC_TIMEOUT_MS and FUSED_OP=rs, ar or ag.
 import { exitFlushed } from "../../../src/exit.js";
 import { init } from "../../../src/init.js";
 import { timeoutOutcome } from "../../support/timeout-outcome.js";
@@ -16,15 +17,23 @@ const group = await init({ backend: "cuda" });
 const c = group.collectives;
 const { rank, worldSize: world } = group;
 const skipper = world - 1;
-const op = process.env.FUSED_OP === "ag" ? "ag" : "rs";
-const a = Tensor.rand([512 * world, 512], "bf16", { seed: 1n, offset: BigInt(rank) << 32n });
+const op = process.env.FUSED_OP === "ag" ? "ag" : process.env.FUSED_OP === "ar" ? "ar" : "rs";
+const a = Tensor.rand([op === "ar" ? 64 : 512 * world, 512], "bf16", {
+  seed: 1n,
+  offset: BigInt(rank) << 32n,
+});
 const b = Tensor.rand([1024, 512], "bf16", { seed: 2n, offset: BigInt(rank) << 32n });
 group.synchronize();
 await group.barrier();
 const t0 = Date.now();
 if (rank === skipper) {
   // The fused call is this group's first collective call (#0).
-  const kind = op === "rs" ? "matmul-reduce-scatter/fused" : "all-gather-matmul/fused_copy_engine";
+  const kind =
+    op === "rs"
+      ? "matmul-reduce-scatter/fused"
+      : op === "ar"
+        ? "matmul-all-reduce/fused"
+        : "all-gather-matmul/fused_copy_engine";
   const phase = fingerprint(0, { kind, dtype: "bf16", count: a.numel });
   const barrier = sharedModule(BARRIER_KERNELS, group.device).kernel(
     "symmkit::group_barrier",
@@ -32,6 +41,7 @@ if (rank === skipper) {
   );
   barrier.launch({ grid: 1, block: 32 }, c.staging.deviceView(), phase);
 } else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused" });
+else if (op === "ar") c.matmulAllReduce(a, b, { algorithm: "fused" });
 else c.allGatherMatmul(a, b, { algorithm: "fused_copy_engine" });
 const outcome = timeoutOutcome(() => group.synchronize(), {
   rank,

@@ -1,9 +1,11 @@
 // One rank of the GEMM + all-reduce check (test/gpu/distributed.test.ts): matmulAllReduce on GPUs.
-//   sequential: bit for bit equal to the deterministic reference (symmkit's GEMM per rank, the partials
-//     summed in f32 in rank order, rounded once), on every rank; with rmsNorm, bit for bit the host norm
-//     (src/ops/rms-norm.ts) of that sum, bf16 and fp8 outputs, residualOut;
+//   fused and sequential: bit for bit equal to the deterministic reference (symmkit's GEMM per rank, split-K
+//     as matmul() splits it, the partials summed in f32 in rank order, rounded once), on every rank; with
+//     rmsNorm, bit for bit the host norm (src/ops/rms-norm.ts) of that sum, bf16 and fp8 outputs,
+//     residualOut;
 //   nccl_cublaslt: within bf16 rounding of it;
-//   bf16 and fp8 with scales, B as [n, k] and [k, n], m from 1 (a decode step) to 300; outputs poisoned
+//   bf16 and fp8 with scales, B as [n, k] and [k, n], m from 1 (a decode step) to 300, K long enough for
+//   split-K (up to 8 slices) and not; outputs poisoned
 //   with guards; a CUDA graph replayed with the inputs changed in between; a rank delayed 50 ms; bad
 //   input a typed error with nothing written. Seeded, the seed printed.
 import assert from "node:assert/strict";
@@ -26,7 +28,7 @@ const c = group.collectives;
 const { rank, worldSize: world, device } = group;
 const stream = defaultStream(device);
 const seed = await sharedSeed(group.store, rank);
-const ALGORITHMS: MatmulAllReduceAlgorithm[] = ["sequential", "nccl_cublaslt", "auto"];
+const ALGORITHMS: MatmulAllReduceAlgorithm[] = ["fused", "sequential", "nccl_cublaslt", "auto"];
 
 type Layout = "nk" | "kn";
 interface Combo {
@@ -146,6 +148,8 @@ for (const combo of COMBOS)
     [7, 1040, 784],
     [128, 512, 1024],
     [300, 784, 512],
+    [5, 2048, 4096],
+    [33, 1040, 3072],
   ] as [number, number, number][]) {
     const x = makeCase(combo, m, n, k, (salt += 3));
     const nm = norm(n, m, (salt += 3));
@@ -222,7 +226,7 @@ if (rank === 0)
 if (rank === world - 1) await sleep(50);
 for (let i = 0; i < 30; i++) {
   const x = makeCase(COMBOS[i % 3]!, [1, 5, 64][i % 3]!, 256, 512, 5000 + 5 * i);
-  const algorithm = ALGORITHMS[Math.floor(i / 3) % 3]!;
+  const algorithm = ALGORITHMS[Math.floor(i / 3) % ALGORITHMS.length]!;
   const out = c.matmulAllReduce(x.a, x.b, {
     algorithm,
     layoutB: x.combo.layout,
@@ -252,7 +256,8 @@ if (rank === 0) console.log("straggler and 30 alternating calls: exact");
       "out overlaps a",
       () => c.matmulAllReduce(shared.slice(0, 256).view([4, 64]), b, { out: shared.view([4, 256]) }),
     ],
-    ["algorithm", () => c.matmulAllReduce(a, b, { out, algorithm: "fused" as "sequential" })],
+    ["algorithm", () => c.matmulAllReduce(a, b, { out, algorithm: "pipelined" as "sequential" })],
+    ["fused eps", () => c.matmulAllReduce(a, b, { out, algorithm: "fused", rmsNorm: { weight, eps: -1 } })],
     ["eps", () => c.matmulAllReduce(a, b, { out, rmsNorm: { weight, eps: 0 } })],
     [
       "weight length",
@@ -283,6 +288,15 @@ if (rank === 0) console.log("straggler and 30 alternating calls: exact");
         }),
     ],
   ];
+  // world x 4096 x 8192 x 2 bytes of receive buffer: more than the 32 MiB staging buffer from world 2.
+  if (world > 1)
+    bad.push([
+      "fused beyond the staging buffer",
+      () =>
+        c.matmulAllReduce(Tensor.zeros([4096, 64], "bf16"), Tensor.zeros([8192, 64], "bf16"), {
+          algorithm: "fused",
+        }),
+    ]);
   for (const [what, call] of bad) {
     assert.throws(call, isTyped, what);
     assertSameBits(out.toHost(), before, `${what}: nothing written`, seed);

@@ -20,7 +20,14 @@
 //                  it is rewritten, and all of them before the CTA exits);
 //   SignalingStore bf16 pairs from registers, then +1 on the tile's counter (named barrier 1);
 //   AccumulateF32  f32 atomic adds from registers;
-//   ScatterReduce  (with ShardedOrder) GEMM + reduce-scatter: see its comment.
+//   ScatterReduce  (with ShardedOrder) GEMM + reduce-scatter: see its comment;
+//   AllReduceTiles GEMM + all-reduce: see its comment.
+// Split-K (args.splits = S > 1): each tile of the order is S consecutive steps, one per slice of its
+// k-blocks, so the slices run side by side on S CTAs. A consumer that finishes a slice writes its f32
+// share to split_ws[slice]; the CTA then counts the slice on the tile's counter (each thread fences, a
+// named barrier, one acq_rel add at gpu scope). The CTA that counts last sums the S shares in slice order
+// (read back from split_ws, its own too), which gives the same bits whichever CTA is last, resets the
+// counter and hands the sum to the Epilogue; the others move on. Nothing waits, so any grid works.
 // Bounds: TMA fills rows and columns past the tensor with zeros (so partial tiles and a K tail add
 // nothing) and every epilogue skips rows past the tile's rows and columns >= n. Every wait is bounded
 // (gemm/tma.cuh for the pipeline, sync/wait.cuh for flags). Barriers are initialised by each launch and
@@ -66,8 +73,11 @@ struct GemmArgs {
   const float* scale_a;    // per-tensor scales (fp8), null for 1
   const float* scale_b;
   WaitEnv env;             // bounds the waits on flags; env.rank names this rank in a timeout record
+  float* split_ws;         // splits > 1: f32 partials, [splits][m][n] (row stride n)
+  u32* split_counters;     // splits > 1: one per tile, zero before the launch and left zero after it
+  u32 splits;              // slices of K per tile (split-K), >= 1, at most the k-blocks
 };
-static_assert(sizeof(GemmArgs) == 128, "GemmArgs layout is shared with the host (test/gemm-layout.test.ts)");
+static_assert(sizeof(GemmArgs) == 152, "GemmArgs layout is shared with the host (test/gemm-layout.test.ts)");
 
 /** What the fused operations add to a launch (one by-value parameter; zero where unused). Layout shared
  * with src/ops/gemm-programs.ts (FUSION_PARAMS_LAYOUT). */
@@ -199,15 +209,15 @@ struct Rounded {
 };
 
 /**
- * A consumer's 64 x 256 share at (column x, row y) of `map`, through its two sub-tile buffers and TMA
- * stores, which drain while the next tile's main loop runs. Thread wg_thread holds rows
+ * A consumer's 64 x 256 share at (column x, row y) of each of the `maps` (count of them), through its two
+ * sub-tile buffers and TMA stores, which drain while the next tile's main loop runs. Thread wg_thread holds rows
  * 16 * warp + lane / 4 (+8) and, in sub-tile c, columns 8 * j + 2 * (lane % 4) (+1) for j in 0..7;
  * pair(row, column, v0, v1) gives the bf16 pair stored there (row 0..63 and column 0..255 within the
  * share).
  */
 template <typename Pair>
-__device__ __forceinline__ void store_share(const EpilogueCtx& c, const TensorMap* map, const float (&acc)[128],
-                                            i32 x, i32 y, const Pair& pair) {
+__device__ __forceinline__ void store_share(const EpilogueCtx& c, const TensorMap* maps, u32 count,
+                                            const float (&acc)[128], i32 x, i32 y, const Pair& pair) {
   const u32 warp = c.wg_thread / 32, lane = c.wg_thread % 32;
   const u32 r = warp * 16 + lane / 4;
 #pragma unroll
@@ -226,7 +236,7 @@ __device__ __forceinline__ void store_share(const EpilogueCtx& c, const TensorMa
     fence_proxy_async_shared();
     named_barrier(2 + c.consumer, 128);
     if (c.wg_thread == 0) {
-      tma_store_2d(map, buf, x + s * kSubTileCols, y);
+      for (u32 m = 0; m < count; ++m) tma_store_2d(maps + m, buf, x + s * kSubTileCols, y);
       bulk_commit();
     }
   }
@@ -255,13 +265,19 @@ __device__ __forceinline__ void for_each_pair(const EpilogueCtx& c, const Tile& 
   }
 }
 
-/** bf16 into d through shared memory and TMA stores (map_d), which drain while the next tile's main
- * loop runs. */
-struct StoreBf16 {
+/** What an epilogue with no reducing warps and no CTA-wide state starts from. */
+struct PlainEpilogue {
   static constexpr bool kReduces = false;
   struct Shared {};
+  static __device__ __forceinline__ void init(const FusionParams&, Shared&) {}
+  __device__ __forceinline__ void drain(const EpilogueCtx&, Shared&) {}
+};
+
+/** bf16 into d through shared memory and TMA stores (map_d), which drain while the next tile's main
+ * loop runs. */
+struct StoreBf16 : PlainEpilogue {
   __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared&) {
-    store_share(c, c.map_d, acc, t.tn * kTileN, t.row0 + c.consumer * 64, Rounded{});
+    store_share(c, c.map_d, 1, acc, t.tn * kTileN, t.row0 + c.consumer * 64, Rounded{});
   }
   // A TMA store reads shared memory after it is issued: the CTA must not exit before that is done.
   __device__ __forceinline__ void drain(const EpilogueCtx& c, Shared&) {
@@ -271,9 +287,7 @@ struct StoreBf16 {
 
 /** bf16 into d, then tile_signals[tile] += 1 with release semantics at system scope, so a peer that
  * acquires the counter sees the whole tile. */
-struct SignalingStore {
-  static constexpr bool kReduces = false;
-  struct Shared {};
+struct SignalingStore : PlainEpilogue {
   __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared&) {
     for_each_pair(c, t, acc, [&](u32 row, u32 col, float v0, float v1) { store_bf16x2(c.args, row, col, v0, v1); });
     named_barrier(1, 256);
@@ -282,14 +296,11 @@ struct SignalingStore {
       asm volatile("red.relaxed.sys.global.add.u32 [%0], 1;" ::"l"(c.args.tile_signals + t.id) : "memory");
     }
   }
-  __device__ __forceinline__ void drain(const EpilogueCtx&, Shared&) {}
 };
 
 /** f32 atomic accumulation into d (float, row stride ldd): several GEMMs, or several ranks through their
  * peers' mappings, may add into one buffer. */
-struct AccumulateF32 {
-  static constexpr bool kReduces = false;
-  struct Shared {};
+struct AccumulateF32 : PlainEpilogue {
   __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared&) {
     for_each_pair(c, t, acc, [&](u32 row, u32 col, float v0, float v1) {
       float* p = static_cast<float*>(c.args.d) + row * c.args.ldd + col;
@@ -297,8 +308,25 @@ struct AccumulateF32 {
       atomicAdd(p + 1, v1);
     });
   }
-  __device__ __forceinline__ void drain(const EpilogueCtx&, Shared&) {}
 };
+
+/** This call's epoch (ScatterReduce, AllReduceTiles): FusionParams::epoch counts calls in device memory,
+ * so graph replays count too. Thread 0 of every CTA reads it at the start; the last to read advances it. */
+__device__ __forceinline__ u32 call_epoch(const FusionParams& f) {
+  const u32 e = *reinterpret_cast<volatile u32*>(f.epoch) + 1;
+  u32 readers;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(readers) : "l"(f.epoch + 1) : "memory");
+  if (readers == gridDim.x - 1) {
+    f.epoch[1] = 0;
+    f.epoch[0] = e;
+  }
+  return e;
+}
+
+/** Flag of (source rank, tile, consumer half) in `owner`'s flag array. */
+__device__ __forceinline__ u32* exchange_flag(const FusionParams& f, u32 owner, u32 src, u32 id, u32 half) {
+  return f.flags[owner] + (u64(src) * f.tiles_per_shard + id) * 2 + half;
+}
 
 /**
  * GEMM + reduce-scatter, deterministic (with ShardedOrder). Every tile, this rank's own shard included, is
@@ -310,9 +338,8 @@ struct AccumulateF32 {
  * posts the tile to the signaller, one warp of the producer warpgroup, through shared memory
  * (release/acquire at CTA scope); the signaller fences at system scope and stores the flag.
  *
- * The epoch is the call's number on this rank (FusionParams::epoch counts calls in device memory, so
- * graph replays count too; every CTA reads it at the start and the last to read it advances it). Ranks
- * make the same calls, so their epochs agree; a flag from an earlier call holds a smaller epoch, so flags
+ * The epoch is the call's number on this rank (call_epoch). Ranks make the same calls, so their epochs
+ * agree; a flag from an earlier call holds a smaller epoch, so flags
  * never need resetting.
  *
  * The owner reduces while it computes. A unit is 16 rows of one consumer's half of a tile of this rank's
@@ -339,10 +366,6 @@ struct ScatterReduce {
   u32 posts = 0;  // consumer thread 0: posts so far
   bool pending = false;  // consumer thread 0: a tile stored but not yet posted
   u32 pending_dest = 0, pending_id = 0;
-
-  static __device__ __forceinline__ u32* flag(const FusionParams& f, u32 owner, u32 src, u32 id, u32 half) {
-    return f.flags[owner] + (u64(src) * f.tiles_per_shard + id) * 2 + half;
-  }
 
   static __device__ __forceinline__ u32 ld_acquire_cta(const u32* p) {
     u32 v;
@@ -372,7 +395,7 @@ struct ScatterReduce {
     const FusionParams& f = c.fusion;
     flush(c, sh);
     const i32 y = t.row0 - t.dest * f.shard_rows + c.consumer * 64;  // row within the shard
-    store_share(c, &f.to_peer[t.dest], acc, t.tn * kTileN, y, Rounded{});
+    store_share(c, &f.to_peer[t.dest], 1, acc, t.tn * kTileN, y, Rounded{});
     if (c.wg_thread == 0) {
       pending = true;
       pending_dest = t.dest;
@@ -401,7 +424,7 @@ struct ScatterReduce {
         const u32 posted = ld_acquire_cta(&sh.posted[c]);
         if (posted != taken[c]) {
           fence_acq_rel_sys();
-          st_sys<Order::Relaxed>(flag(f, sh.dest[c], f.rank, sh.id[c], c), sh.epoch);
+          st_sys<Order::Relaxed>(exchange_flag(f, sh.dest[c], f.rank, sh.id[c], c), sh.epoch);
           st_release_cta(&sh.taken[c], ++taken[c]);
           idle = false;
         }
@@ -412,16 +435,8 @@ struct ScatterReduce {
     }
   }
 
-  /** This call's epoch: read by thread 0 of every CTA at the start; the last CTA to read advances it. */
-  static __device__ __forceinline__ u32 begin_epoch(const FusionParams& f) {
-    const u32 e = *reinterpret_cast<volatile u32*>(f.epoch) + 1;
-    u32 readers;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(readers) : "l"(f.epoch + 1) : "memory");
-    if (readers == gridDim.x - 1) {
-      f.epoch[1] = 0;
-      f.epoch[0] = e;
-    }
-    return e;
+  static __device__ __forceinline__ void init(const FusionParams& f, Shared& sh) {
+    sh = {0, call_epoch(f), {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
   }
 
   /**
@@ -468,7 +483,7 @@ struct ScatterReduce {
       const u32 id = tml * a.tiles_n + tn;
       if (lane == 0) {
         for (u32 src = 0; src < f.world; ++src) {
-          const u32* fl = flag(f, f.rank, src, id, half);
+          const u32* fl = exchange_flag(f, f.rank, src, id, half);
           bounded_wait(a.env, src, id, [&] {
             if (ld_sys<Order::Acquire>(fl) == epoch) return true;
             __nanosleep(100);
@@ -528,6 +543,149 @@ struct ScatterReduce {
   }
 };
 
+/**
+ * GEMM + all-reduce, one-shot and deterministic (with GroupedOrder, split-K or not). Every rank computes
+ * every tile of its own partial product (its slice of K). A consumer rounds its share to bf16 (the partial
+ * a plain GEMM would store) and stores it by TMA into slot `rank` of every rank's receive buffer
+ * (FusionParams::to_peer[p]; world slots of [m, n] bf16), waits until the stores are complete, and sets
+ * its flag flags[p][rank][tile][consumer] to this call's epoch (call_epoch) on every rank p: proxy fence,
+ * then a release at system scope. Then its thread 0 waits (acquire, bounded, naming the rank) for every
+ * rank's flag of the same share in this rank's array, and the warpgroup sums the world partials from this
+ * rank's receive buffer in f32 in rank order, rounds once to bf16 and writes its rows of d (row stride
+ * ldd): every rank writes the same bits, the bits of this GEMM's bf16 output all-reduced in rank order.
+ *
+ * No deadlock: a consumer pushes its share before it waits, and waits only for the peers' shares of the
+ * same tile, which their CTAs compute at the same step of the same order; what those CTAs do first are
+ * steps of earlier tiles (split-K keeps a tile's slices on distinct CTAs while the grid has at least
+ * `splits` CTAs), so by induction over the tiles every wait ends. A receive buffer is rewritten by the
+ * next call only after a barrier over the ranks (the host launches one before the GEMM).
+ */
+struct AllReduceTiles {
+  static constexpr bool kReduces = false;
+  struct Shared {
+    u32 epoch;
+  };
+  static __device__ __forceinline__ void init(const FusionParams& f, Shared& sh) { sh.epoch = call_epoch(f); }
+
+  __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared& sh) {
+    const FusionParams& f = c.fusion;
+    if (t.rows <= c.consumer * 64) return;  // the share lies wholly past the last row
+    const u32 row0 = t.row0 + c.consumer * 64;
+    store_share(c, f.to_peer, f.world, acc, t.tn * kTileN, row0, Rounded{});
+    if (c.wg_thread == 0) {
+      bulk_wait<0>();
+      fence_proxy_async();
+      fence_acq_rel_sys();
+      for (u32 p = 0; p < f.world; ++p) st_sys<Order::Relaxed>(exchange_flag(f, p, f.rank, t.id, c.consumer), sh.epoch);
+      for (u32 src = 0; src < f.world; ++src) {
+        const u32* fl = exchange_flag(f, f.rank, src, t.id, c.consumer);
+        bounded_wait(c.args.env, src, t.id, [&] {
+          if (ld_sys<Order::Acquire>(fl) == sh.epoch) return true;
+          __nanosleep(64);
+          return false;
+        });
+      }
+    }
+    named_barrier(2 + c.consumer, 128);
+    const u32 rows = min(64u, t.rows - c.consumer * 64);
+    const u32 col = t.tn * kTileN + (c.wg_thread % 32) * 8;
+    if (col >= c.args.n) return;
+    const u64 slot = u64(c.args.m) * c.args.n;
+    const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(f.recv[f.rank]);
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(c.args.d);
+    for (u32 r = c.wg_thread / 32; r < rows; r += 4) {
+      const u64 at = u64(row0 + r) * c.args.n + col;
+      float sum[8];
+      // Two ranks' partials loaded together: more would take registers for little.
+      for (u32 src = 0; src < f.world; src += 2) {
+        uint4 v[2];
+        v[0] = __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + at));
+        if (src + 1 < f.world) v[1] = __ldcg(reinterpret_cast<const uint4*>(recv + (src + 1) * slot + at));
+#pragma unroll
+        for (u32 h = 0; h < 2; ++h) {
+          if (src + h >= f.world) break;
+          const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v[h]);
+#pragma unroll
+          for (u32 e = 0; e < 4; ++e) {
+            const float2 x = __bfloat1622float2(x2[e]);
+            sum[2 * e] = src + h == 0 ? x.x : sum[2 * e] + x.x;
+            sum[2 * e + 1] = src + h == 0 ? x.y : sum[2 * e + 1] + x.y;
+          }
+        }
+      }
+      uint4 o;
+      __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+      for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
+      *reinterpret_cast<uint4*>(out + u64(row0 + r) * c.args.ldd + col) = o;
+    }
+  }
+  // The TMA stores completed in finish (bulk_wait<0>) before the flags were raised.
+  __device__ __forceinline__ void drain(const EpilogueCtx&, Shared&) {}
+};
+
+// ---- Split-K ----------------------------------------------------------------------------------------
+
+/** The first k-block of slice `split` of `kblocks` cut into `splits` (every slice non-empty while
+ * splits <= kblocks). */
+__device__ __forceinline__ u32 split_begin(u32 kblocks, u32 splits, u32 split) {
+  return u32(u64(kblocks) * split / splits);
+}
+
+/**
+ * Split-K's fix-up for a consumer's share of tile t, slice `split` (see the contract): writes the share to
+ * split_ws[split], counts the CTA's slice on the tile's counter and returns whether it was the last; the
+ * last CTA then reads every slice back (its own too) and its acc holds their sum in slice order. Both consumers take part (named
+ * barrier 1); `last` is a word of shared memory.
+ */
+__device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u32 split, float (&acc)[128],
+                                            u32 consumer, u32 wg_thread, u32& last) {
+  const u32 warp = wg_thread / 32, lane = wg_thread % 32;
+  const u32 row = t.row0 + consumer * 64 + warp * 16 + lane / 4;
+  const u32 col0 = t.tn * kTileN + (lane % 4) * 2;
+  const bool rows[2] = {row < t.row0 + t.rows, row + 8 < t.row0 + t.rows};
+  // Slice q's pair (row + 8h, col0 + 8j) is at slice(q)[8h * n + 8j]: one base pointer per slice, so the
+  // unrolled loops address by immediate offsets.
+  const auto slice = [&](u32 q) { return a.split_ws + (u64(q) * a.m + row) * a.n + col0; };
+  float* mine = slice(split);
+#pragma unroll
+  for (u32 j = 0; j < 32; ++j)
+#pragma unroll
+    for (u32 h = 0; h < 2; ++h)
+      if (col0 + 8 * j < a.n && rows[h])
+        __stcg(reinterpret_cast<float2*>(mine + 8 * h * a.n + 8 * j), make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
+  __threadfence();
+  named_barrier(1, 256);
+  if (consumer == 0 && wg_thread == 0) {
+    u32 before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(a.split_counters + t.id) : "memory");
+    const bool is_last = before == a.splits - 1;
+    if (is_last) a.split_counters[t.id] = 0;  // the next launch is stream-ordered after this one
+    *reinterpret_cast<volatile u32*>(&last) = is_last;
+  }
+  named_barrier(1, 256);
+  if (!*reinterpret_cast<volatile u32*>(&last)) return false;
+  __threadfence();
+  // Every slice, this one's included, is in split_ws: acc is free to take the sum, slice by slice (slice 0
+  // assigned, the others added, so the values written above are dead by now).
+  const auto add_slice = [&](u32 q, bool first) {
+    const float* p = slice(q);
+#pragma unroll
+    for (u32 j = 0; j < 32; ++j)
+#pragma unroll
+      for (u32 h = 0; h < 2; ++h) {
+        if (col0 + 8 * j >= a.n || !rows[h]) continue;
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(p + 8 * h * a.n + 8 * j));
+        acc[4 * j + 2 * h] = first ? v.x : acc[4 * j + 2 * h] + v.x;
+        acc[4 * j + 2 * h + 1] = first ? v.y : acc[4 * j + 2 * h + 1] + v.y;
+      }
+  };
+  add_slice(0, true);
+#pragma unroll 1
+  for (u32 q = 1; q < a.splits; ++q) add_slice(q, false);
+  return true;
+}
+
 // ---- The kernel -------------------------------------------------------------------------------------
 
 template <typename Elem, typename Order, typename Ready, typename Epilogue, bool kBKMajor = true>
@@ -559,7 +717,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const u32 warpgroup = threadIdx.x / 128;
   const u32 wg_thread = threadIdx.x % 128;
   if (threadIdx.x == 0) {
-    if constexpr (Epilogue::kReduces) ep_shared = {0, Epilogue::begin_epoch(fusion), {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
+    Epilogue::init(fusion, ep_shared);
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
@@ -569,7 +727,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   const u32 kblocks = (args.k + kTileK - 1) / kTileK;
-  const u32 count = Order::count(args, fusion);
+  const u32 splits = args.splits;
+  const u32 count = Order::count(args, fusion) * splits;
 
   if (warpgroup == 0) {
     set_max_registers_dec<kProducerRegs>();
@@ -586,13 +745,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg_thread != 0) return;
     u32 it = 0;
     for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-      const Tile t = Order::tile(args, fusion, i);
+      const u32 split = i % splits;
+      const Tile t = Order::tile(args, fusion, i / splits);
       const bool second = fusion.a2_rows != 0 && t.row0 >= fusion.a2_row0 &&
                           t.row0 + t.rows <= fusion.a2_row0 + fusion.a2_rows;
       if (!second) Ready::wait(args, t);
       const TensorMap* map = second ? &fusion.a2 : &map_a;
       const i32 ya = second ? t.row0 - fusion.a2_row0 : t.row0;
-      for (u32 kb = 0; kb < kblocks; ++kb, ++it) {
+      const u32 kb_end = split_begin(kblocks, splits, split + 1);
+      for (u32 kb = split_begin(kblocks, splits, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
         mbar_wait(empty + s, ((it / kStages) & 1) ^ 1);
         mbar_arrive_expect_tx(full + s, kStageBytes);
@@ -617,14 +778,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const EpilogueCtx ctx{args, fusion, &map_d, epilogue + consumer * 2 * kSubTileBytes, scale, consumer, wg_thread};
   Epilogue ep;
 
+  __shared__ u32 split_last;
   float acc[128];
   u32 it = 0;
   for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-    const Tile t = Order::tile(args, fusion, i);
+    const Tile t = Order::tile(args, fusion, i / splits);
+    // The consumers only count k-blocks (the stage ring says where each is); the slice's index is
+    // recomputed for the fix-up, to keep registers for the accumulators.
+    const u32 nkb = split_begin(kblocks, splits, i % splits + 1) - split_begin(kblocks, splits, i % splits);
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll
     for (u32 z = 0; z < 128; ++z) acc[z] = 0.0f;
-    for (u32 kb = 0; kb < kblocks; ++kb, ++it) {
+    for (u32 kb = 0; kb < nkb; ++kb, ++it) {
       const u32 s = it % kStages;
       mbar_wait(full + s, (it / kStages) & 1);
       const u32 a0 = smem_addr(tiles_a + s * kBytesA + consumer * 64 * kTileKBytes);
@@ -644,6 +809,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
+    if (splits > 1 && !split_fixup(args, t, i % splits, acc, consumer, wg_thread, split_last)) continue;
     ep.finish(ctx, t, acc, ep_shared);
   }
   ep.drain(ctx, ep_shared);
