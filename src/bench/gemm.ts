@@ -88,6 +88,14 @@ export async function benchGemm(options: {
     ready: "none",
     epilogue: "store",
   });
+  const split = new HopperGemm(device, {
+    elem: options.elem,
+    layoutB,
+    order: "grouped",
+    ready: "none",
+    epilogue: "store",
+    splitK: true,
+  });
   const lt = CublasLtMatmul.for(device);
   const rows: GemmRow[] = [];
   for (const [m, n, k] of options.shapes) {
@@ -100,7 +108,7 @@ export async function benchGemm(options: {
     try {
       const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
       const splits = splitsFor(m, n, k, options.elem === "bf16" ? 2 : 1, device.props.smCount);
-      const runS = (): void => gemm.launch({ ...common, d: dS.ptr, splits });
+      const runS = (): void => (splits > 1 ? split : gemm).launch({ ...common, d: dS.ptr, splits });
       const runUnsplit = (): void => gemm.launch({ ...common, d: dS.ptr });
       const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });
       runS();

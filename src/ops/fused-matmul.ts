@@ -220,11 +220,7 @@ export class FusedMatmul {
       this.#cublas(p, gathered, b, out, scales, s);
     } else if (algorithm === "sequential") {
       this.#ctx.allGather(aShard, gathered.view([p.m * p.k]), s);
-      this.#gemm(p, "grouped", "none", "store").launch({
-        ...gemmOperands(p, gathered, b, out, scales),
-        stream: s,
-        splits: gemmSplits(p, group.device),
-      });
+      this.#plainGemm(p, gathered, b, out, scales, s);
     } else {
       const phase = this.#ctx.phase(
         { kind: `all-gather-matmul/${algorithm}` as CallKind, dtype: p.elem, count: aShard.numel },
@@ -274,11 +270,7 @@ export class FusedMatmul {
         this.#cublas(p, a, b, partial, scales, s);
         this.#ctx.comm.reduceScatter(partial, out.view([p.shardRows * p.n]), "sum", s);
       } else {
-        this.#gemm(p, "grouped", "none", "store").launch({
-          ...gemmOperands(p, a, b, partial, scales),
-          stream: s,
-          splits: gemmSplits(p, group.device),
-        });
+        this.#plainGemm(p, a, b, partial, scales, s);
         this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s);
       }
       return out;
@@ -360,12 +352,7 @@ export class FusedMatmul {
     // The norm's refusals (aliasing, room) come before the GEMM is enqueued.
     if (norm) this.#ctx.checkAllReduceRmsNorm(partial, { ...norm, output: out }, algorithm);
     if (viaNccl) this.#cublas(p, a, b, partial, scales, s);
-    else
-      this.#gemm(p, "grouped", "none", "store").launch({
-        ...gemmOperands(p, a, b, partial, scales),
-        stream: s,
-        splits: gemmSplits(p, this.#ctx.group.device),
-      });
+    else this.#plainGemm(p, a, b, partial, scales, s);
     if (norm === undefined) this.#ctx.allReduce(partial, out, algorithm, s);
     else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, algorithm, s);
     return out;
@@ -395,7 +382,7 @@ export class FusedMatmul {
       kernel: normKernel(group.device, "bf16", p.n),
     };
     if (normed) checkNormAliasing(`${what} (rmsNorm)`, sum, normed.options, out, overlaps, sameSpan);
-    const gemm = this.#gemm(p, "grouped", "none", "all-reduce");
+    const gemm = this.#gemm(p, "grouped", "none", "all-reduce", true);
     // Every rank finished reading its receive buffer in the previous call.
     const phase = this.#ctx.phase({ kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel }, s);
     this.#ctx.barrier(staging.deviceView(), s, phase);
@@ -547,6 +534,16 @@ export class FusedMatmul {
     s.waitEvent(side.joins[1]);
   }
 
+  /** symmkit's GEMM as matmul() runs it (split-K where the problem has few tiles). */
+  #plainGemm(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
+    const splits = gemmSplits(p, this.#ctx.group.device);
+    this.#gemm(p, "grouped", "none", "store", splits > 1).launch({
+      ...gemmOperands(p, a, b, d, scales),
+      stream: s,
+      splits,
+    });
+  }
+
   #cublas(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
     CublasLtMatmul.for(this.#ctx.group.device).run({
       ...gemmOperands(p, a, b, d, scales),
@@ -561,9 +558,10 @@ export class FusedMatmul {
     order: GemmVariant["order"],
     ready: GemmVariant["ready"],
     epilogue: GemmVariant["epilogue"],
+    splitK = false,
   ): HopperGemm {
-    const variant: GemmVariant = { elem: p.elem, layoutB: p.layoutB, order, ready, epilogue };
-    const key = `${p.elem}/${p.layoutB}/${order}/${ready}/${epilogue}`;
+    const variant: GemmVariant = { elem: p.elem, layoutB: p.layoutB, order, ready, epilogue, splitK };
+    const key = `${p.elem}/${p.layoutB}/${order}/${ready}/${epilogue}/${splitK}`;
     let g = this.#gemms.get(key);
     if (!g) {
       g = new HopperGemm(this.#ctx.group.device, variant, this.#ctx.group.watch);

@@ -30,6 +30,9 @@ export interface GemmVariant {
   readonly order: GemmOrder;
   readonly ready: GemmReady;
   readonly epilogue: GemmEpilogue;
+  /** Split-K compiled in (hopper_gemm.cuh kSplitK): launches may split K. Default false: the kernel
+   * keeps every register for the accumulators. */
+  readonly splitK?: boolean;
 }
 
 const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
@@ -52,18 +55,20 @@ const EPILOGUE_TYPES: Record<GemmEpilogue, string> = {
 
 export function gemmExpr(v: GemmVariant): string {
   const kMajor = v.layoutB === "nk" ? "true" : "false";
-  return `symmkit::gemm::hopper_gemm<${ELEM_TYPES[v.elem]}, ${ORDER_TYPES[v.order]}, ${READY_TYPES[v.ready]}, ${EPILOGUE_TYPES[v.epilogue]}, ${kMajor}>`;
+  const split = v.splitK ? ", true" : "";
+  return `symmkit::gemm::hopper_gemm<${ELEM_TYPES[v.elem]}, ${ORDER_TYPES[v.order]}, ${READY_TYPES[v.ready]}, ${EPILOGUE_TYPES[v.epilogue]}, ${kMajor}${split}>`;
 }
 
 export function gemmProgram(v: GemmVariant): ProgramSpec {
   return {
-    name: `symmkit/gemm/hopper/${v.elem}-${v.layoutB}/${v.order}-${v.ready}-${v.epilogue}`,
+    name: `symmkit/gemm/hopper/${v.elem}-${v.layoutB}/${v.order}-${v.ready}-${v.epilogue}${v.splitK ? "-splitk" : ""}`,
     source: '#include "symmkit/gemm/hopper_gemm.cuh"\n',
     nameExpressions: [gemmExpr(v)],
   };
 }
 
-/** The epilogues that exchange tiles between ranks, each with one order and no ready flags. */
+/** The epilogues that exchange tiles between ranks, each with one order and no ready flags (all-reduce
+ * with split-K compiled in: its problems are the small ones). */
 const EXCHANGE_EPILOGUES: Partial<Record<GemmEpilogue, GemmOrder>> = {
   "scatter-reduce": "sharded",
   "all-reduce": "grouped",
@@ -71,7 +76,8 @@ const EXCHANGE_EPILOGUES: Partial<Record<GemmEpilogue, GemmOrder>> = {
 
 /** wgmma reads fp8 operands K-major only, so fp8 ships with B as [n, k] alone. The hook variants take
  * every order, ready policy and plain epilogue; the exchanging epilogues come with their own order (the
- * sharded order only with scatter-reduce) and no ready flags. */
+ * sharded order only with scatter-reduce) and no ready flags; split-K comes with the plain store and
+ * with all-reduce. */
 export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =>
   GEMM_B_LAYOUTS.filter((l) => elem === "bf16" || l === "nk").flatMap((layoutB): GemmVariant[] => [
     ...(["grouped", "list"] as const).flatMap((order) =>
@@ -91,7 +97,10 @@ export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =
       order,
       ready: "none" as const,
       epilogue: epilogue as GemmEpilogue,
+      ...(epilogue === "all-reduce" ? { splitK: true } : {}),
     })),
+    // matmul()'s split-K GEMM, for problems of few tiles.
+    { elem, layoutB, order: "grouped", ready: "none", epilogue: "store", splitK: true },
   ]),
 );
 
@@ -139,7 +148,7 @@ export const GEMM_ARGS_LAYOUT = {
   envRank: 120,
   splitWs: 128,
   splitCounters: 136,
-  splits: 144,
+  splitLog2: 144,
   bytes: 152,
 } as const;
 

@@ -10,6 +10,7 @@ import { encodeTensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { SyncWatch } from "../distributed/sync-watch.js";
+import { Graph } from "../runtime/graph.js";
 import {
   FUSION_PARAMS_LAYOUT as F,
   GEMM_ARGS_LAYOUT as L,
@@ -85,8 +86,9 @@ export interface GemmLaunch {
   readonly secondA?: GemmSecondA;
   /** order "sharded" and epilogue "all-reduce": required. */
   readonly scatter?: GemmScatter;
-  /** Slices of K per tile (split-K, see hopper_gemm.cuh): default 1; at most the k-blocks (k x element
-   * bytes / 128); not with order "sharded". splitsFor() picks a count that fills the GPU. */
+  /** Slices of K per tile (split-K, see hopper_gemm.cuh): default 1; more needs a splitK variant, a power
+   * of two at most the k-blocks (k x element bytes / 128), and tiles x splits at most the SMs (one wave).
+   * splitsFor() picks a count that fills the GPU. */
   readonly splits?: number;
   /** The rank a timeout record names as the waiter (default 0). */
   readonly waitRank?: number;
@@ -111,15 +113,16 @@ const MAX_SPLITS = 16;
 
 /**
  * Split-K slices that fill `smCount` SMs with one CTA each: a problem of few tiles (small m) leaves most
- * SMs idle, and a memory-bound GEMM needs every SM streaming B. No split once the tiles fill half the SMs
- * (a second wave of slices would cost more than the idle SMs do).
+ * SMs idle, and a memory-bound GEMM needs every SM streaming B. The largest power of two (hopper_gemm.cuh
+ * maps steps to slices by shifts) that keeps tiles x slices within one wave and every slice at least
+ * MIN_SPLIT_KBLOCKS long; 1 once the tiles fill half the SMs.
  */
 export function splitsFor(m: number, n: number, k: number, elementBytes: number, smCount: number): number {
   const { tilesM, tilesN } = gemmTiles(m, n);
-  const tiles = tilesM * tilesN;
-  const byGrid = Math.floor(smCount / tiles);
+  const byGrid = Math.floor(smCount / (tilesM * tilesN));
   const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
-  return Math.max(1, Math.min(byGrid, byK, MAX_SPLITS));
+  const most = Math.min(byGrid, byK, MAX_SPLITS);
+  return most < 2 ? 1 : 2 ** Math.floor(Math.log2(most));
 }
 
 /** Flags one rank's scatter-reduce needs: world x tiles of one shard x 2 consumers. */
@@ -138,10 +141,9 @@ export class HopperGemm {
   readonly #fusion = new Uint8Array(F.bytes);
   readonly #fusionView = new DataView(this.#fusion.buffer);
   #watch: SyncWatch | undefined;
-  /** Split-K's partials and tile counters, per stream (launches on one stream never overlap). */
+  /** Split-K's partials and tile counters, per stream (launches on one stream never overlap), sized for
+   * any one-wave split: at most smCount tile slices of 128 x 256 f32, and smCount tiles. */
   readonly #splitScratch = new Map<Stream, { ws: DeviceMemory; counters: DeviceMemory }>();
-  /** Outgrown split scratch: kept, since a CUDA graph captured earlier may still launch with it. */
-  readonly #retired: DeviceMemory[] = [];
 
   constructor(device: Device, variant: GemmVariant, watch?: SyncWatch) {
     if (!device.props.arch.startsWith("sm_90")) {
@@ -192,11 +194,7 @@ export class HopperGemm {
         ? scatter.world * gemmTiles(scatter.shardRows, n).tilesM * tilesN
         : this.#tileCount(p, tilesM * tilesN);
     const splits = p.splits ?? 1;
-    const kblocks = gemmKBlocks(k, es);
-    if (!Number.isInteger(splits) || splits < 1 || splits > kblocks || (splits > 1 && v.order === "sharded"))
-      throw new InvalidArgumentError(
-        `gemm: splits = ${splits} must be an integer in [1, ${kblocks}] (the k-blocks), and 1 with order sharded`,
-      );
+    if (splits !== 1) this.#checkSplits(splits, gemmKBlocks(k, es), tileCount);
 
     const rowBytes = k * es;
     const box = TILE_K_BYTES / es;
@@ -270,8 +268,8 @@ export class HopperGemm {
     a.setUint32(L.tmRotate, this.#rotation(p, tilesM), true);
     if (v.ready === "row-flags") this.#writeReady(p);
     if (v.ready === "row-flags" || scatter) this.#writeWaitEnv(p.waitRank ?? 0);
-    a.setUint32(L.splits, splits, true);
-    if (splits > 1) this.#writeSplitScratch(splits * m * n * 4, tilesM * tilesN * 4, p.stream);
+    a.setUint32(L.splitLog2, Math.log2(splits), true);
+    if (splits > 1) this.#writeSplitScratch(p.stream ?? defaultStream(this.device));
     this.#fusion.fill(0);
     if (p.secondA) this.#writeSecondA(p.secondA, dataType, es, k, box, m);
     if (scatter) this.#writeScatter(scatter, n, tilesN);
@@ -342,18 +340,30 @@ export class HopperGemm {
     return s;
   }
 
-  /** Points the launch at its stream's split scratch, grown (twofold at least) to wsBytes of partials
-   * and counterBytes of zeroed tile counters. */
-  #writeSplitScratch(wsBytes: number, counterBytes: number, s: Stream | undefined): void {
-    const stream = s ?? defaultStream(this.device);
+  #checkSplits(splits: number, kblocks: number, tiles: number): void {
+    const sms = this.device.props.smCount;
+    if (!this.variant.splitK)
+      throw new InvalidArgumentError(`gemm: splits = ${splits} needs a variant with splitK compiled in`);
+    if (!Number.isInteger(Math.log2(splits)) || splits > kblocks || tiles * splits > sms)
+      throw new InvalidArgumentError(
+        `gemm: splits = ${splits} must be a power of two at most the ${kblocks} k-blocks, with tiles x splits = ${tiles} x ${splits} at most the ${sms} SMs (one wave)`,
+      );
+  }
+
+  /** Points the launch at its stream's split scratch, allocated on the stream's first split launch. */
+  #writeSplitScratch(stream: Stream): void {
     let sc = this.#splitScratch.get(stream);
-    if (!sc || sc.ws.bytes < wsBytes || sc.counters.bytes < counterBytes) {
-      if (sc) this.#retired.push(sc.ws, sc.counters);
-      const grow = (need: number, had = 0): number => (need > had ? Math.max(need, 2 * had) : had);
-      const counters = DeviceMemory.alloc(grow(counterBytes, sc?.counters.bytes), this.device);
-      sc = { ws: DeviceMemory.alloc(grow(wsBytes, sc?.ws.bytes), this.device), counters };
-      // Stream-ordered, so a launch captured into a graph finds them zero too.
-      memset(counters.ptr, 0, 4, counters.bytes / 4, stream);
+    if (!sc) {
+      if (Graph.activeCapture(stream))
+        throw new UnsupportedError(
+          "gemm: split-K allocates its scratch on a stream's first split launch, which cannot happen while the stream is captured; make one call on this stream before capturing",
+        );
+      const sms = this.device.props.smCount;
+      sc = {
+        ws: DeviceMemory.alloc(sms * GEMM_TILE_M * GEMM_TILE_N * 4, this.device),
+        counters: DeviceMemory.alloc(sms * 4, this.device),
+      };
+      memset(sc.counters.ptr, 0, 4, sms, stream);
       this.#splitScratch.set(stream, sc);
     }
     this.#view.setBigUint64(L.splitWs, sc.ws.ptr, true);

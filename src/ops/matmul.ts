@@ -187,9 +187,9 @@ export function gemmOperands(
 
 const gemms = new Map<string, HopperGemm>();
 
-function plainGemm(device: Device, elem: LtElem, layoutB: BLayout): HopperGemm {
-  const variant: GemmVariant = { elem, layoutB, order: "grouped", ready: "none", epilogue: "store" };
-  const key = `${device.ordinal}/${elem}/${layoutB}`;
+function plainGemm(device: Device, elem: LtElem, layoutB: BLayout, splitK: boolean): HopperGemm {
+  const variant: GemmVariant = { elem, layoutB, order: "grouped", ready: "none", epilogue: "store", splitK };
+  const key = `${device.ordinal}/${elem}/${layoutB}/${splitK}`;
   let g = gemms.get(key);
   if (!g) {
     g = new HopperGemm(device, variant);
@@ -217,8 +217,9 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
     ...gemmOperands(p, a, b, out, options),
     ...(options.stream ? { stream: options.stream } : {}),
   };
-  if ((options.impl ?? "symmkit") === "symmkit")
-    plainGemm(device, p.elem, p.layoutB).launch({ ...common, splits: gemmSplits(p, device) });
-  else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
+  if ((options.impl ?? "symmkit") === "symmkit") {
+    const splits = gemmSplits(p, device);
+    plainGemm(device, p.elem, p.layoutB, splits > 1).launch({ ...common, splits });
+  } else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
   return out;
 }

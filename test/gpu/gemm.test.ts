@@ -5,7 +5,7 @@
 // split-K (the unsplit bits on exact inputs for any slice count, behind every plain epilogue).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { InvalidArgumentError } from "../../src/errors.js";
+import { InvalidArgumentError, UnsupportedError } from "../../src/errors.js";
 import { Device } from "../../src/runtime/device.js";
 import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../../src/runtime/memory.js";
 import { Graph } from "../../src/runtime/graph.js";
@@ -389,11 +389,12 @@ test(
       elem: "bf16" | "fp8e4m3",
       layoutB: "nk" | "kn",
       epilogue: "store" | "signal" | "accumulate-f32",
-    ) => new HopperGemm(device, { elem, layoutB, order: "grouped", ready: "none", epilogue });
+      splitK = true,
+    ) => new HopperGemm(device, { elem, layoutB, order: "grouped", ready: "none", epilogue, splitK });
     const cases: [string, "bf16" | "fp8e4m3", "nk" | "kn", number, number, number, number[]][] = [
-      ["decode row", "bf16", "nk", 1, 1040, 4096, [2, 3, 7, 16]],
-      ["odd rows and columns", "bf16", "nk", 130, 520, 2048, [2, 4, 5]],
-      ["B as [k, n]", "bf16", "kn", 33, 776, 3072, [3, 6]],
+      ["decode row", "bf16", "nk", 1, 1040, 4096, [1, 2, 4, 8, 16]],
+      ["odd rows and columns", "bf16", "nk", 130, 520, 2048, [2, 4, 8]],
+      ["B as [k, n]", "bf16", "kn", 33, 776, 3072, [2, 4]],
       ["fp8", "fp8e4m3", "nk", 5, 512, 4096, [2, 8]],
     ];
     let salt = 1;
@@ -405,7 +406,8 @@ test(
       });
       const store = variant(elem, layoutB, "store");
       const want = new Guarded([m, n], "bf16", device);
-      store.launch({ a: a.ptr, b: b.ptr, d: want.t.ptr, m, n, k, splits: 1 });
+      // The reference: the kernel without split-K compiled in.
+      variant(elem, layoutB, "store", false).launch({ a: a.ptr, b: b.ptr, d: want.t.ptr, m, n, k });
       const plain = want.t.toHost() as Uint16Array;
       noNaN(want.values(), `${what} unsplit`);
       for (const splits of splitsList) {
@@ -451,12 +453,18 @@ test(
       for (const g of [want, other, acc]) g.dispose();
     }
 
-    // Random inputs at the decode shape matmul() splits by itself, in a graph replayed with new inputs.
+    // Random inputs at the decode shape matmul() splits by itself, in a graph replayed with new inputs. A
+    // split's scratch is allocated on the stream's first split launch, which a capture refuses.
     const [m, n, k] = [4, 2048, 8192];
     const stream = Stream.create(device);
     const a = Tensor.empty([m, k], "bf16", { device });
     const b = Tensor.empty([n, k], "bf16", { device });
     const out = new Guarded([m, n], "bf16", device);
+    assert.throws(
+      () => Graph.capture(stream, () => void matmul(a, b, { out: out.t, stream })),
+      (e: unknown) => e instanceof UnsupportedError && /before capturing/.test(e.message),
+    );
+    matmul(a, b, { out: out.t, stream });
     const graph = Graph.capture(stream, () => void matmul(a, b, { out: out.t, stream }));
     for (let replay = 0; replay < 3; replay++) {
       const x = inputs(m, n, k, "bf16");
@@ -474,16 +482,19 @@ test(
     out.dispose();
     stream.dispose();
 
+    // Refused: more slices than k-blocks, not a power of two, more than one wave, no split-K compiled in.
     const g = variant("bf16", "nk", "store");
-    const t = Tensor.zeros([64, 64], "bf16", { device });
-    assert.throws(
-      () => g.launch({ a: t.ptr, b: t.ptr, d: t.ptr, m: 64, n: 64, k: 64, splits: 2 }),
-      InvalidArgumentError,
-    );
-    assert.throws(
-      () => g.launch({ a: t.ptr, b: t.ptr, d: t.ptr, m: 64, n: 64, k: 64, splits: 0 }),
-      InvalidArgumentError,
-    );
+    const t = Tensor.zeros([512, 1024], "bf16", { device });
+    const launch = (gemm: HopperGemm, m: number, n: number, k: number, splits: number) => () =>
+      gemm.launch({ a: t.ptr, b: t.ptr, d: t.ptr, m, n, k, splits });
+    for (const [what, call] of [
+      ["beyond the k-blocks", launch(g, 64, 64, 64, 2)],
+      ["zero", launch(g, 64, 64, 1024, 0)],
+      ["not a power of two", launch(g, 64, 64, 1024, 3)],
+      ["two waves", launch(g, 512, 1024, 1024, 16)],
+      ["no split-K kernel", launch(variant("bf16", "nk", "store", false), 64, 64, 1024, 2)],
+    ] as const)
+      assert.throws(call, InvalidArgumentError, what);
     t.dispose();
   },
 );

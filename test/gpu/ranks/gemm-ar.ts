@@ -196,9 +196,10 @@ if (rank === 0)
     "matmulAllReduce: sequential bit for bit with the rank-order reference, with and without the norm; nccl_cublaslt within rounding",
   );
 
-// A CUDA graph of both algorithms, replayed with the inputs changed in between.
+// A CUDA graph of every algorithm, replayed with the inputs changed in between (each has run on this
+// stream before, as split-K needs).
 {
-  const [m, n, k] = [16, 512, 768];
+  const [m, n, k] = [16, 512, 4096]; // 8 slices of K
   const a = Tensor.empty([m, k], "bf16");
   const b = Tensor.empty([n, k], "bf16");
   const outs = ALGORITHMS.map(() => Tensor.empty([m, n], "bf16"));

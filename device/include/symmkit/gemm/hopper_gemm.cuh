@@ -22,7 +22,8 @@
 //   AccumulateF32  f32 atomic adds from registers;
 //   ScatterReduce  (with ShardedOrder) GEMM + reduce-scatter: see its comment;
 //   AllReduceTiles GEMM + all-reduce: see its comment.
-// Split-K (args.splits = S > 1): each tile of the order is S consecutive steps, one per slice of its
+// Split-K (kSplitK; S = 2^args.split_log2 >= 1, a power of two so that steps map to slices by shifts and
+// masks, not divisions; the fix-up costs the consumers registers, so kernels without kSplitK leave it out): each tile of the order is S consecutive steps, one per slice of its
 // k-blocks, so the slices run side by side on S CTAs. A consumer that finishes a slice writes its f32
 // share to split_ws[slice]; the CTA then counts the slice on the tile's counter (each thread fences, a
 // named barrier, one acq_rel add at gpu scope). The CTA that counts last sums the S shares in slice order
@@ -73,9 +74,9 @@ struct GemmArgs {
   const float* scale_a;    // per-tensor scales (fp8), null for 1
   const float* scale_b;
   WaitEnv env;             // bounds the waits on flags; env.rank names this rank in a timeout record
-  float* split_ws;         // splits > 1: f32 partials, [splits][m][n] (row stride n)
-  u32* split_counters;     // splits > 1: one per tile, zero before the launch and left zero after it
-  u32 splits;              // slices of K per tile (split-K), >= 1, at most the k-blocks
+  float* split_ws;         // split-K: f32 partials, [splits][m][n] (row stride n)
+  u32* split_counters;     // split-K: one per tile, zero before the launch and left zero after it
+  u32 split_log2;          // split-K: 2^split_log2 slices of K per tile, at most the k-blocks (0: none)
 };
 static_assert(sizeof(GemmArgs) == 152, "GemmArgs layout is shared with the host (test/gemm-layout.test.ts)");
 
@@ -626,10 +627,10 @@ struct AllReduceTiles {
 
 // ---- Split-K ----------------------------------------------------------------------------------------
 
-/** The first k-block of slice `split` of `kblocks` cut into `splits` (every slice non-empty while
- * splits <= kblocks). */
-__device__ __forceinline__ u32 split_begin(u32 kblocks, u32 splits, u32 split) {
-  return u32(u64(kblocks) * split / splits);
+/** The first k-block of slice `split` of `kblocks` cut into 2^log2 slices (every slice non-empty while
+ * 2^log2 <= kblocks). */
+__device__ __forceinline__ u32 split_begin(u32 kblocks, u32 log2, u32 split) {
+  return u32((u64(kblocks) * split) >> log2);
 }
 
 /**
@@ -659,7 +660,7 @@ __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u3
   if (consumer == 0 && wg_thread == 0) {
     u32 before;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(a.split_counters + t.id) : "memory");
-    const bool is_last = before == a.splits - 1;
+    const bool is_last = before == (1u << a.split_log2) - 1;
     if (is_last) a.split_counters[t.id] = 0;  // the next launch is stream-ordered after this one
     *reinterpret_cast<volatile u32*>(&last) = is_last;
   }
@@ -682,13 +683,13 @@ __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u3
   };
   add_slice(0, true);
 #pragma unroll 1
-  for (u32 q = 1; q < a.splits; ++q) add_slice(q, false);
+  for (u32 q = 1; q < (1u << a.split_log2); ++q) add_slice(q, false);
   return true;
 }
 
 // ---- The kernel -------------------------------------------------------------------------------------
 
-template <typename Elem, typename Order, typename Ready, typename Epilogue, bool kBKMajor = true>
+template <typename Elem, typename Order, typename Ready, typename Epilogue, bool kBKMajor = true, bool kSplitK = false>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
                 const __grid_constant__ TensorMap map_d, const __grid_constant__ GemmArgs args,
@@ -727,8 +728,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   const u32 kblocks = (args.k + kTileK - 1) / kTileK;
-  const u32 splits = args.splits;
-  const u32 count = Order::count(args, fusion) * splits;
+  const u32 split_log2 = kSplitK ? args.split_log2 : 0;
+  const u32 count = Order::count(args, fusion) << split_log2;
+  const u32 split_mask = (1u << split_log2) - 1;
 
   if (warpgroup == 0) {
     set_max_registers_dec<kProducerRegs>();
@@ -745,15 +747,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg_thread != 0) return;
     u32 it = 0;
     for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-      const u32 split = i % splits;
-      const Tile t = Order::tile(args, fusion, i / splits);
+      const u32 split = i & split_mask;
+      const Tile t = Order::tile(args, fusion, i >> split_log2);
       const bool second = fusion.a2_rows != 0 && t.row0 >= fusion.a2_row0 &&
                           t.row0 + t.rows <= fusion.a2_row0 + fusion.a2_rows;
       if (!second) Ready::wait(args, t);
       const TensorMap* map = second ? &fusion.a2 : &map_a;
       const i32 ya = second ? t.row0 - fusion.a2_row0 : t.row0;
-      const u32 kb_end = split_begin(kblocks, splits, split + 1);
-      for (u32 kb = split_begin(kblocks, splits, split); kb < kb_end; ++kb, ++it) {
+      const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
+      for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
         mbar_wait(empty + s, ((it / kStages) & 1) ^ 1);
         mbar_arrive_expect_tx(full + s, kStageBytes);
@@ -782,10 +784,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[128];
   u32 it = 0;
   for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-    const Tile t = Order::tile(args, fusion, i / splits);
+    const Tile t = Order::tile(args, fusion, i >> split_log2);
     // The consumers only count k-blocks (the stage ring says where each is); the slice's index is
     // recomputed for the fix-up, to keep registers for the accumulators.
-    const u32 nkb = split_begin(kblocks, splits, i % splits + 1) - split_begin(kblocks, splits, i % splits);
+    const u32 split = i & split_mask;
+    const u32 nkb = split_begin(kblocks, split_log2, split + 1) - split_begin(kblocks, split_log2, split);
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll
     for (u32 z = 0; z < 128; ++z) acc[z] = 0.0f;
@@ -809,7 +812,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
-    if (splits > 1 && !split_fixup(args, t, i % splits, acc, consumer, wg_thread, split_last)) continue;
+    if constexpr (kSplitK)
+      if (split_mask != 0 && !split_fixup(args, t, split, acc, consumer, wg_thread, split_last)) continue;
     ep.finish(ctx, t, acc, ep_shared);
   }
   ep.drain(ctx, ep_shared);
