@@ -194,7 +194,7 @@ export class HopperGemm {
         ? scatter.world * gemmTiles(scatter.shardRows, n).tilesM * tilesN
         : this.#tileCount(p, tilesM * tilesN);
     const splits = p.splits ?? 1;
-    if (splits !== 1) this.#checkSplits(splits, gemmKBlocks(k, es), tileCount);
+    if (splits !== 1) this.#checkSplits(splits, gemmKBlocks(k, es), tileCount, n);
 
     const rowBytes = k * es;
     const box = TILE_K_BYTES / es;
@@ -278,9 +278,12 @@ export class HopperGemm {
       a.setBigUint64(L.tileSignals, p.tileSignals, true);
     }
     const ctas = Math.min(p.ctas ?? this.device.props.smCount, tileCount * splits);
-    // GEMM + all-reduce waits on the peers' slices of a tile: they must run on distinct CTAs.
-    if (v.epilogue === "all-reduce" && ctas < splits)
-      throw new InvalidArgumentError(`gemm: all-reduce needs at least splits = ${splits} CTAs, got ${ctas}`);
+    // A split launch is one wave, one step per CTA: the fix-up reuses the stage ring, and GEMM + all-reduce
+    // waits on the peers' slices of a tile, which must be on CTAs of their own.
+    if (splits > 1 && ctas < tileCount * splits)
+      throw new InvalidArgumentError(
+        `gemm: split-K runs one CTA per tile slice: ctas = ${ctas} is fewer than ${tileCount} tiles x ${splits} slices`,
+      );
     if (ctas < 1) return;
     this.kernel.launch(
       {
@@ -340,10 +343,12 @@ export class HopperGemm {
     return s;
   }
 
-  #checkSplits(splits: number, kblocks: number, tiles: number): void {
+  #checkSplits(splits: number, kblocks: number, tiles: number, n: number): void {
     const sms = this.device.props.smCount;
     if (!this.variant.splitK)
       throw new InvalidArgumentError(`gemm: splits = ${splits} needs a variant with splitK compiled in`);
+    // The fix-up sums slices by four columns at a time.
+    if (n % 4 !== 0) throw new InvalidArgumentError(`gemm: split-K needs n = ${n} a multiple of 4`);
     if (!Number.isInteger(Math.log2(splits)) || splits > kblocks || tiles * splits > sms)
       throw new InvalidArgumentError(
         `gemm: splits = ${splits} must be a power of two at most the ${kblocks} k-blocks, with tiles x splits = ${tiles} x ${splits} at most the ${sms} SMs (one wave)`,

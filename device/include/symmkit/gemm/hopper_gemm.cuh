@@ -25,10 +25,11 @@
 // Split-K (kSplitK; S = 2^args.split_log2 >= 1, a power of two so that steps map to slices by shifts and
 // masks, not divisions; the fix-up costs the consumers registers, so kernels without kSplitK leave it out): each tile of the order is S consecutive steps, one per slice of its
 // k-blocks, so the slices run side by side on S CTAs. A consumer that finishes a slice writes its f32
-// share to split_ws[slice]; the CTA then counts the slice on the tile's counter (each thread fences, a
-// named barrier, one acq_rel add at gpu scope). The CTA that counts last sums the S shares in slice order
-// (read back from split_ws, its own too), which gives the same bits whichever CTA is last, resets the
-// counter and hands the sum to the Epilogue; the others move on. Nothing waits, so any grid works.
+// share to split_ws[slice]; the CTA then counts the slice on the tile's counter (a named barrier, then one
+// acq_rel add at gpu scope). The CTA that counts last sums the S shares in slice order (read back from
+// split_ws, its own too), which gives the same bits whichever CTA is last, resets the counter and hands
+// the sum to the Epilogue; the others move on. Nothing waits. The host launches a split GEMM as one wave,
+// one CTA per tile slice, so the fix-up may stage slices through the stage ring, idle by then.
 // Bounds: TMA fills rows and columns past the tensor with zeros (so partial tiles and a K tail add
 // nothing) and every epilogue skips rows past the tile's rows and columns >= n. Every wait is bounded
 // (gemm/tma.cuh for the pipeline, sync/wait.cuh for flags). Barriers are initialised by each launch and
@@ -557,8 +558,8 @@ struct ScatterReduce {
  *
  * No deadlock: a consumer pushes its share before it waits, and waits only for the peers' shares of the
  * same tile, which their CTAs compute at the same step of the same order; what those CTAs do first are
- * steps of earlier tiles (split-K keeps a tile's slices on distinct CTAs while the grid has at least
- * `splits` CTAs), so by induction over the tiles every wait ends. A receive buffer is rewritten by the
+ * steps of earlier tiles (a split launch is one wave, a CTA per tile slice), so by induction over the
+ * tiles every wait ends. A receive buffer is rewritten by the
  * next call only after a barrier over the ranks (the host launches one before the GEMM).
  */
 struct AllReduceTiles {
@@ -634,13 +635,50 @@ __device__ __forceinline__ u32 split_begin(u32 kblocks, u32 log2, u32 split) {
 }
 
 /**
+ * The last CTA's sum of a tile of few rows: the 256 consumer threads take the tile's valid rows by float4
+ * columns, whatever the accumulators' layout, so a unit's slices are loaded together (kChunk at a time:
+ * the accumulators keep their registers through the fix-up, wgmma pins them); the sum, in slice order,
+ * replaces slice 0. Needs n % 4 == 0.
+ */
+template <u32 kChunk>
+__device__ __forceinline__ void sum_slices(const GemmArgs& a, const Tile& t, u32 tid, u32 slices) {
+  const u32 per_row = min(kTileN, a.n - t.tn * kTileN) / 4;
+  const u32 units = t.rows * per_row;
+  const u64 stride = u64(a.m) * a.n;
+  for (u32 u = tid; u < units; u += 256) {
+    float* p = a.split_ws + u64(t.row0 + u / per_row) * a.n + t.tn * kTileN + (u % per_row) * 4;
+    float4 sum;
+    for (u32 q0 = 0; q0 < slices; q0 += kChunk) {
+      float4 v[kChunk];
+#pragma unroll
+      for (u32 q = 0; q < kChunk; ++q)
+        if (q0 + q < slices) v[q] = __ldcg(reinterpret_cast<const float4*>(p + (q0 + q) * stride));
+#pragma unroll
+      for (u32 q = 0; q < kChunk; ++q) {
+        if (q0 + q >= slices) break;
+        if (q0 + q == 0) {
+          sum = v[0];
+        } else {
+          sum.x += v[q].x;
+          sum.y += v[q].y;
+          sum.z += v[q].z;
+          sum.w += v[q].w;
+        }
+      }
+    }
+    __stcg(reinterpret_cast<float4*>(p), sum);
+  }
+}
+
+/**
  * Split-K's fix-up for a consumer's share of tile t, slice `split` (see the contract): writes the share to
- * split_ws[split], counts the CTA's slice on the tile's counter and returns whether it was the last; the
- * last CTA then reads every slice back (its own too) and its acc holds their sum in slice order. Both consumers take part (named
- * barrier 1); `last` is a word of shared memory.
+ * split_ws[split], counts the CTA's slice on the tile's counter and returns whether it was the last. The
+ * last CTA's acc then holds the sum of the slices in slice order. Both consumers take
+ * part (named barrier 1); `last` is a word of shared memory. One thread releases the CTA's writes (after
+ * the barrier that orders them before it) and acquires the others', as CUTLASS's semaphores do.
  */
 __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u32 split, float (&acc)[128],
-                                            u32 consumer, u32 wg_thread, u32& last) {
+                                            u32 consumer, u32 wg_thread, u32& last, float* ring, u64* bar) {
   const u32 warp = wg_thread / 32, lane = wg_thread % 32;
   const u32 row = t.row0 + consumer * 64 + warp * 16 + lane / 4;
   const u32 col0 = t.tn * kTileN + (lane % 4) * 2;
@@ -655,35 +693,59 @@ __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u3
     for (u32 h = 0; h < 2; ++h)
       if (col0 + 8 * j < a.n && rows[h])
         __stcg(reinterpret_cast<float2*>(mine + 8 * h * a.n + 8 * j), make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
-  __threadfence();
   named_barrier(1, 256);
   if (consumer == 0 && wg_thread == 0) {
     u32 before;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(a.split_counters + t.id) : "memory");
-    const bool is_last = before == (1u << a.split_log2) - 1;
+    const u32 slices = 1u << a.split_log2;
+    const bool is_last = before == slices - 1;
     if (is_last) a.split_counters[t.id] = 0;  // the next launch is stream-ordered after this one
     *reinterpret_cast<volatile u32*>(&last) = is_last;
   }
   named_barrier(1, 256);
   if (!*reinterpret_cast<volatile u32*>(&last)) return false;
-  __threadfence();
-  // Every slice, this one's included, is in split_ws: acc is free to take the sum, slice by slice (slice 0
-  // assigned, the others added, so the values written above are dead by now).
-  const auto add_slice = [&](u32 q, bool first) {
-    const float* p = slice(q);
+  const u32 slices = 1u << a.split_log2;
+  if (t.rows <= 32) {
+    // Few rows: summed by columns, every slice of a unit in flight at once, then read back.
+    sum_slices<4>(a, t, consumer * 128 + wg_thread, slices);
+    named_barrier(1, 256);
+    const float* p = slice(0);
+#pragma unroll
+    for (u32 j = 0; j < 32; ++j)
+#pragma unroll
+      for (u32 h = 0; h < 2; ++h)
+        if (col0 + 8 * j < a.n && rows[h]) {
+          const float2 v = __ldcg(reinterpret_cast<const float2*>(p + 8 * h * a.n + 8 * j));
+          acc[4 * j + 2 * h] = v.x;
+          acc[4 * j + 2 * h + 1] = v.y;
+        }
+    return true;
+  }
+  // Many rows: slice by slice through the stage ring, which one wave leaves free once both consumers are
+  // past their k-loop: one thread brings the slice's rows in by bulk copies (after the acquire above, a
+  // proxy fence), everyone adds its pairs from shared memory, and a barrier frees the ring again.
+  const u32 cols = min(kTileN, a.n - t.tn * kTileN);
+  const u32 r0 = consumer * 64 + warp * 16 + lane / 4;  // this thread's first row within the tile
+  const u32 c0 = (lane % 4) * 2;
+  for (u32 q = 0; q < slices; ++q) {
+    if (consumer == 0 && wg_thread == 0) {
+      if (q == 0) fence_proxy_async();
+      mbar_arrive_expect_tx(bar, t.rows * cols * 4);
+      for (u32 r = 0; r < t.rows; ++r)
+        bulk_load(ring + r * kTileN, a.split_ws + (u64(q) * a.m + t.row0 + r) * a.n + t.tn * kTileN, cols * 4, bar);
+    }
+    mbar_wait(bar, q & 1);
 #pragma unroll
     for (u32 j = 0; j < 32; ++j)
 #pragma unroll
       for (u32 h = 0; h < 2; ++h) {
         if (col0 + 8 * j >= a.n || !rows[h]) continue;
-        const float2 v = __ldcg(reinterpret_cast<const float2*>(p + 8 * h * a.n + 8 * j));
-        acc[4 * j + 2 * h] = first ? v.x : acc[4 * j + 2 * h] + v.x;
-        acc[4 * j + 2 * h + 1] = first ? v.y : acc[4 * j + 2 * h + 1] + v.y;
+        const float2 v = *reinterpret_cast<const float2*>(ring + (r0 + 8 * h) * kTileN + c0 + 8 * j);
+        acc[4 * j + 2 * h] = q == 0 ? v.x : acc[4 * j + 2 * h] + v.x;
+        acc[4 * j + 2 * h + 1] = q == 0 ? v.y : acc[4 * j + 2 * h + 1] + v.y;
       }
-  };
-  add_slice(0, true);
-#pragma unroll 1
-  for (u32 q = 1; q < (1u << a.split_log2); ++q) add_slice(q, false);
+    named_barrier(1, 256);
+  }
   return true;
 }
 
@@ -714,11 +776,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr u32 kProducerRegs = Epilogue::kReduces ? 72 : 40;
   constexpr u32 kConsumerRegs = Epilogue::kReduces ? 216 : 232;
   __shared__ typename Epilogue::Shared ep_shared;
+  __shared__ u32 split_last;  // split-K: whether this CTA counted a tile's last slice
+  __shared__ u64 split_bar;   // split-K: completes the bulk copies of a slice into the ring
 
   const u32 warpgroup = threadIdx.x / 128;
   const u32 wg_thread = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     Epilogue::init(fusion, ep_shared);
+    if constexpr (kSplitK) mbar_init(&split_bar, 1);
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
@@ -780,7 +845,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const EpilogueCtx ctx{args, fusion, &map_d, epilogue + consumer * 2 * kSubTileBytes, scale, consumer, wg_thread};
   Epilogue ep;
 
-  __shared__ u32 split_last;
   float acc[128];
   u32 it = 0;
   for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
@@ -813,7 +877,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
     if constexpr (kSplitK)
-      if (split_mask != 0 && !split_fixup(args, t, split, acc, consumer, wg_thread, split_last)) continue;
+      if (split_mask != 0 && !split_fixup(args, t, split, acc, consumer, wg_thread, split_last, reinterpret_cast<float*>(ring), &split_bar)) continue;
     ep.finish(ctx, t, acc, ep_shared);
   }
   ep.drain(ctx, ep_shared);
