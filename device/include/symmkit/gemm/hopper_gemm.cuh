@@ -29,7 +29,7 @@
 // acq_rel add at gpu scope). The CTA that counts last sums the S shares in slice order (read back from
 // split_ws, its own too), which gives the same bits whichever CTA is last, resets the counter and hands
 // the sum to the Epilogue; the others move on. Nothing waits. The host launches a split GEMM as one wave,
-// one CTA per tile slice, so the fix-up may stage slices through the stage ring, idle by then.
+// one CTA per tile slice (GEMM + all-reduce relies on it).
 // Bounds: TMA fills rows and columns past the tensor with zeros (so partial tiles and a K tail add
 // nothing) and every epilogue skips rows past the tile's rows and columns >= n. Every wait is bounded
 // (gemm/tma.cuh for the pipeline, sync/wait.cuh for flags). Barriers are initialised by each launch and
@@ -678,7 +678,7 @@ __device__ __forceinline__ void sum_slices(const GemmArgs& a, const Tile& t, u32
  * the barrier that orders them before it) and acquires the others', as CUTLASS's semaphores do.
  */
 __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u32 split, float (&acc)[128],
-                                            u32 consumer, u32 wg_thread, u32& last, float* ring, u64* bar) {
+                                            u32 consumer, u32 wg_thread, u32& last) {
   const u32 warp = wg_thread / 32, lane = wg_thread % 32;
   const u32 row = t.row0 + consumer * 64 + warp * 16 + lane / 4;
   const u32 col0 = t.tn * kTileN + (lane % 4) * 2;
@@ -721,31 +721,23 @@ __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u3
         }
     return true;
   }
-  // Many rows: slice by slice through the stage ring, which one wave leaves free once both consumers are
-  // past their k-loop: one thread brings the slice's rows in by bulk copies (after the acquire above, a
-  // proxy fence), everyone adds its pairs from shared memory, and a barrier frees the ring again.
-  const u32 cols = min(kTileN, a.n - t.tn * kTileN);
-  const u32 r0 = consumer * 64 + warp * 16 + lane / 4;  // this thread's first row within the tile
-  const u32 c0 = (lane % 4) * 2;
-  for (u32 q = 0; q < slices; ++q) {
-    if (consumer == 0 && wg_thread == 0) {
-      if (q == 0) fence_proxy_async();
-      mbar_arrive_expect_tx(bar, t.rows * cols * 4);
-      for (u32 r = 0; r < t.rows; ++r)
-        bulk_load(ring + r * kTileN, a.split_ws + (u64(q) * a.m + t.row0 + r) * a.n + t.tn * kTileN, cols * 4, bar);
-    }
-    mbar_wait(bar, q & 1);
+  // Many rows: each thread adds its own pairs slice by slice (a bulk staging of the slices through the
+  // idle stage ring measured slower: one thread's copies and a barrier per slice).
+  const auto add_slice = [&](u32 q, bool first) {
+    const float* p = slice(q);
 #pragma unroll
     for (u32 j = 0; j < 32; ++j)
 #pragma unroll
       for (u32 h = 0; h < 2; ++h) {
         if (col0 + 8 * j >= a.n || !rows[h]) continue;
-        const float2 v = *reinterpret_cast<const float2*>(ring + (r0 + 8 * h) * kTileN + c0 + 8 * j);
-        acc[4 * j + 2 * h] = q == 0 ? v.x : acc[4 * j + 2 * h] + v.x;
-        acc[4 * j + 2 * h + 1] = q == 0 ? v.y : acc[4 * j + 2 * h + 1] + v.y;
+        const float2 v = __ldcg(reinterpret_cast<const float2*>(p + 8 * h * a.n + 8 * j));
+        acc[4 * j + 2 * h] = first ? v.x : acc[4 * j + 2 * h] + v.x;
+        acc[4 * j + 2 * h + 1] = first ? v.y : acc[4 * j + 2 * h + 1] + v.y;
       }
-    named_barrier(1, 256);
-  }
+  };
+  add_slice(0, true);
+#pragma unroll 1
+  for (u32 q = 1; q < slices; ++q) add_slice(q, false);
   return true;
 }
 
@@ -777,13 +769,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr u32 kConsumerRegs = Epilogue::kReduces ? 216 : 232;
   __shared__ typename Epilogue::Shared ep_shared;
   __shared__ u32 split_last;  // split-K: whether this CTA counted a tile's last slice
-  __shared__ u64 split_bar;   // split-K: completes the bulk copies of a slice into the ring
 
   const u32 warpgroup = threadIdx.x / 128;
   const u32 wg_thread = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     Epilogue::init(fusion, ep_shared);
-    if constexpr (kSplitK) mbar_init(&split_bar, 1);
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, 2);  // one arrival per consumer warpgroup
@@ -877,7 +867,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
     if constexpr (kSplitK)
-      if (split_mask != 0 && !split_fixup(args, t, split, acc, consumer, wg_thread, split_last, reinterpret_cast<float*>(ring), &split_bar)) continue;
+      if (split_mask != 0 && !split_fixup(args, t, split, acc, consumer, wg_thread, split_last)) continue;
     ep.finish(ctx, t, acc, ep_shared);
   }
   ep.drain(ctx, ep_shared);

@@ -70,14 +70,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64
       : "memory");
 }
 
-/** 1D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared
- * memory, completing on `bar`. */
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               ::"r"(smem_addr(dst)), "l"(reinterpret_cast<u64>(src)), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-
 /** 2D tiled TMA store of the box at (x, y) from shared memory; clipped at the tensor's bounds. */
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* src, i32 x, i32 y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
