@@ -6,7 +6,7 @@ import { Device } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
-import { HopperGemm, splitsFor } from "../ops/hopper-gemm.js";
+import { HopperGemm, splitKernelFor, splitsFor } from "../ops/hopper-gemm.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
@@ -20,8 +20,8 @@ export interface GemmRow {
   readonly layoutB: BLayout;
   /** Relative Frobenius difference of symmkit's output from cuBLASLt's. */
   readonly relDiff: number;
-  /** Split-K slices symmkit ran with (what matmul() picks); with more than one, `us.unsplit` is the
-   * same GEMM unsplit, for what split-K gains. */
+  /** Split-K slices symmkit ran with (what matmul() picks, on the split-K kernel where matmul() would run
+   * it); with more than one, `us.unsplit` is the plain kernel unsplit, for what split-K gains. */
   readonly splits: number;
   readonly us: { readonly symmkit: number; readonly cublaslt: number; readonly unsplit?: number };
   readonly tflops: { readonly symmkit: number; readonly cublaslt: number };
@@ -108,7 +108,8 @@ export async function benchGemm(options: {
     try {
       const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
       const splits = splitsFor(m, n, k, options.elem === "bf16" ? 2 : 1, device.props.smCount);
-      const runS = (): void => (splits > 1 ? split : gemm).launch({ ...common, d: dS.ptr, splits });
+      const runS = (): void =>
+        (splitKernelFor(m, splits) ? split : gemm).launch({ ...common, d: dS.ptr, splits });
       const runUnsplit = (): void => gemm.launch({ ...common, d: dS.ptr });
       const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });
       runS();

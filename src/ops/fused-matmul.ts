@@ -53,7 +53,7 @@ import {
 import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
-import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount } from "./hopper-gemm.js";
+import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount, splitKernelFor } from "./hopper-gemm.js";
 import { checkMatmul, gemmOperands, gemmSplits, overlaps, sameSpan, type Span } from "./matmul.js";
 import { launchNorm, normKernel } from "./rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
@@ -537,7 +537,7 @@ export class FusedMatmul {
   /** symmkit's GEMM as matmul() runs it (split-K where the problem has few tiles). */
   #plainGemm(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
     const splits = gemmSplits(p, this.#ctx.group.device);
-    this.#gemm(p, "grouped", "none", "store", splits > 1).launch({
+    this.#gemm(p, "grouped", "none", "store", splitKernelFor(p.m, splits)).launch({
       ...gemmOperands(p, a, b, d, scales),
       stream: s,
       splits,

@@ -107,10 +107,11 @@ export function gemmKBlocks(k: number, elementBytes: number): number {
   return Math.ceil((k * elementBytes) / TILE_K_BYTES);
 }
 
-/** Fewest k-blocks a split-K slice should get: enough to fill its pipeline, and, for tiles of more than 32
- * rows, to pay for the fix-up, which then reads the slices pair by pair (hopper_gemm.cuh split_fixup;
- * on one H200, 128 x 8192 x 3584 ran 38 us unsplit and 44 us in 2 slices of 28 k-blocks). */
-const MIN_SPLIT_KBLOCKS = 8;
+/** Fewest k-blocks a split-K slice should get: enough to pay for the fix-up (on one H200, 1 x 8192 x 1024
+ * ran 10.4 us unsplit and 12.1 in 2 slices of 8 k-blocks; 1 x 8192 x 3584 31.6 unsplit, 27.8 in 4 of
+ * 14), and, for tiles of more than 32 rows, whose fix-up reads the slices pair by pair
+ * (hopper_gemm.cuh split_fixup), more (128 x 8192 x 3584: 38 us unsplit, 41 in 2 slices of 28). */
+const MIN_SPLIT_KBLOCKS = 12;
 const MIN_SPLIT_KBLOCKS_MANY_ROWS = 32;
 const MAX_SPLITS = 16;
 
@@ -127,6 +128,16 @@ export function splitsFor(m: number, n: number, k: number, elementBytes: number,
   const byK = Math.floor(gemmKBlocks(k, elementBytes) / minKBlocks);
   const most = Math.min(byGrid, byK, MAX_SPLITS);
   return most < 2 ? 1 : 2 ** Math.floor(Math.log2(most));
+}
+
+/** Rows up to which the split-K kernel runs even unsplit: a tile of at most 64 rows leaves its second
+ * consumer idle, and only that kernel skips the idle consumer's MMAs (1 x 8192 x 14336 on one H200:
+ * 114 us against 133 with them). */
+const SPLIT_KERNEL_MAX_ROWS = 64;
+
+/** Whether a GEMM of m rows in `splits` slices runs the split-K kernel (GemmVariant.splitK). */
+export function splitKernelFor(m: number, splits: number): boolean {
+  return splits > 1 || m <= SPLIT_KERNEL_MAX_ROWS;
 }
 
 /** Flags one rank's scatter-reduce needs: world x tiles of one shard x 2 consumers. */

@@ -7,7 +7,7 @@ import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
-import { HopperGemm, splitsFor } from "./hopper-gemm.js";
+import { HopperGemm, splitKernelFor, splitsFor } from "./hopper-gemm.js";
 import type { GemmVariant } from "./gemm-programs.js";
 
 export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;
@@ -219,7 +219,7 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
   };
   if ((options.impl ?? "symmkit") === "symmkit") {
     const splits = gemmSplits(p, device);
-    plainGemm(device, p.elem, p.layoutB, splits > 1).launch({ ...common, splits });
+    plainGemm(device, p.elem, p.layoutB, splitKernelFor(p.m, splits)).launch({ ...common, splits });
   } else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
   return out;
 }

@@ -846,7 +846,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll
     for (u32 z = 0; z < 128; ++z) acc[z] = 0.0f;
-    for (u32 kb = 0; kb < nkb; ++kb, ++it) {
+    // A consumer whose 64 rows all lie past the last row (m <= 64, split kernels' usual case) skips its
+    // MMAs: its stages are released as they arrive and its accumulators stay zero.
+    const bool idle = kSplitK && t.rows <= consumer * 64;
+    if (idle) {
+      for (u32 kb = 0; kb < nkb; ++kb, ++it) {
+        mbar_wait(full + it % kStages, (it / kStages) & 1);
+        if (wg_thread == 0) mbar_arrive(empty + it % kStages);
+      }
+    }
+    for (u32 kb = 0; kb < (idle ? 0 : nkb); ++kb, ++it) {
       const u32 s = it % kStages;
       mbar_wait(full + s, (it / kStages) & 1);
       const u32 a0 = smem_addr(tiles_a + s * kBytesA + consumer * 64 * kTileKBytes);
@@ -865,7 +874,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     wgmma_wait<0>();
     fence_accumulators(acc);
-    if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
+    if (!idle && wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
     if constexpr (kSplitK)
       if (split_mask != 0 && !split_fixup(args, t, split, acc, consumer, wg_thread, split_last)) continue;
     ep.finish(ctx, t, acc, ep_shared);
