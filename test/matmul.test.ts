@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { InvalidArgumentError } from "../src/errors.js";
 import { checkMatmul } from "../src/ops/matmul.js";
 import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm-programs.js";
-import { gemmTiles } from "../src/ops/hopper-gemm.js";
+import { gemmTiles, splitKernelFor, splitsFor } from "../src/ops/hopper-gemm.js";
 import { parseShapes, relFrobenius } from "../src/bench/gemm.js";
 import type { DType } from "../src/runtime/dtype.js";
 
@@ -89,12 +89,41 @@ test("checkMatmul rejects bad input with typed errors", () => {
 
 test("GEMM variants: one program per variant, distinct names", () => {
   // (bf16 with two layouts of B, fp8 with one) x (grouped and list orders x two ready policies x three
-  // plain epilogues, plus the sharded order with the scatter-reduce epilogue).
-  assert.equal(GEMM_VARIANTS.length, (2 + 1) * (2 * 2 * 3 + 1));
+  // plain epilogues, plus the sharded order with the scatter-reduce epilogue, the grouped order with the
+  // all-reduce epilogue and split-K, and the plain store with split-K).
+  assert.equal(GEMM_VARIANTS.length, (2 + 1) * (2 * 2 * 3 + 3));
   assert.ok(GEMM_VARIANTS.every((v) => (v.order === "sharded") === (v.epilogue === "scatter-reduce")));
+  assert.ok(GEMM_VARIANTS.filter((v) => v.epilogue === "all-reduce").every((v) => v.splitK === true));
+  assert.deepEqual(
+    GEMM_VARIANTS.filter((v) => v.splitK).map((v) => `${v.order}-${v.ready}-${v.epilogue}`),
+    Array.from({ length: 3 }, () => ["grouped-none-all-reduce", "grouped-none-store"]).flat(),
+  );
   assert.equal(new Set(GEMM_PROGRAMS.map((p) => p.name)).size, GEMM_PROGRAMS.length);
   assert.equal(new Set(GEMM_VARIANTS.map(gemmExpr)).size, GEMM_VARIANTS.length);
   assert.deepEqual(gemmTiles(129, 257), { tilesM: 2, tilesN: 2 });
+});
+
+test("split-K choice: powers of two filling one wave, slices long enough for the fix-up", () => {
+  const h200 = (m: number, n: number, k: number): number => splitsFor(m, n, k, 2, 132);
+  assert.equal(h200(1, 8192, 14336), 4); // 32 tiles: 4 x 32 = 128 CTAs
+  assert.equal(h200(128, 8192, 14336), 4);
+  assert.equal(h200(256, 8192, 14336), 2);
+  assert.equal(h200(512, 8192, 14336), 1); // 128 tiles fill the SMs
+  assert.equal(h200(1, 2048, 14336), 16);
+  assert.equal(h200(1, 8192, 3584), 4); // 56 k-blocks: 4 slices of 14
+  assert.equal(h200(1, 8192, 1024), 1); // 16 k-blocks: slices of 8 cost more than they give
+  assert.equal(h200(128, 8192, 3584), 1); // many rows: slices of 14 k-blocks are too short
+  assert.equal(splitsFor(1, 8192, 14336, 1, 132), 4); // fp8: k-blocks of 128 elements
+  for (const m of [1, 7, 64, 300])
+    for (const k of [512, 4096, 28672]) {
+      const s = splitsFor(m, 8192, k, 2, 132);
+      assert.ok(Number.isInteger(Math.log2(s)), `${m} x ${k}: ${s} is not a power of two`);
+      const { tilesM, tilesN } = gemmTiles(m, 8192);
+      assert.ok(s === 1 || tilesM * tilesN * s <= 132, `${m} x ${k}: ${s} slices overflow one wave`);
+    }
+  assert.equal(splitKernelFor(64, 1), true); // the idle second consumer skips its MMAs
+  assert.equal(splitKernelFor(65, 1), false);
+  assert.equal(splitKernelFor(300, 2), true);
 });
 
 test("bench gemm helpers", () => {

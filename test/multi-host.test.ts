@@ -1,7 +1,8 @@
 // The launcher's multi-host flow on loopback: two `symmkit run` processes as two hosts (--nnodes 2,
 // --node-rank 0 and 1, one store served by node 0, a shared SYMMKIT_JOB_TOKEN). The CPU backend shares
-// memory within one host only, so init() refuses on every rank of both hosts with a typed error naming
-// the limit, and both launchers end with the ranks' failure; nothing is left running.
+// memory within one host only, so init() refuses with a typed error naming the limit, and both launchers
+// end with a failure; nothing is left running. A rank failing on one host stops the other host's ranks
+// (the job's failure key in node 0's store).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import crypto from "node:crypto";
@@ -21,10 +22,16 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function node(rank: number, port: number, token: string): Promise<{ status: number | null; out: string }> {
+function node(
+  rank: number,
+  port: number,
+  token: string,
+  fixture = "init-cpu.js",
+  perNode = 2,
+): Promise<{ status: number | null; out: string }> {
   const args = [cli, "run", "--nnodes", "2", "--node-rank", String(rank), "--master-addr", "127.0.0.1"];
-  args.push("--master-port", String(port), "-n", "2", "--grace-ms", "1000");
-  args.push(path.join(here, "fixtures", "init-cpu.js"));
+  args.push("--master-port", String(port), "-n", String(perNode), "--grace-ms", "1000");
+  args.push(path.join(here, "fixtures", fixture));
   const p = spawn(process.execPath, args, { env: { ...process.env, SYMMKIT_JOB_TOKEN: token } });
   let out = "";
   p.stdout.on("data", (d: Buffer) => (out += d.toString()));
@@ -42,14 +49,32 @@ test("two hosts on loopback: the CPU backend refuses on every rank of both, nami
   const port = await freePort();
   const token = crypto.randomBytes(16).toString("hex");
   const [a, b] = await Promise.all([node(0, port, token), node(1, port, token)]);
+  const limit = /shares memory between the rank processes of one host, and this job spans 2 hosts/;
   for (const [i, r] of [a, b].entries()) {
     assert.notEqual(r.status, 0, `node ${i} exited 0:\n${r.out}`);
     assert.doesNotMatch(r.out, /joined as rank/, `node ${i}`);
-    assert.match(r.out, /SYMMKIT_UNSUPPORTED|UnsupportedError/, `node ${i}:\n${r.out}`);
-    assert.match(
-      r.out,
-      /shares memory between the rank processes of one host, and this job spans 2 hosts/,
-      `node ${i}`,
-    );
+    // A host whose ranks were slower may have been stopped by the other host's failure first.
+    if (!/node \d failed the job/.test(r.out)) {
+      assert.match(r.out, /SYMMKIT_UNSUPPORTED|UnsupportedError/, `node ${i}:\n${r.out}`);
+      assert.match(r.out, limit, `node ${i}`);
+    }
   }
+  assert.match(a.out + b.out, limit, "neither host reported the limit");
+});
+
+test("two hosts on loopback: a rank failing on one host stops the other host's ranks", async () => {
+  const port = await freePort();
+  const token = crypto.randomBytes(16).toString("hex");
+  const start = Date.now();
+  const [a, b] = await Promise.all([
+    node(0, port, token, "host-fail.js", 1),
+    node(1, port, token, "host-fail.js", 1),
+  ]);
+  assert.equal(b.status, 3, `node 1 should end with its rank's code:\n${b.out}`);
+  assert.equal(a.status, 1, `node 0 should fail the job:\n${a.out}`);
+  assert.match(a.out, /\[rank 0\] rank 0 waiting/);
+  assert.match(a.out, /node 1 failed the job: rank 1 \(pid \d+\) exited with code 3/, a.out);
+  assert.doesNotMatch(a.out, /was never stopped/);
+  // Node 0's rank would have waited a minute: it was stopped within the store's wake-up and the grace.
+  assert.ok(Date.now() - start < 30_000, `took ${Date.now() - start} ms`);
 });

@@ -1,6 +1,7 @@
 // `symmkit run`: starts one process per local rank with the torchrun-style environment, serves the
 // rendezvous store (node 0), prefixes every output line with its rank, and tears the whole job down when
-// any rank fails, or exits 0 without joining while others wait for it. Each rank runs in a process group
+// any rank fails (on any host of a multi-host job: JOB_FAILED_KEY), or exits 0 without joining while
+// others wait for it. Each rank runs in a process group
 // of its own, so that teardown reaches whatever it started; no process outlives the launcher.
 import { spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
@@ -13,7 +14,7 @@ import { Command, CommanderError, InvalidArgumentError as CommanderInvalidArgume
 import { InvalidArgumentError, SymmkitError, UnsupportedError } from "../errors.js";
 import { readEnvVar } from "../settings.js";
 import { joinedKey, JOINING_KEY, joiningKey } from "./env.js";
-import { StoreClient } from "./store/client.js";
+import { StoreClient, StoreTimeoutError } from "./store/client.js";
 import { StoreServer } from "./store/server.js";
 
 export interface LaunchOptions {
@@ -169,6 +170,11 @@ const ranksNamed = (ranks: readonly number[]): string =>
 
 /** The launcher's store is in its own process: it answers at once. */
 const CONNECT_TIMEOUT_MS = 10_000;
+/** Set by the first host whose ranks fail a multi-host job ({ node, what }); every other host's launcher
+ * waits on it and stops its own ranks, so one host failing stops the job everywhere. */
+export const JOB_FAILED_KEY = "symmkit/job/failed";
+/** How long one wait on JOB_FAILED_KEY lasts before the watcher waits again. */
+const FAILED_WATCH_MS = 60_000;
 /** How long the launcher waits for a rank to start joining: as long as a timer can count (~24.8 days). */
 const JOIN_WATCH_MS = 24 * 24 * 3600 * 1000;
 
@@ -193,6 +199,11 @@ export async function launch(o: LaunchOptions): Promise<number> {
     server && world > 1
       ? await StoreClient.connect({ host: o.masterAddr, port, token }, { timeoutMs: CONNECT_TIMEOUT_MS })
       : undefined;
+  // Every host's launcher of a multi-host job watches the job's failure key and sets it when its own ranks
+  // fail: two connections of its own, since a connection answers in order and the watch blocks one.
+  const connectHosts = (): Promise<StoreClient> =>
+    StoreClient.connect({ host: o.masterAddr, port, token }, { timeoutMs: CONNECT_TIMEOUT_MS });
+  const hosts = o.nnodes > 1 ? { watch: await connectHosts(), tell: await connectHosts() } : undefined;
   // The ranks' private socket directory, named by this process so that it can be told whose it is.
   const fdDir = fs.mkdtempSync(path.join(os.tmpdir(), `symmkit-job-${process.pid}-`));
   fs.chmodSync(fdDir, 0o700);
@@ -228,11 +239,41 @@ export async function launch(o: LaunchOptions): Promise<number> {
       signalAll("SIGKILL");
     }, o.graceMs);
   };
-  const fail = (f: Failure): void => {
+  let announced: Promise<void> | undefined;
+  const fail = (f: Failure, fromHost?: number): void => {
     if (firstFailure || ended) return;
     firstFailure = f;
     if (!interrupted) teardown();
+    // The first failure on this host is the job's, unless another host's came first.
+    if (hosts && fromHost === undefined)
+      announced = hosts.tell
+        .compareSet(JOB_FAILED_KEY, undefined, JSON.stringify({ node: o.nodeRank, what: f.what }))
+        .then(
+          () => undefined,
+          (e: unknown) => err(`symmkit run: could not tell the other hosts: ${(e as Error).message}`),
+        );
   };
+  const watchHosts = async (client: StoreClient): Promise<void> => {
+    for (;;) {
+      try {
+        await client.wait([JOB_FAILED_KEY], { timeoutMs: FAILED_WATCH_MS });
+      } catch (e) {
+        if (e instanceof StoreTimeoutError && !ended) continue;
+        // Node 0's store is gone: the job ended there (its ranks tell of anything worse themselves).
+        return;
+      }
+      const { node, what } = JSON.parse((await client.get(JOB_FAILED_KEY)).toString()) as {
+        node: number;
+        what: string;
+      };
+      if (node !== o.nodeRank) fail({ exitCode: 1, what: `node ${node} failed the job: ${what}` }, node);
+      return;
+    }
+  };
+  if (hosts)
+    watchHosts(hosts.watch).catch((e: unknown) => {
+      if (!ended) err(`symmkit run: could not read the other hosts' failure: ${(e as Error).message}`);
+    });
   const onSignal = (sig: NodeJS.Signals): void => {
     interrupted ??= sig;
     err(`symmkit run: ${sig} received, stopping all ranks`);
@@ -351,6 +392,10 @@ export async function launch(o: LaunchOptions): Promise<number> {
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);
   process.off("exit", lastResort);
+  // The other hosts learn of this host's failure before the connection closes.
+  await announced;
+  hosts?.watch.close();
+  hosts?.tell.close();
   store?.close();
   await server?.close();
   fs.rmSync(fdDir, { recursive: true, force: true });
