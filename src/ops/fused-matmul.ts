@@ -53,7 +53,14 @@ import {
 import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
-import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount, splitKernelFor } from "./hopper-gemm.js";
+import {
+  GEMM_MAX_WORLD,
+  gemmTiles,
+  HopperGemm,
+  scatterFlagCount,
+  splitKernelFor,
+  type GemmScatter,
+} from "./hopper-gemm.js";
 import { checkMatmul, gemmOperands, gemmSplits, overlaps, sameSpan, type Span } from "./matmul.js";
 import { launchNorm, normKernel } from "./rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
@@ -286,14 +293,7 @@ export class FusedMatmul {
       ...gemmOperands(p, a, b, out, scales),
       stream: s,
       waitRank: group.rank,
-      scatter: {
-        rank: group.rank,
-        world: group.worldSize,
-        shardRows: p.shardRows,
-        recv: staging.bufferPtrs,
-        flags: staging.padPtrs.map((x) => x + BigInt(SCATTER_FLAGS_OFFSET_BYTES)),
-        epoch: this.#epoch.ptr,
-      },
+      scatter: this.#exchange(p.shardRows),
     });
     return out;
   }
@@ -391,19 +391,26 @@ export class FusedMatmul {
       stream: s,
       splits: gemmSplits(p, group.device),
       waitRank: group.rank,
-      scatter: {
-        rank: group.rank,
-        world: group.worldSize,
-        shardRows: p.m,
-        recv: staging.bufferPtrs,
-        flags: staging.padPtrs.map((x) => x + BigInt(SCATTER_FLAGS_OFFSET_BYTES)),
-        epoch: this.#epoch.ptr,
-      },
+      scatter: this.#exchange(p.m),
     });
     if (normed) {
       const q = normed.problem;
       launchNorm(normed.kernel, sum, normed.options, out, q.rows, q.hidden, q.eps, q.outScaleInv, s);
     }
+  }
+
+  /** The exchange of GEMM + reduce-scatter (shardRows: a shard's) and GEMM + all-reduce (shardRows = m):
+   * the staging buffers as receive slots, their pads' flags, and the shared call epoch. */
+  #exchange(shardRows: number): GemmScatter {
+    const { group, staging } = this.#ctx;
+    return {
+      rank: group.rank,
+      world: group.worldSize,
+      shardRows,
+      recv: staging.bufferPtrs,
+      flags: staging.padPtrs.map((x) => x + BigInt(SCATTER_FLAGS_OFFSET_BYTES)),
+      epoch: this.#epoch.ptr,
+    };
   }
 
   /** Why the fused GEMM + all-reduce cannot run for `p` in this group, or undefined. */
