@@ -5,7 +5,7 @@ import { test } from "node:test";
 import { InvalidArgumentError } from "../src/errors.js";
 import { checkMatmul } from "../src/ops/matmul.js";
 import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm-programs.js";
-import { gemmTiles, splitKernelFor, splitsFor } from "../src/ops/hopper-gemm.js";
+import { gemmKernelFor, gemmTiles, splitsFor } from "../src/ops/hopper-gemm.js";
 import { parseShapes, relFrobenius } from "../src/bench/gemm.js";
 import type { DType } from "../src/runtime/dtype.js";
 
@@ -90,13 +90,18 @@ test("checkMatmul rejects bad input with typed errors", () => {
 test("GEMM variants: one program per variant, distinct names", () => {
   // (bf16 with two layouts of B, fp8 with one) x (grouped and list orders x two ready policies x three
   // plain epilogues, plus the sharded order with the scatter-reduce epilogue, the grouped order with the
-  // all-reduce epilogue and split-K, and the plain store with split-K).
-  assert.equal(GEMM_VARIANTS.length, (2 + 1) * (2 * 2 * 3 + 3));
+  // all-reduce epilogue and split-K, and the plain store with split-K; both split ones also narrow).
+  assert.equal(GEMM_VARIANTS.length, (2 + 1) * (2 * 2 * 3 + 5));
   assert.ok(GEMM_VARIANTS.every((v) => (v.order === "sharded") === (v.epilogue === "scatter-reduce")));
   assert.ok(GEMM_VARIANTS.filter((v) => v.epilogue === "all-reduce").every((v) => v.splitK === true));
   assert.deepEqual(
     GEMM_VARIANTS.filter((v) => v.splitK).map((v) => `${v.order}-${v.ready}-${v.epilogue}`),
-    Array.from({ length: 3 }, () => ["grouped-none-all-reduce", "grouped-none-store"]).flat(),
+    Array.from({ length: 3 }, () => [
+      "grouped-none-all-reduce",
+      "grouped-none-all-reduce",
+      "grouped-none-store",
+      "grouped-none-store",
+    ]).flat(),
   );
   assert.equal(new Set(GEMM_PROGRAMS.map((p) => p.name)).size, GEMM_PROGRAMS.length);
   assert.equal(new Set(GEMM_VARIANTS.map(gemmExpr)).size, GEMM_VARIANTS.length);
@@ -121,9 +126,10 @@ test("split-K choice: powers of two filling one wave, slices long enough for the
       const { tilesM, tilesN } = gemmTiles(m, 8192);
       assert.ok(s === 1 || tilesM * tilesN * s <= 132, `${m} x ${k}: ${s} slices overflow one wave`);
     }
-  assert.equal(splitKernelFor(64, 1), true); // the idle second consumer skips its MMAs
-  assert.equal(splitKernelFor(65, 1), false);
-  assert.equal(splitKernelFor(300, 2), true);
+  // The idle second consumer skips its MMAs, and the narrow ring streams more of B.
+  assert.deepEqual(gemmKernelFor(64, 1), { splitK: true, narrow: true });
+  assert.deepEqual(gemmKernelFor(65, 1), { splitK: false, narrow: false });
+  assert.deepEqual(gemmKernelFor(300, 2), { splitK: true, narrow: false });
 });
 
 test("bench gemm helpers", () => {

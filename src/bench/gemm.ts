@@ -6,7 +6,7 @@ import { Device } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
-import { HopperGemm, splitKernelFor, splitsFor } from "../ops/hopper-gemm.js";
+import { gemmKernelFor, HopperGemm, splitsFor } from "../ops/hopper-gemm.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
@@ -88,14 +88,23 @@ export async function benchGemm(options: {
     ready: "none",
     epilogue: "store",
   });
-  const split = new HopperGemm(device, {
-    elem: options.elem,
-    layoutB,
-    order: "grouped",
-    ready: "none",
-    epilogue: "store",
-    splitK: true,
-  });
+  const kernels = new Map<string, HopperGemm>();
+  const kernelFor = (k: { splitK: boolean; narrow: boolean }): HopperGemm => {
+    const key = `${k.splitK}/${k.narrow}`;
+    let g = kernels.get(key);
+    if (!g) {
+      g = new HopperGemm(device, {
+        elem: options.elem,
+        layoutB,
+        order: "grouped",
+        ready: "none",
+        epilogue: "store",
+        ...k,
+      });
+      kernels.set(key, g);
+    }
+    return g;
+  };
   const lt = CublasLtMatmul.for(device);
   const rows: GemmRow[] = [];
   for (const [m, n, k] of options.shapes) {
@@ -108,8 +117,7 @@ export async function benchGemm(options: {
     try {
       const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
       const splits = splitsFor(m, n, k, options.elem === "bf16" ? 2 : 1, device.props.smCount);
-      const runS = (): void =>
-        (splitKernelFor(m, splits) ? split : gemm).launch({ ...common, d: dS.ptr, splits });
+      const runS = (): void => kernelFor(gemmKernelFor(m, splits)).launch({ ...common, d: dS.ptr, splits });
       const runUnsplit = (): void => gemm.launch({ ...common, d: dS.ptr });
       const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });
       runS();

@@ -58,7 +58,7 @@ import {
   gemmTiles,
   HopperGemm,
   scatterFlagCount,
-  splitKernelFor,
+  gemmKernelFor,
   type GemmScatter,
 } from "./hopper-gemm.js";
 import { checkMatmul, gemmOperands, gemmSplits, overlaps, sameSpan, type Span } from "./matmul.js";
@@ -382,14 +382,18 @@ export class FusedMatmul {
       kernel: normKernel(group.device, "bf16", p.n),
     };
     if (normed) checkNormAliasing(`${what} (rmsNorm)`, sum, normed.options, out, overlaps, sameSpan);
-    const gemm = this.#gemm(p, "grouped", "none", "all-reduce", true);
+    const splits = gemmSplits(p, group.device);
+    const gemm = this.#gemm(p, "grouped", "none", "all-reduce", {
+      ...gemmKernelFor(p.m, splits),
+      splitK: true,
+    });
     // Every rank finished reading its receive buffer in the previous call.
     const phase = this.#ctx.phase({ kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel }, s);
     this.#ctx.barrier(staging.deviceView(), s, phase);
     gemm.launch({
       ...gemmOperands(p, a, b, sum, scales),
       stream: s,
-      splits: gemmSplits(p, group.device),
+      splits,
       waitRank: group.rank,
       scatter: this.#exchange(p.m),
     });
@@ -544,7 +548,7 @@ export class FusedMatmul {
   /** symmkit's GEMM as matmul() runs it (split-K where the problem has few tiles). */
   #plainGemm(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
     const splits = gemmSplits(p, this.#ctx.group.device);
-    this.#gemm(p, "grouped", "none", "store", splitKernelFor(p.m, splits)).launch({
+    this.#gemm(p, "grouped", "none", "store", gemmKernelFor(p.m, splits)).launch({
       ...gemmOperands(p, a, b, d, scales),
       stream: s,
       splits,
@@ -565,10 +569,10 @@ export class FusedMatmul {
     order: GemmVariant["order"],
     ready: GemmVariant["ready"],
     epilogue: GemmVariant["epilogue"],
-    splitK = false,
+    kernel: Pick<GemmVariant, "splitK" | "narrow"> = {},
   ): HopperGemm {
-    const variant: GemmVariant = { elem: p.elem, layoutB: p.layoutB, order, ready, epilogue, splitK };
-    const key = `${p.elem}/${p.layoutB}/${order}/${ready}/${epilogue}/${splitK}`;
+    const variant: GemmVariant = { elem: p.elem, layoutB: p.layoutB, order, ready, epilogue, ...kernel };
+    const key = `${p.elem}/${p.layoutB}/${order}/${ready}/${epilogue}/${kernel.splitK}/${kernel.narrow}`;
     let g = this.#gemms.get(key);
     if (!g) {
       g = new HopperGemm(this.#ctx.group.device, variant, this.#ctx.group.watch);

@@ -33,6 +33,8 @@ export interface GemmVariant {
   /** Split-K compiled in (hopper_gemm.cuh kSplitK): launches may split K. Default false: the kernel
    * keeps every register for the accumulators. */
   readonly splitK?: boolean;
+  /** With splitK, for m <= 64 (hopper_gemm.cuh Ring<true>): A's boxes 64 rows high and a fifth stage. */
+  readonly narrow?: boolean;
 }
 
 const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
@@ -55,13 +57,13 @@ const EPILOGUE_TYPES: Record<GemmEpilogue, string> = {
 
 export function gemmExpr(v: GemmVariant): string {
   const kMajor = v.layoutB === "nk" ? "true" : "false";
-  const split = v.splitK ? ", true" : "";
+  const split = v.narrow ? ", true, true" : v.splitK ? ", true" : "";
   return `symmkit::gemm::hopper_gemm<${ELEM_TYPES[v.elem]}, ${ORDER_TYPES[v.order]}, ${READY_TYPES[v.ready]}, ${EPILOGUE_TYPES[v.epilogue]}, ${kMajor}${split}>`;
 }
 
 export function gemmProgram(v: GemmVariant): ProgramSpec {
   return {
-    name: `symmkit/gemm/hopper/${v.elem}-${v.layoutB}/${v.order}-${v.ready}-${v.epilogue}${v.splitK ? "-splitk" : ""}`,
+    name: `symmkit/gemm/hopper/${v.elem}-${v.layoutB}/${v.order}-${v.ready}-${v.epilogue}${v.splitK ? "-splitk" : ""}${v.narrow ? "-narrow" : ""}`,
     source: '#include "symmkit/gemm/hopper_gemm.cuh"\n',
     nameExpressions: [gemmExpr(v)],
   };
@@ -99,8 +101,10 @@ export const GEMM_VARIANTS: readonly GemmVariant[] = GEMM_ELEMS.flatMap((elem) =
       epilogue: epilogue as GemmEpilogue,
       ...(epilogue === "all-reduce" ? { splitK: true } : {}),
     })),
-    // matmul()'s split-K GEMM, for problems of few tiles.
+    { elem, layoutB, order: "grouped", ready: "none", epilogue: "all-reduce", splitK: true, narrow: true },
+    // matmul()'s split-K GEMM, for problems of few tiles, and its narrow ring for m <= 64.
     { elem, layoutB, order: "grouped", ready: "none", epilogue: "store", splitK: true },
+    { elem, layoutB, order: "grouped", ready: "none", epilogue: "store", splitK: true, narrow: true },
   ]),
 );
 
@@ -111,6 +115,10 @@ export const GEMM_TILE_M = 128;
 export const GEMM_TILE_N = 256;
 export const GEMM_THREADS = 384;
 export const GEMM_SHARED_BYTES = 4 * (128 + 256) * 128 + 4 * 64 * 64 * 2 + 2 * 4 * 8 + 1024;
+/** The narrow ring's (Ring<true>): five stages of 64 rows of A and 256 of B, one consumer's buffers. */
+export const GEMM_SHARED_BYTES_NARROW = 5 * (64 + 256) * 128 + 2 * 64 * 64 * 2 + 2 * 5 * 8 + 1024;
+/** Rows of A a narrow ring's boxes hold: the most rows a narrow launch takes. */
+export const GEMM_NARROW_ROWS = 64;
 /** The TMA-store epilogue's sub-tile: 64 rows by 64 columns. */
 export const GEMM_STORE_BOX = 64;
 

@@ -15,7 +15,9 @@ import {
   FUSION_PARAMS_LAYOUT as F,
   GEMM_ARGS_LAYOUT as L,
   GEMM_PARAMS,
+  GEMM_NARROW_ROWS,
   GEMM_SHARED_BYTES,
+  GEMM_SHARED_BYTES_NARROW,
   GEMM_STORE_BOX,
   GEMM_THREADS,
   GEMM_TILE_M,
@@ -130,14 +132,15 @@ export function splitsFor(m: number, n: number, k: number, elementBytes: number,
   return most < 2 ? 1 : 2 ** Math.floor(Math.log2(most));
 }
 
-/** Rows up to which the split-K kernel runs even unsplit: a tile of at most 64 rows leaves its second
- * consumer idle, and only that kernel skips the idle consumer's MMAs (1 x 8192 x 14336 on one H200:
- * 114 us against 133 with them). */
-const SPLIT_KERNEL_MAX_ROWS = 64;
-
-/** Whether a GEMM of m rows in `splits` slices runs the split-K kernel (GemmVariant.splitK). */
-export function splitKernelFor(m: number, splits: number): boolean {
-  return splits > 1 || m <= SPLIT_KERNEL_MAX_ROWS;
+/**
+ * The kernel a GEMM of m rows in `splits` slices runs (GemmVariant's splitK and narrow): the split-K
+ * kernel when it splits, and at m <= 64 even unsplit, since a tile of at most 64 rows leaves its second
+ * consumer idle and only that kernel skips the idle consumer's MMAs (1 x 8192 x 14336 on one H200: 114
+ * us against 133 with them); there, the narrow ring, whose fifth stage keeps more of B in flight.
+ */
+export function gemmKernelFor(m: number, splits: number): { splitK: boolean; narrow: boolean } {
+  const narrow = m <= GEMM_NARROW_ROWS;
+  return { splitK: splits > 1 || narrow, narrow };
 }
 
 /** Flags one rank's scatter-reduce needs: world x tiles of one shard x 2 consumers. */
@@ -184,6 +187,8 @@ export class HopperGemm {
       if (!Number.isInteger(x) || x < 1 || x > 2 ** 31 - 1)
         throw new InvalidArgumentError(`gemm: ${what} = ${x} must be an integer in [1, 2^31)`);
     }
+    if (v.narrow && m > GEMM_NARROW_ROWS)
+      throw new InvalidArgumentError(`gemm: a narrow variant takes m <= ${GEMM_NARROW_ROWS}, got ${m}`);
     if ((k * es) % 16 !== 0)
       throw new InvalidArgumentError(`gemm: k = ${k} ${v.elem} rows must be a multiple of 16 bytes`);
     if (v.layoutB === "kn" && (n * es) % 16 !== 0)
@@ -222,7 +227,7 @@ export class HopperGemm {
       cols: k,
       rowStrideBytes: rowBytes,
       boxCols: box,
-      boxRows: GEMM_TILE_M,
+      boxRows: v.narrow ? GEMM_NARROW_ROWS : GEMM_TILE_M,
       swizzle: "B128",
     });
     // B [k, n] is loaded N-major in boxes of 64 n (128 bytes) by one k-block of rows.
@@ -304,7 +309,7 @@ export class HopperGemm {
       {
         grid: ctas,
         block: GEMM_THREADS,
-        sharedBytes: GEMM_SHARED_BYTES,
+        sharedBytes: v.narrow ? GEMM_SHARED_BYTES_NARROW : GEMM_SHARED_BYTES,
         ...(p.stream ? { stream: p.stream } : {}),
       },
       mapA,

@@ -7,7 +7,7 @@ import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
-import { HopperGemm, splitKernelFor, splitsFor } from "./hopper-gemm.js";
+import { gemmKernelFor, HopperGemm, splitsFor } from "./hopper-gemm.js";
 import type { GemmVariant } from "./gemm-programs.js";
 
 export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;
@@ -187,9 +187,21 @@ export function gemmOperands(
 
 const gemms = new Map<string, HopperGemm>();
 
-function plainGemm(device: Device, elem: LtElem, layoutB: BLayout, splitK: boolean): HopperGemm {
-  const variant: GemmVariant = { elem, layoutB, order: "grouped", ready: "none", epilogue: "store", splitK };
-  const key = `${device.ordinal}/${elem}/${layoutB}/${splitK}`;
+function plainGemm(
+  device: Device,
+  elem: LtElem,
+  layoutB: BLayout,
+  kernel: Pick<GemmVariant, "splitK" | "narrow">,
+): HopperGemm {
+  const variant: GemmVariant = {
+    elem,
+    layoutB,
+    order: "grouped",
+    ready: "none",
+    epilogue: "store",
+    ...kernel,
+  };
+  const key = `${device.ordinal}/${elem}/${layoutB}/${kernel.splitK}/${kernel.narrow}`;
   let g = gemms.get(key);
   if (!g) {
     g = new HopperGemm(device, variant);
@@ -219,7 +231,7 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
   };
   if ((options.impl ?? "symmkit") === "symmkit") {
     const splits = gemmSplits(p, device);
-    plainGemm(device, p.elem, p.layoutB, splitKernelFor(p.m, splits)).launch({ ...common, splits });
+    plainGemm(device, p.elem, p.layoutB, gemmKernelFor(p.m, splits)).launch({ ...common, splits });
   } else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
   return out;
 }

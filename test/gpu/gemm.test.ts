@@ -390,7 +390,8 @@ test(
       layoutB: "nk" | "kn",
       epilogue: "store" | "signal" | "accumulate-f32",
       splitK = true,
-    ) => new HopperGemm(device, { elem, layoutB, order: "grouped", ready: "none", epilogue, splitK });
+      narrow = false,
+    ) => new HopperGemm(device, { elem, layoutB, order: "grouped", ready: "none", epilogue, splitK, narrow });
     const cases: [string, "bf16" | "fp8e4m3", "nk" | "kn", number, number, number, number[]][] = [
       ["decode row", "bf16", "nk", 1, 1040, 4096, [1, 2, 4, 8, 16]],
       ["odd rows and columns", "bf16", "nk", 130, 520, 2048, [2, 4, 8]],
@@ -404,21 +405,27 @@ test(
         device,
         shape: layoutB === "nk" ? [n, k] : [k, n],
       });
-      const store = variant(elem, layoutB, "store");
+      // Up to 64 rows, the narrow ring (64-row A boxes, a fifth stage) as well.
+      const stores = [
+        variant(elem, layoutB, "store"),
+        ...(m <= 64 ? [variant(elem, layoutB, "store", true, true)] : []),
+      ];
       const want = new Guarded([m, n], "bf16", device);
       // The reference: the kernel without split-K compiled in.
       variant(elem, layoutB, "store", false).launch({ a: a.ptr, b: b.ptr, d: want.t.ptr, m, n, k });
       const plain = want.t.toHost() as Uint16Array;
       noNaN(want.values(), `${what} unsplit`);
-      for (const splits of splitsList) {
-        const label = `${what} ${m}x${n}x${k} ${elem} B ${layoutB}, ${splits} slices`;
-        const got = new Guarded([m, n], "bf16", device);
-        // Twice: the tile counters must be left at zero for the next launch.
-        for (let r = 0; r < 2; r++) store.launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits });
-        assert.deepEqual(got.t.toHost(), plain, `${label}: other bits than unsplit`);
-        got.check(label);
-        got.dispose();
-      }
+      for (const store of stores)
+        for (const splits of splitsList) {
+          const ring = store.variant.narrow ? "narrow" : "wide";
+          const label = `${what} ${m}x${n}x${k} ${elem} B ${layoutB}, ${splits} slices, ${ring} ring`;
+          const got = new Guarded([m, n], "bf16", device);
+          // Twice: the tile counters must be left at zero for the next launch.
+          for (let r = 0; r < 2; r++) store.launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits });
+          assert.deepEqual(got.t.toHost(), plain, `${label}: other bits than unsplit`);
+          got.check(label);
+          got.dispose();
+        }
       // The epilogues that are not a TMA store, behind the fix-up.
       const splits = splitsList.at(-1)!;
       const { tilesM, tilesN } = gemmTiles(m, n);
@@ -493,6 +500,7 @@ test(
       ["not a power of two", launch(g, 64, 64, 1024, 3)],
       ["two waves", launch(g, 512, 1024, 1024, 16)],
       ["no split-K kernel", launch(variant("bf16", "nk", "store", false), 64, 64, 1024, 2)],
+      ["narrow beyond 64 rows", launch(variant("bf16", "nk", "store", true, true), 65, 64, 1024, 1)],
     ] as const)
       assert.throws(call, InvalidArgumentError, what);
     t.dispose();

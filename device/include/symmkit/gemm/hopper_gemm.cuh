@@ -57,6 +57,20 @@ constexpr u32 kEpilogueBytes = 2 * 2 * kSubTileBytes;
  * align the ring to 1 KiB (the 128-byte swizzle repeats every 1 KiB). */
 constexpr u32 kSharedBytes = kStages * kStageBytes + kEpilogueBytes + 2 * kStages * 8 + 1024;
 
+/** The stage ring and epilogue buffers of a launch. kNarrow (split kernels for m <= 64, where only the
+ * first consumer has rows): A's boxes 64 rows high and one consumer's epilogue buffers, which leaves room
+ * for a fifth stage, so 160 KB of B rather than 128 are in flight per SM for a GEMM that streams B. */
+template <bool kNarrow>
+struct Ring {
+  static constexpr u32 kRowsA = kNarrow ? 64 : kTileM;
+  static constexpr u32 kStages = kNarrow ? 5 : 4;
+  static constexpr u32 kStageBytes = (kRowsA + kTileN) * kTileKBytes;
+  static constexpr u32 kEpilogueBytes = (kNarrow ? 1 : 2) * 2 * kSubTileBytes;
+  static constexpr u32 kSharedBytes = kStages * kStageBytes + kEpilogueBytes + 2 * kStages * 8 + 1024;
+};
+static_assert(Ring<false>::kSharedBytes == kSharedBytes, "the wide ring is the default one");
+static_assert(Ring<true>::kSharedBytes <= 227 * 1024, "a narrow ring fits Hopper's shared memory");
+
 /** Launch arguments besides the tensor maps. A policy ignores the fields it does not use. The layout is
  * shared with src/ops/gemm-programs.ts (GEMM_ARGS_LAYOUT). */
 struct GemmArgs {
@@ -743,13 +757,17 @@ __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u3
 
 // ---- The kernel -------------------------------------------------------------------------------------
 
-template <typename Elem, typename Order, typename Ready, typename Epilogue, bool kBKMajor = true, bool kSplitK = false>
+template <typename Elem, typename Order, typename Ready, typename Epilogue, bool kBKMajor = true, bool kSplitK = false,
+          bool kNarrow = false>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
                 const __grid_constant__ TensorMap map_d, const __grid_constant__ GemmArgs args,
                 const __grid_constant__ FusionParams fusion) {
   constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
-  constexpr u32 kBytesA = kTileM * kTileKBytes;
+  using R = Ring<kNarrow>;
+  static_assert(!kNarrow || kSplitK, "a narrow ring leaves the second consumer idle, which split kernels handle");
+  constexpr u32 kStages = R::kStages;
+  constexpr u32 kBytesA = R::kRowsA * kTileKBytes;
   constexpr u32 kBytesB = kTileN * kTileKBytes;
   constexpr u32 kSteps = kTileKBytes / 32;  // wgmma k-steps per k-block: 32 bytes of K each
   // B stored [k, n] arrives as kTileN / 64 boxes of 64 n (128 bytes) by kTileK rows of k.
@@ -761,7 +779,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   u8* tiles_a = ring;
   u8* tiles_b = ring + kStages * kBytesA;
   u8* epilogue = tiles_b + kStages * kBytesB;
-  u64* full = reinterpret_cast<u64*>(epilogue + kEpilogueBytes);
+  u64* full = reinterpret_cast<u64*>(epilogue + R::kEpilogueBytes);
   u64* empty = full + kStages;
 
   // ScatterReduce's reducing warps in the producer warpgroup need more than the bare producer's 40.
@@ -804,6 +822,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
       const u32 split = i & split_mask;
       const Tile t = Order::tile(args, fusion, i >> split_log2);
+      if (kNarrow && t.rows > 64) __trap();  // the host launches a narrow ring for m <= 64 only
       const bool second = fusion.a2_rows != 0 && t.row0 >= fusion.a2_row0 &&
                           t.row0 + t.rows <= fusion.a2_row0 + fusion.a2_rows;
       if (!second) Ready::wait(args, t);
@@ -813,7 +832,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
         mbar_wait(empty + s, ((it / kStages) & 1) ^ 1);
-        mbar_arrive_expect_tx(full + s, kStageBytes);
+        mbar_arrive_expect_tx(full + s, R::kStageBytes);
         tma_load_2d(tiles_a + s * kBytesA, map, full + s, kb * kTileK, ya);
         if constexpr (kBKMajor) {
           tma_load_2d(tiles_b + s * kBytesB, &map_b, full + s, kb * kTileK, t.tn * kTileN);
@@ -877,6 +896,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (!idle && wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
     if constexpr (kSplitK)
       if (split_mask != 0 && !split_fixup(args, t, split, acc, consumer, wg_thread, split_last)) continue;
+    if (kNarrow && idle) continue;  // no epilogue buffers of its own, and no rows to store
     ep.finish(ctx, t, acc, ep_shared);
   }
   ep.drain(ctx, ep_shared);
