@@ -111,7 +111,8 @@ test("GEMM variants: one program per variant, distinct names", () => {
 test("split-K choice: powers of two filling one wave, slices long enough for the fix-up", () => {
   const h200 = (m: number, n: number, k: number): number => splitsFor(m, n, k, 2, 132);
   assert.equal(h200(1, 8192, 14336), 4); // 32 tiles: 4 x 32 = 128 CTAs
-  assert.equal(h200(128, 8192, 14336), 4);
+  assert.equal(h200(128, 8192, 14336), 2); // many rows: slices of at least 64 k-blocks
+  assert.equal(h200(32, 8192, 14336), 4);
   assert.equal(h200(256, 8192, 14336), 2);
   assert.equal(h200(512, 8192, 14336), 1); // 128 tiles fill the SMs
   assert.equal(h200(1, 2048, 14336), 16);

@@ -112,9 +112,10 @@ export function gemmKBlocks(k: number, elementBytes: number): number {
 /** Fewest k-blocks a split-K slice should get: enough to pay for the fix-up (on one H200, 1 x 8192 x 1024
  * ran 10.4 us unsplit and 12.1 in 2 slices of 8 k-blocks; 1 x 8192 x 3584 31.6 unsplit, 27.8 in 4 of
  * 14), and, for tiles of more than 32 rows, whose fix-up reads the slices pair by pair
- * (hopper_gemm.cuh split_fixup), more (128 x 8192 x 3584: 38 us unsplit, 41 in 2 slices of 28). */
+ * (hopper_gemm.cuh split_fixup), many more (128 x 8192 x 3584: 38 us unsplit, 41 in 2 slices of 28;
+ * 64 x 8192 x 14336: 80 us in 2 slices of 112, 100 in 4 of 56). */
 const MIN_SPLIT_KBLOCKS = 12;
-const MIN_SPLIT_KBLOCKS_MANY_ROWS = 32;
+const MIN_SPLIT_KBLOCKS_MANY_ROWS = 64;
 const MAX_SPLITS = 16;
 
 /**
