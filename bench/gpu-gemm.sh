@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GEMM area on one GPU, in one call: the GEMM tests, the SASS facts of the symmkit kernels (HGMMA /
 # QGMMA present, registers, no local memory), and `symmkit bench gemm` for bf16 and fp8 against
-# cuBLASLt. Run from the repo root as
+# cuBLASLt, and the split-K sweep at decode sizes (bench/gemm-split-sweep.mjs). Run from the repo root as
 #   .gpustage/boot.sh bash bench/gpu-gemm.sh [extra bench arguments, e.g. --shapes 8192x8192x8192]
 # Writes its logs and JSON under $OUT (default ./out); exits non-zero if any step failed.
 set -uo pipefail
@@ -11,4 +11,5 @@ step sass bash -c "node dist/src/cli.js kernels --out /tmp/cubins > /dev/null &&
 step bench-bf16 node dist/src/cli.js bench gemm --dtype bf16 --json "$out/gemm-bf16.json" "$@"
 step bench-bf16-kn node dist/src/cli.js bench gemm --dtype bf16 --layout-b kn --json "$out/gemm-bf16-kn.json" "$@"
 step bench-fp8 node dist/src/cli.js bench gemm --dtype fp8e4m3 --json "$out/gemm-fp8.json" "$@"
+step split-sweep bash -c "node bench/gemm-split-sweep.mjs | tee '$out/gemm-split-sweep.txt'"
 exit $status
