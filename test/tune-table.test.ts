@@ -227,6 +227,30 @@ test("fused rules: by rows, fastest of the fused, sequential and NCCL paths (nev
   const known = { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE };
   const t = { ...table("d", 2), fused: { gitRevision: "x", date: "y", "matmul-reduce-scatter": rules } };
   assert.doesNotThrow(() => checkTuneTable(t, known, "t.json"));
+  // GEMM + all-reduce's rules (decode sizes) name its own algorithms.
+  const ar = [
+    { maxRows: 64, algorithm: "fused" },
+    { maxRows: 512, algorithm: "nccl_cublaslt" },
+  ];
+  const tAr = { ...table("d", 2), fused: { gitRevision: "x", date: "y", "matmul-all-reduce": ar } };
+  assert.doesNotThrow(() => checkTuneTable(tAr, known, "t.json"));
+  assert.equal(pickFusedRule(ar, 32), "fused");
+  assert.throws(
+    () =>
+      checkTuneTable(
+        {
+          ...table("d", 2),
+          fused: {
+            gitRevision: "x",
+            date: "y",
+            "matmul-all-reduce": [{ maxRows: 8, algorithm: "fused_pull" }],
+          },
+        },
+        known,
+        "t.json",
+      ),
+    /unknown algorithm fused_pull/,
+  );
   for (const [bad, pattern] of [
     [{ "matmul-reduce-scatter": [] }, /no rules for matmul-reduce-scatter/],
     [{ "all-gather-matmul": [{ maxRows: 8, algorithm: "fused_tma" }] }, /unknown algorithm fused_tma/],

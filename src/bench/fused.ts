@@ -74,9 +74,12 @@ function fail(what: string): never {
   throw new SymmkitError("SYMMKIT_INVALID_ARGUMENT", what);
 }
 
-/** Bytes of the staging buffer the fused constructions need for `shape` on `world` ranks. */
+/** Bytes of the staging buffer the fused constructions need for `shape` on `world` ranks: a shard of A
+ * (all-gather + GEMM), the partials of the output (GEMM + reduce-scatter), every rank's partial of the
+ * output (GEMM + all-reduce). */
 function stagingFor(bench: FusedBench, [m, n, k]: GemmShape, world: number, elem: LtElem): number {
-  return bench === "ag-gemm" ? (m / world) * k * dtypeInfo(elem).bytes : m * n * 2;
+  if (bench === "ag-gemm") return (m / world) * k * dtypeInfo(elem).bytes;
+  return (bench === "gemm-ar" ? world : 1) * m * n * 2;
 }
 
 /** The staging buffer a group needs to run every fused construction on `shapes`. */
@@ -234,7 +237,7 @@ function validate(
 
 export function formatFused(r: FusedBenchResult): string {
   const impls = r.implementations;
-  // Until a fused construction exists (gemm-ar), symmkit's best is its sequential one.
+  // Where no fused construction was timed (--implementations), symmkit's best is its sequential one.
   const fusedOnly = impls.filter((i) => i.startsWith("fused"));
   const fused = fusedOnly.length ? fusedOnly : impls.filter((i) => i === "sequential");
   const header = [

@@ -75,6 +75,12 @@ export const FUSED_TUNE_SHAPES: readonly GemmShape[] = [256, 512, 1024, 2048, 40
   (m) => [m, 8192, 8192] as const,
 );
 
+/** GEMM + all-reduce's problems `symmkit tune` measures: decode sizes of a 70B row-parallel layer (k in
+ * all; those whose k the world divides). */
+export const GEMM_AR_TUNE_SHAPES: readonly GemmShape[] = [1, 8, 32, 64, 128, 256, 512].map(
+  (m) => [m, 8192, 28672] as const,
+);
+
 /** allReduceRmsNorm's sizes `symmkit tune` measures: 1 to 4096 tokens at hidden 8192. */
 export const AR_NORM_TUNE_TOKENS: readonly number[] = [
   1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096,
@@ -96,18 +102,23 @@ export async function tune(options: {
   dir?: string | undefined;
 }): Promise<TuneResult | undefined> {
   const elem: LtElem = "bf16";
-  const fusedStaging = fusedStagingBytes("gemm-rs", FUSED_TUNE_SHAPES, 1, elem);
+  // The world is known only once the group exists: stage for the largest (8 ranks) GEMM + all-reduce.
+  const fusedStaging = Math.max(
+    fusedStagingBytes("gemm-rs", FUSED_TUNE_SHAPES, 1, elem),
+    fusedStagingBytes("gemm-ar", GEMM_AR_TUNE_SHAPES, 8, elem),
+  );
   const staging = Math.max(fusedStaging, arNormStagingBytes(AR_NORM_TUNE_TOKENS, AR_NORM_TUNE_HIDDEN));
   const group = await benchGroup(options.sizes, Math.max(...options.sizes), true, staging);
   const world = group.worldSize;
   const o = { sizes: options.sizes, dtype: options.dtype, group };
   const shapes = FUSED_TUNE_SHAPES.filter(([m]) => m % world === 0);
+  const arShapes = GEMM_AR_TUNE_SHAPES.filter(([, , k]) => k % world === 0);
   // One bar for the whole run: the five benchmarks below advance it (each prints its own lines without
   // a terminal). Held for its dispose at the end of the run.
   // eslint-disable-next-line @typescript-eslint/no-unused-vars
   using _bar = startProgress({
     title: "tune",
-    total: 3 * options.sizes.length + 2 * shapes.length + AR_NORM_TUNE_TOKENS.length,
+    total: 3 * options.sizes.length + 2 * shapes.length + arShapes.length + AR_NORM_TUNE_TOKENS.length,
     rank: group.rank,
     echoSteps: false,
   });
@@ -115,13 +126,14 @@ export async function tune(options: {
   const fusedResults = [
     await benchFused({ bench: "ag-gemm", shapes, elem, group }),
     await benchFused({ bench: "gemm-rs", shapes, elem, group }),
+    ...(arShapes.length ? [await benchFused({ bench: "gemm-ar", shapes: arShapes, elem, group })] : []),
   ];
   const arNorm = await benchArNorm({ tokens: AR_NORM_TUNE_TOKENS, hidden: AR_NORM_TUNE_HIDDEN, group });
   const device = group.device.props.name;
   await group.destroy();
   if (results.some((r) => r === undefined) || fusedResults.some((r) => r === undefined) || !arNorm)
     return undefined;
-  const [ag, rs] = fusedResults as FusedBenchResult[];
+  const [ag, rs, ar] = fusedResults as FusedBenchResult[];
   const measured = results as CollectiveBenchResult[];
   const usable = (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
     mailboxBytesPerPeer(collective, algorithm, bytes, world) <= DEFAULT_MAILBOX_SLOT_BYTES;
@@ -134,6 +146,7 @@ export async function tune(options: {
     date: env.date,
     "all-gather-matmul": fusedRulesFrom(ag!),
     "matmul-reduce-scatter": fusedRulesFrom(rs!),
+    ...(ar ? { "matmul-all-reduce": fusedRulesFrom(ar) } : {}),
   };
   const file = path.join(options.dir ?? userTuneDir(), tuneFileName(device, world));
   const table = checkTuneTable(
@@ -152,7 +165,7 @@ export async function tune(options: {
   );
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, `${JSON.stringify(table, null, 2)}\n`);
-  return { table, file, results: measured, fused: [ag!, rs!], arNorm };
+  return { table, file, results: measured, fused: fusedResults as FusedBenchResult[], arNorm };
 }
 
 export function formatTune(r: TuneResult): string {

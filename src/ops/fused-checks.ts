@@ -36,8 +36,9 @@ export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORIT
  * as they land (then the norm kernel, with `rmsNorm`); `sequential` is symmkit's GEMM then symmkit's
  * all-reduce (auto: the Lamport mailbox at these sizes), or allReduceRmsNorm when `rmsNorm` is given;
  * `nccl_cublaslt` cuBLASLt then NCCL (then the norm kernel). fused and sequential run the same split-K
- * GEMM and give the same bits: its bf16 output summed in f32 in rank order, rounded once. auto is
- * `sequential` until the fused kernel is measured on two GPUs.
+ * GEMM and give the same bits: its bf16 output summed in f32 in rank order, rounded once. auto: the tune
+ * table's rule (`symmkit tune` measures decode sizes), else `sequential` until `fused` is measured on
+ * two GPUs.
  */
 export const MATMUL_ALL_REDUCE_ALGORITHMS = ["auto", "fused", "sequential", "nccl_cublaslt"] as const;
 export type MatmulAllReduceAlgorithm = (typeof MATMUL_ALL_REDUCE_ALGORITHMS)[number];
@@ -46,6 +47,7 @@ export type MatmulAllReduceAlgorithm = (typeof MATMUL_ALL_REDUCE_ALGORITHMS)[num
 export const FUSED_TUNABLE = {
   "all-gather-matmul": ALL_GATHER_MATMUL_ALGORITHMS.filter((a) => a !== "auto"),
   "matmul-reduce-scatter": MATMUL_REDUCE_SCATTER_ALGORITHMS.filter((a) => a !== "auto"),
+  "matmul-all-reduce": MATMUL_ALL_REDUCE_ALGORITHMS.filter((a) => a !== "auto"),
 };
 
 /** The CPU backend computes the reference only: the sequential construction. */

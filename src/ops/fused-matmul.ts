@@ -91,6 +91,8 @@ export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRul
     { maxRows: 512, algorithm: "sequential" },
     { maxRows: 2 ** 31, algorithm: "fused" },
   ],
+  // Not yet measured on two GPUs (docs/perf-notes.md, session 10): a tune table's rules come first.
+  "matmul-all-reduce": [{ maxRows: 2 ** 31, algorithm: "sequential" }],
 };
 
 /** A plain tensor, or a symmetric one whose local tensor is read in place (all-gather + GEMM's shard). */
@@ -343,18 +345,20 @@ export class FusedMatmul {
     for (const t of [out, norm?.residual, norm?.residualOut, norm?.weight, norm?.bias])
       if (t && overlaps(t, partial))
         throw new InvalidArgumentError(`${what}: a tensor overlaps symmkit's scratch`);
-    if (requested === "fused") {
+    const algorithm =
+      requested !== "auto" ? requested : group.worldSize === 1 ? "sequential" : this.autoMatmulAllReduce(p);
+    if (algorithm === "fused") {
       this.#fusedAllReduce(what, p, a, b, out, norm, scales, s);
       return out;
     }
-    const viaNccl = requested === "nccl_cublaslt";
-    const algorithm = viaNccl ? "nccl" : "auto";
+    const viaNccl = algorithm === "nccl_cublaslt";
+    const inner = viaNccl ? "nccl" : "auto";
     // The norm's refusals (aliasing, room) come before the GEMM is enqueued.
-    if (norm) this.#ctx.checkAllReduceRmsNorm(partial, { ...norm, output: out }, algorithm);
+    if (norm) this.#ctx.checkAllReduceRmsNorm(partial, { ...norm, output: out }, inner);
     if (viaNccl) this.#cublas(p, a, b, partial, scales, s);
     else this.#plainGemm(p, a, b, partial, scales, s);
-    if (norm === undefined) this.#ctx.allReduce(partial, out, algorithm, s);
-    else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, algorithm, s);
+    if (norm === undefined) this.#ctx.allReduce(partial, out, inner, s);
+    else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, inner, s);
     return out;
   }
 
@@ -446,6 +450,14 @@ export class FusedMatmul {
   autoMatmulReduceScatter(p: FusedProblem): MatmulReduceScatterAlgorithm {
     const pick = this.#rule("matmul-reduce-scatter", p.m) as MatmulReduceScatterAlgorithm;
     if (pick.startsWith("fused") && this.#scatterRoom(p) !== undefined) return "sequential";
+    return pick;
+  }
+
+  /** What auto picks for GEMM + all-reduce: likewise, fused only where the receive buffer and the flags
+   * fit. */
+  autoMatmulAllReduce(p: FusedProblem): MatmulAllReduceAlgorithm {
+    const pick = this.#rule("matmul-all-reduce", p.m) as MatmulAllReduceAlgorithm;
+    if (pick === "fused" && this.#allReduceRoom(p) !== undefined) return "sequential";
     return pick;
   }
 

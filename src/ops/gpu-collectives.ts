@@ -704,7 +704,7 @@ export class GpuCollectives implements Collectives<
   /** The fused matmuls' auto rules, for inspection (see FusedMatmul). */
   get fusedMatmul(): Pick<
     FusedMatmul,
-    "autoAllGatherMatmul" | "autoMatmulReduceScatter" | "scatterFlagCapacity"
+    "autoAllGatherMatmul" | "autoMatmulReduceScatter" | "autoMatmulAllReduce" | "scatterFlagCapacity"
   > {
     return this.#fused;
   }

@@ -170,6 +170,17 @@ export class HopperGemm {
         `the symmkit GEMM needs a Hopper GPU (sm_90a); ${device.props.name} is ${device.props.arch}: use impl "cublaslt"`,
       );
     }
+    // Split-K's scratch and counters are laid out for the grouped order's tiles (every tile once); the
+    // narrow ring leaves the second consumer without epilogue buffers, so its epilogue must be per consumer.
+    if (variant.splitK && variant.order !== "grouped")
+      throw new InvalidArgumentError(`gemm: splitK takes the grouped order, not ${variant.order}`);
+    if (
+      variant.narrow &&
+      (!variant.splitK || !["store", "all-reduce", "accumulate-f32"].includes(variant.epilogue))
+    )
+      throw new InvalidArgumentError(
+        `gemm: narrow needs splitK and the store, all-reduce or accumulate-f32 epilogue, not ${variant.epilogue}`,
+      );
     this.device = device;
     this.variant = variant;
     this.kernel = sharedModule(gemmProgram(variant), device).kernel(gemmExpr(variant), GEMM_PARAMS);
@@ -215,7 +226,11 @@ export class HopperGemm {
         ? scatter.world * gemmTiles(scatter.shardRows, n).tilesM * tilesN
         : this.#tileCount(p, tilesM * tilesN);
     const splits = p.splits ?? 1;
+    if (!Number.isInteger(splits) || splits < 1)
+      throw new InvalidArgumentError(`gemm: splits = ${splits} must be a whole number >= 1`);
     if (splits !== 1) this.#checkSplits(splits, gemmKBlocks(k, es), tileCount, n);
+    // A narrow ring's A slots hold 64 rows: a second A's 128-row boxes would overrun them.
+    if (v.narrow && p.secondA) throw new InvalidArgumentError("gemm: a narrow variant takes no secondA");
 
     const rowBytes = k * es;
     const box = TILE_K_BYTES / es;
@@ -299,8 +314,8 @@ export class HopperGemm {
       a.setBigUint64(L.tileSignals, p.tileSignals, true);
     }
     const ctas = Math.min(p.ctas ?? this.device.props.smCount, tileCount * splits);
-    // A split launch is one wave, one step per CTA: the fix-up reuses the stage ring, and GEMM + all-reduce
-    // waits on the peers' slices of a tile, which must be on CTAs of their own.
+    // A split launch is one wave, one step per CTA: the scratch is sized for it, and GEMM + all-reduce waits
+    // on the peers' slices of a tile, which must be on CTAs of their own.
     if (splits > 1 && ctas < tileCount * splits)
       throw new InvalidArgumentError(
         `gemm: split-K runs one CTA per tile slice: ctas = ${ctas} is fewer than ${tileCount} tiles x ${splits} slices`,

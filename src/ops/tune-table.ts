@@ -12,7 +12,7 @@ import { readEnvVar, type Env } from "../settings.js";
 export const TUNED_COLLECTIVES = ["all-reduce", "all-gather", "reduce-scatter"] as const;
 export type TunedCollective = (typeof TUNED_COLLECTIVES)[number];
 /** The fused matmuls auto picks for by the problem's rows (src/ops/fused-matmul.ts). */
-export const TUNED_FUSED = ["all-gather-matmul", "matmul-reduce-scatter"] as const;
+export const TUNED_FUSED = ["all-gather-matmul", "matmul-reduce-scatter", "matmul-all-reduce"] as const;
 export type TunedFused = (typeof TUNED_FUSED)[number];
 
 /** Sizes up to maxBytes (per rank: all-reduce and all-gather input, reduce-scatter output) take algorithm. */
@@ -21,7 +21,8 @@ export interface TuneRule {
   readonly algorithm: string;
 }
 
-/** Problems of up to maxRows rows (the gathered A's, or the reduced product's, m) take algorithm. */
+/** Problems of up to maxRows rows (the gathered A's, the reduced product's, or the summed product's m)
+ * take algorithm. */
 export interface FusedRule {
   readonly maxRows: number;
   readonly algorithm: string;

@@ -489,7 +489,8 @@ test(
     out.dispose();
     stream.dispose();
 
-    // Refused: more slices than k-blocks, not a power of two, more than one wave, no split-K compiled in.
+    // Refused: more slices than k-blocks, not a power of two, more than one wave, no split-K compiled in,
+    // and the variants split-K's scratch or the narrow ring cannot serve.
     const g = variant("bf16", "nk", "store");
     const t = Tensor.zeros([512, 1024], "bf16", { device });
     const launch = (gemm: HopperGemm, m: number, n: number, k: number, splits: number) => () =>
@@ -501,6 +502,45 @@ test(
       ["two waves", launch(g, 512, 1024, 1024, 16)],
       ["no split-K kernel", launch(variant("bf16", "nk", "store", false), 64, 64, 1024, 2)],
       ["narrow beyond 64 rows", launch(variant("bf16", "nk", "store", true, true), 65, 64, 1024, 1)],
+      ["a fraction", launch(g, 64, 64, 1024, 0.5)],
+      [
+        "narrow with a second A",
+        () =>
+          variant("bf16", "nk", "store", true, true).launch({
+            a: t.ptr,
+            b: t.ptr,
+            d: t.ptr,
+            m: 64,
+            n: 64,
+            k: 1024,
+            secondA: { a2: t.ptr, row0: 0, rows: 32 },
+          }),
+      ],
+      [
+        "split-K with the list order",
+        () =>
+          new HopperGemm(device, {
+            elem: "bf16",
+            layoutB: "nk",
+            order: "list",
+            ready: "none",
+            epilogue: "store",
+            splitK: true,
+          }),
+      ],
+      [
+        "narrow with the signalling store",
+        () =>
+          new HopperGemm(device, {
+            elem: "bf16",
+            layoutB: "nk",
+            order: "grouped",
+            ready: "none",
+            epilogue: "signal",
+            splitK: true,
+            narrow: true,
+          }),
+      ],
     ] as const)
       assert.throws(call, InvalidArgumentError, what);
     t.dispose();
