@@ -11,6 +11,7 @@ import { detectBackend, type Backend } from "./init.js";
 import { Device, deviceCount, driverVersion } from "./runtime/device.js";
 import { getToolchain } from "./runtime/jit/compiler.js";
 import { checkEnvVars, isEnvVarName, type EnvVarCheck } from "./settings.js";
+import { hostNetwork, type HostNetwork } from "./distributed/host-network.js";
 
 export interface GpuReport {
   readonly ordinal: number;
@@ -47,6 +48,8 @@ export interface DoctorReport {
   readonly nvrtc: Section<{ version: string; library: string; headers: readonly string[] }>;
   readonly nccl: Section<{ version: string; library: string }>;
   readonly cublasLt: Section<{ version: string; library: string }>;
+  /** What NCCL would use between hosts (a multi-host job's inter-host path). */
+  readonly network: Section<HostNetwork>;
   /** The SYMMKIT_* variables set here, each checked (src/settings.ts). */
   readonly environment: readonly EnvVarCheck[];
 }
@@ -118,6 +121,7 @@ export function gatherDoctorReport(): DoctorReport {
     }),
     nccl: section(() => ({ version: ncclVersion(), library: ncclLibraryPath() })),
     cublasLt: section(() => ({ version: cublasLtVersion(), library: cublasLtLibraryPath() })),
+    network: section(() => hostNetwork()),
     environment: checkEnvVars(),
   };
   return { summary: summarizeDoctor(sections, detectBackend()), ...sections };
@@ -210,6 +214,15 @@ export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean
   ]);
   show("nccl", r.nccl, (v) => [`version ${v.version}`, `library ${v.library}`]);
   show("cublasLt", r.cublasLt, (v) => [`version ${v.version}`, `library ${v.library}`]);
+  show("between hosts (NCCL)", r.network, (n) => [
+    `would use ${n.transport}`,
+    ...n.ibPorts.map(
+      (p) => `InfiniBand/RoCE port ${p.device}:${p.port} ${p.state}, ${p.linkLayer}, ${p.rate}`,
+    ),
+    `libibverbs ${n.verbs ?? "not found"}; net plugin ${n.plugin ?? "none"}`,
+    ...Object.entries(n.env).map(([k, v]) => `${k}=${v}`),
+    "(a reading by NCCL's rules; NCCL_DEBUG=INFO shows NCCL's own choice)",
+  ]);
   lines.push("environment (SYMMKIT_*):");
   if (r.environment.length === 0) lines.push("  none set: defaults apply");
   for (const v of r.environment)

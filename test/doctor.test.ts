@@ -30,6 +30,17 @@ const NO_GPU: DoctorSections = {
   },
   nccl: missing("libnccl (NCCL)", "SYMMKIT_LIBNCCL"),
   cublasLt: missing("libcublasLt (cuBLASLt)", "SYMMKIT_LIBCUBLASLT"),
+  network: {
+    ok: true,
+    value: {
+      transport: "TCP sockets on eth0 (10.0.0.5): no InfiniBand/RoCE device",
+      ibPorts: [],
+      verbs: undefined,
+      plugin: undefined,
+      socketInterface: "eth0",
+      env: {},
+    },
+  },
   environment: [],
 };
 
@@ -59,6 +70,10 @@ test("without a GPU: the CPU backend first, then one line per library of the GPU
     text,
     /Tried, in order:\n {4}\/usr\/lib \(distribution\)/,
     "the search lists are in the details",
+  );
+  assert.match(
+    text,
+    /between hosts \(NCCL\):\n {2}would use TCP sockets on eth0 \(10\.0\.0\.5\): no InfiniBand\/RoCE device\n/,
   );
 });
 
