@@ -200,10 +200,19 @@ export async function launch(o: LaunchOptions): Promise<number> {
       ? await StoreClient.connect({ host: o.masterAddr, port, token }, { timeoutMs: CONNECT_TIMEOUT_MS })
       : undefined;
   // Every host's launcher of a multi-host job watches the job's failure key and sets it when its own ranks
-  // fail: two connections of its own, since a connection answers in order and the watch blocks one.
+  // fail: two connections of its own (a connection answers in order, and the watch blocks one), made in
+  // the background and as patiently as the ranks' own (node 0 may start long after this host).
   const connectHosts = (): Promise<StoreClient> =>
-    StoreClient.connect({ host: o.masterAddr, port, token }, { timeoutMs: CONNECT_TIMEOUT_MS });
-  const hosts = o.nnodes > 1 ? { watch: await connectHosts(), tell: await connectHosts() } : undefined;
+    StoreClient.connect(
+      { host: o.masterAddr, port, token },
+      { timeoutMs: readEnvVar("SYMMKIT_STORE_TIMEOUT_MS") },
+    );
+  const hosts =
+    o.nnodes > 1
+      ? Promise.all([connectHosts(), connectHosts()]).then(([watch, tell]) => ({ watch, tell }))
+      : undefined;
+  // A host that never reaches node 0's store cannot tell or hear of failures; its ranks fail on their own.
+  hosts?.catch((e: unknown) => err(`symmkit run: cannot reach the other hosts: ${(e as Error).message}`));
   // The ranks' private socket directory, named by this process so that it can be told whose it is.
   const fdDir = fs.mkdtempSync(path.join(os.tmpdir(), `symmkit-job-${process.pid}-`));
   fs.chmodSync(fdDir, 0o700);
@@ -246,8 +255,10 @@ export async function launch(o: LaunchOptions): Promise<number> {
     if (!interrupted) teardown();
     // The first failure on this host is the job's, unless another host's came first.
     if (hosts && fromHost === undefined)
-      announced = hosts.tell
-        .compareSet(JOB_FAILED_KEY, undefined, JSON.stringify({ node: o.nodeRank, what: f.what }))
+      announced = hosts
+        .then((h) =>
+          h.tell.compareSet(JOB_FAILED_KEY, undefined, JSON.stringify({ node: o.nodeRank, what: f.what })),
+        )
         .then(
           () => undefined,
           (e: unknown) => err(`symmkit run: could not tell the other hosts: ${(e as Error).message}`),
@@ -270,8 +281,9 @@ export async function launch(o: LaunchOptions): Promise<number> {
       return;
     }
   };
-  if (hosts)
-    watchHosts(hosts.watch).catch((e: unknown) => {
+  hosts
+    ?.then((h) => watchHosts(h.watch))
+    .catch((e: unknown) => {
       if (!ended) err(`symmkit run: could not read the other hosts' failure: ${(e as Error).message}`);
     });
   const onSignal = (sig: NodeJS.Signals): void => {
@@ -392,10 +404,16 @@ export async function launch(o: LaunchOptions): Promise<number> {
   process.off("SIGINT", onSignal);
   process.off("SIGTERM", onSignal);
   process.off("exit", lastResort);
-  // The other hosts learn of this host's failure before the connection closes.
-  await announced;
-  hosts?.watch.close();
-  hosts?.tell.close();
+  // The other hosts learn of this host's failure before the connection closes (unless node 0's store was
+  // never reached: then not for longer than the grace).
+  if (announced) await Promise.race([announced, new Promise((done) => setTimeout(done, o.graceMs).unref())]);
+  void hosts?.then(
+    (h) => {
+      h.watch.close();
+      h.tell.close();
+    },
+    () => undefined,
+  );
   store?.close();
   await server?.close();
   fs.rmSync(fdDir, { recursive: true, force: true });
