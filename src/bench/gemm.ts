@@ -6,7 +6,8 @@ import { Device } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
-import { gemmKernelFor, HopperGemm, splitsFor } from "../ops/hopper-gemm.js";
+import { gemmKernelFor, HopperGemm } from "../ops/hopper-gemm.js";
+import { gemmSplits } from "../ops/matmul.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
@@ -116,7 +117,7 @@ export async function benchGemm(options: {
     const dL = Tensor.full([m, n], NaN, "bf16", { device, stream });
     try {
       const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
-      const splits = splitsFor(m, n, k, options.elem === "bf16" ? 2 : 1, device.props.smCount);
+      const splits = gemmSplits({ elem: options.elem, m, n, k, layoutB }, device);
       const runS = (): void => kernelFor(gemmKernelFor(m, splits)).launch({ ...common, d: dS.ptr, splits });
       const runUnsplit = (): void => gemm.launch({ ...common, d: dS.ptr });
       const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });

@@ -421,19 +421,6 @@ export class FusedMatmul {
     };
   }
 
-  /** Why the fused GEMM + all-reduce cannot run for `p` in this group, or undefined. */
-  #allReduceRoom(p: FusedProblem): string | undefined {
-    const world = this.#ctx.group.worldSize;
-    const bytes = world * p.m * p.n * 2;
-    const capacity = this.#ctx.staging.tensor.nbytes;
-    if (bytes > capacity)
-      return `the receive buffer needs world x m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
-    const flags = scatterFlagCount(p.m, p.n, world);
-    if (flags > this.scatterFlagCapacity)
-      return `${flags} tile flags exceed the ${this.scatterFlagCapacity} the staging pad holds; use algorithm sequential`;
-    return undefined;
-  }
-
   /**
    * What auto picks for all-gather + GEMM: the tune table's rule for the problem's rows, else the built-in
    * rule (BUILT_IN_FUSED_RULES), but a fused construction only where the shard fits the staging buffer
@@ -473,11 +460,22 @@ export class FusedMatmul {
 
   /** Why the fused GEMM + reduce-scatter cannot run for `p` in this group, or undefined. */
   #scatterRoom(p: FusedProblem): string | undefined {
-    const bytes = p.m * p.n * 2;
+    return this.#exchangeRoom("m x n x 2", p.m * p.n * 2, p.shardRows, p.n);
+  }
+
+  /** Why the fused GEMM + all-reduce cannot run for `p` in this group, or undefined. */
+  #allReduceRoom(p: FusedProblem): string | undefined {
+    const world = this.#ctx.group.worldSize;
+    return this.#exchangeRoom("world x m x n x 2", world * p.m * p.n * 2, p.m, p.n);
+  }
+
+  /** Why a receive buffer of `bytes` (the formula `what`) and the tile flags of an exchange over
+   * [flagRows, n] cannot fit this group's staging buffer, or undefined. */
+  #exchangeRoom(what: string, bytes: number, flagRows: number, n: number): string | undefined {
     const capacity = this.#ctx.staging.tensor.nbytes;
     if (bytes > capacity)
-      return `the receive buffer needs m x n x 2 = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
-    const flags = scatterFlagCount(p.shardRows, p.n, this.#ctx.group.worldSize);
+      return `the receive buffer needs ${what} = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
+    const flags = scatterFlagCount(flagRows, n, this.#ctx.group.worldSize);
     if (flags > this.scatterFlagCapacity)
       return `${flags} tile flags exceed the ${this.scatterFlagCapacity} the staging pad holds; use algorithm sequential`;
     return undefined;

@@ -144,6 +144,16 @@ export function gemmKernelFor(m: number, splits: number): { splitK: boolean; nar
   return { splitK: splits > 1 || narrow, narrow };
 }
 
+/** An exchange's world, rank and per-rank buffers, else a typed error naming `what` (scatter, all-reduce). */
+function checkRanks(what: string, s: GemmScatter): void {
+  if (!Number.isInteger(s.world) || s.world < 1 || s.world > GEMM_MAX_WORLD)
+    throw new InvalidArgumentError(`gemm: ${what} world ${s.world} must be in [1, ${GEMM_MAX_WORLD}]`);
+  if (!Number.isInteger(s.rank) || s.rank < 0 || s.rank >= s.world)
+    throw new InvalidArgumentError(`gemm: ${what} rank ${s.rank} is not in [0, ${s.world})`);
+  if (s.recv.length !== s.world || s.flags.length !== s.world)
+    throw new InvalidArgumentError(`gemm: ${what} needs one receive buffer and one flag array per rank`);
+}
+
 /** Flags one rank's scatter-reduce needs: world x tiles of one shard x 2 consumers. */
 export function scatterFlagCount(shardRows: number, n: number, world: number): number {
   const { tilesM, tilesN } = gemmTiles(shardRows, n);
@@ -350,16 +360,11 @@ export class HopperGemm {
     const s = p.scatter;
     if (this.variant.order !== "sharded" || !s)
       throw new InvalidArgumentError("gemm: order sharded needs scatter");
-    if (!Number.isInteger(s.world) || s.world < 1 || s.world > GEMM_MAX_WORLD)
-      throw new InvalidArgumentError(`gemm: scatter world ${s.world} must be in [1, ${GEMM_MAX_WORLD}]`);
-    if (!Number.isInteger(s.rank) || s.rank < 0 || s.rank >= s.world)
-      throw new InvalidArgumentError(`gemm: scatter rank ${s.rank} is not in [0, ${s.world})`);
+    checkRanks("scatter", s);
     if (!Number.isInteger(s.shardRows) || s.shardRows < 1 || s.shardRows * s.world !== p.m)
       throw new InvalidArgumentError(
         `gemm: m = ${p.m} must be world x shardRows = ${s.world} x ${s.shardRows}`,
       );
-    if (s.recv.length !== s.world || s.flags.length !== s.world)
-      throw new InvalidArgumentError("gemm: scatter needs one receive buffer and one flag array per rank");
     if ((p.ldd ?? p.n) !== p.n)
       throw new InvalidArgumentError("gemm: scatter writes a dense [shardRows, n] output");
     return s;
@@ -370,12 +375,7 @@ export class HopperGemm {
     const s = p.scatter;
     if (!s || s.shardRows !== p.m)
       throw new InvalidArgumentError("gemm: epilogue all-reduce needs scatter with shardRows = m");
-    if (!Number.isInteger(s.world) || s.world < 1 || s.world > GEMM_MAX_WORLD)
-      throw new InvalidArgumentError(`gemm: all-reduce world ${s.world} must be in [1, ${GEMM_MAX_WORLD}]`);
-    if (!Number.isInteger(s.rank) || s.rank < 0 || s.rank >= s.world)
-      throw new InvalidArgumentError(`gemm: all-reduce rank ${s.rank} is not in [0, ${s.world})`);
-    if (s.recv.length !== s.world || s.flags.length !== s.world)
-      throw new InvalidArgumentError("gemm: all-reduce needs one receive buffer and one flag array per rank");
+    checkRanks("all-reduce", s);
     return s;
   }
 
