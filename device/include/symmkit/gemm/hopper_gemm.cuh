@@ -26,12 +26,12 @@
 // masks, not divisions; the fix-up costs the consumers registers, so kernels without kSplitK leave it
 // out): each tile of the order is S consecutive steps, one per slice of its k-blocks, so the slices run
 // side by side on S CTAs. A consumer that finishes a slice writes its f32 share to split_ws[slice]; the
-// CTA then counts the slice on the tile's counter (a named barrier, then one acq_rel inc at gpu scope,
-// which wraps to zero at the last slice, ready for the next launch). The CTA that counts last sums the S
-// shares in slice order (read back from split_ws, its own too), which gives the same bits whichever CTA
-// is last, and hands the sum to the Epilogue; the others move on. Nothing waits. The host launches a
-// split GEMM as one wave, one CTA per tile slice (GEMM + all-reduce relies on it), with a scratch of its
-// stream's that no other launch uses at the same time.
+// CTA then counts the slice on the tile's counter (a named barrier, then one acq_rel add at gpu scope).
+// The CTA that counts last sums the S shares in slice order (read back from split_ws, its own too), which
+// gives the same bits whichever CTA is last, resets the counter for the next launch and hands the sum to
+// the Epilogue; the others move on. Nothing waits. The host launches a split GEMM as one wave, one CTA per
+// tile slice (GEMM + all-reduce relies on it), with a scratch of its stream's that no other launch uses at
+// the same time.
 // Bounds: TMA fills rows and columns past the tensor with zeros (so partial tiles and a K tail add
 // nothing) and every epilogue skips rows past the tile's rows and columns >= n. Every wait is bounded
 // (gemm/tma.cuh for the pipeline, sync/wait.cuh for flags). Barriers are initialised by each launch and
@@ -92,7 +92,7 @@ struct GemmArgs {
   const float* scale_b;
   WaitEnv env;             // bounds the waits on flags; env.rank names this rank in a timeout record
   float* split_ws;         // split-K: f32 partials, [splits][m][n] (row stride n)
-  u32* split_counters;     // split-K: one per tile, zero before the launch and wrapped back to zero by it
+  u32* split_counters;     // split-K: one per tile, zero before the launch and left zero after it
   u32 split_log2;          // split-K: 2^split_log2 slices of K per tile, at most the k-blocks (0: none)
 };
 static_assert(sizeof(GemmArgs) == 152, "GemmArgs layout is shared with the host (test/gemm-layout.test.ts)");
@@ -711,15 +711,12 @@ __device__ __forceinline__ bool split_fixup(const GemmArgs& a, const Tile& t, u3
         __stcg(reinterpret_cast<float2*>(mine + 8 * h * a.n + 8 * j), make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]));
   named_barrier(1, 256);
   if (consumer == 0 && wg_thread == 0) {
-    // inc wraps to 0 at the tile's last slice: the counter is zero again for the next launch, and stays in
-    // [0, slices) whatever happens (two launches misused on one scratch garble their own results only).
-    const u32 slices = 1u << a.split_log2;
     u32 before;
-    asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
-                 : "=r"(before)
-                 : "l"(a.split_counters + t.id), "r"(slices - 1)
-                 : "memory");
-    *reinterpret_cast<volatile u32*>(&last) = before == slices - 1;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(a.split_counters + t.id) : "memory");
+    const u32 slices = 1u << a.split_log2;
+    const bool is_last = before == slices - 1;
+    if (is_last) a.split_counters[t.id] = 0;  // the next launch is stream-ordered after this one
+    *reinterpret_cast<volatile u32*>(&last) = is_last;
   }
   named_barrier(1, 256);
   if (!*reinterpret_cast<volatile u32*>(&last)) return false;
