@@ -2,7 +2,8 @@
 // reference and against each other on fresh random inputs, odd shapes, poisoned outputs with guard
 // bytes around them, fp8 with scales, CUDA graph capture, every fusion hook (tile list, ready flags
 // raised by a second stream after a delay, signalling store into another buffer, f32 accumulation), and
-// split-K (the unsplit bits on exact inputs for any slice count, behind every plain epilogue).
+// split-K (the unsplit bits, and the CPU backend's reference GEMM's, on exact inputs for any slice
+// count, behind every plain epilogue).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError, UnsupportedError } from "../../src/errors.js";
@@ -17,6 +18,8 @@ import { matmul } from "../../src/ops/matmul.js";
 import { gemmTiles, HopperGemm } from "../../src/ops/hopper-gemm.js";
 import { CublasLtMatmul } from "../../src/ops/cublaslt-matmul.js";
 import { relFrobenius } from "../../src/bench/gemm.js";
+import { HostTensor } from "../../src/cpu/host-tensor.js";
+import { hostMatmul } from "../../src/cpu/matmul.js";
 import { skipReason, testSeed } from "./gpu.js";
 
 const hopper = !skipReason && Device.get(0).props.arch.startsWith("sm_90");
@@ -400,11 +403,10 @@ test(
     ];
     let salt = 1;
     for (const [what, elem, layoutB, m, n, k, splitsList] of cases) {
-      const a = Tensor.fromHost(exactInts(m * k, salt++), elem, { device, shape: [m, k] });
-      const b = Tensor.fromHost(exactInts(n * k, salt++), elem, {
-        device,
-        shape: layoutB === "nk" ? [n, k] : [k, n],
-      });
+      const [ai, bi] = [exactInts(m * k, salt++), exactInts(n * k, salt++)];
+      const shapeB = layoutB === "nk" ? [n, k] : [k, n];
+      const a = Tensor.fromHost(ai, elem, { device, shape: [m, k] });
+      const b = Tensor.fromHost(bi, elem, { device, shape: shapeB });
       // Up to 64 rows, the narrow ring (64-row A boxes, a fifth stage) as well.
       const stores = [
         variant(elem, layoutB, "store"),
@@ -415,6 +417,14 @@ test(
       variant(elem, layoutB, "store", false).launch({ a: a.ptr, b: b.ptr, d: want.t.ptr, m, n, k });
       const plain = want.t.toHost() as Uint16Array;
       noNaN(want.values(), `${what} unsplit`);
+      // The CPU backend's reference GEMM gives these bits too: every partial sum is exact.
+      const cpu = hostMatmul(
+        { elem, m, n, k, layoutB },
+        HostTensor.fromHost(ai, elem, { shape: [m, k] }),
+        HostTensor.fromHost(bi, elem, { shape: shapeB }),
+        HostTensor.empty([m, n], "bf16"),
+      );
+      assert.deepEqual(cpu.raw, plain, `${what}: the CPU reference GEMM gives other bits`);
       for (const store of stores)
         for (const splits of splitsList) {
           const ring = store.variant.narrow ? "narrow" : "wide";
