@@ -51,6 +51,11 @@ function wholeNumber(min: number, max: number): (v: string) => number | typeof I
 /** Any non-empty string, used as given. */
 const anyString = (v: string): string => v;
 const none = (): undefined => undefined;
+const onOff = (v: string): boolean | typeof INVALID => {
+  const value = v.toLowerCase();
+  if (["1", "true", "on"].includes(value)) return true;
+  return ["0", "false", "off"].includes(value) ? false : INVALID;
+};
 
 /** The override of one NVIDIA library's search. */
 function libraryOverride(library: string, file: string): EnvVar<string | undefined> {
@@ -152,6 +157,15 @@ export const ENV_VARS = {
     unset: none,
     parse: anyString,
   },
+  SYMMKIT_SHARE_GPUS: {
+    meaning:
+      "set by symmkit run --share-gpus: a host's ranks beyond its GPUs share them round-robin (time-sliced; correctness only, benchmarks refuse)",
+    default: "off: a host starts at most one rank per GPU",
+    expected: "1, true or on; 0, false or off",
+    example: "1",
+    unset: (): boolean => false,
+    parse: onOff,
+  },
   SYMMKIT_STORE_HOST: {
     meaning:
       "the address the rendezvous store listens on when rank 0 starts it (ranks not started by symmkit run)",
@@ -175,11 +189,7 @@ export const ENV_VARS = {
     expected: "1, true or on; 0, false or off",
     example: "1",
     unset: (): boolean => false,
-    parse: (v) => {
-      const value = v.toLowerCase();
-      if (["1", "true", "on"].includes(value)) return true;
-      return ["0", "false", "off"].includes(value) ? false : INVALID;
-    },
+    parse: onOff,
   },
   SYMMKIT_TEST_SEED: {
     meaning: "the random seed of symmkit demo and the tests, to replay a run (each prints the one it used)",

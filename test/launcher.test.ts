@@ -93,8 +93,25 @@ test("three ranks get the torchrun environment; output is prefixed by rank", asy
     assert.ok(Number(e.port) > 0, "the store's real port, not 0");
     assert.equal(e.hasToken, true);
     assert.equal(e.nvls, process.env.NCCL_NVLS_ENABLE ?? "0");
+    assert.equal(e.shareGpus, process.env.SYMMKIT_SHARE_GPUS);
+    assert.equal(e.ncclHostId, process.env.NCCL_HOSTID);
   }
   assert.equal(r.stderr.filter((l) => /^\[rank \d\] to stderr$/.test(l)).length, 3);
+  await noneAlive(r.pids);
+});
+
+test("--share-gpus: every rank is told, and NCCL sees each rank as a host of its own", async () => {
+  const r = await run(2, {}, ["--share-gpus"]);
+  assert.equal(r.code, 0, r.stderr.join("\n"));
+  const envs = r.stdout.map((l) => JSON.parse(l.replace(/^\[rank \d\] /, "")) as Record<string, unknown>);
+  assert.deepEqual(
+    envs.map((e) => e.shareGpus),
+    ["1", "1"],
+  );
+  // NCCL refuses two ranks on one GPU of one host; distinct host ids make it connect them by sockets.
+  const ids = new Set(envs.map((e) => e.ncclHostId));
+  assert.equal(ids.size, 2);
+  assert.ok([...ids].every((id) => typeof id === "string" && id.length > 0));
   await noneAlive(r.pids);
 });
 
@@ -180,6 +197,8 @@ test("argument parsing: options, then the script and its own arguments", () => {
   assert.equal(o.masterPort, 29500);
   assert.deepEqual(o.command, ["train.js", "-n", "7"]);
   assert.deepEqual(parseRunArgs(["--", "python3", "-c", "1"]).command, ["python3", "-c", "1"]);
+  assert.equal(o.shareGpus, undefined);
+  assert.equal(parseRunArgs(["--share-gpus", "x.js"]).shareGpus, true);
   assert.throws(() => parseRunArgs(["--bogus"]), /unknown option '--bogus'/);
   assert.throws(() => parseRunArgs(["-n", "x"]), /option '-n, --nproc-per-node <N>' argument 'x' is invalid/);
 });

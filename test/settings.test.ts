@@ -116,6 +116,7 @@ test("unset or empty: the default", () => {
     SYMMKIT_JOB_TOKEN: undefined,
     SYMMKIT_LAUNCHER_PID: undefined,
     SYMMKIT_FD_DIR: undefined,
+    SYMMKIT_SHARE_GPUS: false,
     SYMMKIT_STORE_HOST: "127.0.0.1",
     SYMMKIT_GIT_REVISION: undefined,
     SYMMKIT_DEBUG: false,

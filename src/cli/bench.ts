@@ -1,7 +1,7 @@
 // `symmkit bench ...` and `symmkit tune`. Options whose values a benchmark module parses (sizes, shapes,
 // algorithm names) are declared once that module is loaded, just before the command parses or shows help.
 import { InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
-import { InvalidArgumentError } from "../errors.js";
+import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { GemmShape } from "../bench/gemm.js";
 import type { BLayout, LtElem } from "../ops/cublaslt-matmul.js";
 import { DTYPES, type DType } from "../runtime/dtype.js";
@@ -92,6 +92,20 @@ async function show<R>(cmd: CliCommand, result: R | undefined, format: (r: R) =>
   return 0;
 }
 
+/** Benchmarks time the GPU: ranks taking turns on one (symmkit run --share-gpus) would time nothing real. */
+async function refuseSharedGpus(): Promise<void> {
+  const { readDistEnv } = await import("../distributed/env.js");
+  const env = readDistEnv();
+  if (!env.shareGpus) return;
+  const { deviceCount } = await import("../runtime/device.js");
+  const gpus = deviceCount();
+  if (env.localWorldSize > gpus)
+    throw new UnsupportedError(
+      `${env.localWorldSize} ranks share this host's ${gpus} GPU(s) (symmkit run --share-gpus): their kernels ` +
+        "take turns, so timings would mean nothing; benchmark with one rank per GPU",
+    );
+}
+
 export function addBenchCommands(program: CliCommand): void {
   const bench = program
     .command("bench")
@@ -100,7 +114,8 @@ export function addBenchCommands(program: CliCommand): void {
       "Benchmarks, each validated before it is timed; the multi-GPU ones run under symmkit run -n N.",
     )
     // symmkit help bench <name> instead: commander's would show the help before the options are declared.
-    .helpCommand(false);
+    .helpCommand(false)
+    .hook("preAction", refuseSharedGpus);
 
   bench
     .command("launch")
@@ -413,6 +428,7 @@ export function addBenchCommands(program: CliCommand): void {
         )
         .addOption(jsonOption());
     })
+    .hook("preAction", refuseSharedGpus)
     .does(async (cmd) => {
       const o = cmd.opts<{ sizes: number[]; dtype: DType; dir?: string; json?: string }>();
       const { tune, formatTune } = await import("../bench/tune.js");

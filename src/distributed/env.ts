@@ -13,6 +13,8 @@ export interface DistEnv {
   /** Shared secret for the store; absent when not started by symmkit run. */
   readonly token: string | undefined;
   readonly launcherPid: number | undefined;
+  /** symmkit run --share-gpus: local ranks beyond the host's GPUs share them (SYMMKIT_SHARE_GPUS). */
+  readonly shareGpus: boolean;
 }
 
 function int(env: Env, name: string, min: number): number {
@@ -39,6 +41,7 @@ export function readDistEnv(env: Env = process.env): DistEnv {
       masterPort: 0,
       token: undefined,
       launcherPid,
+      shareGpus: false,
     };
   }
   const worldSize = int(env, "WORLD_SIZE", 1);
@@ -60,6 +63,7 @@ export function readDistEnv(env: Env = process.env): DistEnv {
     masterPort: worldSize > 1 ? int(env, "MASTER_PORT", 1) : Number(env.MASTER_PORT ?? 0),
     token: readEnvVar("SYMMKIT_JOB_TOKEN", env),
     launcherPid,
+    shareGpus: readEnvVar("SYMMKIT_SHARE_GPUS", env),
   };
 }
 

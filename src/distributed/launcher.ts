@@ -28,6 +28,8 @@ export interface LaunchOptions {
   readonly command: readonly string[];
   /** Between SIGTERM and SIGKILL when tearing down. */
   readonly graceMs: number;
+  /** More ranks than GPUs: they share them round-robin (see shareGpusEnv). */
+  readonly shareGpus?: boolean;
   readonly stdout?: (line: string) => void;
   readonly stderr?: (line: string) => void;
 }
@@ -356,6 +358,7 @@ export async function launch(o: LaunchOptions): Promise<number> {
         SYMMKIT_FD_DIR: fdDir,
         // NVLink multicast can take a shared host out of service: off unless the user says otherwise.
         NCCL_NVLS_ENABLE: process.env.NCCL_NVLS_ENABLE ?? "0",
+        ...(o.shareGpus ? shareGpusEnv(rank) : {}),
       },
     });
     const entry = { rank, proc, exited: false };
@@ -429,6 +432,14 @@ export async function launch(o: LaunchOptions): Promise<number> {
   return 0;
 }
 
+/**
+ * What a rank of a --share-gpus job gets. NCCL refuses two ranks on one GPU of one host ("Duplicate GPU
+ * detected"); a host id of its own per rank makes NCCL see separate hosts and connect them through sockets.
+ */
+function shareGpusEnv(rank: number): Record<string, string> {
+  return { SYMMKIT_SHARE_GPUS: "1", NCCL_HOSTID: `symmkit-shared-gpu-rank-${rank}` };
+}
+
 /** A whole number from `min` to `max`, as a commander option parser. */
 function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER): (value: string) => number {
   return (value) => {
@@ -459,6 +470,11 @@ export function declareRunOptions<C extends Command>(cmd: C): C {
       0,
     )
     .option("--grace-ms <T>", "between SIGTERM and SIGKILL when the ranks are stopped", wholeNumber(0), 5000)
+    .option(
+      "--share-gpus",
+      "let more ranks than GPUs run, sharing them round-robin (time-sliced: to test multi-rank code " +
+        "on fewer GPUs; NCCL goes through sockets, timings mean nothing and benchmarks refuse)",
+    )
     .argument("<command...>", "the script or command each rank runs, and its own arguments")
     .passThroughOptions()
     .addHelpText(

@@ -155,13 +155,14 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
         "SYMMKIT_NO_DEVICE",
         "no GPU is visible to this rank: the cuda backend needs one",
       );
-    if (env.localRank >= visible) {
+    if (env.localRank >= visible && !env.shareGpus) {
       throw new SymmkitError(
         "SYMMKIT_ENVIRONMENT",
-        `LOCAL_RANK ${env.localRank} but this host shows ${visible} GPU(s): start at most ${visible} ranks per host`,
+        `LOCAL_RANK ${env.localRank} but this host shows ${visible} GPU(s): start at most ${visible} ranks ` +
+          "per host (or, to test on fewer GPUs, let ranks share them: symmkit run --share-gpus)",
       );
     }
-    const device = Device.get(env.localRank);
+    const device = Device.get(env.localRank % visible);
     Device.setDefault(device);
     const watch = SyncWatch.create(device, options.syncTimeoutMs ?? syncTimeoutFromEnv());
     job.cleanup.push(() => watch.dispose());

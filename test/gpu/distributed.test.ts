@@ -115,9 +115,10 @@ for (const n of [2, 3, 4]) {
   );
 }
 
-for (const op of ["rs", "ag"]) {
+const FUSED_OPS = { rs: "GEMM + reduce-scatter", ar: "GEMM + all-reduce", ag: "all-gather + GEMM" };
+for (const [op, name] of Object.entries(FUSED_OPS)) {
   test(
-    `a rank missing from a fused ${op === "rs" ? "GEMM + reduce-scatter" : "all-gather + GEMM"} makes the others fail with SymmTimeoutError naming it`,
+    `a rank missing from a fused ${name} makes the others fail with SymmTimeoutError naming it`,
     { skip: multi },
     () => {
       const n = Math.min(gpus, 4);

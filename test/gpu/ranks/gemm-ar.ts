@@ -193,7 +193,7 @@ for (const combo of COMBOS)
   }
 if (rank === 0)
   console.log(
-    "matmulAllReduce: sequential bit for bit with the rank-order reference, with and without the norm; nccl_cublaslt within rounding",
+    "matmulAllReduce: fused and sequential bit for bit with the rank-order reference, with and without the norm; nccl_cublaslt within rounding",
   );
 
 // A CUDA graph of every algorithm, replayed with the inputs changed in between (each has run on this
