@@ -57,8 +57,15 @@ export {
   type Backend,
   type AnyProcessGroup,
   type CudaProcessGroup,
+  type HostsProcessGroup,
   type InitOptions,
 } from "./init.js";
+export {
+  HostsCollectives,
+  HOSTS_ALGORITHMS,
+  type HostsAlgorithm,
+  type HostsCallOptions,
+} from "./ops/hosts-collectives.js";
 export { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
 export { CpuCollectives, type CpuAlgorithms } from "./cpu/collectives.js";
 export { CpuSymmetricTensor } from "./cpu/symmetric.js";

@@ -5,12 +5,16 @@ import { maxSymmetricBytes } from "./cpu/symmetric.js";
 import { GpuCollectives } from "./ops/gpu-collectives.js";
 import { readDistEnv, stagingBytesFromEnv } from "./distributed/env.js";
 import { ProcessGroup, type InitOptions as CudaInitOptions } from "./distributed/process-group.js";
-import { InvalidArgumentError, LibraryNotFoundError } from "./errors.js";
+import { InvalidArgumentError, LibraryNotFoundError, UnsupportedError } from "./errors.js";
+import { HostsCollectives } from "./ops/hosts-collectives.js";
 import { deviceCount } from "./runtime/device.js";
 
 export type Backend = "cuda" | "cpu";
 /** A cuda group with symmkit's collectives on symmetric memory. */
 export type CudaProcessGroup = ProcessGroup<GpuCollectives>;
+/** A cuda group that may span hosts (init({ acrossHosts: true })): NCCL between hosts, symmkit inside
+ * each (`collectives.local`). */
+export type HostsProcessGroup = ProcessGroup<HostsCollectives>;
 export type AnyProcessGroup = CudaProcessGroup | CpuProcessGroup;
 
 /** Each rank's symmetric staging buffer on GPUs: the largest plain tensor a collective takes (default 64 MiB). */
@@ -21,6 +25,9 @@ export type InitOptions = Omit<CudaInitOptions, "backend"> &
     /** GPUs: what one rank may push to one peer in a mailbox collective (lamport, ll; default 4 MiB,
      * see GpuCollectivesOptions). The CPU backend has no mailbox. */
     mailboxSlotBytes?: number;
+    /** GPUs: the job may span hosts; the group's collectives are HostsCollectives (NCCL between hosts,
+     * symmkit inside each). Without it a job on several hosts is refused. */
+    acrossHosts?: boolean;
   };
 
 /** The backend "auto" picks here, and why. */
@@ -45,6 +52,8 @@ function checkInitOptions(
   const bad = (what: string): never => {
     throw new InvalidArgumentError(`init: ${what}`);
   };
+  if (o.acrossHosts !== undefined && typeof o.acrossHosts !== "boolean")
+    bad(`acrossHosts ${String(o.acrossHosts)} must be true or false`);
   for (const name of ["syncTimeoutMs", "storeTimeoutMs"] as const) {
     const v = o[name];
     // setTimeout's limit: larger deadlines would fire at once.
@@ -66,19 +75,38 @@ function checkInitOptions(
   }
 }
 
-export function init(options: InitOptions & { backend: "cpu" }): Promise<CpuProcessGroup>;
-export function init(options: InitOptions & { backend: "cuda" }): Promise<CudaProcessGroup>;
-export function init(options?: InitOptions): Promise<AnyProcessGroup>;
-export async function init(options: InitOptions = {}): Promise<AnyProcessGroup> {
+export function init(options: InitOptions & { acrossHosts: true }): Promise<HostsProcessGroup>;
+export function init(
+  options: InitOptions & { backend: "cpu"; acrossHosts?: false },
+): Promise<CpuProcessGroup>;
+export function init(
+  options: InitOptions & { backend: "cuda"; acrossHosts?: false },
+): Promise<CudaProcessGroup>;
+export function init(options?: InitOptions & { acrossHosts?: false }): Promise<AnyProcessGroup>;
+export function init(options: InitOptions): Promise<AnyProcessGroup | HostsProcessGroup>;
+export async function init(options: InitOptions = {}): Promise<AnyProcessGroup | HostsProcessGroup> {
   if (options.backend !== undefined && !["auto", "cuda", "cpu"].includes(options.backend))
     throw new InvalidArgumentError(`init: backend ${String(options.backend)} is not one of auto, cuda, cpu`);
   const backend = !options.backend || options.backend === "auto" ? detectBackend().backend : options.backend;
   checkInitOptions(options, backend, process.env);
-  const { backend: _ignored, mailboxSlotBytes, ...rest } = options;
+  const { backend: _ignored, mailboxSlotBytes, acrossHosts, ...rest } = options;
   void _ignored;
+  const env = readDistEnv();
+  const hosts = env.worldSize / env.localWorldSize;
+  if (acrossHosts && backend !== "cuda")
+    throw new UnsupportedError(
+      "init: acrossHosts needs the cuda backend (NCCL between hosts); the CPU backend runs on one host",
+    );
   if (backend === "cpu") return CpuProcessGroup.world(rest);
   const stagingBytes = rest.stagingBytes ?? stagingBytesFromEnv() ?? DEFAULT_GPU_STAGING_BYTES;
-  return ProcessGroup.world(rest, (group) =>
-    GpuCollectives.create(group, stagingBytes, mailboxSlotBytes === undefined ? {} : { mailboxSlotBytes }),
-  );
+  const makeGpu = (group: CudaProcessGroup): Promise<GpuCollectives> =>
+    GpuCollectives.create(group, stagingBytes, mailboxSlotBytes === undefined ? {} : { mailboxSlotBytes });
+  if (acrossHosts)
+    return ProcessGroup.world<HostsCollectives>(rest, (group) => HostsCollectives.create(group, makeGpu));
+  if (hosts > 1)
+    throw new UnsupportedError(
+      `init: this job spans ${hosts} hosts and symmetric memory ends at a host: pass { acrossHosts: true } ` +
+        "for a group whose collectives span them (NCCL between hosts, symmkit inside each)",
+    );
+  return ProcessGroup.world(rest, makeGpu);
 }

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { constants as bufferConstants } from "node:buffer";
 import { test } from "node:test";
-import { InvalidArgumentError } from "../src/errors.js";
+import { InvalidArgumentError, UnsupportedError } from "../src/errors.js";
 import { init, type InitOptions } from "../src/init.js";
 
 /** The largest ArrayBuffer on this Node: the CPU backend's staging buffer and its signal pad share one. */
@@ -17,6 +17,7 @@ test("bad init options: a typed error before anything starts", async () => {
     [{ backend: "cpu", storeTimeoutMs: 2 ** 40 }, /storeTimeoutMs \d+ must be an integer/],
     [{ backend: "cpu", storeTimeoutMs: Number.NaN }, /storeTimeoutMs NaN must be an integer/],
     [{ backend: "cpu", stagingBytes: 0 }, /stagingBytes 0 must be a positive integer/],
+    [{ backend: "cpu", acrossHosts: "yes" as unknown as boolean }, /acrossHosts yes must be true or false/],
     // The region also holds the signal pad: the largest buffer, less one byte, does not fit either.
     [{ backend: "cpu", stagingBytes: MAX - 1 }, /exceeds \d+, the CPU backend's largest staging buffer/],
     [{ backend: "cpu", stagingBytes: MAX }, /exceeds \d+, the CPU backend's largest staging buffer/],
@@ -28,6 +29,13 @@ test("bad init options: a typed error before anything starts", async () => {
       JSON.stringify(options),
     );
   }
+});
+
+test("acrossHosts on the CPU backend: UnsupportedError saying what it needs, before joining", async () => {
+  await assert.rejects(
+    init({ backend: "cpu", acrossHosts: true }),
+    (e: unknown) => e instanceof UnsupportedError && /acrossHosts needs the cuda backend/.test(e.message),
+  );
 });
 
 test("SYMMKIT_STAGING_BYTES too large for the CPU backend: a typed error, not a native abort", async () => {

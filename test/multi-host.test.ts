@@ -4,46 +4,22 @@
 // end with a failure; nothing is left running. A rank failing on one host stops the other host's ranks
 // (the job's failure key in node 0's store).
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import crypto from "node:crypto";
-import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { freePort, launchHost } from "./support/hosts.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "src", "cli.js");
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-function node(
-  rank: number,
+const node = (
+  nodeRank: number,
   port: number,
   token: string,
   fixture = "init-cpu.js",
   perNode = 2,
-): Promise<{ status: number | null; out: string }> {
-  const args = [cli, "run", "--nnodes", "2", "--node-rank", String(rank), "--master-addr", "127.0.0.1"];
-  args.push("--master-port", String(port), "-n", String(perNode), "--grace-ms", "1000");
-  args.push(path.join(here, "fixtures", fixture));
-  const p = spawn(process.execPath, args, { env: { ...process.env, SYMMKIT_JOB_TOKEN: token } });
-  let out = "";
-  p.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  p.stderr.on("data", (d: Buffer) => (out += d.toString()));
-  const timer = setTimeout(() => p.kill("SIGKILL"), 60_000);
-  return new Promise((resolve) =>
-    p.on("close", (status) => {
-      clearTimeout(timer);
-      resolve({ status, out });
-    }),
-  );
-}
+): Promise<{ status: number | null; out: string }> =>
+  launchHost({ nodeRank, port, token, perNode, command: [path.join(here, "fixtures", fixture)] });
 
 test("two hosts on loopback: the CPU backend refuses on every rank of both, naming the limit", async () => {
   const port = await freePort();
@@ -77,4 +53,19 @@ test("two hosts on loopback: a rank failing on one host stops the other host's r
   assert.doesNotMatch(a.out, /was never stopped/);
   // Node 0's rank would have waited a minute: it was stopped within the store's wake-up and the grace.
   assert.ok(Date.now() - start < 30_000, `took ${Date.now() - start} ms`);
+});
+
+test("two hosts on loopback: init() on the cuda backend refuses before joining, saying acrossHosts", async () => {
+  const port = await freePort();
+  const token = crypto.randomBytes(16).toString("hex");
+  const [a, b] = await Promise.all([
+    node(0, port, token, "init-cuda.js"),
+    node(1, port, token, "init-cuda.js"),
+  ]);
+  for (const [i, r] of [a, b].entries()) {
+    assert.notEqual(r.status, 0, `node ${i} exited 0:\n${r.out}`);
+    assert.doesNotMatch(r.out, /joined as rank/, `node ${i}`);
+    if (!/node \d failed the job/.test(r.out))
+      assert.match(r.out, /this job spans 2 hosts.*acrossHosts: true/, `node ${i}:\n${r.out}`);
+  }
 });

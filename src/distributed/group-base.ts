@@ -86,14 +86,20 @@ export abstract class GroupBase<S extends GroupShared, C> implements ProcessGrou
    * with the same list, in the same order relative to their other newGroup calls.
    */
   async newGroup(ranks: readonly number[]): Promise<this | undefined> {
+    const sub = this.subgroupOf(ranks);
+    return sub && this.openSubgroup(sub.ranks, sub.name, sub.store);
+  }
+
+  /** newGroup's naming and store: undefined for a non-member. */
+  protected subgroupOf(
+    ranks: readonly number[],
+  ): { readonly ranks: number[]; readonly name: string; readonly store: ScopedStore } | undefined {
     const sub = subgroup(
       { name: this.name, ranks: this.ranks, self: this.globalRank },
       ranks,
       this.shared.groupsMade,
     );
-    if (!sub) return undefined;
-    const store = new ScopedStore(this.shared.client, sub.name, sub.ranks.length);
-    return this.openSubgroup(sub.ranks, sub.name, store);
+    return sub && { ...sub, store: new ScopedStore(this.shared.client, sub.name, sub.ranks.length) };
   }
 
   /** Opens the subgroup newGroup named, collectively (its members only). */

@@ -70,6 +70,29 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
     return (new ProcessGroup<C>(this.shared, ranks, name, store) as this).#open();
   }
 
+  /** newGroup, with collectives made by `make` (none if undefined) instead of this group's factory: the
+   * levels of a group across hosts (src/ops/hosts-collectives.ts). */
+  async newGroupWith<D extends GroupCollectives>(
+    ranks: readonly number[],
+    make: CollectivesFactory<D> | undefined,
+  ): Promise<ProcessGroup<D> | undefined> {
+    const sub = this.subgroupOf(ranks);
+    if (!sub) return undefined;
+    const shared: Shared<D> = { ...this.shared, makeCollectives: make };
+    return new ProcessGroup<D>(shared, sub.ranks, sub.name, sub.store).#open();
+  }
+
+  /** The hosts this group's members are on (a host per LOCAL_WORLD_SIZE consecutive global ranks), in
+   * order, each with its members' global ranks. */
+  get hosts(): number[][] {
+    const byHost = new Map<number, number[]>();
+    for (const r of this.ranks) {
+      const h = Math.floor(r / this.localWorldSize);
+      byHost.set(h, [...(byHost.get(h) ?? []), r]);
+    }
+    return [...byHost.keys()].sort((a, b) => a - b).map((h) => byHost.get(h)!);
+  }
+
   /** This group's NCCL communicator (collective on first use), its waits bounded by a watchdog. */
   async nccl(): Promise<NcclComm> {
     const env = this.shared.env;
@@ -97,8 +120,7 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
   readonly symmetric = {
     /** Collective: every member allocates the same shape and dtype, in the same order. */
     empty: (shape: Shape, dtype: DType, options: SymmetricOptions = {}): Promise<SymmetricTensor> => {
-      const nodes = new Set(this.ranks.map((r) => Math.floor(r / this.localWorldSize)));
-      if (nodes.size > 1) {
+      if (this.hosts.length > 1) {
         throw new InvalidArgumentError(
           "symmetric memory spans the GPUs of one host; this group spans several (use NCCL between hosts)",
         );

@@ -3,12 +3,12 @@
 // of step caught by the fingerprints, and destroy() with a live graph that captured NCCL work.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
 import { runRanks, showOutput, skipReason } from "./gpu.js";
+import { freePort } from "../support/hosts.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const script = path.join(here, "ranks", "faults.js");
@@ -74,14 +74,6 @@ test("destroy() releases a live graph that captured NCCL work and returns prompt
     assert.match(l, /replay refused: SYMMKIT_DISPOSED/);
   }
 });
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((res) => s.listen(0, "127.0.0.1", res));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((res) => s.close(res));
-  return port;
-}
 
 test(
   "a rank SIGKILLed outside the launcher: the NCCL watchdog ends the survivor's wait, naming it",

@@ -1,0 +1,279 @@
+// Collectives of a group whose members are on several hosts (init({ acrossHosts: true })): symmkit's own
+// algorithms inside each host (the host's members as a group of their own, `local`, with GpuCollectives
+// on its symmetric memory) and NCCL between hosts, one communicator per position within the host (the
+// rails: member p of every host), plus one over the whole group (the flat `nccl` baseline, and barriers).
+//
+// Layout: the group's ranks are host-major (global rank = host x LOCAL_WORLD_SIZE + local rank), every
+// host has k members, and the member at position p of host h is group rank h x k + p.
+//   allReduce, hierarchical: the host's sum by symmkit into output (every member the same bits), then
+//     rail p sums part p of it over the hosts in place (NCCL), then the host gathers the parts (symmkit).
+//     Each host's sum is rounded to the dtype once in local-rank order, then NCCL's sum over hosts rounds
+//     again in NCCL's order: on 2 hosts that is one addition, so every rank holds the same bits and they
+//     equal (a0 + a1 + ...) rounded + (b0 + b1 + ...) rounded; on more hosts NCCL's order decides.
+//   allGather, hierarchical: rail p gathers the members at position p of every host (NCCL), the host
+//     gathers those (symmkit), and copies put the blocks in group-rank order.
+//   reduceScatter, hierarchical: copies put the input's chunks in (position, host) order, the host
+//     reduce-scatters (symmkit: member p gets the host's sum of the chunks of position p on every host),
+//     and rail p reduce-scatters that over the hosts (NCCL).
+// Each level crosses the hosts only with 1/k of the data (what leaves a host is already reduced, or is
+// gathered once per rail), which is what makes the hierarchy faster than flat NCCL on hosts whose
+// NVLink is much faster than their network.
+import { InvalidArgumentError, UnsupportedError } from "../errors.js";
+import type { NcclComm } from "../distributed/nccl-comm.js";
+import type { CollectivesFactory, ProcessGroup } from "../distributed/process-group.js";
+import { Graph } from "../runtime/graph.js";
+import { DeviceMemory } from "../runtime/memory.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
+import { Tensor } from "../runtime/tensor.js";
+import type { GpuCollectives } from "./gpu-collectives.js";
+import {
+  checkAlgorithm,
+  checkDivisible,
+  checkNumel,
+  checkReduction,
+  checkSameDtype,
+  checkTensorArg,
+  type ReduceOp,
+} from "./validate.js";
+
+export const HOSTS_ALGORITHMS = ["auto", "hierarchical", "nccl"] as const;
+export type HostsAlgorithm = (typeof HOSTS_ALGORITHMS)[number];
+
+export interface HostsCallOptions {
+  /** Where the call's work is enqueued (default: the device's default stream). */
+  readonly stream?: Stream;
+  readonly algorithm?: HostsAlgorithm;
+}
+
+/** The scratch a stream's hierarchical calls use; grown, never shrunk (see #scratch). */
+interface Scratch {
+  memory: DeviceMemory;
+  /** Scratch a graph may have captured: never freed before dispose. */
+  captured: boolean;
+}
+
+export class HostsCollectives {
+  /** This host's members, with symmkit's collectives on their symmetric memory. */
+  readonly local: ProcessGroup<GpuCollectives>;
+  /** Hosts the group spans, and members per host. */
+  readonly hosts: number;
+  readonly perHost: number;
+  readonly #group: ProcessGroup<HostsCollectives>;
+  /** Rail: this rank's position on every host (undefined on one host). */
+  readonly #railGroup: ProcessGroup | undefined;
+  readonly #rail: NcclComm | undefined;
+  readonly #world: NcclComm;
+  readonly #scratch = new Map<Stream, Scratch[]>();
+  readonly #retired: DeviceMemory[] = [];
+  #token: Tensor | undefined;
+
+  private constructor(
+    group: ProcessGroup<HostsCollectives>,
+    local: ProcessGroup<GpuCollectives>,
+    railGroup: ProcessGroup | undefined,
+    rail: NcclComm | undefined,
+    world: NcclComm,
+  ) {
+    this.#group = group;
+    this.local = local;
+    this.#railGroup = railGroup;
+    this.#rail = rail;
+    this.#world = world;
+    this.hosts = group.hosts.length;
+    this.perHost = local.worldSize;
+  }
+
+  /**
+   * Collective over `group`: opens this host's group (collectives from `makeLocal`), the rail and the
+   * group's own NCCL communicator. Every host must have the same number of the group's members.
+   */
+  static async create(
+    group: ProcessGroup<HostsCollectives>,
+    makeLocal: CollectivesFactory<GpuCollectives>,
+  ): Promise<HostsCollectives> {
+    const hosts = group.hosts;
+    const k = hosts[0]!.length;
+    if (hosts.some((h) => h.length !== k))
+      throw new InvalidArgumentError(
+        `a group across hosts needs as many members on every host; this one has ${hosts.map((h) => h.length).join(", ")}`,
+      );
+    const mine = hosts.find((h) => h.includes(group.globalRank))!;
+    const position = mine.indexOf(group.globalRank);
+    const local = (await group.newGroupWith(mine, makeLocal))!;
+    const railGroup =
+      hosts.length > 1
+        ? await group.newGroupWith(
+            hosts.map((h) => h[position]!),
+            undefined,
+          )
+        : undefined;
+    const rail = await railGroup?.nccl();
+    return new HostsCollectives(group, local, railGroup, rail, await group.nccl());
+  }
+
+  /** Sum (or max, min) of `input` over all ranks, into `output` (default: a new tensor). */
+  allReduce(input: Tensor, options: HostsCallOptions & { op?: ReduceOp; output?: Tensor } = {}): Tensor {
+    const what = "allReduce";
+    checkTensorArg(what, "input", input);
+    if (options.output !== undefined) checkTensorArg(what, "output", options.output);
+    const op = options.op ?? "sum";
+    checkReduction(what, op, input.dtype);
+    const output = options.output ?? Tensor.empty(input.shape, input.dtype, { device: input.device });
+    checkSameDtype(what, input, output);
+    checkNumel(what, "output", output, input.numel);
+    const stream = this.#stream(what, options, [input, output]);
+    if (this.#pick(what, options) === "nccl") {
+      this.#world.allReduce(input, output, op, stream);
+      return output;
+    }
+    const flat = output.view([output.numel]);
+    this.local.collectives.allReduce(input, { output, op, stream });
+    if (!this.#rail) return output;
+    const k = this.perHost;
+    const part = Math.floor(flat.numel / k);
+    const p = this.local.rank;
+    const mine = flat.slice(p * part, (p + 1) * part);
+    if (part > 0) this.#rail.allReduce(mine, mine, op, stream);
+    // The elements past k equal parts: every rail sums them (fewer than k elements).
+    if (part * k < flat.numel) {
+      const tail = flat.slice(part * k);
+      this.#rail.allReduce(tail, tail, op, stream);
+    }
+    // Each member's part lies in output where the gather puts it: the copy of itself writes the same bits.
+    if (part > 0 && k > 1) this.local.collectives.allGather(mine, flat.slice(0, part * k), { stream });
+    return output;
+  }
+
+  /** Every rank's `input`, in group-rank order, into `output` (world x input elements). */
+  allGather(input: Tensor, output: Tensor, options: HostsCallOptions = {}): Tensor {
+    const what = "allGather";
+    checkTensorArg(what, "input", input);
+    checkTensorArg(what, "output", output);
+    checkSameDtype(what, input, output);
+    checkNumel(what, "output", output, input.numel * this.#group.worldSize);
+    const stream = this.#stream(what, options, [input, output]);
+    if (this.#pick(what, options) === "nccl" || this.perHost === 1) {
+      this.#world.allGather(input, output, stream);
+      return output;
+    }
+    if (!this.#rail) return this.local.collectives.allGather(input, output, { stream });
+    const c = input.numel;
+    const [byHost, byPosition] = this.#buffers(stream, input, [
+      this.hosts * c,
+      this.perHost * this.hosts * c,
+    ]);
+    this.#rail.allGather(input.view([c]), byHost, stream);
+    this.local.collectives.allGather(byHost, byPosition, { stream });
+    this.#transpose(byPosition, output.view([output.numel]), this.perHost, this.hosts, c, stream);
+    return output;
+  }
+
+  /** Chunk `rank` of the reduction of every rank's `input` (world x output elements), into `output`. */
+  reduceScatter(input: Tensor, output: Tensor, options: HostsCallOptions & { op?: ReduceOp } = {}): Tensor {
+    const what = "reduceScatter";
+    checkTensorArg(what, "input", input);
+    checkTensorArg(what, "output", output);
+    const op = options.op ?? "sum";
+    checkReduction(what, op, input.dtype);
+    checkSameDtype(what, input, output);
+    checkDivisible(what, input, this.#group.worldSize);
+    checkNumel(what, "output", output, input.numel / this.#group.worldSize);
+    const stream = this.#stream(what, options, [input, output]);
+    if (this.#pick(what, options) === "nccl" || this.perHost === 1) {
+      this.#world.reduceScatter(input, output, op, stream);
+      return output;
+    }
+    if (!this.#rail) return this.local.collectives.reduceScatter(input, output, { op, stream });
+    const c = output.numel;
+    const [byPosition, hostSum] = this.#buffers(stream, input, [
+      this.perHost * this.hosts * c,
+      this.hosts * c,
+    ]);
+    this.#transpose(input.view([input.numel]), byPosition, this.hosts, this.perHost, c, stream);
+    this.local.collectives.reduceScatter(byPosition, hostSum, { op, stream });
+    this.#rail.reduceScatter(hostSum, output.view([c]), op, stream);
+    return output;
+  }
+
+  /** Every rank of the group meets here, in stream order on the device (an NCCL all-reduce of one word). */
+  barrier(options: { stream?: Stream } = {}): void {
+    const stream = options.stream ?? defaultStream(this.#group.device);
+    this.#token ??= Tensor.empty([1], "u32", { device: this.#group.device });
+    this.#world.allReduce(this.#token, this.#token, "max", stream);
+  }
+
+  /** Collective: the levels' groups and communicators, then the scratch. */
+  async dispose(): Promise<void> {
+    await this.#railGroup?.destroy();
+    await this.local.destroy();
+    for (const list of this.#scratch.values()) for (const s of list) s.memory.dispose();
+    for (const m of this.#retired) m.dispose();
+    this.#scratch.clear();
+    this.#token?.dispose();
+  }
+
+  #pick(what: string, options: HostsCallOptions): Exclude<HostsAlgorithm, "auto"> {
+    const requested = options.algorithm ?? "auto";
+    checkAlgorithm(what, requested, HOSTS_ALGORITHMS);
+    // Nothing measured yet says flat NCCL wins somewhere: the hierarchy keeps each host's traffic on
+    // NVLink and sends 1/k of it between hosts.
+    return requested === "auto" ? "hierarchical" : requested;
+  }
+
+  #stream(what: string, options: HostsCallOptions, tensors: readonly Tensor[]): Stream {
+    const device = this.#group.device;
+    for (const t of tensors)
+      if (t.device !== device)
+        throw new InvalidArgumentError(
+          `${what}: a tensor is on cuda:${t.device.ordinal}, not this rank's GPU cuda:${device.ordinal}`,
+        );
+    const stream = options.stream ?? defaultStream(device);
+    this.#group.noteCapture(stream);
+    return stream;
+  }
+
+  /**
+   * Two scratch tensors of `like`'s dtype and the given element counts, for work on `stream`. They grow
+   * on an eager call; inside a capture they must already be large enough (the graph keeps their
+   * address), so the first call of a size comes before capturing it. Memory a graph may hold is kept
+   * until dispose.
+   */
+  #buffers(stream: Stream, like: Tensor, counts: readonly [number, number]): [Tensor, Tensor] {
+    const capturing = Graph.activeCapture(stream) !== undefined;
+    let list = this.#scratch.get(stream);
+    if (!list) this.#scratch.set(stream, (list = []));
+    return counts.map((count, i) => {
+      const bytes = count * like.elementBytes;
+      let s = list[i];
+      if (!s || s.memory.bytes < bytes) {
+        if (capturing)
+          throw new UnsupportedError(
+            `a hierarchical collective of ${bytes} bytes of scratch inside a CUDA graph capture: make one ` +
+              "call of that size on this stream before capturing",
+          );
+        if (s) {
+          if (s.captured) this.#retired.push(s.memory);
+          else {
+            stream.synchronize();
+            s.memory.dispose();
+          }
+        }
+        s = list[i] = {
+          memory: DeviceMemory.alloc(Math.max(bytes, 2 * (s?.memory.bytes ?? 0)), like.device),
+          captured: false,
+        };
+      }
+      s.captured ||= capturing;
+      return Tensor.fromMemory(s.memory, [count], like.dtype);
+    }) as [Tensor, Tensor];
+  }
+
+  /** dst[j][i] = src[i][j] for blocks of `c` elements: src is rows x cols blocks, dst cols x rows. */
+  #transpose(src: Tensor, dst: Tensor, rows: number, cols: number, c: number, stream: Stream): void {
+    for (let i = 0; i < rows; i++)
+      for (let j = 0; j < cols; j++)
+        dst
+          .slice((j * rows + i) * c, (j * rows + i + 1) * c)
+          .copyFrom(src.slice((i * cols + j) * c, (i * cols + j + 1) * c), stream);
+  }
+}

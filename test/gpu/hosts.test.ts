@@ -1,0 +1,64 @@
+// Several hosts, simulated on this machine (issue: NCCL between hosts, symmkit inside each): two
+// `symmkit run --nnodes 2` launchers, two ranks each, init({ acrossHosts: true }) and every
+// HostsCollectives call exact (test/gpu/ranks/hosts.ts). With 2 or more GPUs each host gets a GPU of
+// its own (CUDA_VISIBLE_DEVICES) and its two ranks share it; with one GPU all four ranks share it.
+// --share-gpus gives every rank an NCCL host id of its own, so NCCL connects them through its network
+// (socket) transport, as between real hosts. A rank killed on one host: both launchers fail and no rank
+// outlives it.
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { deviceCount } from "../../src/runtime/device.js";
+import { freePort, launchHost } from "../support/hosts.js";
+import { showOutput, skipReason } from "./gpu.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const gpus = skipReason ? 0 : deviceCount();
+
+async function twoHosts(env: Record<string, string> = {}): Promise<{ status: number | null; out: string }[]> {
+  const port = await freePort();
+  const token = crypto.randomBytes(16).toString("hex");
+  const results = await Promise.all(
+    [0, 1].map((nodeRank) =>
+      launchHost({
+        nodeRank,
+        port,
+        token,
+        command: [path.join(here, "ranks", "hosts.js")],
+        launcherArgs: ["--share-gpus"],
+        env: gpus > 1 ? { ...env, CUDA_VISIBLE_DEVICES: String(nodeRank) } : env,
+        timeoutMs: 500_000,
+      }),
+    ),
+  );
+  for (const [i, r] of results.entries()) showOutput(`node ${i} exited ${r.status}\n${r.out}`);
+  return results;
+}
+
+test(
+  "two hosts x 2 ranks: every HostsCollectives call exact, subgroups, a graph",
+  { skip: skipReason },
+  async () => {
+    const results = await twoHosts();
+    for (const r of results) assert.equal(r.status, 0);
+    const out = results.map((r) => r.out).join("\n");
+    assert.equal(out.match(/gpu hosts ok rank \d/g)?.length, 4);
+  },
+);
+
+test(
+  "two hosts: a rank killed on one host fails both launchers, and no rank outlives it",
+  { skip: skipReason },
+  async () => {
+    const start = Date.now();
+    const results = await twoHosts({ HOSTS_FAULT: "kill" });
+    for (const r of results) {
+      assert.notEqual(r.status, 0);
+      assert.doesNotMatch(r.out, /outlived the killed rank/);
+    }
+    assert.match(results[1]!.out, /rank 3 \(pid \d+\) was killed by SIGKILL/);
+    assert.ok(Date.now() - start < 120_000, `took ${Date.now() - start} ms`);
+  },
+);

@@ -1,0 +1,196 @@
+// One rank of the several-hosts check (test/gpu/hosts.test.ts): a job started as two hosts
+// (symmkit run --nnodes 2), init({ acrossHosts: true }), and every HostsCollectives call against the
+// closed form. Inputs are small integers (a seeded shuffle per rank), so every sum is exact in every
+// dtype and the result must be exactly the closed form on every rank, whatever order NCCL adds in:
+// hierarchical, nccl and auto; sum, max and min; f32, bf16 and f16; sizes below, at and past a multiple
+// of the ranks per host; outputs poisoned inside guards; subgroups of one rank per host and of one host;
+// a CUDA graph replayed with the inputs changed in between. HOSTS_FAULT=kill: the last rank kills itself
+// after init, and the others must not outlive it (the launchers stop them).
+import assert from "node:assert/strict";
+import { assertSameBits, sharedSeed } from "../../support/agree.js";
+import { init, type HostsProcessGroup } from "../../../src/init.js";
+import { UnsupportedError } from "../../../src/errors.js";
+import { HOSTS_ALGORITHMS } from "../../../src/ops/hosts-collectives.js";
+import { encode, type DType } from "../../../src/runtime/dtype.js";
+import { Graph } from "../../../src/runtime/graph.js";
+import { Stream } from "../../../src/runtime/stream.js";
+import { Tensor } from "../../../src/runtime/tensor.js";
+import { guardsIntact, poisoned } from "./guards.js";
+
+const group = await init({ acrossHosts: true });
+const c = group.collectives;
+const { rank, worldSize: world } = group;
+const seed = await sharedSeed(group.store, rank);
+assert.ok(c.hosts >= 2, `this job should span hosts: ${c.hosts}`);
+assert.equal(c.hosts * c.perHost, world);
+if (rank === 0) console.log(`${c.hosts} hosts x ${c.perHost} ranks`);
+
+if (process.env.HOSTS_FAULT === "kill") {
+  group.synchronize();
+  if (rank === world - 1) process.kill(process.pid, "SIGKILL");
+  // The others wait in a collective for it: their launchers must stop them.
+  c.allReduce(Tensor.full([1024], 1, "f32"));
+  group.synchronize();
+  console.log("outlived the killed rank");
+  process.exit(4);
+}
+
+const salt = Number(seed % 1000n);
+/** Rank r's input: small integers, different on every rank and every call. */
+const values = (r: number, n: number, call: number): number[] =>
+  Array.from({ length: n }, (_, i) => ((i * 7 + r * 13 + call * 5 + salt) % 17) - 8);
+const OPS = {
+  sum: (xs: number[]) => xs.reduce((a, b) => a + b, 0),
+  max: (xs: number[]) => Math.max(...xs),
+  min: (xs: number[]) => Math.min(...xs),
+};
+type Op = keyof typeof OPS;
+const DTYPES: DType[] = ["f32", "bf16", "f16"];
+
+const upload = (dtype: DType, v: number[]): Tensor =>
+  Tensor.fromHost(encode(dtype, v), dtype, { shape: [v.length] });
+
+function checkInto(whole: Tensor, out: Tensor, want: number[], dtype: DType, what: string): void {
+  assertSameBits(out.toHost(), encode(dtype, want), what, seed);
+  guardsIntact(whole, what);
+}
+
+let call = 0;
+function allReduceCase(g: HostsProcessGroup, n: number, dtype: DType, op: Op, algorithm: string): void {
+  const gr = g.ranks;
+  const k = call++;
+  const x = upload(dtype, values(g.globalRank, n, k));
+  const [whole, out] = poisoned(dtype, [n]);
+  g.collectives.allReduce(x, { output: out, op, algorithm: algorithm as "auto" });
+  const vs = gr.map((r) => values(r, n, k));
+  const want = Array.from({ length: n }, (_, i) => OPS[op](vs.map((v) => v[i]!)));
+  checkInto(whole, out, want, dtype, `allReduce ${op} ${dtype} n=${n} ${algorithm} ranks ${gr.join(",")}`);
+  x.dispose();
+  whole.dispose();
+}
+
+function allGatherCase(g: HostsProcessGroup, n: number, dtype: DType, algorithm: string): void {
+  const gr = g.ranks;
+  const k = call++;
+  const x = upload(dtype, values(g.globalRank, n, k));
+  const [whole, out] = poisoned(dtype, [n * gr.length]);
+  g.collectives.allGather(x, out, { algorithm: algorithm as "auto" });
+  const want = gr.flatMap((r) => values(r, n, k));
+  checkInto(whole, out, want, dtype, `allGather ${dtype} n=${n} ${algorithm} ranks ${gr.join(",")}`);
+  x.dispose();
+  whole.dispose();
+}
+
+function reduceScatterCase(g: HostsProcessGroup, n: number, dtype: DType, op: Op, algorithm: string): void {
+  const gr = g.ranks;
+  const k = call++;
+  const total = n * gr.length;
+  const x = upload(dtype, values(g.globalRank, total, k));
+  const [whole, out] = poisoned(dtype, [n]);
+  g.collectives.reduceScatter(x, out, { op, algorithm: algorithm as "auto" });
+  const all = gr.map((r) => values(r, total, k));
+  const want = Array.from({ length: n }, (_, i) => OPS[op](all.map((v) => v[g.rank * n + i]!)));
+  checkInto(
+    whole,
+    out,
+    want,
+    dtype,
+    `reduceScatter ${op} ${dtype} n=${n} ${algorithm} ranks ${gr.join(",")}`,
+  );
+  x.dispose();
+  whole.dispose();
+}
+
+function everyCall(g: HostsProcessGroup, sizes: readonly number[]): number {
+  const before = call;
+  for (const algorithm of HOSTS_ALGORITHMS)
+    for (const dtype of DTYPES)
+      for (const n of sizes) {
+        for (const op of Object.keys(OPS) as Op[]) {
+          allReduceCase(g, n, dtype, op, algorithm);
+          reduceScatterCase(g, n, dtype, op, algorithm);
+        }
+        allGatherCase(g, n, dtype, algorithm);
+      }
+  return call - before;
+}
+
+// Sizes: one element (fewer than the ranks per host), odd, a multiple of the ranks per host, large.
+const SIZES = [1, 7, 4096, 4097, (1 << 16) + 3];
+const calls = everyCall(group, SIZES);
+if (rank === 0) console.log(`every call exact on the world group: ${calls} calls`);
+
+// A subgroup of one rank per host (the rails alone), and one of one host (no NCCL level).
+const perHost = group.localWorldSize;
+const railRanks = Array.from({ length: c.hosts }, (_, h) => h * perHost);
+const rail = await group.newGroup(railRanks);
+if (rail) {
+  assert.equal(rail.collectives.perHost, 1);
+  everyCall(rail, [1, 4097]);
+  if (rail.rank === 0) console.log(`subgroup ${railRanks.join(",")} (one rank per host): exact`);
+  await rail.destroy();
+}
+const hostRanks = Array.from({ length: perHost }, (_, i) => i);
+const host0 = await group.newGroup(hostRanks);
+if (host0) {
+  assert.equal(host0.collectives.hosts, 1);
+  everyCall(host0, [1, 4097]);
+  if (host0.rank === 0) console.log(`subgroup ${hostRanks.join(",")} (one host): exact`);
+  await host0.destroy();
+}
+
+// A graph of all three, hierarchical, replayed with the inputs changed in between.
+{
+  const n = 4097;
+  const stream = Stream.create(group.device);
+  const x = Tensor.empty([n], "bf16");
+  const xs = Tensor.empty([n * world], "bf16");
+  const ar = Tensor.empty([n], "bf16");
+  const ag = Tensor.empty([n * world], "bf16");
+  const rs = Tensor.empty([n], "bf16");
+  const record = (): void => {
+    c.allReduce(x, { output: ar, stream, algorithm: "hierarchical" });
+    c.allGather(x, ag, { stream, algorithm: "hierarchical" });
+    c.reduceScatter(xs, rs, { stream, algorithm: "hierarchical" });
+  };
+  // The scratch of a size is made by an eager call first; a capture cannot allocate it.
+  const fresh = Stream.create(group.device);
+  assert.throws(
+    () => Graph.capture(fresh, () => void c.allGather(x, ag, { stream: fresh, algorithm: "hierarchical" })),
+    (e: unknown) => e instanceof UnsupportedError && /before capturing/.test(e.message),
+  );
+  record();
+  stream.synchronize();
+  const graph = Graph.capture(stream, record);
+  for (let replay = 0; replay < 4; replay++) {
+    const k = call++;
+    const inputs = [upload("bf16", values(rank, n, k)), upload("bf16", values(rank, n * world, k))];
+    x.copyFrom(inputs[0]!, stream);
+    xs.copyFrom(inputs[1]!, stream);
+    graph.launch(stream);
+    group.synchronize(stream);
+    for (const t of inputs) t.dispose();
+    const short = group.ranks.map((r) => values(r, n, k));
+    const long = group.ranks.map((r) => values(r, n * world, k));
+    const sum = (vs: number[][], i: number): number => OPS.sum(vs.map((v) => v[i]!));
+    const want = {
+      allReduce: Array.from({ length: n }, (_, i) => sum(short, i)),
+      allGather: short.flat(),
+      reduceScatter: Array.from({ length: n }, (_, i) => sum(long, rank * n + i)),
+    };
+    for (const [name, got] of [
+      ["allReduce", ar],
+      ["allGather", ag],
+      ["reduceScatter", rs],
+    ] as const)
+      assertSameBits(got.toHost(), encode("bf16", want[name]), `graph replay ${replay} ${name}`, seed);
+  }
+  graph.dispose();
+  for (const t of [x, xs, ar, ag, rs]) t.dispose();
+  if (rank === 0) console.log("a CUDA graph of the three, replayed 4 times with the inputs changed: exact");
+}
+
+c.barrier();
+group.synchronize();
+await group.destroy();
+console.log(`gpu hosts ok rank ${rank}`);
