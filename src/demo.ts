@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { SymmkitError } from "./errors.js";
 import type { CpuProcessGroup } from "./cpu/process-group.js";
 import { HostTensor } from "./cpu/host-tensor.js";
+import { readDistEnv } from "./distributed/env.js";
 import { launch } from "./distributed/launcher.js";
 import { detectBackend, init, type AnyProcessGroup, type CudaProcessGroup } from "./init.js";
 import { reduceInto } from "./ops/reduce.js";
@@ -17,7 +18,7 @@ import { defaultStream } from "./runtime/stream.js";
 import { deviceCount } from "./runtime/device.js";
 import { freshSeed, Tensor } from "./runtime/tensor.js";
 import { startTogether } from "./bench/collectives.js";
-import { graphTimeUs, median, table } from "./bench/report.js";
+import { graphTimeManyUs, graphTimeUs, median, table } from "./bench/report.js";
 import { cpuMlpDemo, gpuMlpDemo } from "./demo-mlp.js";
 import { readEnvVar } from "./settings.js";
 
@@ -61,25 +62,29 @@ function sameBits(got: RawArray, want: RawArray, what: string): void {
     if (!Object.is(got[i], want[i])) fail(what, `element ${i} is ${got[i]}, expected ${want[i]}`);
 }
 
+function rowsTable(rows: readonly Row[]): string {
+  return table(
+    ["collective", "algorithm", "bytes", "us", "algbw GB/s", "busbw GB/s"],
+    rows.map((r) => [
+      r.op,
+      r.algorithm,
+      String(r.bytes),
+      r.us.toFixed(1),
+      (r.bytes / r.us / 1e3).toFixed(2),
+      ((r.bytes / r.us / 1e3) * r.busFactor).toFixed(2),
+    ]),
+  );
+}
+
 async function demoRank(): Promise<number> {
+  const env = readDistEnv();
+  if (env.worldSize > env.localWorldSize) return hostsDemoRank();
   const group = await init();
   const seed = BigInt((await shareSeed(group)).toString());
   const say = (s: string): void => void (group.rank === 0 && process.stdout.write(`${s}\n`));
   const rows = group.backend === "cpu" ? cpuDemo(group, seed, say) : await gpuDemo(group, seed, say);
   const world = group.worldSize;
-  say(
-    table(
-      ["collective", "algorithm", "bytes", "us", "algbw GB/s", "busbw GB/s"],
-      rows.map((r) => [
-        r.op,
-        r.algorithm,
-        String(r.bytes),
-        r.us.toFixed(1),
-        (r.bytes / r.us / 1e3).toFixed(2),
-        ((r.bytes / r.us / 1e3) * r.busFactor).toFixed(2),
-      ]),
-    ),
-  );
+  say(rowsTable(rows));
   if (group.backend === "cpu") cpuMlpDemo(group, seed, say);
   else await gpuMlpDemo(group, seed, say);
   if (group.backend === "cpu") {
@@ -93,7 +98,82 @@ async function demoRank(): Promise<number> {
   return 0;
 }
 
-async function shareSeed(group: AnyProcessGroup): Promise<Buffer> {
+/**
+ * A job on several hosts (symmkit run --nnodes M on each): the all-reduce across hosts, hierarchical
+ * (symmkit inside each host, NCCL between) and flat NCCL, checked and timed; then the MLP block inside
+ * each host on its own group. On 2 hosts the hierarchical sum is bit for bit each host's rank-order sum,
+ * rounded, then the two hosts' sums added and rounded once; on more hosts NCCL's order decides, within
+ * rounding.
+ */
+async function hostsDemoRank(): Promise<number> {
+  const group = await init({ acrossHosts: true });
+  const c = group.collectives;
+  const { rank, worldSize: world, device } = group;
+  const seed = BigInt((await shareSeed(group)).toString());
+  const say = (s: string): void => void (rank === 0 && process.stdout.write(`${s}\n`));
+  say(
+    `${c.hosts} hosts x ${c.perHost} x ${device.props.name}: bf16 all-reduce across hosts, hierarchical ` +
+      "(symmkit inside each host, NCCL between hosts) against NCCL over all ranks ...",
+  );
+  const dtype: DType = "bf16";
+  const stream = defaultStream(device);
+  const rows: Row[] = [];
+  for (const bytes of [4096, 65536, 1 << 20, 16 << 20]) {
+    const n = bytes / 2;
+    const inputs = group.ranks.map((r) => encode(dtype, hostUniform(n, seed, r, -1, 1)));
+    const sum = (xs: RawArray[]): RawArray => {
+      const out = encode(dtype, new Float32Array(n));
+      reduceInto(dtype, "sum", xs, 0, out, 0, n);
+      return out;
+    };
+    const hostSums = Array.from({ length: c.hosts }, (_, h) =>
+      sum(inputs.slice(h * c.perHost, (h + 1) * c.perHost)),
+    );
+    const want = sum(hostSums);
+    const x = Tensor.fromHost(inputs[rank]!, dtype);
+    const outs = (["hierarchical", "nccl"] as const).map(() => Tensor.empty([n], dtype));
+    const runs = (["hierarchical", "nccl"] as const).map(
+      (algorithm, i) => (): void => void c.allReduce(x, { algorithm, output: outs[i]!, stream }),
+    );
+    for (const run of runs) run();
+    group.synchronize(stream);
+    if (c.hosts === 2)
+      sameBits(outs[0]!.toHost({ stream }), want, `all-reduce hierarchical (${bytes} bytes)`);
+    for (const [i, what] of ["hierarchical", "nccl"].entries()) {
+      const a = decodeToF32(dtype, outs[i]!.toHost({ stream }));
+      const b = decodeToF32(dtype, want);
+      for (let k = 0; k < n; k++)
+        if (Math.abs(a[k]! - b[k]!) > 0.02 * world)
+          fail(`all-reduce ${what} (${bytes} bytes)`, `element ${k}`);
+    }
+    await group.barrier();
+    const us = await graphTimeManyUs(stream, runs, {
+      perGraph: 10,
+      replays: 10,
+      beforeReplay: async () => {
+        await group.barrier();
+        c.barrier({ stream });
+      },
+      sync: () => group.synchronize(stream),
+    });
+    for (const [i, algorithm] of ["hierarchical", "nccl"].entries())
+      rows.push({ op: "all-reduce", algorithm, bytes, us: us[i]!, busFactor: (2 * (world - 1)) / world });
+    for (const t of [x, ...outs]) t.dispose();
+  }
+  say(
+    c.hosts === 2
+      ? "hierarchical matched each host's rank-order sum, then the hosts' sum, bit for bit; NCCL within bf16 rounding"
+      : "hierarchical and NCCL within bf16 rounding of the reference (on more than 2 hosts NCCL's order decides)",
+  );
+  say(rowsTable(rows));
+  say(`the MLP block inside each host, on its ${c.perHost} GPU(s) (collectives.local):`);
+  await gpuMlpDemo(c.local, seed, say);
+  say("demo: every result matched its reference");
+  await group.destroy();
+  return 0;
+}
+
+async function shareSeed(group: { rank: number; store: AnyProcessGroup["store"] }): Promise<Buffer> {
   if (group.rank === 0)
     await group.store.set("demo/seed", String(readEnvVar("SYMMKIT_TEST_SEED") ?? freshSeed()));
   return group.store.get("demo/seed");

@@ -63,6 +63,8 @@ export {
 export {
   HostsCollectives,
   HOSTS_ALGORITHMS,
+  HIERARCHICAL_MAX_BYTES,
+  autoHostsAlgorithm,
   type HostsAlgorithm,
   type HostsCallOptions,
 } from "./ops/hosts-collectives.js";

@@ -48,7 +48,7 @@ function sizesOption(parseSizes: (spec: string) => number[]): Option {
 function algorithmList(known?: readonly string[]): (spec: string) => string[] {
   return (spec) => {
     const names = spec.split(",");
-    if (names.some((n) => !/^[a-z0-9_]+$/.test(n)))
+    if (names.some((n) => !/^[a-z0-9_-]+$/.test(n)))
       throw new CommanderInvalidArgument("Expected names separated by commas, e.g. one_shot,two_shot.");
     const unknown = known ? names.filter((n) => !known.includes(n)) : [];
     if (unknown.length)
@@ -362,6 +362,34 @@ export function addBenchCommands(program: CliCommand): void {
       const o = cmd.opts<{ sizes: number[]; algorithms?: string[] }>();
       const { benchSendRecv, formatSendRecv } = await import("../bench/send-recv.js");
       return show(cmd, await benchSendRecv(o), formatSendRecv);
+    });
+
+  bench
+    .command("hosts")
+    .summary("collectives across hosts: hierarchical against flat NCCL (under symmkit run --nnodes M)")
+    .description(
+      "The collectives of a group across hosts (init({ acrossHosts: true })): hierarchical (symmkit inside " +
+        "each host, NCCL between hosts) against NCCL over the whole group; validated, graph-timed. Run it on " +
+        "every host: SYMMKIT_JOB_TOKEN=<secret> symmkit run --nnodes M --node-rank R --master-addr <node 0> " +
+        "--master-port P -n N -- symmkit bench hosts",
+    )
+    .lazyOptions(async (cmd) => {
+      const { parseSizes } = await import("../bench/collectives.js");
+      const { HOSTS_BENCH_COLLECTIVES } = await import("../bench/hosts.js");
+      cmd
+        .addOption(sizesOption(parseSizes))
+        .addOption(
+          new Option(
+            "--collectives <names>",
+            `what to time, comma-separated: ${HOSTS_BENCH_COLLECTIVES.join(", ")} (default: all)`,
+          ).argParser(algorithmList(HOSTS_BENCH_COLLECTIVES)),
+        )
+        .addOption(jsonOption());
+    })
+    .does(async (cmd) => {
+      const o = cmd.opts<{ sizes: number[]; collectives?: string[] }>();
+      const { benchHosts, formatHosts } = await import("../bench/hosts.js");
+      return show(cmd, await benchHosts(o), formatHosts);
     });
 
   bench

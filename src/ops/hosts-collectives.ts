@@ -37,6 +37,18 @@ import {
 } from "./validate.js";
 
 export const HOSTS_ALGORITHMS = ["auto", "hierarchical", "nccl"] as const;
+
+/**
+ * auto's rule until `symmkit bench hosts` has measured real hosts (docs/perf-notes.md, "Several hosts"):
+ * up to 1 MiB per rank the hierarchy's few network steps and symmkit's microsecond NVLink phases should
+ * beat NCCL's flat algorithms; above, its phases run one after the other while NCCL's rings overlap
+ * NVLink and network, so flat NCCL.
+ */
+export const HIERARCHICAL_MAX_BYTES = 1 << 20;
+
+/** What auto picks for `bytes` per rank (see HIERARCHICAL_MAX_BYTES). */
+export const autoHostsAlgorithm = (bytes: number): Exclude<HostsAlgorithm, "auto"> =>
+  bytes <= HIERARCHICAL_MAX_BYTES ? "hierarchical" : "nccl";
 export type HostsAlgorithm = (typeof HOSTS_ALGORITHMS)[number];
 
 export interface HostsCallOptions {
@@ -122,7 +134,7 @@ export class HostsCollectives {
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel);
     const stream = this.#stream(what, options, [input, output]);
-    if (this.#pick(what, options) === "nccl") {
+    if (this.#pick(what, options, input.nbytes) === "nccl") {
       this.#world.allReduce(input, output, op, stream);
       return output;
     }
@@ -152,7 +164,7 @@ export class HostsCollectives {
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    if (this.#pick(what, options) === "nccl" || this.perHost === 1) {
+    if (this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1) {
       this.#world.allGather(input, output, stream);
       return output;
     }
@@ -179,7 +191,7 @@ export class HostsCollectives {
     checkDivisible(what, input, this.#group.worldSize);
     checkNumel(what, "output", output, input.numel / this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    if (this.#pick(what, options) === "nccl" || this.perHost === 1) {
+    if (this.#pick(what, options, output.nbytes) === "nccl" || this.perHost === 1) {
       this.#world.reduceScatter(input, output, op, stream);
       return output;
     }
@@ -212,12 +224,11 @@ export class HostsCollectives {
     this.#token?.dispose();
   }
 
-  #pick(what: string, options: HostsCallOptions): Exclude<HostsAlgorithm, "auto"> {
+  /** `bytes`: per rank, the all-reduce's and all-gather's input, the reduce-scatter's output. */
+  #pick(what: string, options: HostsCallOptions, bytes: number): Exclude<HostsAlgorithm, "auto"> {
     const requested = options.algorithm ?? "auto";
     checkAlgorithm(what, requested, HOSTS_ALGORITHMS);
-    // Nothing measured yet says flat NCCL wins somewhere: the hierarchy keeps each host's traffic on
-    // NVLink and sends 1/k of it between hosts.
-    return requested === "auto" ? "hierarchical" : requested;
+    return requested === "auto" ? autoHostsAlgorithm(bytes) : requested;
   }
 
   #stream(what: string, options: HostsCallOptions, tensors: readonly Tensor[]): Stream {

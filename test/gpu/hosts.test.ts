@@ -4,7 +4,7 @@
 // its own (CUDA_VISIBLE_DEVICES) and its two ranks share it; with one GPU all four ranks share it.
 // --share-gpus gives every rank an NCCL host id of its own, so NCCL connects them through its network
 // (socket) transport, as between real hosts. A rank killed on one host: both launchers fail and no rank
-// outlives it.
+// outlives it. And `symmkit demo` run on both hosts.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import path from "node:path";
@@ -17,7 +17,12 @@ import { showOutput, skipReason } from "./gpu.js";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gpus = skipReason ? 0 : deviceCount();
 
-async function twoHosts(env: Record<string, string> = {}): Promise<{ status: number | null; out: string }[]> {
+const cli = path.join(here, "..", "..", "src", "cli.js");
+
+async function twoHosts(
+  env: Record<string, string> = {},
+  command = [path.join(here, "ranks", "hosts.js")],
+): Promise<{ status: number | null; out: string }[]> {
   const port = await freePort();
   const token = crypto.randomBytes(16).toString("hex");
   const results = await Promise.all(
@@ -26,7 +31,7 @@ async function twoHosts(env: Record<string, string> = {}): Promise<{ status: num
         nodeRank,
         port,
         token,
-        command: [path.join(here, "ranks", "hosts.js")],
+        command,
         launcherArgs: ["--share-gpus"],
         env: gpus > 1 ? { ...env, CUDA_VISIBLE_DEVICES: String(nodeRank) } : env,
         timeoutMs: 500_000,
@@ -60,5 +65,18 @@ test(
     }
     assert.match(results[1]!.out, /rank 3 \(pid \d+\) was killed by SIGKILL/);
     assert.ok(Date.now() - start < 120_000, `took ${Date.now() - start} ms`);
+  },
+);
+
+test(
+  "symmkit demo on two hosts: the all-reduce across hosts, then the MLP block inside each",
+  { skip: skipReason },
+  async () => {
+    const results = await twoHosts({}, ["--", process.execPath, cli, "demo"]);
+    for (const r of results) assert.equal(r.status, 0);
+    const out = results.map((r) => r.out).join("\n");
+    assert.match(out, /2 hosts x 2 x .*: bf16 all-reduce across hosts/);
+    assert.match(out, /hierarchical matched each host's rank-order sum, then the hosts' sum, bit for bit/);
+    assert.match(out, /demo: every result matched its reference/);
   },
 );
