@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
+import { SymmTimeoutError } from "../src/distributed/sync-watch.js";
 import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
 import { AR_NORM_TUNABLE } from "../src/ops/ar-norm-checks.js";
 import {
@@ -65,4 +66,25 @@ test("CollectiveMismatchError names both ranks, both calls and what differed", (
   assert.match(e.message, /rank 0 and rank 1 are out of step/);
   assert.match(e.message, /all-reduce\/lamport f16 sum/);
   assert.deepEqual(e.differences.length, 1);
+});
+
+test("SymmTimeoutError says which call a signal wait was in (its fingerprint), or the kernel's phase", () => {
+  const record = {
+    kind: "gave-up" as const,
+    rank: 0,
+    peer: 1,
+    block: 2,
+    thread: 3,
+    waitedMs: 3000,
+    expected: 0,
+    got: 0,
+  };
+  const fp = fingerprint(5, { kind: "all-gather-matmul/fused_copy_engine", dtype: "bf16", count: 4096 });
+  const signal = new SymmTimeoutError({ ...record, phase: fp }, 3000);
+  assert.match(
+    signal.message,
+    /^rank 0 \(block 2, thread 3\) waited 3000 ms for rank 1 in all-gather-matmul\/fused_copy_engine bf16 none, call #5 \(mod 1024\), which never signalled \(timeout 3000 ms\)/,
+  );
+  const tile = new SymmTimeoutError({ ...record, phase: 17 }, 3000);
+  assert.match(tile.message, /waited 3000 ms for rank 1 at phase 17, which never signalled/);
 });

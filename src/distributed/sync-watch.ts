@@ -7,7 +7,7 @@ import type { Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
 import { readEnvVar, type Env } from "../settings.js";
 import { RECORD_KINDS, SYNC_WATCH_LAYOUT, TIMEOUT_RECORD_LAYOUT } from "./device-layouts.js";
-import { CollectiveMismatchError } from "./fingerprint.js";
+import { CollectiveMismatchError, describeFingerprint, SIGNAL_MARK } from "./fingerprint.js";
 
 export { DEFAULT_SYNC_TIMEOUT_MS } from "../settings.js";
 
@@ -31,6 +31,12 @@ export interface TimeoutRecord {
   readonly got: number;
 }
 
+/** What a wait's phase says: a signal's expected value is its call's fingerprint (bit 31 set); any other
+ * value is the waiting kernel's own step (a GEMM tile, a ready count). */
+function waitingIn(phase: number): string {
+  return (phase & SIGNAL_MARK) !== 0 ? `in ${describeFingerprint(phase >>> 0)}` : `at phase ${phase}`;
+}
+
 export class SymmTimeoutError extends SymmkitError {
   constructor(
     readonly record: TimeoutRecord,
@@ -39,8 +45,8 @@ export class SymmTimeoutError extends SymmkitError {
   ) {
     super(
       "SYMMKIT_SYMM_TIMEOUT",
-      `rank ${record.rank} (block ${record.block}, thread ${record.thread}, phase ${record.phase}) waited ` +
-        `${record.waitedMs.toFixed(0)} ms for rank ${record.peer}, which never signalled (timeout ${timeoutMs} ms). ` +
+      `rank ${record.rank} (block ${record.block}, thread ${record.thread}) waited ${record.waitedMs.toFixed(0)} ` +
+        `ms for rank ${record.peer} ${waitingIn(record.phase)}, which never signalled (timeout ${timeoutMs} ms). ` +
         `Is rank ${record.peer} alive and running the same operations?${options.note ? ` ${options.note}` : ""}`,
       { cause: options.cause },
     );
