@@ -15,20 +15,27 @@
 //   reduceScatter, hierarchical: copies put the input's chunks in (position, host) order, the host
 //     reduce-scatters (symmkit: member p gets the host's sum of the chunks of position p on every host),
 //     and rail p reduce-scatters that over the hosts (NCCL).
+//   send, recv, sendRecv: symmkit's put over NVLink to a peer on this host, NCCL to one on another;
+//   allToAll: NCCL's grouped sends and receives. The ops that need symmetric memory over the whole group
+//   (fused matmuls, all-reduce + RMSNorm, allToAllV, MoE) are refused with UnsupportedError: they run on
+//   `local`, inside a host.
 // Each level crosses the hosts only with 1/k of the data (what leaves a host is already reduced, or is
 // gathered once per rail), which is what makes the hierarchy faster than flat NCCL on hosts whose
 // NVLink is much faster than their network.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
-import type { NcclComm } from "../distributed/nccl-comm.js";
+import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
 import type { CollectivesFactory, ProcessGroup } from "../distributed/process-group.js";
 import { Graph } from "../runtime/graph.js";
-import { DeviceMemory } from "../runtime/memory.js";
+import { copyDeviceToDevice, DeviceMemory } from "../runtime/memory.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { GpuCollectives } from "./gpu-collectives.js";
+import { checkAllToAll, checkSendRecv } from "./exchange-checks.js";
+import { overlaps } from "./matmul.js";
 import {
   checkAlgorithm,
   checkDivisible,
+  checkPeer,
   checkNumel,
   checkReduction,
   checkSameDtype,
@@ -63,6 +70,13 @@ interface Scratch {
   /** Scratch a graph may have captured: never freed before dispose. */
   captured: boolean;
 }
+
+/** `count` bytes of `t` from byte `at` (the whole tensor by default), as NCCL moves them. */
+const asBytes = (t: Tensor, at = 0, count = t.nbytes): NcclSpan => ({
+  ptr: t.ptr + BigInt(at),
+  numel: count,
+  dtype: "u8",
+});
 
 export class HostsCollectives {
   /** This host's members, with symmkit's collectives on their symmetric memory. */
@@ -205,6 +219,111 @@ export class HostsCollectives {
     this.local.collectives.reduceScatter(byPosition, hostSum, { op, stream });
     this.#rail.reduceScatter(hostSum, output.view([c]), op, stream);
     return output;
+  }
+
+  /**
+   * `x` to group rank `peer`, which calls recv (or sendRecv) with as many bytes; ordered per pair. auto and
+   * hierarchical: symmkit's put over NVLink when the peer is on this host, NCCL otherwise; nccl: NCCL.
+   * Every call of a pair must take the same path (the same algorithm), as with GpuCollectives.
+   */
+  send(x: Tensor, peer: number, options: HostsCallOptions = {}): void {
+    const what = "send";
+    checkTensorArg(what, "x", x);
+    const [stream, local] = this.#pointToPoint(what, peer, options, [x]);
+    if (local !== undefined) this.local.collectives.send(x, local, { stream });
+    else this.#world.send(asBytes(x), peer, stream);
+  }
+
+  /** Into `out`, what group rank `peer` sent (send or sendRecv). Returns `out`. */
+  recv(out: Tensor, peer: number, options: HostsCallOptions = {}): Tensor {
+    const what = "recv";
+    checkTensorArg(what, "out", out);
+    const [stream, local] = this.#pointToPoint(what, peer, options, [out]);
+    if (local !== undefined) this.local.collectives.recv(out, local, { stream });
+    else this.#world.recv(asBytes(out), peer, stream);
+    return out;
+  }
+
+  /** `x` to group rank `peer` and `out` from it, in one call on both ranks (sizes may differ). */
+  sendRecv(x: Tensor, out: Tensor, peer: number, options: HostsCallOptions = {}): Tensor {
+    const what = "sendRecv";
+    checkSendRecv(what, x, out, overlaps);
+    const [stream, local] = this.#pointToPoint(what, peer, options, [x, out]);
+    if (local !== undefined) return this.local.collectives.sendRecv(x, out, local, { stream });
+    this.#world.group(() => {
+      this.#world.send(asBytes(x), peer, stream);
+      this.#world.recv(asBytes(out), peer, stream);
+    });
+    return out;
+  }
+
+  /** Chunk j of `x` to group rank j, chunk i of `out` from rank i (world equal chunks): NCCL's grouped
+   * sends and receives over the group (auto and nccl), this rank's own chunk copied on the stream. */
+  allToAll(x: Tensor, out: Tensor, options: HostsCallOptions = {}): Tensor {
+    const what = "allToAll";
+    const world = this.#group.worldSize;
+    checkAllToAll(what, world, x, out, overlaps);
+    const requested = options.algorithm ?? "auto";
+    checkAlgorithm(what, requested, ["auto", "nccl"]);
+    const stream = this.#stream(what, options, [x, out]);
+    const chunk = x.nbytes / world;
+    const me = this.#group.rank;
+    this.#world.group(() => {
+      for (let r = 0; r < world; r++) {
+        if (r === me) continue;
+        this.#world.send(asBytes(x, r * chunk, chunk), r, stream);
+        this.#world.recv(asBytes(out, r * chunk, chunk), r, stream);
+      }
+    });
+    copyDeviceToDevice(out.ptr + BigInt(me * chunk), x.ptr + BigInt(me * chunk), chunk, stream);
+    return out;
+  }
+
+  /** The ops that need symmetric memory over the whole group: not across hosts. */
+  allGatherMatmul(..._args: unknown[]): never {
+    return this.#insideHostOnly("allGatherMatmul");
+  }
+  matmulReduceScatter(..._args: unknown[]): never {
+    return this.#insideHostOnly("matmulReduceScatter");
+  }
+  matmulAllReduce(..._args: unknown[]): never {
+    return this.#insideHostOnly("matmulAllReduce");
+  }
+  allReduceRmsNorm(..._args: unknown[]): never {
+    return this.#insideHostOnly("allReduceRmsNorm");
+  }
+  allToAllV(..._args: unknown[]): never {
+    return this.#insideHostOnly("allToAllV");
+  }
+  dispatch(..._args: unknown[]): never {
+    return this.#insideHostOnly("dispatch");
+  }
+  combine(..._args: unknown[]): never {
+    return this.#insideHostOnly("combine");
+  }
+
+  #insideHostOnly(what: string): never {
+    throw new UnsupportedError(
+      `${what} across hosts is not built: it runs on symmetric memory, which ends at a host. Call it inside ` +
+        `one host, on collectives.local (this host's ${this.perHost} ranks), or compose it from allReduce, ` +
+        "allGather and reduceScatter, which run across hosts",
+    );
+  }
+
+  /** Checks a point-to-point call; its stream, and the peer's rank in the local group if the call goes
+   * through symmkit's put (the peer is on this host, and the algorithm allows it). */
+  #pointToPoint(
+    what: string,
+    peer: number,
+    options: HostsCallOptions,
+    tensors: readonly Tensor[],
+  ): [Stream, number | undefined] {
+    checkPeer(what, peer, this.#group.worldSize, this.#group.rank);
+    const requested = options.algorithm ?? "auto";
+    checkAlgorithm(what, requested, HOSTS_ALGORITHMS);
+    const stream = this.#stream(what, options, tensors);
+    const local = this.local.ranks.indexOf(this.#group.ranks[peer]!);
+    return [stream, requested === "nccl" || local < 0 ? undefined : local];
   }
 
   /** Every rank of the group meets here, in stream order on the device (an NCCL all-reduce of one word). */

@@ -4,7 +4,9 @@
 // dtype and the result must be exactly the closed form on every rank, whatever order NCCL adds in:
 // hierarchical, nccl and auto; sum, max and min; f32, bf16 and f16; sizes below, at and past a multiple
 // of the ranks per host; outputs poisoned inside guards; subgroups of one rank per host and of one host;
-// a CUDA graph replayed with the inputs changed in between. HOSTS_FAULT=kill: the last rank kills itself
+// a CUDA graph replayed with the inputs changed in between; send/recv around the ring and sendRecv
+// between pairs (peers on this host and on the other), allToAll, and the symmetric-memory ops refused
+// with UnsupportedError. HOSTS_FAULT=kill: the last rank kills itself
 // after init, and the others must not outlive it (the launchers stop them).
 import assert from "node:assert/strict";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
@@ -119,6 +121,56 @@ function everyCall(g: HostsProcessGroup, sizes: readonly number[]): number {
 const SIZES = [1, 7, 4096, 4097, (1 << 16) + 3];
 const calls = everyCall(group, SIZES);
 if (rank === 0) console.log(`every call exact on the world group: ${calls} calls`);
+
+// Point to point around the ring (the next rank is on this host or the next one), and all-to-all, every
+// algorithm; then the symmetric-memory ops, refused.
+{
+  const n = 4097;
+  const next = (rank + 1) % world;
+  const prev = (rank + world - 1) % world;
+  for (const algorithm of HOSTS_ALGORITHMS) {
+    const k = call++;
+    const x = upload("f32", values(rank, n, k));
+    const [whole, out] = poisoned("f32", [n]);
+    // Even ranks send first and odd ones receive first, so that no pair waits on itself.
+    if (rank % 2 === 0) {
+      c.send(x, next, { algorithm });
+      c.recv(out, prev, { algorithm });
+    } else {
+      c.recv(out, prev, { algorithm });
+      c.send(x, next, { algorithm });
+    }
+    group.synchronize();
+    checkInto(whole, out, values(prev, n, k), "f32", `send/recv ${algorithm}`);
+    // A peer on this host, then one on the other host (the same position there).
+    for (const peer of [rank ^ 1, (rank + group.localWorldSize) % world]) {
+      out.fill(Number.NaN);
+      c.sendRecv(x, out, peer, { algorithm });
+      group.synchronize();
+      checkInto(whole, out, values(peer, n, k), "f32", `sendRecv ${algorithm} with ${peer}`);
+    }
+    x.dispose();
+    whole.dispose();
+  }
+  for (const algorithm of ["auto", "nccl"] as const) {
+    const k = call++;
+    const x = upload("bf16", values(rank, n * world, k));
+    const [whole, out] = poisoned("bf16", [n * world]);
+    c.allToAll(x, out, { algorithm });
+    group.synchronize();
+    const want = group.ranks.flatMap((r) => values(r, n * world, k).slice(rank * n, (rank + 1) * n));
+    checkInto(whole, out, want, "bf16", `allToAll ${algorithm}`);
+    x.dispose();
+    whole.dispose();
+  }
+  for (const op of ["matmulReduceScatter", "allReduceRmsNorm", "dispatch"] as const)
+    assert.throws(
+      () => c[op](),
+      (e: unknown) => e instanceof UnsupportedError && /collectives\.local/.test(e.message),
+      op,
+    );
+  if (rank === 0) console.log("send, recv, sendRecv and allToAll exact; the symmetric-memory ops refused");
+}
 
 // A subgroup of one rank per host (the rails alone), and one of one host (no NCCL level).
 const perHost = group.localWorldSize;
