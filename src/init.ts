@@ -75,7 +75,9 @@ function checkInitOptions(
   }
 }
 
-export function init(options: InitOptions & { acrossHosts: true }): Promise<HostsProcessGroup>;
+export function init(
+  options: InitOptions & { acrossHosts: true; backend?: "cuda" | "auto" },
+): Promise<HostsProcessGroup>;
 export function init(
   options: InitOptions & { backend: "cpu"; acrossHosts?: false },
 ): Promise<CpuProcessGroup>;

@@ -68,4 +68,5 @@ test("two hosts on loopback: init() on the cuda backend refuses before joining, 
     if (!/node \d failed the job/.test(r.out))
       assert.match(r.out, /this job spans 2 hosts.*acrossHosts: true/, `node ${i}:\n${r.out}`);
   }
+  assert.match(a.out + b.out, /this job spans 2 hosts.*acrossHosts: true/, "neither host reported the limit");
 });

@@ -37,8 +37,9 @@ export interface HostsBenchResult {
   readonly rows: readonly HostsBenchRow[];
 }
 
-/** Rank r's element i of call `salt`: an integer in [-4, 4] (bf16 sums of up to 64 ranks stay exact). */
-const value = (r: number, i: number, salt: number): number => ((i * 5 + r * 3 + salt) % 9) - 4;
+/** Rank r's element i of call `salt`: -1, 0 or 1 (bf16 holds every integer sum of up to 256 ranks). */
+const value = (r: number, i: number, salt: number): number => ((i * 5 + r * 7 + salt) % 3) - 1;
+const MAX_EXACT_RANKS = 256;
 
 export async function benchHosts(o: {
   sizes: readonly number[];
@@ -47,6 +48,11 @@ export async function benchHosts(o: {
   const group = await init({ acrossHosts: true });
   const c = group.collectives;
   const { device, rank, worldSize: world } = group;
+  if (world > MAX_EXACT_RANKS)
+    throw new SymmkitError(
+      "SYMMKIT_INVALID_ARGUMENT",
+      `bench hosts validates exact bf16 sums of up to ${MAX_EXACT_RANKS} ranks, not ${world}`,
+    );
   const stream = Stream.create(device);
   const collectives = HOSTS_BENCH_COLLECTIVES.filter((x) => !o.collectives || o.collectives.includes(x));
   using progress = startProgress({ title: "hosts", total: o.sizes.length * collectives.length, rank });
@@ -56,6 +62,7 @@ export async function benchHosts(o: {
     for (const collective of collectives) {
       progress.step(`${collective} ${bytes} B: validating and timing ${TIMED.join(", ")} ...`);
       const n = Math.max(1, Math.floor(bytes / 2));
+      const moved = 2 * n;
       const inputCount = collective === "reduce-scatter" ? n * world : n;
       const outputCount = collective === "all-gather" ? n * world : n;
       const input = (r: number): number[] => Array.from({ length: inputCount }, (_, i) => value(r, i, salt));
@@ -98,13 +105,12 @@ export async function benchHosts(o: {
         sync: () => group.synchronize(stream),
       });
       const us = { hierarchical: times[0]!, nccl: times[1]! };
-      rows.push({ collective, bytes, us });
+      rows.push({ collective, bytes: moved, us });
       progress.log(
         `  ${collective} ${bytes} B: hierarchical ${us.hierarchical.toFixed(1)}, nccl ${us.nccl.toFixed(1)} us`,
       );
       for (const t of [x, ...outs]) t.dispose();
     }
-  stream.dispose();
   const result =
     rank === 0
       ? {
@@ -116,6 +122,7 @@ export async function benchHosts(o: {
         }
       : undefined;
   await group.destroy();
+  stream.dispose();
   return result;
 }
 

@@ -92,17 +92,15 @@ async function show<R>(cmd: CliCommand, result: R | undefined, format: (r: R) =>
   return 0;
 }
 
-/** Benchmarks time the GPU: ranks taking turns on one (symmkit run --share-gpus) would time nothing real. */
+/** Benchmarks time the GPU and NCCL: ranks started with --share-gpus may take turns on a GPU, and NCCL
+ * connects them through sockets, so they would time nothing real. */
 async function refuseSharedGpus(): Promise<void> {
   const { readDistEnv } = await import("../distributed/env.js");
-  const env = readDistEnv();
-  if (!env.shareGpus) return;
-  const { deviceCount } = await import("../runtime/device.js");
-  const gpus = deviceCount();
-  if (env.localWorldSize > gpus)
+  if (readDistEnv().shareGpus)
     throw new UnsupportedError(
-      `${env.localWorldSize} ranks share this host's ${gpus} GPU(s) (symmkit run --share-gpus): their kernels ` +
-        "take turns, so timings would mean nothing; benchmark with one rank per GPU",
+      "these ranks were started with symmkit run --share-gpus: they may take turns on a GPU and NCCL " +
+        "connects them through sockets, so timings would mean nothing; benchmark with one rank per GPU, " +
+        "without --share-gpus",
     );
 }
 

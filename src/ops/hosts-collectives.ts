@@ -7,9 +7,11 @@
 // host has k members, and the member at position p of host h is group rank h x k + p.
 //   allReduce, hierarchical: the host's sum by symmkit into output (every member the same bits), then
 //     rail p sums part p of it over the hosts in place (NCCL), then the host gathers the parts (symmkit).
-//     Each host's sum is rounded to the dtype once in local-rank order, then NCCL's sum over hosts rounds
-//     again in NCCL's order: on 2 hosts that is one addition, so every rank holds the same bits and they
-//     equal (a0 + a1 + ...) rounded + (b0 + b1 + ...) rounded; on more hosts NCCL's order decides.
+//     Each host's sum is rounded to the dtype once in local-rank order (when the host's auto picks one of
+//     symmkit's algorithms, as it does within its staging buffer unless a tune table says otherwise), then
+//     NCCL's sum over hosts rounds again in NCCL's order: on 2 hosts that is one addition, so every rank
+//     holds the same bits and they equal (a0 + a1 + ...) rounded + (b0 + b1 + ...) rounded; on more hosts
+//     NCCL's order decides. The last (count mod k) elements go through NCCL over the whole group.
 //   allGather, hierarchical: rail p gathers the members at position p of every host (NCCL), the host
 //     gathers those (symmkit), and copies put the blocks in group-rank order.
 //   reduceScatter, hierarchical: copies put the input's chunks in (position, host) order, the host
@@ -19,9 +21,10 @@
 //   allToAll: NCCL's grouped sends and receives. The ops that need symmetric memory over the whole group
 //   (fused matmuls, all-reduce + RMSNorm, allToAllV, MoE) are refused with UnsupportedError: they run on
 //   `local`, inside a host.
-// Each level crosses the hosts only with 1/k of the data (what leaves a host is already reduced, or is
-// gathered once per rail), which is what makes the hierarchy faster than flat NCCL on hosts whose
-// NVLink is much faster than their network.
+// Between hosts each rank moves 1/k of the data on its own rail, about what NCCL's flat rings move per
+// host too; the hierarchy's gain is fewer network steps and symmkit's microsecond NVLink phases, which
+// matter for small messages (auto's rule, HIERARCHICAL_MAX_BYTES). Graphs captured on one stream share
+// that stream's scratch: replay them in that stream's order, not at once on other streams.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
 import type { CollectivesFactory, ProcessGroup } from "../distributed/process-group.js";
@@ -144,29 +147,30 @@ export class HostsCollectives {
     if (options.output !== undefined) checkTensorArg(what, "output", options.output);
     const op = options.op ?? "sum";
     checkReduction(what, op, input.dtype);
+    const stream = this.#stream(what, options, options.output ? [input, options.output] : [input]);
     const output = options.output ?? Tensor.empty(input.shape, input.dtype, { device: input.device });
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel);
-    const stream = this.#stream(what, options, [input, output]);
-    if (this.#pick(what, options, input.nbytes) === "nccl") {
+    if (this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1) {
       this.#world.allReduce(input, output, op, stream);
       return output;
     }
-    const flat = output.view([output.numel]);
-    this.local.collectives.allReduce(input, { output, op, stream });
-    if (!this.#rail) return output;
+    if (!this.#rail) return this.local.collectives.allReduce(input, { output, op, stream });
     const k = this.perHost;
-    const part = Math.floor(flat.numel / k);
-    const p = this.local.rank;
-    const mine = flat.slice(p * part, (p + 1) * part);
-    if (part > 0) this.#rail.allReduce(mine, mine, op, stream);
-    // The elements past k equal parts: every rail sums them (fewer than k elements).
-    if (part * k < flat.numel) {
-      const tail = flat.slice(part * k);
-      this.#rail.allReduce(tail, tail, op, stream);
-    }
+    const n = input.numel;
+    const part = Math.floor(n / k);
+    const main = part * k;
+    const x = input.view([n]);
+    const y = output.view([n]);
+    // The elements past k equal parts (fewer than k) go through one communicator over the whole group,
+    // so that every rank holds the same bits of them too.
+    if (main < n) this.#world.allReduce(x.slice(main), y.slice(main), op, stream);
+    if (part === 0) return output;
+    this.local.collectives.allReduce(x.slice(0, main), { output: y.slice(0, main), op, stream });
+    const mine = y.slice(this.local.rank * part, (this.local.rank + 1) * part);
+    this.#rail.allReduce(mine, mine, op, stream);
     // Each member's part lies in output where the gather puts it: the copy of itself writes the same bits.
-    if (part > 0 && k > 1) this.local.collectives.allGather(mine, flat.slice(0, part * k), { stream });
+    this.local.collectives.allGather(mine, y.slice(0, main), { stream });
     return output;
   }
 
@@ -333,8 +337,10 @@ export class HostsCollectives {
     this.#world.allReduce(this.#token, this.#token, "max", stream);
   }
 
-  /** Collective: the levels' groups and communicators, then the scratch. */
+  /** Collective: the levels' groups and communicators, then the scratch (once this GPU's work is done:
+   * queued copies may still read it). */
   async dispose(): Promise<void> {
+    this.#group.watch.translate(() => this.#group.device.synchronize());
     await this.#railGroup?.destroy();
     await this.local.destroy();
     for (const list of this.#scratch.values()) for (const s of list) s.memory.dispose();

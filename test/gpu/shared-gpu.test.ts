@@ -60,5 +60,5 @@ test("benchmarks refuse ranks that share a GPU", { skip }, () => {
   });
   assert.notEqual(r.status, 0);
   assert.match(r.out, /SYMMKIT_UNSUPPORTED/);
-  assert.match(r.out, /share this host's 1 GPU\(s\).*one rank per GPU/);
+  assert.match(r.out, /started with symmkit run --share-gpus.*one rank per GPU/);
 });

@@ -120,6 +120,20 @@ function everyCall(g: HostsProcessGroup, sizes: readonly number[]): number {
 // Sizes: one element (fewer than the ranks per host), odd, a multiple of the ranks per host, large.
 const SIZES = [1, 7, 4096, 4097, (1 << 16) + 3];
 const calls = everyCall(group, SIZES);
+// In place (output = input), every algorithm, with a tail past the equal parts.
+for (const algorithm of HOSTS_ALGORITHMS) {
+  const n = 4097;
+  const k = call++;
+  const [whole, x] = poisoned("f32", [n]);
+  const input = upload("f32", values(rank, n, k));
+  x.copyFrom(input);
+  input.dispose();
+  c.allReduce(x, { output: x, algorithm });
+  const vs = group.ranks.map((r) => values(r, n, k));
+  const want = Array.from({ length: n }, (_, i) => OPS.sum(vs.map((v) => v[i]!)));
+  checkInto(whole, x, want, "f32", `allReduce in place ${algorithm}`);
+  whole.dispose();
+}
 if (rank === 0) console.log(`every call exact on the world group: ${calls} calls`);
 
 // Point to point around the ring (the next rank is on this host or the next one), and all-to-all, every
@@ -214,6 +228,7 @@ call = 20_000;
     () => Graph.capture(fresh, () => void c.allGather(x, ag, { stream: fresh, algorithm: "hierarchical" })),
     (e: unknown) => e instanceof UnsupportedError && /before capturing/.test(e.message),
   );
+  fresh.dispose();
   record();
   stream.synchronize();
   const graph = Graph.capture(stream, record);
@@ -240,7 +255,35 @@ call = 20_000;
     ] as const)
       assertSameBits(got.toHost(), encode("bf16", want[name]), `graph replay ${replay} ${name}`, seed);
   }
+  // A larger eager call on the capture stream grows its scratch: the graph's scratch must stay alive.
+  {
+    const big = Tensor.full([4 * n], 1, "bf16");
+    const bigOut = Tensor.empty([4 * n * world], "bf16");
+    c.allGather(big, bigOut, { stream, algorithm: "hierarchical" });
+    group.synchronize(stream);
+    assert.ok(
+      (bigOut.toHost() as Uint16Array).every((v) => v === 0x3f80),
+      "allGather of ones after growth",
+    );
+    for (const t of [big, bigOut]) t.dispose();
+    const k = call++;
+    const input = upload("bf16", values(rank, n, k));
+    x.copyFrom(input, stream);
+    graph.launch(stream);
+    group.synchronize(stream);
+    input.dispose();
+    assertSameBits(
+      ag.toHost(),
+      encode(
+        "bf16",
+        group.ranks.flatMap((r) => values(r, n, k)),
+      ),
+      "graph replay after the scratch grew: allGather",
+      seed,
+    );
+  }
   graph.dispose();
+  stream.dispose();
   for (const t of [x, xs, ar, ag, rs]) t.dispose();
   if (rank === 0) console.log("a CUDA graph of the three, replayed 4 times with the inputs changed: exact");
 }
