@@ -65,7 +65,10 @@ export abstract class GroupBase<S extends GroupShared, C> implements ProcessGrou
   get collectives(): C {
     if (this.#destroyed) throw new InvalidArgumentError("this process group was destroyed");
     if (!this.#collectives)
-      throw new InvalidArgumentError("this group has no collectives: join with init() from symmkit");
+      throw new InvalidArgumentError(
+        "this group has no collectives (made by initCuda(), or by newGroupWith without a factory): " +
+          "join with init() from symmkit for a group with collectives",
+      );
     return this.#collectives;
   }
 

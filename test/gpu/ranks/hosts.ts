@@ -127,12 +127,11 @@ for (const algorithm of HOSTS_ALGORITHMS) {
   const [whole, x] = poisoned("f32", [n]);
   const input = upload("f32", values(rank, n, k));
   x.copyFrom(input);
-  input.dispose();
   c.allReduce(x, { output: x, algorithm });
   const vs = group.ranks.map((r) => values(r, n, k));
   const want = Array.from({ length: n }, (_, i) => OPS.sum(vs.map((v) => v[i]!)));
   checkInto(whole, x, want, "f32", `allReduce in place ${algorithm}`);
-  whole.dispose();
+  for (const t of [input, whole]) t.dispose();
 }
 if (rank === 0) console.log(`every call exact on the world group: ${calls} calls`);
 
