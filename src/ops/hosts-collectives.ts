@@ -5,8 +5,9 @@
 //
 // Layout: the group's ranks are host-major (global rank = host x LOCAL_WORLD_SIZE + local rank), every
 // host has k members, and the member at position p of host h is group rank h x k + p.
-//   allReduce, hierarchical: the host's sum by symmkit into output (every member the same bits), then
-//     rail p sums part p of it over the hosts in place (NCCL), then the host gathers the parts (symmkit).
+//   allReduce, hierarchical: the host's reduce-scatter by symmkit puts part p of the host's sum into
+//     member p's output (in place: the host's all-reduce, every member the same bits), then rail p sums
+//     part p over the hosts in place (NCCL), then the host gathers the parts (symmkit).
 //     Each host's sum is rounded to the dtype once in local-rank order (when the host's auto picks one of
 //     symmkit's algorithms, as it does within its staging buffer unless a tune table says otherwise), then
 //     NCCL's sum over hosts rounds again in NCCL's order: on 2 hosts that is one addition, so every rank
@@ -166,8 +167,13 @@ export class HostsCollectives {
     // so that every rank holds the same bits of them too.
     if (main < n) this.#world.allReduce(x.slice(main), y.slice(main), op, stream);
     if (part === 0) return output;
-    this.local.collectives.allReduce(x.slice(0, main), { output: y.slice(0, main), op, stream });
     const mine = y.slice(this.local.rank * part, (this.local.rank + 1) * part);
+    // The host's reduce-scatter puts this member's part of the host's sum straight where it belongs in
+    // output (the same rank-order sum as the host's all-reduce, one NVLink phase less); in place it would
+    // write the part it still reads, so then the host all-reduces instead.
+    if (overlaps(x, y))
+      this.local.collectives.allReduce(x.slice(0, main), { output: y.slice(0, main), op, stream });
+    else this.local.collectives.reduceScatter(x.slice(0, main), mine, { op, stream });
     this.#rail.allReduce(mine, mine, op, stream);
     // Each member's part lies in output where the gather puts it: the copy of itself writes the same bits.
     this.local.collectives.allGather(mine, y.slice(0, main), { stream });
