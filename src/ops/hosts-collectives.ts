@@ -6,8 +6,8 @@
 // Layout: the group's ranks are host-major (global rank = host x LOCAL_WORLD_SIZE + local rank), every
 // host has k members, and the member at position p of host h is group rank h x k + p.
 //   allReduce, hierarchical: the host's reduce-scatter by symmkit puts part p of the host's sum into
-//     member p's output (in place: the host's all-reduce, every member the same bits), then rail p sums
-//     part p over the hosts in place (NCCL), then the host gathers the parts (symmkit).
+//     member p's output (in place, through scratch and a copy), then rail p sums part p over the hosts in
+//     place (NCCL), then the host gathers the parts (symmkit).
 //     Each host's sum is rounded to the dtype once in local-rank order (when the host's auto picks one of
 //     symmkit's algorithms, as it does within its staging buffer unless a tune table says otherwise), then
 //     NCCL's sum over hosts rounds again in NCCL's order: on 2 hosts that is one addition, so every rank
@@ -35,7 +35,7 @@ import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { GpuCollectives } from "./gpu-collectives.js";
 import { checkAllToAll, checkSendRecv } from "./exchange-checks.js";
-import { overlaps } from "./matmul.js";
+import { overlaps, sameSpan } from "./matmul.js";
 import {
   checkAlgorithm,
   checkDivisible,
@@ -152,6 +152,10 @@ export class HostsCollectives {
     const output = options.output ?? Tensor.empty(input.shape, input.dtype, { device: input.device });
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel);
+    if (overlaps(input, output) && !sameSpan(input, output))
+      throw new InvalidArgumentError(
+        `${what}: output overlaps input without being it: pass the same tensor, or separate ones`,
+      );
     if (this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1) {
       this.#world.allReduce(input, output, op, stream);
       return output;
@@ -168,12 +172,17 @@ export class HostsCollectives {
     if (main < n) this.#world.allReduce(x.slice(main), y.slice(main), op, stream);
     if (part === 0) return output;
     const mine = y.slice(this.local.rank * part, (this.local.rank + 1) * part);
-    // The host's reduce-scatter puts this member's part of the host's sum straight where it belongs in
-    // output (the same rank-order sum as the host's all-reduce, one NVLink phase less); in place it would
-    // write the part it still reads, so then the host all-reduces instead.
-    if (overlaps(x, y))
-      this.local.collectives.allReduce(x.slice(0, main), { output: y.slice(0, main), op, stream });
-    else this.local.collectives.reduceScatter(x.slice(0, main), mine, { op, stream });
+    // The host's reduce-scatter puts this member's part of the host's sum where it belongs in output. In
+    // place it would overwrite what it still reads, so it goes through scratch and a copy instead: every
+    // member makes the same collective call either way.
+    const head = x.slice(0, main);
+    if (overlaps(head, mine)) {
+      const [part0] = this.#buffers(stream, input, [part]);
+      this.local.collectives.reduceScatter(head, part0!, { op, stream });
+      mine.copyFrom(part0!, stream);
+    } else {
+      this.local.collectives.reduceScatter(head, mine, { op, stream });
+    }
     this.#rail.allReduce(mine, mine, op, stream);
     // Each member's part lies in output where the gather puts it: the copy of itself writes the same bits.
     this.local.collectives.allGather(mine, y.slice(0, main), { stream });
@@ -198,9 +207,9 @@ export class HostsCollectives {
       this.hosts * c,
       this.perHost * this.hosts * c,
     ]);
-    this.#rail.allGather(input.view([c]), byHost, stream);
-    this.local.collectives.allGather(byHost, byPosition, { stream });
-    this.#transpose(byPosition, output.view([output.numel]), this.perHost, this.hosts, c, stream);
+    this.#rail.allGather(input.view([c]), byHost!, stream);
+    this.local.collectives.allGather(byHost!, byPosition!, { stream });
+    this.#transpose(byPosition!, output.view([output.numel]), this.perHost, this.hosts, c, stream);
     return output;
   }
 
@@ -225,9 +234,9 @@ export class HostsCollectives {
       this.perHost * this.hosts * c,
       this.hosts * c,
     ]);
-    this.#transpose(input.view([input.numel]), byPosition, this.hosts, this.perHost, c, stream);
-    this.local.collectives.reduceScatter(byPosition, hostSum, { op, stream });
-    this.#rail.reduceScatter(hostSum, output.view([c]), op, stream);
+    this.#transpose(input.view([input.numel]), byPosition!, this.hosts, this.perHost, c, stream);
+    this.local.collectives.reduceScatter(byPosition!, hostSum!, { op, stream });
+    this.#rail.reduceScatter(hostSum!, output.view([c]), op, stream);
     return output;
   }
 
@@ -375,12 +384,12 @@ export class HostsCollectives {
   }
 
   /**
-   * Two scratch tensors of `like`'s dtype and the given element counts, for work on `stream`. They grow
+   * Scratch tensors of `like`'s dtype and the given element counts, for work on `stream`. They grow
    * on an eager call; inside a capture they must already be large enough (the graph keeps their
    * address), so the first call of a size comes before capturing it. Memory a graph may hold is kept
    * until dispose.
    */
-  #buffers(stream: Stream, like: Tensor, counts: readonly [number, number]): [Tensor, Tensor] {
+  #buffers(stream: Stream, like: Tensor, counts: readonly number[]): Tensor[] {
     const capturing = Graph.activeCapture(stream) !== undefined;
     let list = this.#scratch.get(stream);
     if (!list) this.#scratch.set(stream, (list = []));
@@ -407,7 +416,7 @@ export class HostsCollectives {
       }
       s.captured ||= capturing;
       return Tensor.fromMemory(s.memory, [count], like.dtype);
-    }) as [Tensor, Tensor];
+    });
   }
 
   /** dst[j][i] = src[i][j] for blocks of `c` elements: src is rows x cols blocks, dst cols x rows. */

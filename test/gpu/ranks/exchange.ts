@@ -3,7 +3,7 @@
 // (every rank draws every rank's bytes from the shared seed): every dtype; sizes 1, 7, 4097 and powers
 // of two to 64 MiB; messages of several put chunks, an empty one, misaligned views; uneven and zero counts (a rank that sends nothing, one that receives everything);
 // a symmetric x read in place; outputs poisoned inside guards; a CUDA graph replayed with the inputs
-// changed in between; a rank 50 ms late; 1000 calls alternating sizes, peers and algorithms; the same
+// changed in between; a rank 50 ms late; 1000 calls alternating sizes, peers and algorithms (200 when ranks share a GPU); the same
 // calls on NCCL agreeing; bad input a typed error with nothing written. Seeded, the seed printed.
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
