@@ -56,6 +56,7 @@ function checkAllToAll(dtype: DType, perRank: number, algorithm: (typeof A2A)[nu
   const what = `allToAll ${algorithm} ${dtype} ${perRank} per rank`;
   assertSameBits(bytes(out.toHost()), allToAllWant(xs), what, seed);
   guardsIntact(whole, what);
+  for (const t of [x, whole]) t.dispose();
 }
 
 // allToAll: every algorithm, every dtype, odd sizes.
@@ -103,12 +104,15 @@ function exchangePair(
       const [whole, out] = poisoned(dtype, [theirs.length + offset]);
       const target = out.slice(offset);
       // Drawn nothing here: only a and b get this far, and every rank's draws must stay in step.
-      const x = Tensor.empty([mine.length + offset], dtype).slice(offset);
-      x.copyFrom(Tensor.fromHost(mine, dtype));
+      const xWhole = Tensor.empty([mine.length + offset], dtype);
+      const x = xWhole.slice(offset);
+      const src = Tensor.fromHost(mine, dtype);
+      x.copyFrom(src);
       c.sendRecv(x, target, peer, { algorithm });
       const what = `sendRecv ${algorithm} ${dtype} ${na}/${nb} +${offset} ${a}<->${b}`;
       assertSameBits(bytes(target.toHost()), bytes(theirs), what, seed);
       guardsIntact(whole, what);
+      for (const t of [xWhole, src, whole]) t.dispose();
     }
   }
 }
@@ -298,7 +302,10 @@ for (let i = 0; i < CALLS; i++) {
     const m = countMatrix(i % 2 === 0 ? "random" : "silent");
     const xs = everyRank("u8", (r) => m[r]!.reduce((a, b) => a + b, 0));
     const out = Tensor.empty([m.reduce((a, row) => a + row[rank]!, 0)], "u8");
-    c.allToAllV(Tensor.fromHost(xs[rank]!, "u8"), out, m[rank]!);
+    const x = Tensor.fromHost(xs[rank]!, "u8");
+    c.allToAllV(x, out, m[rank]!);
+    stream.synchronize();
+    for (const t of [x, out]) t.dispose();
     continue;
   }
   if (i % 5 === 2) {
