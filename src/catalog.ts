@@ -11,7 +11,7 @@ import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
 import { FUSED_PROGRAMS } from "./ops/fused-programs.js";
 import { arNormPrograms } from "./ops/ar-norm-programs.js";
 import { MOE_PROGRAM } from "./ops/moe.js";
-import { P2P_PROGRAM } from "./ops/exchange.js";
+import { A2AV_PROGRAM, P2P_PROGRAM } from "./ops/exchange.js";
 
 export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,
@@ -26,6 +26,7 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   ...arNormPrograms(),
   MOE_PROGRAM,
   P2P_PROGRAM,
+  A2AV_PROGRAM,
 ];
 
 export interface CatalogResult {

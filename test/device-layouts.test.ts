@@ -6,6 +6,7 @@ import { test } from "node:test";
 import {
   DEVICE_POINTER_BYTES,
   MAILBOX_STATE_LAYOUT,
+  REFUSAL_LAYOUT,
   SYMM_VIEW_BYTES,
   SYMM_VIEW_LAYOUT,
   SYMM_VIEW_PARAM,
@@ -14,12 +15,13 @@ import {
 } from "../src/distributed/device-layouts.js";
 import { assertedSize, checkLayout, constant, headers, structLayout } from "./support/c-layout.js";
 
-const sources = headers("sync/wait.cuh", "sync/barrier.cuh", "coll/mailbox.cuh");
+const sources = headers("sync/wait.cuh", "sync/barrier.cuh", "coll/mailbox.cuh", "coll/all_to_all_v.cuh");
 
 const TABLES = [
   ["SymmView", "sync/barrier.cuh", SYMM_VIEW_LAYOUT],
   ["TimeoutRecord", "sync/wait.cuh", TIMEOUT_RECORD_LAYOUT],
   ["MailboxState", "coll/mailbox.cuh", MAILBOX_STATE_LAYOUT],
+  ["Refusal", "coll/all_to_all_v.cuh", REFUSAL_LAYOUT],
 ] as const;
 
 for (const [name, header, table] of TABLES) {
@@ -44,13 +46,24 @@ test("SymmView: the per-rank pointer arrays hold kMaxWorld pointers; the kernel 
   });
 });
 
-test("SyncWatch's block: the abort flag and the TimeoutRecord are aligned, apart and inside it", () => {
+test("SyncWatch's block: the abort flag, the Refusal and the TimeoutRecord are aligned, apart and inside it", () => {
   const record = structLayout(sources, "TimeoutRecord");
-  const { abortFlag, record: at, bytes } = SYNC_WATCH_LAYOUT;
+  const refusal = structLayout(sources, "Refusal");
+  const { abortFlag, refusal: ref, record: at, bytes } = SYNC_WATCH_LAYOUT;
   assert.equal(abortFlag % 4, 0, "the abort flag is a u32");
+  assert.equal(ref % refusal.align, 0, `the Refusal needs ${refusal.align}-byte alignment`);
   assert.equal(at % record.align, 0, `the TimeoutRecord needs ${record.align}-byte alignment`);
-  assert.ok(abortFlag + 4 <= at || at + record.size <= abortFlag, "the abort flag overlaps the record");
-  assert.ok(abortFlag + 4 <= bytes && at + record.size <= bytes, "the block is too small");
+  const spans = [
+    [abortFlag, 4],
+    [ref, refusal.size],
+    [at, record.size],
+  ].sort((a, b) => a[0]! - b[0]!);
+  for (let i = 1; i < spans.length; i++)
+    assert.ok(spans[i - 1]![0]! + spans[i - 1]![1]! <= spans[i]![0]!, "two members of the block overlap");
+  assert.ok(
+    spans.every(([o, n]) => o! + n! <= bytes),
+    "the block is too small",
+  );
 });
 
 test("the layout reader sees a moved member and a resized struct (the checks can fail)", () => {

@@ -525,7 +525,54 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     x: HostTensor,
     out: HostTensor,
     sendCounts: readonly number[],
-    options: { recvCounts?: readonly number[]; algorithm?: CpuExchangeAlgorithm } = {},
+    options?: { recvCounts?: readonly number[]; algorithm?: CpuExchangeAlgorithm },
+  ): { output: HostTensor; recvCounts: number[] };
+  /**
+   * The counts as an i32 tensor of world elements (the GPU's capturable form, there algorithm pull):
+   * here read on the host, and the call made as with an array (a refusal throws at once); the rows
+   * received from each rank go to `recvCountsOut` (a new i32 tensor unless given).
+   */
+  allToAllV(
+    x: HostTensor,
+    out: HostTensor,
+    sendCounts: HostTensor,
+    options?: { recvCountsOut?: HostTensor; algorithm?: CpuExchangeAlgorithm },
+  ): { output: HostTensor; recvCounts: HostTensor };
+  allToAllV(
+    x: HostTensor,
+    out: HostTensor,
+    sendCounts: readonly number[] | HostTensor,
+    options: {
+      recvCounts?: readonly number[];
+      recvCountsOut?: HostTensor;
+      algorithm?: CpuExchangeAlgorithm;
+    } = {},
+  ): { output: HostTensor; recvCounts: number[] | HostTensor } {
+    if (sendCounts instanceof HostTensor) {
+      const what = "allToAllV";
+      const world = this.#sync.world;
+      if (options.recvCounts !== undefined)
+        throw new InvalidArgumentError(
+          `${what}: recvCounts (the rows expected) goes with counts as an array; with counts in a tensor, read the returned recvCounts`,
+        );
+      const given = options.recvCountsOut;
+      for (const t of given === undefined ? [sendCounts] : [sendCounts, given])
+        if (t.dtype !== "i32" || t.numel !== world)
+          throw new InvalidArgumentError(`${what}: counts in a tensor are i32 tensors of ${world} elements`);
+      const counts = Array.from(sendCounts.raw as Int32Array);
+      const { recvCounts } = this.#allToAllV(x, out, counts, { algorithm: options.algorithm ?? "auto" });
+      const into = given ?? HostTensor.empty([world], "i32");
+      (into.raw as Int32Array).set(recvCounts);
+      return { output: out, recvCounts: into };
+    }
+    return this.#allToAllV(x, out, sendCounts, options);
+  }
+
+  #allToAllV(
+    x: HostTensor,
+    out: HostTensor,
+    sendCounts: readonly number[],
+    options: { recvCounts?: readonly number[]; algorithm?: CpuExchangeAlgorithm },
   ): { output: HostTensor; recvCounts: number[] } {
     const what = "allToAllV";
     const { rank, world } = this.#sync;

@@ -51,12 +51,25 @@ export const TIMEOUT_RECORD_LAYOUT = {
 export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3 } as const;
 
 /**
- * SyncWatch's host-mapped block (host-only: kernels get the two addresses through SymmView and
- * WaitEnv). The abort flag (a u32 kernels poll) and the TimeoutRecord (8-byte aligned, for waited_ns)
- * sit apart, in one 64-byte block.
+ * Refusal (device/include/symmkit/coll/all_to_all_v.cuh): a call the GPU judged invalid from every
+ * rank's published side (so every rank refuses alike and nothing was written). The device writes `code`
+ * last, after a system fence; SyncWatch.takeRefusal() reads it and clears `code`.
+ */
+export const REFUSAL_LAYOUT = {
+  code: 0,
+  rank: 4,
+  detail: 8,
+  bytes: 12,
+} as const;
+
+/**
+ * SyncWatch's host-mapped block (host-only: kernels get the addresses through SymmView, WaitEnv or their
+ * parameters). The abort flag (a u32 kernels poll), the Refusal and the TimeoutRecord (8-byte aligned,
+ * for waited_ns) sit apart, in one 64-byte block.
  */
 export const SYNC_WATCH_LAYOUT = {
   abortFlag: 0,
+  refusal: 4,
   record: 16,
   bytes: 64,
 } as const;

@@ -144,9 +144,11 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
     },
   };
 
-  /** Waits for `stream`; a kernel that gave up waiting for a peer becomes SymmTimeoutError naming it. */
+  /** Waits for `stream`; a kernel that gave up waiting for a peer becomes SymmTimeoutError naming it, and
+   * a call the GPU refused since the last synchronize (allToAllV with device counts) InvalidArgumentError. */
   synchronize(stream: Stream = defaultStream(this.device)): void {
     this.shared.watch.translate(() => stream.synchronize());
+    this.shared.watch.throwIfRefused();
   }
 
   /** Releases the graphs that captured the group's work, then frees the collectives and the

@@ -1,12 +1,12 @@
 // The host's half of bounded waits (device/include/symmkit/sync/wait.cuh): the abort flag kernels poll
 // and the record a kernel leaves when it gives up, both in host-mapped pinned memory, and the
 // translation of a failed synchronisation into SymmTimeoutError naming the peer that never came.
-import { CudaError, SymmkitError } from "../errors.js";
+import { CudaError, InvalidArgumentError, SymmkitError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
 import { readEnvVar, type Env } from "../settings.js";
-import { RECORD_KINDS, SYNC_WATCH_LAYOUT, TIMEOUT_RECORD_LAYOUT } from "./device-layouts.js";
+import { RECORD_KINDS, REFUSAL_LAYOUT, SYNC_WATCH_LAYOUT, TIMEOUT_RECORD_LAYOUT } from "./device-layouts.js";
 import { CollectiveMismatchError, describeFingerprint, SIGNAL_MARK } from "./fingerprint.js";
 
 export { DEFAULT_SYNC_TIMEOUT_MS } from "../settings.js";
@@ -37,6 +37,13 @@ function waitingIn(phase: number): string {
   return (phase & SIGNAL_MARK) !== 0 ? `in ${describeFingerprint(phase >>> 0)}` : `at phase ${phase}`;
 }
 
+/** A call a kernel refused (REFUSAL_LAYOUT): what it says, its meaning up to the op that wrote it. */
+export interface Refusal {
+  readonly code: number;
+  readonly rank: number;
+  readonly detail: number;
+}
+
 export class SymmTimeoutError extends SymmkitError {
   constructor(
     readonly record: TimeoutRecord,
@@ -58,6 +65,7 @@ export class SyncWatch implements Disposable {
   readonly #mem: PinnedMemory;
   readonly #view: DataView;
   readonly #ncclErrors = new Map<number, (note: string, cause: unknown) => SymmkitError>();
+  readonly #refusals = new Map<number, (r: Refusal) => string>();
 
   private constructor(mem: PinnedMemory, timeoutMs: number) {
     this.#mem = mem;
@@ -76,6 +84,40 @@ export class SyncWatch implements Disposable {
   /** Device address of the abort flag kernels poll. */
   get abortFlagPtr(): Ptr {
     return this.#mem.devicePtr + BigInt(SYNC_WATCH_LAYOUT.abortFlag);
+  }
+
+  /** Device address of the Refusal (REFUSAL_LAYOUT): where a kernel records a call it refused. */
+  get refusalPtr(): Ptr {
+    return this.#mem.devicePtr + BigInt(SYNC_WATCH_LAYOUT.refusal);
+  }
+
+  /** How the refusals of code `code` read (the op that records them says). */
+  describeRefusal(code: number, describe: (r: Refusal) => string): void {
+    this.#refusals.set(code, describe);
+  }
+
+  /**
+   * A call a kernel refused since the last look (every rank refused it alike, nothing was written):
+   * InvalidArgumentError saying why, and the record cleared for the next one. The GPU's work must have
+   * completed (after a synchronisation).
+   */
+  throwIfRefused(): void {
+    const v = this.#view;
+    const o = SYNC_WATCH_LAYOUT.refusal;
+    const code = v.getUint32(o + REFUSAL_LAYOUT.code, true);
+    if (code === 0) return;
+    const r = {
+      code,
+      rank: v.getUint32(o + REFUSAL_LAYOUT.rank, true),
+      detail: v.getUint32(o + REFUSAL_LAYOUT.detail, true),
+    };
+    v.setUint32(o + REFUSAL_LAYOUT.code, 0, true);
+    const describe = this.#refusals.get(code);
+    throw new InvalidArgumentError(
+      describe
+        ? describe(r)
+        : `a call was refused on the GPU (code ${code}, rank ${r.rank}, detail ${r.detail}); nothing was written`,
+    );
   }
 
   /** Device address of the TimeoutRecord. */

@@ -76,6 +76,14 @@ export interface Collectives<T, In, A extends AlgorithmNames, X extends object =
     sendCounts: readonly number[],
     options?: X & { recvCounts?: readonly number[]; algorithm?: A["allToAllV"] },
   ): { output: T; recvCounts: number[] };
+  /** The same with the counts as an i32 tensor of world elements: on GPUs no host wait, so capturable
+   * (see GpuCollectives.allToAllV). */
+  allToAllV(
+    x: T,
+    out: T,
+    sendCounts: T,
+    options?: X & { recvCountsOut?: T; algorithm?: A["allToAllV"] },
+  ): { output: T; recvCounts: T };
   /** MoE dispatch: every (token, slot) pair to its expert's owner, expert-major (src/ops/moe-checks.ts). */
   dispatch(
     tokens: T,

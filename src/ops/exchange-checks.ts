@@ -11,7 +11,7 @@ export const GPU_SEND_RECV_ALGORITHMS = ["auto", "put", "nccl"] as const;
 export type GpuSendRecvAlgorithm = (typeof GPU_SEND_RECV_ALGORITHMS)[number];
 /** allToAllV's: `copy_engine` (x staged, then one copy-engine copy from each rank's staging buffer into
  * out, between barrier kernels) or NCCL's matched sends and receives (auto). */
-export const GPU_ALL_TO_ALL_V_ALGORITHMS = ["auto", "copy_engine", "nccl"] as const;
+export const GPU_ALL_TO_ALL_V_ALGORITHMS = ["auto", "copy_engine", "nccl", "pull"] as const;
 export type GpuAllToAllVAlgorithm = (typeof GPU_ALL_TO_ALL_V_ALGORITHMS)[number];
 /** allToAll's: `pull` (one kernel reading every peer's staging buffer between barriers) or NCCL's. */
 export const GPU_ALL_TO_ALL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
@@ -96,6 +96,23 @@ export function checkAllToAllV<T extends Described>(
   sendCounts: readonly number[],
   overlaps: Overlaps<T>,
 ): { readonly x: Rows; readonly out: Rows } {
+  const rows = checkAllToAllVTensors(what, x, out, overlaps);
+  checkCountList(what, "sendCounts", sendCounts, world);
+  const total = sendCounts.reduce((a, b) => a + b, 0);
+  if (total !== rows.x.rows)
+    throw new InvalidArgumentError(
+      `${what}: sendCounts ${JSON.stringify(sendCounts)} add up to ${total} rows, x has ${rows.x.rows}`,
+    );
+  return rows;
+}
+
+/** allToAllV's x and out, whatever holds the counts: the same dtype and row, apart. */
+export function checkAllToAllVTensors<T extends Described>(
+  what: string,
+  x: T,
+  out: T,
+  overlaps: Overlaps<T>,
+): { readonly x: Rows; readonly out: Rows } {
   checkTensorArg(what, "x", x);
   checkTensorArg(what, "out", out);
   if (x.dtype !== out.dtype)
@@ -105,12 +122,6 @@ export function checkAllToAllV<T extends Described>(
   if (xr.rowElems !== or.rowElems)
     throw new InvalidArgumentError(
       `${what}: a row of x has ${xr.rowElems} elements, a row of out ${or.rowElems} (shapes ${JSON.stringify(x.shape)}, ${JSON.stringify(out.shape)})`,
-    );
-  checkCountList(what, "sendCounts", sendCounts, world);
-  const total = sendCounts.reduce((a, b) => a + b, 0);
-  if (total !== xr.rows)
-    throw new InvalidArgumentError(
-      `${what}: sendCounts ${JSON.stringify(sendCounts)} add up to ${total} rows, x has ${xr.rows}`,
     );
   if (overlaps(x, out)) throw new InvalidArgumentError(`${what}: out overlaps x: pass separate tensors`);
   return { x: xr, out: or };

@@ -25,10 +25,11 @@ import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
 import type { Kernel } from "../runtime/kernel.js";
-import { copyDeviceToDevice, copyHostToDevice, DeviceMemory } from "../runtime/memory.js";
+import { copyDeviceToDevice, copyHostToDevice, DeviceMemory, memset } from "../runtime/memory.js";
 import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { ProgramSpec } from "../runtime/module.js";
+import { WORLD_SIZES } from "./coll/programs.js";
 import { THREADS, type CollectiveContext } from "./coll/registry.js";
 import { checkCapacity } from "./validate.js";
 import {
@@ -76,6 +77,26 @@ export function p2pBlocks(bytes: number): number {
   return Math.min(P2P_MAX_BLOCKS, 2 ** Math.ceil(Math.log2(want)));
 }
 
+/** allToAllV with the counts on the device (coll/all_to_all_v.cuh), one kernel per world size. */
+export const A2AV_PROGRAM: ProgramSpec = {
+  name: "symmkit/coll/all_to_all_v",
+  source: '#include "symmkit/coll/all_to_all_v.cuh"\n',
+  nameExpressions: [1, ...WORLD_SIZES].map((w) => `symmkit::a2av::all_to_all_v_pull<${w}>`),
+};
+/** all_to_all_v_pull: the staging buffer's SymmView; out, its row bytes, the side's bytes; recv counts,
+ * the refusal record. */
+export const A2AV_PARAMS = [SYMM_VIEW_PARAM, "ptr", "u64", "u64", "ptr", "ptr"] as const;
+/** all_to_all_v.cuh's kThreads and kSideFixed. */
+const A2AV_THREADS = 512;
+const A2AV_SIDE_FIXED = 4;
+/** The refusals all_to_all_v_pull records (its kStaging, kNegative, kRows, kOut), in words. */
+export const A2AV_REFUSALS: Readonly<Record<number, (rank: number, detail: number) => string>> = {
+  1: (r, d) =>
+    `rank ${r}'s x needs ${d} bytes of the symmetric staging buffer beyond it; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES)`,
+  2: (r, d) => `rank ${r} sends a negative row count to rank ${d}`,
+  3: (r, d) => `rank ${r}'s sendCounts add up to ${d} rows, not the rows of its x`,
+  4: (r, d) => `rank ${r} receives ${d} rows, more than its out holds`,
+};
 /** What the exchange uses of the group's collectives: their context, and the put algorithm's inbox. */
 export type ExchangeContext = Pick<
   CollectiveContext,
@@ -93,6 +114,10 @@ export type ExchangeContext = Pick<
   /** put's inbox: world x 2 chunks of P2P_CHUNK_BYTES, and its pad's signal slots. */
   readonly inbox: SymmetricTensor;
   p2pKernel(): Kernel<typeof P2P_PARAMS>;
+  /** allToAllV pull's kernel for this world size. */
+  a2avKernel(): Kernel<typeof A2AV_PARAMS>;
+  /** Where a kernel records a call it refused (SyncWatch.refusalPtr). */
+  readonly refusalPtr: bigint;
   /** The next group call's fingerprint, for its kernels' phase. */
   phase(shape: CallShape, stream: Stream): number;
 };
@@ -300,6 +325,44 @@ export class GpuExchange {
     barrier(phase + 1);
     if (verdict !== undefined) throw new InvalidArgumentError(verdict);
     return received;
+  }
+
+  /**
+   * allToAllV with the counts in `sendCounts` (i32 [world] on the device), algorithm pull: the side and x
+   * staged by the stream, a barrier kernel, all_to_all_v_pull (which judges the call and copies this
+   * rank's rows), a barrier kernel. No host wait: capturable. The rows received from each rank go to
+   * `recvCounts` (i32 [world]; -1 each when the GPU refused the call: see coll/all_to_all_v.cuh).
+   */
+  allToAllVOnDevice(x: Tensor, out: Tensor, sendCounts: Tensor, recvCounts: Tensor, stream: Stream): void {
+    const ctx = this.#ctx;
+    const { world, staging, device } = ctx;
+    const { rowElems, rows } = rowsOf(x);
+    const rowBytes = rowElems * x.elementBytes;
+    const headerBytes = align16(4 * (A2AV_SIDE_FIXED + world));
+    checkCapacity("allToAllV", headerBytes, ctx.capacityBytes);
+    const fits = headerBytes + x.nbytes <= ctx.capacityBytes;
+    const phase = ctx.phase({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rowElems }, stream);
+    const side = staging.tensor.ptr;
+    const needed = fits ? 0 : Math.min(headerBytes + x.nbytes, 0x7fff_ffff);
+    for (const [i, value] of [rows, rowsOf(out).rows, needed, 0].entries())
+      memset(side + BigInt(4 * i), value, 4, 1, stream);
+    copyDeviceToDevice(side + BigInt(4 * A2AV_SIDE_FIXED), sendCounts.ptr, 4 * world, stream);
+    if (fits && x.nbytes > 0) copyDeviceToDevice(side + BigInt(headerBytes), x.ptr, x.nbytes, stream);
+    ctx.groupBarrier(ctx.stagingView, stream, phase);
+    const grid = Math.max(1, Math.min(2 * device.props.smCount, Math.ceil(out.nbytes / (64 << 10))));
+    ctx
+      .a2avKernel()
+      .launch(
+        { grid, block: A2AV_THREADS, stream },
+        ctx.stagingView,
+        out,
+        rowBytes,
+        headerBytes,
+        recvCounts,
+        ctx.refusalPtr,
+      );
+    // Nobody restages while a peer may still read its buffer; on a refusal too.
+    ctx.groupBarrier(ctx.stagingView, stream, phase + 1);
   }
 
   #grow(bytes: number): DeviceMemory {

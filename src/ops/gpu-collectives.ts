@@ -14,6 +14,7 @@ import { DeviceMemory, memset } from "../runtime/memory.js";
 import type { DType } from "../runtime/dtype.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { sharedModule } from "../runtime/module.js";
+import { Graph } from "../runtime/graph.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import {
@@ -81,6 +82,7 @@ import { ArNorm, type ArNormInput, type ArNormResult } from "./ar-norm.js";
 import {
   checkAllToAll,
   checkAllToAllV,
+  checkAllToAllVTensors,
   checkCountList,
   checkSendRecv,
   GPU_ALL_TO_ALL_ALGORITHMS,
@@ -90,7 +92,16 @@ import {
   type GpuAllToAllVAlgorithm,
   type GpuSendRecvAlgorithm,
 } from "./exchange-checks.js";
-import { GpuExchange, P2P_CHUNK_BYTES, P2P_PARAMS, P2P_PROGRAM, type ExchangeInput } from "./exchange.js";
+import {
+  A2AV_PARAMS,
+  A2AV_PROGRAM,
+  A2AV_REFUSALS,
+  GpuExchange,
+  P2P_CHUNK_BYTES,
+  P2P_PARAMS,
+  P2P_PROGRAM,
+  type ExchangeInput,
+} from "./exchange.js";
 import {
   checkCombine,
   checkDispatch,
@@ -171,6 +182,7 @@ export class GpuCollectives implements Collectives<
   readonly #exchange: GpuExchange;
   readonly #inbox: SymmetricTensor;
   #p2pKernel: Kernel<typeof P2P_PARAMS> | undefined;
+  #a2avKernel: Kernel<typeof A2AV_PARAMS> | undefined;
   readonly #moe: GpuMoe;
   readonly #ctx: CollectiveContext;
   readonly #reducingKernels: Memo3<ReducingKernel, DType, ReduceOp, Kernel>;
@@ -271,7 +283,19 @@ export class GpuCollectives implements Collectives<
           "symmkit::p2p::p2p_put",
           P2P_PARAMS,
         )),
+      a2avKernel: () =>
+        (this.#a2avKernel ??= sharedModule(A2AV_PROGRAM, group.device).kernel(
+          `symmkit::a2av::all_to_all_v_pull<${world}>`,
+          A2AV_PARAMS,
+        )),
+      refusalPtr: group.watch.refusalPtr,
     });
+    for (const [code, why] of Object.entries(A2AV_REFUSALS))
+      group.watch.describeRefusal(
+        Number(code),
+        (r) =>
+          `allToAllV (counts on the device) was refused on every rank: ${why(r.rank, r.detail)}; nothing was written`,
+      );
     this.#moe = new GpuMoe({ ...this.#ctx, device: group.device, phase });
   }
 
@@ -623,26 +647,81 @@ export class GpuCollectives implements Collectives<
 
   /**
    * Uneven all-to-all by rows of x's first dimension: x's first sendCounts[0] rows to rank 0, the next
-   * sendCounts[1] to rank 1, ...; out receives each rank's rows for this rank, packed in rank order. The
-   * counts are exchanged first (recvCounts, when given, is checked against them) and judged alike on
-   * every rank: a call that cannot run (an out too small, wrong recvCounts, for copy_engine an x beyond
-   * the staging buffer) is refused on every rank with nothing written. Returns out and the rows received
-   * from each rank. Algorithms: nccl (auto) and copy_engine (x staged, one copy-engine copy from every
-   * rank's staging buffer between barrier kernels); both wait on the host for the counts, so neither
-   * can be captured in a CUDA graph.
+   * sendCounts[1] to rank 1, ...; out receives each rank's rows for this rank, packed in rank order.
+   *
+   * Counts as a host array (algorithms nccl, the auto pick, and copy_engine): they are exchanged first
+   * (recvCounts, when given, is checked against them) and judged alike on every rank: a call that cannot
+   * run (an out too small, wrong recvCounts, for copy_engine an x beyond the staging buffer) throws on
+   * every rank with nothing written. Returns out and the rows received from each rank. Both wait on the
+   * host for the counts, so neither can be captured in a CUDA graph.
+   *
+   * Counts as an i32 tensor of world elements on this GPU (algorithm pull, the auto pick): no host wait,
+   * so the call can be captured. x is staged in the staging buffer; one kernel reads every rank's counts,
+   * judges the call alike on every rank and copies this rank's rows. Returns out and `recvCountsOut` (a
+   * new i32 tensor unless given; needed inside a capture) with the rows received from each rank. A call
+   * the GPU refuses (a rank's counts not adding up to its x's rows, or negative; an out too small; an x
+   * beyond the staging buffer) writes no row, sets the counts to -1 and makes the next
+   * group.synchronize() throw InvalidArgumentError saying why, on every rank.
    */
   allToAllV(
     x: Tensor,
     out: Tensor,
     sendCounts: readonly number[],
-    options: CollectiveOptions & { recvCounts?: readonly number[]; algorithm?: GpuAllToAllVAlgorithm } = {},
-  ): { output: Tensor; recvCounts: number[] } {
+    options?: CollectiveOptions & { recvCounts?: readonly number[]; algorithm?: GpuAllToAllVAlgorithm },
+  ): { output: Tensor; recvCounts: number[] };
+  allToAllV(
+    x: Tensor,
+    out: Tensor,
+    sendCounts: Tensor,
+    options?: CollectiveOptions & { recvCountsOut?: Tensor; algorithm?: GpuAllToAllVAlgorithm },
+  ): { output: Tensor; recvCounts: Tensor };
+  allToAllV(
+    x: Tensor,
+    out: Tensor,
+    sendCounts: readonly number[] | Tensor,
+    options: CollectiveOptions & {
+      recvCounts?: readonly number[];
+      recvCountsOut?: Tensor;
+      algorithm?: GpuAllToAllVAlgorithm;
+    } = {},
+  ): { output: Tensor; recvCounts: number[] | Tensor } {
     const what = "allToAllV";
     const world = this.#group.worldSize;
-    checkAllToAllV(what, world, x, out, sendCounts, overlaps);
-    if (options.recvCounts !== undefined) checkCountList(what, "recvCounts", options.recvCounts, world);
     const requested = options.algorithm ?? "auto";
     checkAlgorithm(what, requested, GPU_ALL_TO_ALL_V_ALGORITHMS);
+    if (sendCounts instanceof Tensor) {
+      checkAllToAllVTensors(what, x, out, overlaps);
+      if (requested !== "auto" && requested !== "pull")
+        throw new InvalidArgumentError(
+          `${what}: counts on the device go with algorithm pull (or auto); ${requested} takes them as an array`,
+        );
+      if (options.recvCounts !== undefined)
+        throw new InvalidArgumentError(
+          `${what}: recvCounts (the rows expected) goes with counts as an array; with counts on the device, read the returned recvCounts`,
+        );
+      const counts = [sendCounts, options.recvCountsOut].filter((t) => t !== undefined);
+      for (const t of counts)
+        if (t.dtype !== "i32" || t.numel !== world)
+          throw new InvalidArgumentError(
+            `${what}: counts on the device are i32 tensors of ${world} elements`,
+          );
+      for (const t of [x, out, ...counts]) this.#onDevice(what, t);
+      const stream = this.#stream(options);
+      if (options.recvCountsOut === undefined && Graph.activeCapture(stream) !== undefined)
+        throw new InvalidArgumentError(
+          `${what}: inside a CUDA graph capture, pass recvCountsOut (i32, ${world} elements) for the counts received`,
+        );
+      const recvCounts =
+        options.recvCountsOut ?? Tensor.empty([world], "i32", { device: this.#group.device });
+      this.#exchange.allToAllVOnDevice(x, out, sendCounts, recvCounts, stream);
+      return { output: out, recvCounts };
+    }
+    checkAllToAllV(what, world, x, out, sendCounts, overlaps);
+    if (options.recvCounts !== undefined) checkCountList(what, "recvCounts", options.recvCounts, world);
+    if (requested === "pull")
+      throw new InvalidArgumentError(
+        `${what}: algorithm pull takes the counts on the device (an i32 tensor of ${world} elements); with an array, use nccl or copy_engine`,
+      );
     this.#onDevice(what, x);
     this.#onDevice(what, out);
     // auto is NCCL's until copy_engine is measured against it.
