@@ -529,8 +529,9 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
   ): { output: HostTensor; recvCounts: number[] };
   /**
    * The counts as an i32 tensor of world elements (the GPU's capturable form, there algorithm pull):
-   * here read on the host, and the call made as with an array (a refusal throws at once); the rows
-   * received from each rank go to `recvCountsOut` (a new i32 tensor unless given).
+   * here read on the host, and the call made as with an array on x's first rows (x may hold more, as a
+   * buffer of fixed capacity does; a refusal throws at once); the rows received from each rank go to
+   * `recvCountsOut` (a new i32 tensor unless given).
    */
   allToAllV(
     x: HostTensor,
@@ -560,7 +561,11 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
         if (t.dtype !== "i32" || t.numel !== world)
           throw new InvalidArgumentError(`${what}: counts in a tensor are i32 tensors of ${world} elements`);
       const counts = Array.from(sendCounts.raw as Int32Array);
-      const { recvCounts } = this.#allToAllV(x, out, counts, { algorithm: options.algorithm ?? "auto" });
+      // As on GPUs, x may hold more rows than the counts send (a buffer of fixed capacity): its first ones.
+      const sent = counts.reduce((a, b) => a + b, 0);
+      const rows = x.shape[0] ?? 1;
+      const head = Number.isSafeInteger(sent) && sent >= 0 && sent < rows ? x.slice(0, sent) : x;
+      const { recvCounts } = this.#allToAllV(head, out, counts, { algorithm: options.algorithm ?? "auto" });
       const into = given ?? HostTensor.empty([world], "i32");
       (into.raw as Int32Array).set(recvCounts);
       return { output: out, recvCounts: into };

@@ -17,6 +17,10 @@
 // wait, and every rank judges them alike (allToAllVVerdict): a call that cannot run is refused on every
 // rank with nothing written. That host wait keeps it out of CUDA graphs. copy_engine then copies this
 // rank's rows out of every rank's staged x, and meets the peers again before anyone restages.
+// allToAllV with the counts on the device (algorithm pull: coll/all_to_all_v.cuh): x and a side with the
+// counts staged by the stream, a barrier kernel, one kernel that judges every rank's side alike and
+// pulls this rank's rows, a barrier kernel; no host wait, so capturable. A refusal is recorded on the
+// device (SyncWatch's refusal record) and thrown by the next group.synchronize().
 import { InvalidArgumentError } from "../errors.js";
 import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
@@ -94,7 +98,7 @@ export const A2AV_REFUSALS: Readonly<Record<number, (rank: number, detail: numbe
   1: (r, d) =>
     `rank ${r}'s x needs ${d} bytes of the symmetric staging buffer beyond it; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES)`,
   2: (r, d) => `rank ${r} sends a negative row count to rank ${d}`,
-  3: (r, d) => `rank ${r}'s sendCounts add up to ${d} rows, not the rows of its x`,
+  3: (r, d) => `rank ${r}'s sendCounts add up to ${d} rows, more than its x has`,
   4: (r, d) => `rank ${r} receives ${d} rows, more than its out holds`,
 };
 /** What the exchange uses of the group's collectives: their context, and the put algorithm's inbox. */

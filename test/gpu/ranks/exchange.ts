@@ -257,6 +257,125 @@ for (const algorithm of A2AV) {
 }
 if (rank === 0) console.log("allToAllV: exact, spare rows kept, group-judged errors on every rank");
 
+// Counts on the device (algorithm pull, and auto given a counts tensor): the same rows as the host form;
+// a CUDA graph replayed with new counts and rows in between (x and out of fixed capacity); refusals
+// judged by the GPU alike on every rank: counts -1, nothing written, group.synchronize() throws, and the
+// group goes on.
+{
+  const onDevice = (row: readonly number[]): Tensor => Tensor.fromHost(Int32Array.from(row), "i32");
+  /** out's expected bytes: what every source sends this rank, packed, then `before` past it. */
+  const expected = (
+    m: number[][],
+    xs: RawArray[],
+    rowBytes: number,
+    before: Uint8Array,
+  ): [Uint8Array, number] => {
+    const want = before.slice();
+    let at = 0;
+    for (let s = 0; s < world; s++) {
+      const skip = m[s]!.slice(0, rank).reduce((a, b) => a + b, 0) * rowBytes;
+      const n = m[s]![rank]! * rowBytes;
+      want.set(bytes(xs[s]!).subarray(skip, skip + n), at);
+      at += n;
+    }
+    return [want, at];
+  };
+  for (const algorithm of ["pull", "auto"] as const)
+    for (const kind of ["random", "silent", "sink", "zero"])
+      for (const [dtype, rowShape] of [
+        ["u8", []],
+        ["f16", [3]],
+        ["bf16", [4097]],
+      ] as [DType, number[]][]) {
+        const m = countMatrix(kind);
+        const rowElems = rowShape.reduce((a, b) => a * b, 1);
+        const rowBytes = rowElems * dtypeInfo(dtype).bytes;
+        // One spare row in x (sent by no one) and two in out (kept as they were).
+        const xs = everyRank(dtype, (r) => (m[r]!.reduce((a, b) => a + b, 0) + 1) * rowElems);
+        const recvRows = m.reduce((a, row) => a + row[rank]!, 0);
+        const [whole, out] = poisoned(dtype, [recvRows + 2, ...rowShape]);
+        const x = Tensor.fromHost(xs[rank]!, dtype, {
+          shape: [m[rank]!.reduce((a, b) => a + b, 0) + 1, ...rowShape],
+        });
+        const counts = onDevice(m[rank]!);
+        const before = bytes(out.toHost());
+        const got = c.allToAllV(x, out, counts, { algorithm });
+        group.synchronize();
+        const what = `allToAllV on the device ${algorithm} ${kind} ${dtype}`;
+        assert.deepEqual(
+          Array.from(got.recvCounts.toHost() as Int32Array),
+          m.map((row) => row[rank]!),
+          `${what}: recvCounts`,
+        );
+        const [want] = expected(m, xs, rowBytes, before);
+        assertSameBits(bytes(out.toHost()), want, what, seed);
+        guardsIntact(whole, what);
+        for (const t of [x, counts, got.recvCounts, whole]) t.dispose();
+      }
+  // A graph: x and out of fixed capacity, the counts and rows changed before each replay.
+  {
+    const rowElems = 4097;
+    const rowBytes = rowElems * 2;
+    // Up to 8 rows to each rank ("random"), or 13 from each to the last ("sink").
+    const capacity = 16 * world;
+    const x = Tensor.zeros([capacity, rowElems], "bf16");
+    const [whole, out] = poisoned("bf16", [capacity, rowElems]);
+    const counts = Tensor.zeros([world], "i32");
+    const recv = Tensor.zeros([world], "i32");
+    const record = (): void =>
+      void c.allToAllV(x, out, counts, { algorithm: "pull", stream, recvCountsOut: recv });
+    record();
+    group.synchronize();
+    const graph = Graph.capture(stream, record);
+    for (let replay = 0; replay < 4; replay++) {
+      const m = countMatrix(replay % 2 === 0 ? "random" : "sink");
+      const xs = everyRank("bf16", () => capacity * rowElems);
+      x.copyFrom(Tensor.fromHost(xs[rank]!, "bf16", { shape: [capacity, rowElems] }), stream);
+      counts.copyFrom(onDevice(m[rank]!), stream);
+      const before = bytes(out.toHost({ stream }));
+      graph.launch(stream);
+      group.synchronize(stream);
+      const what = `allToAllV on the device, graph replay ${replay}`;
+      assert.deepEqual(
+        Array.from(recv.toHost() as Int32Array),
+        m.map((row) => row[rank]!),
+        `${what}: recvCounts`,
+      );
+      const [want] = expected(m, xs, rowBytes, before);
+      assertSameBits(bytes(out.toHost()), want, what, seed);
+      guardsIntact(whole, what);
+    }
+    graph.dispose();
+    for (const t of [x, counts, recv, whole]) t.dispose();
+  }
+  // Refused on the GPU: the last rank's counts add up to more rows than its x has; then one rank's out is
+  // too small. Every rank: counts -1, out untouched, synchronize throws; then a call goes through.
+  for (const fault of ["rows", "out"] as const) {
+    const m = countMatrix("random").map((row) => row.map((v) => v + 1));
+    const sent = m[rank]!.reduce((a, b) => a + b, 0);
+    const xRows = fault === "rows" && rank === world - 1 ? sent - 1 : sent;
+    const need = m.reduce((a, row) => a + row[rank]!, 0);
+    const [whole, out] = poisoned("u8", [fault === "out" && rank === 0 ? need - 1 : need]);
+    const x = Tensor.fromHost(everyRank("u8", (r) => (r === rank ? xRows : 0))[rank]!, "u8");
+    const counts = onDevice(m[rank]!);
+    const before = out.toHost();
+    const got = c.allToAllV(x, out, counts);
+    const blamed = fault === "rows" ? world - 1 : 0;
+    assert.throws(
+      () => group.synchronize(),
+      (e: unknown) => typed(e) && new RegExp(`refused on every rank: rank ${blamed}\\b`).test(String(e)),
+      `allToAllV on the device, ${fault} refused`,
+    );
+    assert.deepEqual(Array.from(got.recvCounts.toHost() as Int32Array), new Array<number>(world).fill(-1));
+    assertSameBits(out.toHost(), before, `allToAllV on the device, ${fault}: nothing written`, seed);
+    guardsIntact(whole, `allToAllV on the device, ${fault}`);
+    group.synchronize();
+    for (const t of [x, counts, got.recvCounts, whole]) t.dispose();
+  }
+  if (rank === 0)
+    console.log("allToAllV with counts on the device: exact, in a replayed graph, refusals on every rank");
+}
+
 // A CUDA graph of allToAll (both algorithms) and sendRecv, replayed with the inputs changed in between.
 {
   const n = 3000 * world;

@@ -8,7 +8,8 @@
 // way on every rank:
 //   kStaging   a rank's x does not fit in the staging buffer (detail: its rank, the bytes needed)
 //   kNegative  a rank sends a negative count (its rank, the receiver)
-//   kRows      a rank's counts do not add up to its x's rows (its rank, the sum)
+//   kRows      a rank's counts add up to more rows than its x has (its rank, the sum); fewer is fine:
+//              a buffer of fixed capacity, as in a replayed graph, sends its first rows
 //   kOut       a rank receives more rows than its out holds (its rank, the rows)
 // The first of these, in that order and by rank, is the verdict. A refused call writes no row, sets
 // recv_counts to -1 and, once, the refusal record (host-mapped, REFUSAL_LAYOUT in
@@ -63,7 +64,7 @@ __device__ __forceinline__ u32 judge(const Sides<W>& s, u32* rank, u32* detail) 
       }
       sum += s.counts[r][j];
     }
-    if (sum != s.fixed[r][0]) {
+    if (sum > s.fixed[r][0]) {
       *rank = r;
       *detail = static_cast<u32>(min(sum, static_cast<i64>(0x7fffffff)));
       return kRows;
