@@ -60,6 +60,7 @@ import {
   allToAllVVerdict,
   checkAllToAll,
   checkAllToAllV,
+  checkAllToAllVTensors,
   checkCountList,
   checkSendRecv,
   CPU_EXCHANGE_ALGORITHMS,
@@ -560,12 +561,16 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
       for (const t of given === undefined ? [sendCounts] : [sendCounts, given])
         if (t.dtype !== "i32" || t.numel !== world)
           throw new InvalidArgumentError(`${what}: counts in a tensor are i32 tensors of ${world} elements`);
+      // As on GPUs, the group judges these counts (a rank's adding up to more rows than its x has, or
+      // negative, is refused on every rank), and x may hold more rows than they send: its first ones.
       const counts = Array.from(sendCounts.raw as Int32Array);
-      // As on GPUs, x may hold more rows than the counts send (a buffer of fixed capacity): its first ones.
-      const sent = counts.reduce((a, b) => a + b, 0);
-      const rows = x.shape[0] ?? 1;
-      const head = Number.isSafeInteger(sent) && sent >= 0 && sent < rows ? x.slice(0, sent) : x;
-      const { recvCounts } = this.#allToAllV(head, out, counts, { algorithm: options.algorithm ?? "auto" });
+      const { recvCounts } = this.#allToAllV(
+        x,
+        out,
+        counts,
+        { algorithm: options.algorithm ?? "auto" },
+        true,
+      );
       const into = given ?? HostTensor.empty([world], "i32");
       (into.raw as Int32Array).set(recvCounts);
       return { output: out, recvCounts: into };
@@ -578,10 +583,13 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     out: HostTensor,
     sendCounts: readonly number[],
     options: { recvCounts?: readonly number[]; algorithm?: CpuExchangeAlgorithm },
+    groupJudgesCounts = false,
   ): { output: HostTensor; recvCounts: number[] } {
     const what = "allToAllV";
     const { rank, world } = this.#sync;
-    const rows = checkAllToAllV(what, world, x, out, sendCounts, hostOverlaps);
+    const rows = groupJudgesCounts
+      ? checkAllToAllVTensors(what, x, out, hostOverlaps)
+      : checkAllToAllV(what, world, x, out, sendCounts, hostOverlaps);
     const said = options.recvCounts;
     if (said !== undefined) checkCountList(what, "recvCounts", said, world);
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
@@ -593,7 +601,9 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     this.#begin({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rows.x.rowElems });
     this.#settleSend();
     const needed = fits ? 0 : headerBytes + x.nbytes;
-    (this.#view(rank, "i32", 0, side) as Int32Array).set(encodeSide(rows.out.rows, sendCounts, said, needed));
+    (this.#view(rank, "i32", 0, side) as Int32Array).set(
+      encodeSide(rows.out.rows, sendCounts, said, needed, rows.x.rows),
+    );
     if (fits) (this.#view(rank, x.dtype, headerBytes, x.numel) as Uint8Array).set(x.raw as Uint8Array);
     this.#meet();
     const published = new Int32Array(world * side);

@@ -53,7 +53,8 @@ export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3 } as const;
 /**
  * Refusal (device/include/symmkit/coll/all_to_all_v.cuh): a call the GPU judged invalid from every
  * rank's published side (so every rank refuses alike and nothing was written). The device writes `code`
- * last, after a system fence; SyncWatch.takeRefusal() reads it and clears `code`.
+ * last, after a system fence; SyncWatch.throwIfRefused() reads it and clears `code`. One record per
+ * process: every group's refusals land here, codes by op (allToAllV's from 0x101).
  */
 export const REFUSAL_LAYOUT = {
   code: 0,

@@ -137,10 +137,13 @@ export interface AllToAllVSide {
   readonly recvCounts: Int32Array | undefined;
   /** Staging bytes its x needs where they exceed the buffer (0: it fits, or nothing is staged). */
   readonly needed: number;
+  /** Rows its x holds (the counts may send fewer: a tensor of counts, on a buffer of fixed capacity). */
+  readonly xRows: number;
 }
 
-/** i32s of one side as ranks publish it: [out rows, recvCounts given, needed, sendCounts, recvCounts]. */
-export const sideLength = (world: number): number => 3 + 2 * world;
+/** i32s of one side as ranks publish it: [out rows, recvCounts given, needed, x rows, sendCounts,
+ * recvCounts]. */
+export const sideLength = (world: number): number => 4 + 2 * world;
 
 /** This rank's side, published. */
 export function encodeSide(
@@ -148,12 +151,15 @@ export function encodeSide(
   sendCounts: readonly number[],
   recvCounts: readonly number[] | undefined,
   needed: number,
+  xRows: number,
 ): Int32Array {
   const said = recvCounts === undefined ? 0 : 1;
+  const i32 = (n: number): number => Math.min(n, 0x7fff_ffff);
   return Int32Array.from([
-    outRows,
+    i32(outRows),
     said,
-    Math.min(needed, 0x7fff_ffff),
+    i32(needed),
+    i32(xRows),
     ...sendCounts,
     ...(recvCounts ?? sendCounts),
   ]);
@@ -167,8 +173,9 @@ export function decodeSides(h: Int32Array, world: number): AllToAllVSide[] {
     return {
       outRows: s[0]!,
       needed: s[2]!,
-      sendCounts: s.subarray(3, 3 + world),
-      recvCounts: s[1] === 1 ? s.subarray(3 + world) : undefined,
+      xRows: s[3]!,
+      sendCounts: s.subarray(4, 4 + world),
+      recvCounts: s[1] === 1 ? s.subarray(4 + world) : undefined,
     };
   });
 }
@@ -186,6 +193,15 @@ export function allToAllVVerdict(
   for (const [r, s] of sides.entries())
     if (s.needed > 0)
       return `${what}: rank ${r}'s x needs ${s.needed} bytes of the ${capacityBytes}-byte symmetric staging buffer; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES), or use algorithm nccl; nothing was written`;
+  // Counts from a tensor are judged here, by the group, rather than by their rank alone.
+  for (const [r, s] of sides.entries()) {
+    const negative = s.sendCounts.findIndex((c) => c < 0);
+    if (negative >= 0)
+      return `${what}: rank ${r} sends a negative row count to rank ${negative}; nothing was written`;
+    const sent = s.sendCounts.reduce((a, b) => a + b, 0);
+    if (sent > s.xRows)
+      return `${what}: rank ${r}'s sendCounts add up to ${sent} rows, more than its x has (${s.xRows}); nothing was written`;
+  }
   for (let r = 0; r < world; r++) {
     const from = sides.map((s) => s.sendCounts[r]!);
     const total = from.reduce((a, b) => a + b, 0);

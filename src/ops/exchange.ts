@@ -93,13 +93,14 @@ export const A2AV_PARAMS = [SYMM_VIEW_PARAM, "ptr", "u64", "u64", "ptr", "ptr"] 
 /** all_to_all_v.cuh's kThreads and kSideFixed. */
 const A2AV_THREADS = 512;
 const A2AV_SIDE_FIXED = 4;
-/** The refusals all_to_all_v_pull records (its kStaging, kNegative, kRows, kOut), in words. */
+/** The refusals all_to_all_v_pull records (its kStaging .. kOut), in words. */
 export const A2AV_REFUSALS: Readonly<Record<number, (rank: number, detail: number) => string>> = {
-  1: (r, d) =>
-    `rank ${r}'s x needs ${d} bytes of the symmetric staging buffer beyond it; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES)`,
-  2: (r, d) => `rank ${r} sends a negative row count to rank ${d}`,
-  3: (r, d) => `rank ${r}'s sendCounts add up to ${d} rows, more than its x has`,
-  4: (r, d) => `rank ${r} receives ${d} rows, more than its out holds`,
+  0x101: (r, d) =>
+    `rank ${r}'s x needs ${d} bytes of the symmetric staging buffer (with its side), more than it holds; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES)`,
+  0x102: (r, d) => `rank ${r}'s rows are ${d} bytes, not the size of rank 0's`,
+  0x103: (r, d) => `rank ${r} sends a negative row count to rank ${d}`,
+  0x104: (r, d) => `rank ${r}'s sendCounts add up to ${d} rows, more than its x has`,
+  0x105: (r, d) => `rank ${r} receives ${d} rows, more than its out holds`,
 };
 /** What the exchange uses of the group's collectives: their context, and the put algorithm's inbox. */
 export type ExchangeContext = Pick<
@@ -272,7 +273,7 @@ export class GpuExchange {
     const headerBytes = align16(4 * side);
     if (!viaNccl) checkCapacity(what, headerBytes, ctx.capacityBytes);
     const needed = viaNccl || headerBytes + x.nbytes <= ctx.capacityBytes ? 0 : headerBytes + x.nbytes;
-    const mine = encodeSide(rowsOf(out).rows, sendCounts, recvCounts, needed);
+    const mine = encodeSide(rowsOf(out).rows, sendCounts, recvCounts, needed, rowsOf(x).rows);
     const count = rowsOf(x).rowElems;
     const phase = ctx.phase(
       { kind: viaNccl ? "all-to-all-v/nccl" : "all-to-all-v/copy_engine", dtype: x.dtype, count },
@@ -347,9 +348,10 @@ export class GpuExchange {
     const fits = headerBytes + x.nbytes <= ctx.capacityBytes;
     const phase = ctx.phase({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rowElems }, stream);
     const side = staging.tensor.ptr;
-    const needed = fits ? 0 : Math.min(headerBytes + x.nbytes, 0x7fff_ffff);
-    for (const [i, value] of [rows, rowsOf(out).rows, needed, 0].entries())
-      memset(side + BigInt(4 * i), value, 4, 1, stream);
+    const needed = fits ? 0 : headerBytes + x.nbytes;
+    const i32 = (n: number): number => Math.min(n, 0x7fff_ffff);
+    for (const [i, value] of [rows, rowsOf(out).rows, needed, rowBytes].entries())
+      memset(side + BigInt(4 * i), i32(value), 4, 1, stream);
     copyDeviceToDevice(side + BigInt(4 * A2AV_SIDE_FIXED), sendCounts.ptr, 4 * world, stream);
     if (fits && x.nbytes > 0) copyDeviceToDevice(side + BigInt(headerBytes), x.ptr, x.nbytes, stream);
     ctx.groupBarrier(ctx.stagingView, stream, phase);

@@ -330,11 +330,16 @@ if (rank === 0) console.log("allToAllV: exact, spare rows kept, group-judged err
     for (let replay = 0; replay < 4; replay++) {
       const m = countMatrix(replay % 2 === 0 ? "random" : "sink");
       const xs = everyRank("bf16", () => capacity * rowElems);
-      x.copyFrom(Tensor.fromHost(xs[rank]!, "bf16", { shape: [capacity, rowElems] }), stream);
-      counts.copyFrom(onDevice(m[rank]!), stream);
+      const inputs = [
+        Tensor.fromHost(xs[rank]!, "bf16", { shape: [capacity, rowElems] }),
+        onDevice(m[rank]!),
+      ];
+      x.copyFrom(inputs[0]!, stream);
+      counts.copyFrom(inputs[1]!, stream);
       const before = bytes(out.toHost({ stream }));
       graph.launch(stream);
       group.synchronize(stream);
+      for (const t of inputs) t.dispose();
       const what = `allToAllV on the device, graph replay ${replay}`;
       assert.deepEqual(
         Array.from(recv.toHost() as Int32Array),
@@ -349,7 +354,8 @@ if (rank === 0) console.log("allToAllV: exact, spare rows kept, group-judged err
     for (const t of [x, counts, recv, whole]) t.dispose();
   }
   // Refused on the GPU: the last rank's counts add up to more rows than its x has; then one rank's out is
-  // too small. Every rank: counts -1, out untouched, synchronize throws; then a call goes through.
+  // too small. Every rank: counts -1, out untouched, synchronize throws (once); the calls after go
+  // through.
   for (const fault of ["rows", "out"] as const) {
     const m = countMatrix("random").map((row) => row.map((v) => v + 1));
     const sent = m[rank]!.reduce((a, b) => a + b, 0);

@@ -2,16 +2,19 @@
 // so the call can be captured in a CUDA graph.
 //
 // Contract. Before this kernel, on every rank: its staging buffer holds a side, i32
-// [x rows, out rows, staging bytes needed beyond the buffer (0: x is staged), 0, sendCounts[W]], then
+// [x rows, out rows, staging bytes x needs with the side (0: x is staged), row bytes, sendCounts[W]]
+// (each at most 2^31 - 1), then
 // from `header_bytes` (16-byte aligned) x's rows when they fit; a group barrier kernel published it
 // (src/ops/exchange.ts). This kernel (every block) reads every rank's side and judges the call the same
 // way on every rank:
 //   kStaging   a rank's x does not fit in the staging buffer (detail: its rank, the bytes needed)
+//   kRowBytes  a rank's rows are of another size than rank 0's (its rank, its row bytes)
 //   kNegative  a rank sends a negative count (its rank, the receiver)
 //   kRows      a rank's counts add up to more rows than its x has (its rank, the sum); fewer is fine:
 //              a buffer of fixed capacity, as in a replayed graph, sends its first rows
 //   kOut       a rank receives more rows than its out holds (its rank, the rows)
-// The first of these, in that order and by rank, is the verdict. A refused call writes no row, sets
+// The first of these is the verdict: staging and row size for every rank, then negative and rows
+// rank by rank, then out. A refused call writes no row, sets
 // recv_counts to -1 and, once, the refusal record (host-mapped, REFUSAL_LAYOUT in
 // src/distributed/device-layouts.ts): the host turns it into InvalidArgumentError (SyncWatch). Every
 // rank refuses alike, so the closing barrier still pairs and the group stays in step.
@@ -27,9 +30,10 @@ namespace symmkit {
 namespace a2av {
 
 constexpr u32 kThreads = 512;
-/** i32s of a side before the counts: x rows, out rows, bytes needed, 0. */
+/** i32s of a side before the counts: x rows, out rows, bytes needed, row bytes. */
 constexpr u32 kSideFixed = 4;
-constexpr u32 kStaging = 1, kNegative = 2, kRows = 3, kOut = 4;
+/** Refusal codes: allToAllV's own range (the record is the process's, shared by every op that refuses). */
+constexpr u32 kStaging = 0x101, kRowBytes = 0x102, kNegative = 0x103, kRows = 0x104, kOut = 0x105;
 
 /** The refusal record: code (0: none), rank, detail. Layout shared with the host (REFUSAL_LAYOUT). */
 struct Refusal {
@@ -53,6 +57,12 @@ __device__ __forceinline__ u32 judge(const Sides<W>& s, u32* rank, u32* detail) 
       *rank = r;
       *detail = static_cast<u32>(s.fixed[r][2]);
       return kStaging;
+    }
+  for (u32 r = 1; r < W; ++r)
+    if (s.fixed[r][3] != s.fixed[0][3]) {
+      *rank = r;
+      *detail = static_cast<u32>(s.fixed[r][3]);
+      return kRowBytes;
     }
   for (u32 r = 0; r < W; ++r) {
     i64 sum = 0;
