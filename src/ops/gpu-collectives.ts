@@ -706,6 +706,9 @@ export class GpuCollectives implements Collectives<
           throw new InvalidArgumentError(
             `${what}: counts on the device are i32 tensors of ${world} elements`,
           );
+      const into = options.recvCountsOut;
+      if (into && [x, out].some((t) => overlaps(t, into)))
+        throw new InvalidArgumentError(`${what}: recvCountsOut overlaps x or out: pass a tensor of its own`);
       for (const t of [x, out, ...counts]) this.#onDevice(what, t);
       const stream = this.#stream(options);
       if (options.recvCountsOut === undefined && Graph.activeCapture(stream) !== undefined)
@@ -719,6 +722,10 @@ export class GpuCollectives implements Collectives<
     }
     checkAllToAllV(what, world, x, out, sendCounts, overlaps);
     if (options.recvCounts !== undefined) checkCountList(what, "recvCounts", options.recvCounts, world);
+    if (options.recvCountsOut !== undefined)
+      throw new InvalidArgumentError(
+        `${what}: recvCountsOut goes with counts on the device; with an array the counts come back as one`,
+      );
     if (requested === "pull")
       throw new InvalidArgumentError(
         `${what}: algorithm pull takes the counts on the device (an i32 tensor of ${world} elements); with an array, use nccl or copy_engine`,
