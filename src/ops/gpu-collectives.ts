@@ -659,7 +659,8 @@ export class GpuCollectives implements Collectives<
    * so the call can be captured. x is staged in the staging buffer; one kernel reads every rank's counts,
    * judges the call alike on every rank and copies this rank's rows. Returns out and `recvCountsOut` (a
    * new i32 tensor unless given; needed inside a capture) with the rows received from each rank. A call
-   * the GPU refuses (a rank's counts adding up to more rows than its x has, or negative; an out too
+   * the GPU refuses (a rank's counts adding up to more rows than its x has, or negative; rows of
+   * another size than rank 0's; an out too
    * small; an x beyond the staging buffer) writes no row, sets the counts to -1 and makes the next
    * group.synchronize() throw InvalidArgumentError saying why, on every rank. x may hold more rows than
    * the counts send (a buffer of fixed capacity, as in a replayed graph): its first ones go.
