@@ -184,13 +184,16 @@ function countMatrix(kind: string): number[][] {
   return m;
 }
 const A2AV = ["copy_engine", "nccl", "auto"] as const;
+/** allToAllV's count matrices, and its rows: dtype and shape of one row. */
+const A2AV_KINDS = ["random", "silent", "sink", "zero"];
+const A2AV_ROWS: [DType, number[]][] = [
+  ["u8", []],
+  ["f16", [3]],
+  ["bf16", [4097]],
+];
 for (const algorithm of A2AV)
-  for (const kind of ["random", "silent", "sink", "zero"])
-    for (const [dtype, rowShape] of [
-      ["u8", []],
-      ["f16", [3]],
-      ["bf16", [4097]],
-    ] as [DType, number[]][]) {
+  for (const kind of A2AV_KINDS)
+    for (const [dtype, rowShape] of A2AV_ROWS) {
       const m = countMatrix(kind);
       const rowElems = rowShape.reduce((a, b) => a * b, 1);
       const xs = everyRank(dtype, (r) => m[r]!.reduce((a, b) => a + b, 0) * rowElems);
@@ -281,12 +284,8 @@ if (rank === 0) console.log("allToAllV: exact, spare rows kept, group-judged err
     return [want, at];
   };
   for (const algorithm of ["pull", "auto"] as const)
-    for (const kind of ["random", "silent", "sink", "zero"])
-      for (const [dtype, rowShape] of [
-        ["u8", []],
-        ["f16", [3]],
-        ["bf16", [4097]],
-      ] as [DType, number[]][]) {
+    for (const kind of A2AV_KINDS)
+      for (const [dtype, rowShape] of A2AV_ROWS) {
         const m = countMatrix(kind);
         const rowElems = rowShape.reduce((a, b) => a * b, 1);
         const rowBytes = rowElems * dtypeInfo(dtype).bytes;
