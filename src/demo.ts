@@ -18,7 +18,8 @@ import { defaultStream } from "./runtime/stream.js";
 import { deviceCount } from "./runtime/device.js";
 import { freshSeed, Tensor } from "./runtime/tensor.js";
 import { startTogether } from "./bench/collectives.js";
-import { graphTimeManyUs, graphTimeUs, median, table } from "./bench/report.js";
+import { graphTimeUs, median, table } from "./bench/report.js";
+import { timeAcrossHosts } from "./bench/hosts.js";
 import { cpuMlpDemo, gpuMlpDemo } from "./demo-mlp.js";
 import { readEnvVar } from "./settings.js";
 
@@ -148,16 +149,7 @@ async function hostsDemoRank(): Promise<number> {
         if (Math.abs(a[k]! - b[k]!) > 0.02 * world)
           fail(`all-reduce ${what} (${bytes} bytes)`, `element ${k}`);
     }
-    await group.barrier();
-    const us = await graphTimeManyUs(stream, runs, {
-      perGraph: 10,
-      replays: 10,
-      beforeReplay: async () => {
-        await group.barrier();
-        c.barrier({ stream });
-      },
-      sync: () => group.synchronize(stream),
-    });
+    const us = await timeAcrossHosts(group, stream, runs, { perGraph: 10, replays: 10 });
     for (const [i, algorithm] of ["hierarchical", "nccl"].entries())
       rows.push({ op: "all-reduce", algorithm, bytes, us: us[i]!, busFactor: (2 * (world - 1)) / world });
     for (const t of [x, ...outs]) t.dispose();

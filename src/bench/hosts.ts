@@ -7,7 +7,7 @@
 // barrier on the stream); medians. Sizes are bytes per rank: all-reduce and all-gather input,
 // reduce-scatter output.
 import { SymmkitError } from "../errors.js";
-import { init } from "../init.js";
+import { init, type HostsProcessGroup } from "../init.js";
 import { HOSTS_ALGORITHMS, type HostsAlgorithm } from "../ops/hosts-collectives.js";
 import { deviceCount } from "../runtime/device.js";
 import { encode } from "../runtime/dtype.js";
@@ -40,6 +40,28 @@ export interface HostsBenchResult {
 /** Rank r's element i of call `salt`: -1, 0 or 1 (bf16 holds every integer sum of up to 256 ranks). */
 const value = (r: number, i: number, salt: number): number => ((i * 5 + r * 7 + salt) % 3) - 1;
 const MAX_EXACT_RANKS = 256;
+
+/**
+ * GPU us per call of each of `runs` (validated before) in a group across hosts: the ranks meet, then
+ * graphs of `perGraph` calls are replayed in turn, every rank starting each replay together (a store
+ * barrier, then the group's NCCL barrier on the stream); medians.
+ */
+export async function timeAcrossHosts(
+  group: HostsProcessGroup,
+  stream: Stream,
+  runs: readonly (() => void)[],
+  o: { perGraph: number; replays: number },
+): Promise<number[]> {
+  await group.barrier();
+  return graphTimeManyUs(stream, runs, {
+    ...o,
+    beforeReplay: async () => {
+      await group.barrier();
+      group.collectives.barrier({ stream });
+    },
+    sync: () => group.synchronize(stream),
+  });
+}
 
 export async function benchHosts(o: {
   sizes: readonly number[];
@@ -94,16 +116,7 @@ export async function benchHosts(o: {
             `hosts ${collective} ${bytes} B: ${algorithm} is wrong at element ${at} on rank ${rank}; not timing it`,
           );
       }
-      await group.barrier();
-      const times = await graphTimeManyUs(stream, runs, {
-        perGraph: perGraphFor(bytes),
-        replays: 15,
-        beforeReplay: async () => {
-          await group.barrier();
-          c.barrier({ stream });
-        },
-        sync: () => group.synchronize(stream),
-      });
+      const times = await timeAcrossHosts(group, stream, runs, { perGraph: perGraphFor(bytes), replays: 15 });
       const us = { hierarchical: times[0]!, nccl: times[1]! };
       rows.push({ collective, bytes: moved, us });
       progress.log(

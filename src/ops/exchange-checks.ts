@@ -141,6 +141,9 @@ export interface AllToAllVSide {
   readonly xRows: number;
 }
 
+/** A row or byte count as a side's i32 holds it: at most 2^31 - 1. */
+export const clampI32 = (n: number): number => Math.min(n, 0x7fff_ffff);
+
 /** i32s of one side as ranks publish it: [out rows, recvCounts given, needed, x rows, sendCounts,
  * recvCounts]. */
 export const sideLength = (world: number): number => 4 + 2 * world;
@@ -154,12 +157,11 @@ export function encodeSide(
   xRows: number,
 ): Int32Array {
   const said = recvCounts === undefined ? 0 : 1;
-  const i32 = (n: number): number => Math.min(n, 0x7fff_ffff);
   return Int32Array.from([
-    i32(outRows),
+    clampI32(outRows),
     said,
-    i32(needed),
-    i32(xRows),
+    clampI32(needed),
+    clampI32(xRows),
     ...sendCounts,
     ...(recvCounts ?? sendCounts),
   ]);

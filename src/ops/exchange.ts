@@ -24,7 +24,7 @@
 import { InvalidArgumentError } from "../errors.js";
 import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
-import type { NcclSpan } from "../distributed/nccl-comm.js";
+import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
@@ -41,6 +41,7 @@ import {
   decodeSides,
   encodeSide,
   rowsOf,
+  clampI32,
   sideLength,
   type GpuAllToAllAlgorithm,
   type GpuAllToAllVAlgorithm,
@@ -130,7 +131,8 @@ export type ExchangeContext = Pick<
 /** What allToAll takes: a plain tensor, or a symmetric one read in place. */
 export type ExchangeInput = Tensor | SymmetricTensor;
 
-const bytes = (t: Tensor, at: number, count: number): NcclSpan => ({
+/** `count` bytes of `t` from byte `at`, as NCCL moves them (every dtype as u8). */
+export const bytes = (t: Tensor, at = 0, count = t.nbytes): NcclSpan => ({
   ptr: t.ptr + BigInt(at),
   numel: count,
   dtype: "u8",
@@ -241,7 +243,10 @@ export class GpuExchange {
       return;
     }
     this.#fingerprint({ kind: "all-to-all/nccl", dtype: x.dtype, count: x.numel }, stream);
-    this.#exchange(
+    ncclExchange(
+      this.#ctx.comm,
+      this.#ctx.rank,
+      this.#ctx.world,
       x,
       out,
       (r) => [r * chunk, chunk],
@@ -307,7 +312,10 @@ export class GpuExchange {
     if (viaNccl) {
       if (verdict !== undefined) throw new InvalidArgumentError(verdict);
       const sendAt = prefix(sendCounts);
-      this.#exchange(
+      ncclExchange(
+        this.#ctx.comm,
+        this.#ctx.rank,
+        this.#ctx.world,
         x,
         out,
         (r) => [sendAt[r]! * rowBytes, sendCounts[r]! * rowBytes],
@@ -349,9 +357,8 @@ export class GpuExchange {
     const phase = ctx.phase({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rowElems }, stream);
     const side = staging.tensor.ptr;
     const needed = fits ? 0 : headerBytes + x.nbytes;
-    const i32 = (n: number): number => Math.min(n, 0x7fff_ffff);
     for (const [i, value] of [rows, rowsOf(out).rows, needed, rowBytes].entries())
-      memset(side + BigInt(4 * i), i32(value), 4, 1, stream);
+      memset(side + BigInt(4 * i), clampI32(value), 4, 1, stream);
     copyDeviceToDevice(side + BigInt(4 * A2AV_SIDE_FIXED), sendCounts.ptr, 4 * world, stream);
     if (fits && x.nbytes > 0) copyDeviceToDevice(side + BigInt(headerBytes), x.ptr, x.nbytes, stream);
     ctx.groupBarrier(ctx.stagingView, stream, phase);
@@ -385,32 +392,35 @@ export class GpuExchange {
     const phase = this.#ctx.phase(shape, stream);
     if (this.#ctx.world > 1) this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
   }
+}
 
-  /** One NCCL group: span `send(r)` of x to rank r, span `recv(r)` of out from rank r ([byte offset,
-   * bytes]); this rank's own span copied. Empty spans are skipped on both sides (both know them). */
-  #exchange(
-    x: Tensor,
-    out: Tensor,
-    send: (r: number) => [number, number],
-    recv: (r: number) => [number, number],
-    stream: Stream,
-  ): void {
-    const { rank, world, comm } = this.#ctx;
-    const [from, n] = send(rank);
-    const [to] = recv(rank);
-    copyDeviceToDevice(out.ptr + BigInt(to), x.ptr + BigInt(from), n, stream);
-    if (world === 1) return;
-    comm.group(() => {
-      for (let i = 1; i < world; i++) {
-        // Rank-rotated, so that not every rank starts with rank 0.
-        const r = (rank + i) % world;
-        const [sa, sn] = send(r);
-        const [ra, rn] = recv(r);
-        if (sn > 0) comm.send(bytes(x, sa, sn), r, stream);
-        if (rn > 0) comm.recv(bytes(out, ra, rn), r, stream);
-      }
-    });
-  }
+/** One NCCL group on `comm` (this rank `rank` of `world`): span `send(r)` of x to rank r, span `recv(r)` of
+ * out from rank r ([byte offset, bytes]); this rank's own span copied. Empty spans are skipped on both
+ * sides (both know them). */
+export function ncclExchange(
+  comm: NcclComm,
+  rank: number,
+  world: number,
+  x: Tensor,
+  out: Tensor,
+  send: (r: number) => [number, number],
+  recv: (r: number) => [number, number],
+  stream: Stream,
+): void {
+  const [from, n] = send(rank);
+  const [to] = recv(rank);
+  copyDeviceToDevice(out.ptr + BigInt(to), x.ptr + BigInt(from), n, stream);
+  if (world === 1) return;
+  comm.group(() => {
+    for (let i = 1; i < world; i++) {
+      // Rank-rotated, so that not every rank starts with rank 0.
+      const r = (rank + i) % world;
+      const [sa, sn] = send(r);
+      const [ra, rn] = recv(r);
+      if (sn > 0) comm.send(bytes(x, sa, sn), r, stream);
+      if (rn > 0) comm.recv(bytes(out, ra, rn), r, stream);
+    }
+  });
 }
 
 const align16 = (n: number): number => Math.ceil(n / 16) * 16;

@@ -27,14 +27,15 @@
 // matter for small messages (auto's rule, HIERARCHICAL_MAX_BYTES). Graphs captured on one stream share
 // that stream's scratch: replay them in that stream's order, not at once on other streams.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
-import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
+import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { CollectivesFactory, ProcessGroup } from "../distributed/process-group.js";
 import { Graph } from "../runtime/graph.js";
-import { copyDeviceToDevice, DeviceMemory } from "../runtime/memory.js";
+import { DeviceMemory } from "../runtime/memory.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { GpuCollectives } from "./gpu-collectives.js";
 import { checkAllToAll, checkSendRecv } from "./exchange-checks.js";
+import { bytes, ncclExchange } from "./exchange.js";
 import { overlaps, sameSpan } from "./matmul.js";
 import {
   checkAlgorithm,
@@ -74,13 +75,6 @@ interface Scratch {
   /** Scratch a graph may have captured: never freed before dispose. */
   captured: boolean;
 }
-
-/** `count` bytes of `t` from byte `at` (the whole tensor by default), as NCCL moves them. */
-const asBytes = (t: Tensor, at = 0, count = t.nbytes): NcclSpan => ({
-  ptr: t.ptr + BigInt(at),
-  numel: count,
-  dtype: "u8",
-});
 
 export class HostsCollectives {
   /** This host's members, with symmkit's collectives on their symmetric memory. */
@@ -250,7 +244,7 @@ export class HostsCollectives {
     checkTensorArg(what, "x", x);
     const [stream, local] = this.#pointToPoint(what, peer, options, [x]);
     if (local !== undefined) this.local.collectives.send(x, local, { stream });
-    else this.#world.send(asBytes(x), peer, stream);
+    else this.#world.send(bytes(x), peer, stream);
   }
 
   /** Into `out`, what group rank `peer` sent (send or sendRecv). Returns `out`. */
@@ -259,7 +253,7 @@ export class HostsCollectives {
     checkTensorArg(what, "out", out);
     const [stream, local] = this.#pointToPoint(what, peer, options, [out]);
     if (local !== undefined) this.local.collectives.recv(out, local, { stream });
-    else this.#world.recv(asBytes(out), peer, stream);
+    else this.#world.recv(bytes(out), peer, stream);
     return out;
   }
 
@@ -270,8 +264,8 @@ export class HostsCollectives {
     const [stream, local] = this.#pointToPoint(what, peer, options, [x, out]);
     if (local !== undefined) return this.local.collectives.sendRecv(x, out, local, { stream });
     this.#world.group(() => {
-      this.#world.send(asBytes(x), peer, stream);
-      this.#world.recv(asBytes(out), peer, stream);
+      this.#world.send(bytes(x), peer, stream);
+      this.#world.recv(bytes(out), peer, stream);
     });
     return out;
   }
@@ -286,15 +280,8 @@ export class HostsCollectives {
     checkAlgorithm(what, requested, ["auto", "nccl"]);
     const stream = this.#stream(what, options, [x, out]);
     const chunk = x.nbytes / world;
-    const me = this.#group.rank;
-    this.#world.group(() => {
-      for (let r = 0; r < world; r++) {
-        if (r === me) continue;
-        this.#world.send(asBytes(x, r * chunk, chunk), r, stream);
-        this.#world.recv(asBytes(out, r * chunk, chunk), r, stream);
-      }
-    });
-    copyDeviceToDevice(out.ptr + BigInt(me * chunk), x.ptr + BigInt(me * chunk), chunk, stream);
+    const span = (r: number): [number, number] => [r * chunk, chunk];
+    ncclExchange(this.#world, this.#group.rank, world, x, out, span, span, stream);
     return out;
   }
 
