@@ -9,7 +9,7 @@ import { addCheckCommands } from "./cli/checks.js";
 import { CliCommand, UsageError } from "./cli/command.js";
 import { addReportCommand } from "./cli/report.js";
 import { addRunCommand } from "./cli/run.js";
-import { SymmkitError } from "./errors.js";
+import { CudaError, SymmkitError } from "./errors.js";
 import { exitFlushed } from "./exit.js";
 import { VERSION } from "./paths.js";
 
@@ -81,10 +81,15 @@ async function main(argv: string[]): Promise<number> {
   try {
     await symmkit.parseAsync(argv, { from: "user" });
     return symmkit.ran?.exitCode ?? 0;
-  } catch (e) {
+  } catch (thrown) {
     // The help or the version, written already.
-    if (e instanceof CommanderError) return e.exitCode;
+    if (thrown instanceof CommanderError) return thrown.exitCode;
     const debug = await debugging();
+    // A CUDA call that saw a kernel's failure: the record the kernel left says which peer and call.
+    const e =
+      thrown instanceof CudaError
+        ? (await import("./distributed/sync-watch.js")).explainCudaFailure(thrown)
+        : thrown;
     if (e instanceof UsageError) {
       process.stderr.write(`${e.command}: ${e.message} (see ${e.command} --help)\n`);
     } else {

@@ -120,6 +120,10 @@ export async function gpuMlpDemo(
     ),
   );
   say("the fused MLP block matched symmkit's unfused path bit for bit; NCCL + cuBLASLt within bf16 rounding");
+  if (group.sharesGpus)
+    say(
+      "(these ranks share GPUs, symmkit run --share-gpus: the kernels took turns, so the times say nothing of speed)",
+    );
   for (const t of [x, w1, w2, gathered, y, z, ...outs]) t.dispose();
   stream.dispose();
 }

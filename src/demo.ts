@@ -160,6 +160,8 @@ async function hostsDemoRank(): Promise<number> {
       : "hierarchical and NCCL within bf16 rounding of the reference (on more than 2 hosts NCCL's order decides)",
   );
   say(rowsTable(rows));
+  if (group.sharesGpus)
+    say("(ranks share GPUs here, symmkit run --share-gpus: the times say nothing of speed)");
   say(`the MLP block inside each host, on its ${c.perHost} GPU(s) (collectives.local):`);
   await gpuMlpDemo(c.local, seed, say);
   say("demo: every result matched its reference");

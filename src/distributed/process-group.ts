@@ -60,6 +60,11 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
     return this.shared.watch;
   }
 
+  /** Whether the job's ranks share GPUs (symmkit run --share-gpus): a peer's memory may be on this GPU. */
+  get sharesGpus(): boolean {
+    return this.shared.env.shareGpus;
+  }
+
   /** Collective: runs the collectives factory, then meets the other members. */
   #open(): Promise<this> {
     const make = this.shared.makeCollectives;

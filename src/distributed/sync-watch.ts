@@ -60,6 +60,22 @@ export class SymmTimeoutError extends SymmkitError {
   }
 }
 
+/** The process's watches not yet disposed: where a failed CUDA call looks for the kernel that caused it. */
+const live = new Set<SyncWatch>();
+
+/**
+ * What `e` stands for: a CudaError raised after a kernel of this process gave up (a bounded wait, or the NCCL
+ * watchdog ending the context) becomes the typed error its record names (SymmTimeoutError, NcclTimeoutError,
+ * CollectiveMismatchError), whichever CUDA call happened to see the failure first; anything else is `e`.
+ */
+export function explainCudaFailure(e: unknown): unknown {
+  for (const watch of live) {
+    const explained = watch.explain(e);
+    if (explained !== e) return explained;
+  }
+  return e;
+}
+
 export class SyncWatch implements Disposable {
   readonly timeoutMs: number;
   readonly #mem: PinnedMemory;
@@ -71,6 +87,7 @@ export class SyncWatch implements Disposable {
     this.#mem = mem;
     this.#view = new DataView(mem.buffer);
     this.timeoutMs = timeoutMs;
+    live.add(this);
   }
 
   static create(device: Device, timeoutMs: number = syncTimeoutFromEnv()): SyncWatch {
@@ -182,10 +199,14 @@ export class SyncWatch implements Disposable {
     try {
       return f();
     } catch (e) {
-      const r = e instanceof CudaError ? this.record() : undefined;
-      if (r) throw this.#error(r, "The CUDA context is unusable after this.", e);
-      throw e;
+      throw this.explain(e);
     }
+  }
+
+  /** The typed error a CudaError stands for when a kernel of this watch's left a record; else `e`. */
+  explain(e: unknown): unknown {
+    const r = e instanceof CudaError ? this.record() : undefined;
+    return r ? this.#error(r, "The CUDA context is unusable after this.", e) : e;
   }
 
   /** Throws the error a kernel of this group already recorded, if any: its signals are out of step. */
@@ -196,6 +217,7 @@ export class SyncWatch implements Disposable {
   }
 
   dispose(): void {
+    live.delete(this);
     this.#mem.dispose();
   }
 

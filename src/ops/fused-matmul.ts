@@ -105,6 +105,7 @@ export interface FusionContext {
     readonly rank: number;
     readonly worldSize: number;
     readonly watch: SyncWatch;
+    readonly sharesGpus: boolean;
   };
   readonly staging: SymmetricTensor;
   readonly comm: NcclComm;
@@ -549,7 +550,9 @@ export class FusedMatmul {
       rotateTileRows: Math.ceil((rank * p.shardRows) / GEMM_TILE_M) % tilesM,
       secondA: { a2: aShard.ptr, row0: rank * p.shardRows, rows: p.shardRows },
       waitRank: rank,
-      ...(pull ? { ctas: group.device.props.smCount - PULL_BLOCKS } : {}),
+      // A copy between two ranks on one GPU (--share-gpus) is the driver's copy kernel, not a copy engine:
+      // it needs SMs, which a GEMM on every SM, waiting for that copy, would never give up.
+      ...(pull || group.sharesGpus ? { ctas: group.device.props.smCount - PULL_BLOCKS } : {}),
     });
     s.waitEvent(side.joins[0]);
     s.waitEvent(side.joins[1]);

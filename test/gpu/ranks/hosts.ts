@@ -4,7 +4,8 @@
 // dtype and the result must be exactly the closed form on every rank, whatever order NCCL adds in:
 // hierarchical, nccl and auto; sum, max and min; f32, bf16 and f16; sizes below, at and past a multiple
 // of the ranks per host; outputs poisoned inside guards; subgroups of one rank per host and of one host;
-// a CUDA graph replayed with the inputs changed in between; send/recv around the ring and sendRecv
+// a CUDA graph replayed with the inputs changed in between; the fused matmuls on collectives.local
+// (host 1's local ranks are not its world ranks); send/recv around the ring and sendRecv
 // between pairs (peers on this host and on the other), allToAll, and the symmetric-memory ops refused
 // with UnsupportedError. HOSTS_FAULT=kill: the last rank kills itself
 // after init, and the others must not outlive it (the launchers stop them).
@@ -204,6 +205,41 @@ if (host0) {
   everyCall(host0, [1, 4097]);
   if (host0.rank === 0) console.log(`subgroup ${hostRanks.join(",")} (one host): exact`);
   await host0.destroy();
+}
+
+// The symmetric-memory ops on this host's group (collectives.local): its ranks are not the world's
+// (host 1's are world ranks 2 and 3), so every rank and peer index must be the local group's. The fused
+// matmuls bit for bit against the unfused path, at a shape of the demo's kind and a small odd one.
+{
+  const local = c.local;
+  const lw = local.worldSize;
+  for (const [m, k, n] of [
+    [128 * lw, 512, 384],
+    // More tiles than SMs: the GEMM holds every SM while it waits for the peers' rows.
+    [2048 * lw, 4096, 4096],
+  ] as const) {
+    const gen = (shape: [number, number], salt: number): Tensor =>
+      Tensor.rand(shape, "bf16", {
+        seed,
+        offset: (BigInt(salt) << 40n) + (BigInt(rank) << 32n),
+        low: -1,
+        high: 1,
+      });
+    const shard = gen([m / lw, k], 1);
+    const w = gen([n, k], 2);
+    const ag = (["fused", "sequential"] as const).map(
+      (algorithm) => local.collectives.allGatherMatmul(shard, w, { algorithm }).out,
+    );
+    const z = gen([m, k], 3);
+    const rs = (["fused", "sequential"] as const).map((algorithm) =>
+      local.collectives.matmulReduceScatter(z, w, { algorithm }),
+    );
+    local.synchronize();
+    assertSameBits(ag[0]!.toHost(), ag[1]!.toHost(), `local allGatherMatmul fused ${m}x${k}x${n}`, seed);
+    assertSameBits(rs[0]!.toHost(), rs[1]!.toHost(), `local matmulReduceScatter fused ${m}x${k}x${n}`, seed);
+    for (const t of [shard, w, z, ...ag, ...rs]) t.dispose();
+  }
+  if (rank === 0) console.log("the fused matmuls on collectives.local: the same bits as the unfused path");
 }
 
 // A graph of all three, hierarchical, replayed with the inputs changed in between.

@@ -402,7 +402,7 @@ struct ScatterReduce {
     // The signaller took the previous post long ago (a fence takes microseconds, a tile tens).
     const u64 start = global_timer_ns();
     while (ld_acquire_cta(&sh.taken[c.consumer]) != posts)
-      if (global_timer_ns() - start > kPipelineTimeoutNs) __trap();
+      if (global_timer_ns() - start > kPipelineTimeoutNs + c.args.env.timeout_ns) __trap();
     sh.dest[c.consumer] = pending_dest;
     sh.id[c.consumer] = pending_id;
     st_release_cta(&sh.posted[c.consumer], ++posts);
@@ -792,6 +792,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const u32 warpgroup = threadIdx.x / 128;
   const u32 wg_thread = threadIdx.x % 128;
+  // The ring's waits can sit behind a wait on a peer (ready flags, mailboxes): that one names the peer first.
+  const u64 pipeline_ns = kPipelineTimeoutNs + args.env.timeout_ns;
   if (threadIdx.x == 0) {
     Epilogue::init(fusion, ep_shared);
     for (u32 s = 0; s < kStages; ++s) {
@@ -833,7 +835,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
       for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
-        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1);
+        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns);
         mbar_arrive_expect_tx(full + s, R::kStageBytes);
         tma_load_2d(tiles_a + s * kBytesA, map, full + s, kb * kTileK, ya);
         if constexpr (kBKMajor) {
@@ -872,13 +874,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool idle = kSplitK && t.rows <= consumer * 64;
     if (idle) {
       for (u32 kb = 0; kb < nkb; ++kb, ++it) {
-        mbar_wait(full + it % kStages, (it / kStages) & 1);
+        mbar_wait(full + it % kStages, (it / kStages) & 1, pipeline_ns);
         if (wg_thread == 0) mbar_arrive(empty + it % kStages);
       }
     }
     for (u32 kb = 0; kb < (idle ? 0 : nkb); ++kb, ++it) {
       const u32 s = it % kStages;
-      mbar_wait(full + s, (it / kStages) & 1);
+      mbar_wait(full + s, (it / kStages) & 1, pipeline_ns);
       const u32 a0 = smem_addr(tiles_a + s * kBytesA + consumer * 64 * kTileKBytes);
       const u32 b0 = smem_addr(tiles_b + s * kBytesB);
       wgmma_fence();

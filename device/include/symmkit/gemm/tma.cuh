@@ -8,8 +8,10 @@
 // memory (by another GPU or by a copy engine) reaches a later TMA load only through an acquire followed
 // by fence_proxy_async(). A TMA store reads shared memory asynchronously after it is issued: its source
 // may be rewritten only after bulk_wait_read, and its global writes are complete only after bulk_wait;
-// shared memory written by ordinary stores reaches it only through fence_proxy_async_shared(). Every wait is bounded: a pipeline wait that outlives kPipelineTimeoutNs is a
-// deadlock (a bug, not a slow peer), and traps rather than hangs. Nothing here keeps state across
+// shared memory written by ordinary stores reaches it only through fence_proxy_async_shared(). Every wait is bounded: a pipeline wait that outlives its timeout is a deadlock
+// (a bug, not a slow peer), and traps rather than hangs. A pipeline wait that can sit behind a bounded
+// wait on a peer (sync/wait.cuh) allows kPipelineTimeoutNs beyond that wait's timeout, so the peer's
+// wait gives up first and its record names the peer, rather than a bare trap. Nothing here keeps state across
 // launches: barriers are initialised by each launch, so graph replays start clean.
 #pragma once
 #include "symmkit/core/memory.cuh"
@@ -52,13 +54,14 @@ __device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
   return done != 0;
 }
 
-/** Waits for the phase of parity `parity` to complete (try_wait already suspends for a while). */
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+/** Waits for the phase of parity `parity` to complete (try_wait already suspends for a while); traps after
+ * `timeout_ns`. */
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity, u64 timeout_ns = kPipelineTimeoutNs) {
   if (mbar_try_wait(bar, parity)) return;
   const u64 start = global_timer_ns();
   for (u32 polls = 1;; ++polls) {
     if (mbar_try_wait(bar, parity)) return;
-    if ((polls & 255u) == 0 && global_timer_ns() - start > kPipelineTimeoutNs) __trap();
+    if ((polls & 255u) == 0 && global_timer_ns() - start > timeout_ns) __trap();
   }
 }
 
