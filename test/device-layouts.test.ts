@@ -15,13 +15,13 @@ import {
 } from "../src/distributed/device-layouts.js";
 import { assertedSize, checkLayout, constant, headers, structLayout } from "./support/c-layout.js";
 
-const sources = headers("sync/wait.cuh", "sync/barrier.cuh", "coll/mailbox.cuh", "coll/all_to_all_v.cuh");
+const sources = headers("sync/wait.cuh", "sync/barrier.cuh", "coll/mailbox.cuh", "sync/refusal.cuh");
 
 const TABLES = [
   ["SymmView", "sync/barrier.cuh", SYMM_VIEW_LAYOUT],
   ["TimeoutRecord", "sync/wait.cuh", TIMEOUT_RECORD_LAYOUT],
   ["MailboxState", "coll/mailbox.cuh", MAILBOX_STATE_LAYOUT],
-  ["Refusal", "coll/all_to_all_v.cuh", REFUSAL_LAYOUT],
+  ["Refusal", "sync/refusal.cuh", REFUSAL_LAYOUT],
 ] as const;
 
 for (const [name, header, table] of TABLES) {

@@ -76,6 +76,7 @@ import {
   dispatchVerdict,
   firstBadId,
   MOE_HEADER_FIXED,
+  stagedRows,
   CPU_MOE_ALGORITHMS,
   type CombineOptions,
   type CpuMoeAlgorithm,
@@ -746,7 +747,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const out = options.out ?? HostTensor.empty([p.tokens, p.hidden], "bf16");
     if (hostOverlaps(out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
     // The largest rank's rows: every rank judges the staging buffer's room alike.
-    checkCapacity(what, Math.max(...handle.receivedByRank) * p.hidden * 2, this.capacityBytes);
+    checkCapacity(what, stagedRows(handle) * p.hidden * 2, this.capacityBytes);
     const n = handle.received * p.hidden;
     this.#begin({ kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts });
     this.#stage(

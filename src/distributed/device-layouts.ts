@@ -54,7 +54,7 @@ export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3 } as const;
  * Refusal (device/include/symmkit/coll/all_to_all_v.cuh): a call the GPU judged invalid from every
  * rank's published side (so every rank refuses alike and nothing was written). The device writes `code`
  * last, after a system fence; SyncWatch.throwIfRefused() reads it and clears `code`. One record per
- * process: every group's refusals land here, codes by op (allToAllV's from 0x101).
+ * process: every group's refusals land here, codes by op (allToAllV's from 0x101, MoE dispatch's from 0x201; sync/refusal.cuh).
  */
 export const REFUSAL_LAYOUT = {
   code: 0,

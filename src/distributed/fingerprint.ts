@@ -57,6 +57,7 @@ export const CALL_KINDS = [
   "matmul-all-reduce/nccl_cublaslt",
   "all-to-all-v/copy_engine",
   "matmul-all-reduce/fused",
+  "moe-dispatch/pull_device",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

@@ -110,7 +110,7 @@ import {
   type DispatchResult,
   type MoeHandle,
 } from "./moe-checks.js";
-import { GPU_MOE_ALGORITHMS, GpuMoe, type GpuMoeAlgorithm } from "./moe.js";
+import { GPU_MOE_ALGORITHMS, GpuMoe, MOE_REFUSALS, type GpuMoeAlgorithm } from "./moe.js";
 
 export {
   GPU_ALL_GATHER_ALGORITHMS,
@@ -296,7 +296,18 @@ export class GpuCollectives implements Collectives<
         (r) =>
           `allToAllV (counts on the device) was refused on every rank: ${why(r.rank, r.detail)}; nothing was written`,
       );
-    this.#moe = new GpuMoe({ ...this.#ctx, device: group.device, phase });
+    for (const [code, why] of Object.entries(MOE_REFUSALS))
+      group.watch.describeRefusal(
+        Number(code),
+        (r) =>
+          `dispatch (pull_device) was refused on every rank: ${why(r.rank, r.detail)}; nothing was written`,
+      );
+    this.#moe = new GpuMoe({
+      ...this.#ctx,
+      device: group.device,
+      phase,
+      refusalPtr: group.watch.refusalPtr,
+    });
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
@@ -750,15 +761,20 @@ export class GpuCollectives implements Collectives<
   /**
    * MoE dispatch: each (token, slot) pair of `tokens` [tokens, hidden] (bf16, or fp8e4m3 with per-token
    * `scales`) to its expert's owner, expert-major (layout: src/ops/moe-checks.ts), with its weight (and
-   * scale), the rows per local expert, and the handle combine takes. Waits on the host for the peers'
-   * counts (to size the outputs and judge the call alike on every rank), so it cannot be captured in a
-   * CUDA graph. The group's staging buffer holds the staged tokens.
+   * scale), the rows per local expert, and the handle combine takes. The group's staging buffer holds
+   * the staged tokens. Algorithm pull waits on the host for the peers' counts (to size the outputs and
+   * judge the call alike on every rank): a refused call throws on every rank, and it cannot be captured.
+   * Algorithm pull_device (auto inside a capture or with `into`) needs maxRows: a kernel judges and routes, no host
+   * wait, so it can be captured, with `into` (an eager pull_device result of the same shapes, whose
+   * tensors it writes again); a refused call writes nothing, sets counts to -1 on every rank, and the next
+   * group.synchronize() throws InvalidArgumentError saying why.
    */
   dispatch(
     tokens: Tensor,
     topkIdx: Tensor,
     topkWeights: Tensor,
-    options: DispatchOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm },
+    options: DispatchOptions<Tensor> &
+      CollectiveOptions & { algorithm?: GpuMoeAlgorithm; into?: DispatchResult<Tensor> },
   ): DispatchResult<Tensor> {
     const what = "dispatch";
     const p = checkDispatch(what, this.#group.worldSize, tokens, topkIdx, topkWeights, options);

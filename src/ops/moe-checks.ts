@@ -44,16 +44,25 @@ export interface MoeHandle<T> {
   readonly problem: MoeProblem;
   readonly rank: number;
   readonly world: number;
-  /** Rows this rank received (its dispatched tensors' rows that hold tokens). */
+  /** Rows this rank received (its dispatched tensors' rows that hold tokens); maxRows when the dispatch
+   * was routed on the device (pull_device), where only the device knows them. */
   readonly received: number;
-  /** Rows every rank received (combine stages the largest: every rank judges its room alike). */
-  readonly receivedByRank: readonly number[];
+  /** Rows every rank received (combine stages the largest: every rank judges its room alike); undefined
+   * when routed on the device, which refused the dispatch unless every rank's maxRows fit for combine. */
+  readonly receivedByRank: readonly number[] | undefined;
   /** [tokens, topk] i32: each pair's expert (-1: none), as dispatched. */
   readonly expert: T;
   /** [tokens, topk] i32: each pair's row in its expert owner's dispatched tensor (-1: none). */
   readonly row: T;
   /** [tokens, topk] f32: the weights combine applies, as dispatched. */
   readonly weights: T;
+  /** pull_device: the plan the device wrote (dispatches `into` this result write it again). */
+  readonly route?: T;
+}
+
+/** Rows combine stages on the rank that stages most (see MoeHandle.receivedByRank). */
+export function stagedRows(handle: MoeHandle<unknown>): number {
+  return Math.max(...(handle.receivedByRank ?? [handle.received]));
 }
 
 export interface DispatchResult<T> {
@@ -202,7 +211,7 @@ export function checkCombine(
     typeof handle !== "object" ||
     handle === null ||
     typeof handle.problem !== "object" ||
-    !Array.isArray(handle.receivedByRank)
+    !(handle.receivedByRank === undefined || Array.isArray(handle.receivedByRank))
   )
     throw new InvalidArgumentError(`${what}: handle must be the handle a dispatch of this group returned`);
   if (handle.rank !== rank || handle.world !== world)

@@ -7,7 +7,12 @@
 // header (copies from the peers' staging, one wait) and judges the call alike on every rank (bad ids,
 // a maxRows too small: every rank throws, nothing written), sizes the outputs and uploads the base rows
 // (src/ops/moe-route.ts routeBases); moe_gather pulls this rank's experts' rows from every source and
-// writes the handle's rows; a barrier kernel. The host wait keeps dispatch out of CUDA graphs.
+// writes the handle's rows (and zeroes the spare rows); a barrier kernel. The host wait keeps it out of
+// CUDA graphs.
+// dispatch, algorithm pull_device (auto inside a capture or with `into`): the same staging and barrier, then moe_route
+// judges and plans on the device what the host did (every rank alike; a refusal recorded for the next
+// group.synchronize(), counts -1, nothing written), moe_gather, a barrier: no host wait, so capturable.
+// The outputs' rows are fixed (maxRows); a capture writes into the tensors of an earlier result (`into`).
 // combine: the expert output's rows are staged, a barrier, moe_combine reads each pair's row from its
 // owner in slot order, a barrier: graph-capturable.
 import { InvalidArgumentError } from "../errors.js";
@@ -32,6 +37,7 @@ import {
   dispatchHeader,
   dispatchVerdict,
   MOE_HEADER_FIXED,
+  stagedRows,
   type CombineOptions,
   type DispatchOptions,
   type DispatchResult,
@@ -41,7 +47,7 @@ import {
 import { receivedCounts, routeBases } from "./moe-route.js";
 import { checkCapacity } from "./validate.js";
 
-export const GPU_MOE_ALGORITHMS = ["auto", "pull"] as const;
+export const GPU_MOE_ALGORITHMS = ["auto", "pull", "pull_device"] as const;
 export type GpuMoeAlgorithm = (typeof GPU_MOE_ALGORITHMS)[number];
 
 export const MOE_PROGRAM: ProgramSpec = {
@@ -51,9 +57,35 @@ export const MOE_PROGRAM: ProgramSpec = {
     "symmkit::moe::moe_positions",
     "symmkit::moe::moe_combine",
     // World 1 too: a lone rank's experts are all local, and the gather is its layout.
-    ...[1, ...WORLD_SIZES].map((w) => `symmkit::moe::moe_gather<${w}>`),
+    ...[1, ...WORLD_SIZES].flatMap((w) => [
+      `symmkit::moe::moe_gather<${w}>`,
+      `symmkit::moe::moe_route<${w}>`,
+    ]),
   ],
 };
+/** moe_route: the staging buffer's SymmView; experts, local experts, combine's row bytes, the staging
+ * buffer's bytes; the plan, counts out, the refusal record. */
+const ROUTE_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u64", "u64", "ptr", "ptr", "ptr"] as const;
+/** The refusals moe_route records (moe.cuh kStaging .. kMaxRows), in words. */
+export const MOE_REFUSALS: Readonly<Record<number, (rank: number, detail: number) => string>> = {
+  0x201: (r, d) =>
+    `rank ${r}'s dispatch needs ${d} bytes of the symmetric staging buffer; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES)`,
+  0x202: (r, d) =>
+    `rank ${r}'s topkIdx has an expert id out of range at pair ${d}; expert ids are -1 (none) or below numExperts`,
+  0x203: (r, d) =>
+    `rank ${r}'s maxRows (${d}) rows of bf16 would not fit the symmetric staging buffer for combine; pass a smaller maxRows or a larger stagingBytes to init()`,
+  0x204: (r, d) => `rank ${r} receives ${d} rows, more than its maxRows`,
+};
+
+/** moe.cuh's plan_layout (i32 offsets): tokens per source, base rows, rows received, then moe_route's
+ * scratch (every rank's counts, every expert's rows). */
+export function moePlanLayout(world: number, experts: number) {
+  const bases = world;
+  const received = bases + world * experts;
+  const counts = received + 1;
+  const totals = counts + world * experts;
+  return { bases, received, counts, totals, end: totals + experts };
+}
 const POSITIONS_PARAMS = ["ptr", "u64", "u32", "u32", "ptr", "u64"] as const;
 const GATHER_PARAMS = [
   SYMM_VIEW_PARAM,
@@ -62,6 +94,7 @@ const GATHER_PARAMS = [
   "ptr",
   "ptr",
   "ptr",
+  "u64",
   "u64",
   "u64",
   "u32",
@@ -103,6 +136,8 @@ export type MoeContext = Pick<
   "rank" | "world" | "staging" | "stagingView" | "groupBarrier"
 > & {
   readonly device: Device;
+  /** Where moe_route records a refused dispatch (SyncWatch.refusalPtr). */
+  readonly refusalPtr: bigint;
   /** The next group call's fingerprint, for its kernels' phase. */
   phase(shape: CallShape, stream: Stream): number;
 };
@@ -110,6 +145,7 @@ export type MoeContext = Pick<
 interface Kernels {
   readonly positions: Kernel<typeof POSITIONS_PARAMS>;
   readonly gather: Kernel<typeof GATHER_PARAMS>;
+  readonly route: Kernel<typeof ROUTE_PARAMS>;
   readonly combine: Kernel<typeof COMBINE_PARAMS>;
 }
 
@@ -132,6 +168,7 @@ export class GpuMoe {
     return (this.#kernels = {
       positions: m.kernel("symmkit::moe::moe_positions", POSITIONS_PARAMS),
       gather: m.kernel(`symmkit::moe::moe_gather<${this.#ctx.world}>`, GATHER_PARAMS),
+      route: m.kernel(`symmkit::moe::moe_route<${this.#ctx.world}>`, ROUTE_PARAMS),
       combine: m.kernel("symmkit::moe::moe_combine", COMBINE_PARAMS),
     });
   }
@@ -152,15 +189,64 @@ export class GpuMoe {
     tokens: Tensor,
     topkIdx: Tensor,
     topkWeights: Tensor,
-    o: DispatchOptions<Tensor>,
+    o: DispatchOptions<Tensor> & { algorithm?: GpuMoeAlgorithm; into?: DispatchResult<Tensor> | undefined },
     stream: Stream,
   ): DispatchResult<Tensor> {
     const what = "dispatch";
-    const { rank, world, staging, device } = this.#ctx;
-    if (Graph.activeCapture(stream) !== undefined)
+    const capturing = Graph.activeCapture(stream) !== undefined;
+    // auto: the device routes inside a capture and into a given result; the host otherwise (its errors
+    // are thrown by the call itself).
+    const algorithm =
+      o.algorithm === "auto" || o.algorithm === undefined
+        ? capturing || o.into !== undefined
+          ? "pull_device"
+          : "pull"
+        : o.algorithm;
+    if (algorithm === "pull" && capturing)
       throw new InvalidArgumentError(
-        `${what}: algorithm pull learns the peers' counts through the host, which a CUDA graph cannot hold; call it outside the capture`,
+        `${what}: algorithm pull learns the peers' counts through the host, which a CUDA graph cannot hold; use pull_device (with maxRows) or call it outside the capture`,
       );
+    if (algorithm === "pull" && o.into !== undefined)
+      throw new InvalidArgumentError(
+        `${what}: into goes with algorithm pull_device, whose outputs' rows are fixed`,
+      );
+    if (algorithm === "pull_device") {
+      if (o.maxRows === undefined)
+        throw new InvalidArgumentError(
+          `${what}: algorithm pull_device routes on the device, so the outputs' rows are fixed in advance: pass maxRows`,
+        );
+      if (o.into !== undefined) this.#checkInto(what, p, o.maxRows, o.into);
+      else if (capturing)
+        throw new InvalidArgumentError(
+          `${what}: inside a CUDA graph capture, pass into: the result of an eager pull_device dispatch of the same shapes (its tensors are written again)`,
+        );
+    }
+    const { headerBytes, rowBytes, phase } = this.#stage(
+      p,
+      tokens,
+      topkIdx,
+      topkWeights,
+      o,
+      algorithm,
+      stream,
+    );
+    return algorithm === "pull_device"
+      ? this.#routeOnDevice(p, topkIdx, topkWeights, o.maxRows!, o.into, headerBytes, rowBytes, phase, stream)
+      : this.#routeOnHost(p, topkIdx, topkWeights, o, headerBytes, rowBytes, phase, stream);
+  }
+
+  /** Stages this rank's header, ids, weights, tokens (and scales), writes the positions and counts, and
+   * meets the group: every rank's staging is then complete and visible. */
+  #stage(
+    p: MoeProblem,
+    tokens: Tensor,
+    topkIdx: Tensor,
+    topkWeights: Tensor,
+    o: DispatchOptions<Tensor>,
+    algorithm: "pull" | "pull_device",
+    stream: Stream,
+  ): { headerBytes: number; rowBytes: number; phase: number } {
+    const { staging } = this.#ctx;
     const E = p.numExperts;
     const rowBytes = p.hidden * tokens.elementBytes;
     const headerBytes = moeHeaderBytes(E);
@@ -168,19 +254,18 @@ export class GpuMoe {
     const capacity = staging.tensor.nbytes;
     // The header fits where the group's does (E is the group's); the data may not, which every rank then
     // learns from the header and refuses alike.
-    checkCapacity(what, headerBytes, capacity);
+    checkCapacity("dispatch", headerBytes, capacity);
     const fits = headerBytes + at.end <= capacity;
     const k = this.#k();
     if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
     this.#lastStream = stream;
     const phase = this.#ctx.phase(
-      { kind: "moe-dispatch/pull", dtype: p.dtype, count: p.hidden * p.topk, peer: E },
+      { kind: `moe-dispatch/${algorithm}`, dtype: p.dtype, count: p.hidden * p.topk, peer: E },
       stream,
     );
-    copyHostToDevice(
-      staging.tensor.ptr,
-      dispatchHeader(p, o.maxRows, headerBytes + at.end, capacity),
-      stream,
+    // Memsets, not a copy from the host: a capture holds them.
+    dispatchHeader(p, o.maxRows, headerBytes + at.end, capacity).forEach((v, i) =>
+      memset(staging.tensor.ptr + BigInt(4 * i), v >>> 0, 4, 1, stream),
     );
     if (fits) {
       const own = staging.tensor.ptr + BigInt(headerBytes);
@@ -199,6 +284,112 @@ export class GpuMoe {
       );
     }
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
+    return { headerBytes, rowBytes, phase };
+  }
+
+  /** Tensors of a dispatch's result: `rows` rows, with the handle's (and pull_device's route). */
+  #fresh(p: MoeProblem, rows: number, received: number, receivedByRank: readonly number[] | undefined) {
+    const { device, rank, world } = this.#ctx;
+    const handle: MoeHandle<Tensor> = {
+      problem: p,
+      rank,
+      world,
+      received,
+      receivedByRank,
+      expert: Tensor.empty([p.tokens, p.topk], "i32", { device }),
+      row: Tensor.empty([p.tokens, p.topk], "i32", { device }),
+      weights: Tensor.empty([p.tokens, p.topk], "f32", { device }),
+      ...(receivedByRank === undefined
+        ? { route: Tensor.empty([moePlanLayout(world, p.numExperts).end], "i32", { device }) }
+        : {}),
+    };
+    return {
+      tokens: Tensor.empty([rows, p.hidden], p.dtype, { device }),
+      weights: Tensor.empty([rows], "f32", { device }),
+      scales: p.dtype === "fp8e4m3" ? Tensor.empty([rows], "f32", { device }) : undefined,
+      counts: Tensor.empty([p.localExperts], "i32", { device }),
+      handle,
+    };
+  }
+
+  /** `into` is a pull_device result of this group with this dispatch's shapes. */
+  #checkInto(what: string, p: MoeProblem, maxRows: number, into: DispatchResult<Tensor>): void {
+    const h = into.handle as MoeHandle<Tensor> | undefined;
+    const q = h?.problem;
+    const same =
+      h !== undefined &&
+      h.route instanceof Tensor &&
+      h.rank === this.#ctx.rank &&
+      h.world === this.#ctx.world &&
+      q !== undefined &&
+      q.tokens === p.tokens &&
+      q.hidden === p.hidden &&
+      q.topk === p.topk &&
+      q.numExperts === p.numExperts &&
+      q.dtype === p.dtype &&
+      h.received === maxRows;
+    if (!same)
+      throw new InvalidArgumentError(
+        `${what}: into must be the result of a pull_device dispatch of this group with the same tokens, hidden, topk, numExperts, dtype and maxRows`,
+      );
+  }
+
+  #routeOnDevice(
+    p: MoeProblem,
+    topkIdx: Tensor,
+    topkWeights: Tensor,
+    maxRows: number,
+    into: DispatchResult<Tensor> | undefined,
+    headerBytes: number,
+    rowBytes: number,
+    phase: number,
+    stream: Stream,
+  ): DispatchResult<Tensor> {
+    const { device, staging } = this.#ctx;
+    const k = this.#k();
+    // Rows received are known on the device only: the handle says maxRows, combine stages that many.
+    const out = into ?? this.#fresh(p, maxRows, maxRows, undefined);
+    const route = out.handle.route!;
+    k.route.launch(
+      { grid: 1, block: THREADS, stream },
+      this.#ctx.stagingView,
+      p.numExperts,
+      p.localExperts,
+      p.hidden * 2,
+      staging.tensor.nbytes,
+      route,
+      out.counts,
+      this.#ctx.refusalPtr,
+    );
+    this.#gather(
+      p,
+      out,
+      route.ptr,
+      rowBytes,
+      headerBytes,
+      maxRows,
+      2 * device.props.smCount,
+      topkIdx,
+      topkWeights,
+      stream,
+    );
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
+    return out;
+  }
+
+  #routeOnHost(
+    p: MoeProblem,
+    topkIdx: Tensor,
+    topkWeights: Tensor,
+    o: DispatchOptions<Tensor>,
+    headerBytes: number,
+    rowBytes: number,
+    phase: number,
+    stream: Stream,
+  ): DispatchResult<Tensor> {
+    const what = "dispatch";
+    const { rank, world, staging, device } = this.#ctx;
+    const E = p.numExperts;
     // Every rank's header, then one wait.
     const side = MOE_HEADER_FIXED + E;
     const headers = this.#scratch("headers", world * 4 * side);
@@ -215,7 +406,7 @@ export class GpuMoe {
       Array.from({ length: world }, (_, r) => header(r)),
       total,
       E,
-      capacity,
+      staging.tensor.nbytes,
     );
     if (verdict !== undefined) {
       // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
@@ -223,60 +414,58 @@ export class GpuMoe {
       throw new InvalidArgumentError(verdict);
     }
     const rowsOut = o.maxRows ?? total[rank]!;
-    const out = {
-      tokens: Tensor.empty([rowsOut, p.hidden], p.dtype, { device }),
-      weights: Tensor.empty([rowsOut], "f32", { device }),
-      scales: p.dtype === "fp8e4m3" ? Tensor.empty([rowsOut], "f32", { device }) : undefined,
-    };
-    const spare = rowsOut - total[rank]!;
-    if (spare > 0) {
-      memset(out.tokens.ptr + BigInt(total[rank]! * rowBytes), 0, 1, spare * rowBytes, stream);
-      memset(out.weights.ptr + BigInt(4 * total[rank]!), 0, 4, spare, stream);
-      if (out.scales) memset(out.scales.ptr + BigInt(4 * total[rank]!), 0, 4, spare, stream);
-    }
-    const handle: MoeHandle<Tensor> = {
-      problem: p,
-      rank,
-      world,
-      received: total[rank]!,
-      receivedByRank: total,
-      expert: Tensor.empty([p.tokens, p.topk], "i32", { device }),
-      row: Tensor.empty([p.tokens, p.topk], "i32", { device }),
-      weights: Tensor.empty([p.tokens, p.topk], "f32", { device }),
-    };
-    handle.expert.copyFrom(topkIdx, stream);
-    handle.weights.copyFrom(topkWeights, stream);
-    const plan = new Int32Array(world + world * E);
+    const out = this.#fresh(p, rowsOut, total[rank]!, total);
+    copyHostToDevice(out.counts.ptr, received[rank]!, stream);
+    const layout = moePlanLayout(world, E);
+    const plan = new Int32Array(layout.counts);
     for (let s = 0; s < world; s++) {
       plan[s] = header(s)[0]!;
-      plan.set(routeBases(counts, s, p), world + s * E);
+      plan.set(routeBases(counts, s, p), layout.bases + s * E);
     }
+    plan[layout.received] = total[rank]!;
     const planMemory = this.#scratch("plan", plan.byteLength);
     copyHostToDevice(planMemory.ptr, plan, stream);
     let pairs = 0;
     for (let s = 0; s < world; s++) pairs += plan[s]! * p.topk;
-    if (pairs > 0)
-      k.gather.launch(
-        {
-          grid: Math.min(4 * device.props.smCount, Math.ceil(pairs / (THREADS / 32))),
-          block: THREADS,
-          stream,
-        },
+    const work = Math.max(pairs, rowsOut - total[rank]!);
+    const grid = Math.min(4 * device.props.smCount, Math.ceil(work / (THREADS / 32)));
+    this.#gather(p, out, planMemory.ptr, rowBytes, headerBytes, rowsOut, grid, topkIdx, topkWeights, stream);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
+    return out;
+  }
+
+  /** The handle's pairs, and moe_gather over `plan` (nothing to launch for a grid of 0). */
+  #gather(
+    p: MoeProblem,
+    out: DispatchResult<Tensor>,
+    plan: bigint,
+    rowBytes: number,
+    headerBytes: number,
+    rows: number,
+    grid: number,
+    topkIdx: Tensor,
+    topkWeights: Tensor,
+    stream: Stream,
+  ): void {
+    const { handle } = out;
+    handle.expert.copyFrom(topkIdx, stream);
+    handle.weights.copyFrom(topkWeights, stream);
+    if (grid > 0)
+      this.#k().gather.launch(
+        { grid, block: THREADS, stream },
         this.#ctx.stagingView,
-        planMemory.ptr,
+        plan,
         out.tokens,
         out.weights,
         out.scales?.ptr ?? 0n,
         handle.row,
         rowBytes,
         headerBytes,
-        E,
+        rows,
+        p.numExperts,
         p.localExperts,
         p.topk,
       );
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
-    const countsOut = Tensor.fromHost(received[rank]!, "i32", { device, stream });
-    return { ...out, counts: countsOut, handle };
   }
 
   combine(expertOut: Tensor, handle: MoeHandle<Tensor>, o: CombineOptions<Tensor>, stream: Stream): Tensor {
@@ -286,7 +475,7 @@ export class GpuMoe {
     const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device });
     const bytes = handle.received * p.hidden * 2;
     // The largest rank's rows: every rank judges the staging buffer's room alike.
-    checkCapacity(what, Math.max(...handle.receivedByRank) * p.hidden * 2, staging.tensor.nbytes);
+    checkCapacity(what, stagedRows(handle) * p.hidden * 2, staging.tensor.nbytes);
     const k = this.#k();
     const phase = this.#ctx.phase(
       { kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts },

@@ -6,6 +6,8 @@
 // combine giving x times the summed weights exactly; combine in a CUDA graph replayed with the expert
 // output changed in between; a rank 50 ms late; group-judged errors (an id out of range on one rank,
 // one rank's maxRows too small) refused on every rank with nothing written; bad input typed errors.
+// Every case on both routes: pull (the host routes) and pull_device (the device routes: no host wait),
+// the latter also captured with a combine and replayed with new routes, and refused on the device.
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
@@ -13,7 +15,7 @@ import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
 import { HostTensor } from "../../../src/cpu/host-tensor.js";
 import { combineToken, expertCounts, receivedCounts, routeRows } from "../../../src/ops/moe-route.js";
-import type { MoeProblem } from "../../../src/ops/moe-checks.js";
+import type { DispatchResult, MoeProblem } from "../../../src/ops/moe-checks.js";
 import { decodeBF16, encode, encodeBF16, type DType } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
@@ -82,6 +84,82 @@ const problem = (
   dtype,
 });
 
+interface Expected {
+  readonly p: MoeProblem;
+  readonly total: number;
+  readonly counts: Int32Array;
+  readonly tokens: Uint8Array;
+  readonly weights: Float32Array;
+  readonly scales: Float32Array;
+  readonly rows: Int32Array;
+  /** bf16 only: the identity expert's combine, x times the summed weights (exact). */
+  readonly identity: Uint16Array | undefined;
+}
+
+/** This rank's dispatch of `sides` by the host reference, with `spare` zero rows after those received. */
+function expected(
+  sides: Side[],
+  hidden: number,
+  topk: number,
+  experts: number,
+  dtype: DType,
+  spare: number,
+): Expected {
+  const me = sides[rank]!;
+  const p = problem(hidden, topk, experts, dtype, me.tokens);
+  const counts = sides.map((s) => expertCounts(s.ids, experts));
+  const got = receivedCounts(counts, rank, p);
+  const total = got.reduce((a, b) => a + b, 0);
+  const elem = dtype === "bf16" ? 2 : 1;
+  const tokens = new Uint8Array((total + spare) * hidden * elem);
+  const weights = new Float32Array(total + spare);
+  const scales = new Float32Array(total + spare);
+  sides.forEach((s, src) => {
+    const rows = routeRows(counts, src, s.ids, p);
+    const xb = new Uint8Array(s.x.buffer, s.x.byteOffset, s.x.byteLength);
+    for (let i = 0; i < rows.length; i++) {
+      if (s.ids[i]! < 0 || Math.floor(s.ids[i]! / p.localExperts) !== rank) continue;
+      const t = Math.floor(i / topk);
+      tokens.set(xb.subarray(t * hidden * elem, (t + 1) * hidden * elem), rows[i]! * hidden * elem);
+      weights[rows[i]!] = s.weights[i]!;
+      scales[rows[i]!] = s.scales[t]!;
+    }
+  });
+  let identity: Uint16Array | undefined;
+  if (dtype === "bf16") {
+    identity = new Uint16Array(me.tokens * hidden);
+    for (let t = 0; t < me.tokens; t++) {
+      let w = 0;
+      for (let k = 0; k < topk; k++) if (me.ids[t * topk + k]! >= 0) w += me.weights[t * topk + k]!;
+      for (let i = 0; i < hidden; i++)
+        // + 0: the kernel's sum starts at +0, so a zero result is +0 (never -0).
+        identity[t * hidden + i] = encodeBF16(w * decodeBF16((me.x as Uint16Array)[t * hidden + i]!) + 0);
+    }
+  }
+  const rows = routeRows(counts, rank, me.ids, p);
+  return { p, total, counts: got, tokens, weights, scales, rows, identity };
+}
+
+/** A dispatch's outputs against the reference, and (bf16) the identity expert's combine. */
+function check(what: string, d: DispatchResult<Tensor>, want: Expected): void {
+  const tb = d.tokens.toHost();
+  assertSameBits(
+    new Uint8Array(tb.buffer, tb.byteOffset, tb.byteLength),
+    want.tokens,
+    `${what} tokens`,
+    seed,
+  );
+  assertSameBits(d.weights.toHost(), want.weights, `${what} weights`, seed);
+  if (want.p.dtype === "fp8e4m3") assertSameBits(d.scales!.toHost(), want.scales, `${what} scales`, seed);
+  assertSameBits(d.counts.toHost(), want.counts, `${what} counts`, seed);
+  assertSameBits(d.handle.row.toHost(), want.rows, `${what} handle rows`, seed);
+  if (want.identity === undefined) return;
+  const back = c.combine(d.tokens, d.handle, { stream });
+  assertSameBits(back.toHost({ stream }), want.identity, `${what}: identity combine`, seed);
+}
+
+/** One case on both routes: pull (the host routes; maxRows only with spare rows) and pull_device
+ * (maxRows = the rows received plus `spare`, into fresh tensors whose spare rows it must zero). */
 function runCase(
   name: string,
   tokensOf: (r: number) => number,
@@ -93,55 +171,19 @@ function runCase(
 ): void {
   const sides = draw(tokensOf, hidden, topk, experts, dtype);
   const me = sides[rank]!;
-  const p = problem(hidden, topk, experts, dtype, me.tokens);
-  const counts = sides.map((s) => expertCounts(s.ids, experts));
-  const got = receivedCounts(counts, rank, p);
-  const total = got.reduce((a, b) => a + b, 0);
-  // The host's dispatch for this rank.
-  const elem = dtype === "bf16" ? 2 : 1;
-  const wantTokens = new Uint8Array((total + spare) * hidden * elem);
-  const wantWeights = new Float32Array(total + spare);
-  const wantScales = new Float32Array(total + spare);
-  sides.forEach((s, src) => {
-    const rows = routeRows(counts, src, s.ids, p);
-    const xb = new Uint8Array(s.x.buffer, s.x.byteOffset, s.x.byteLength);
-    for (let i = 0; i < rows.length; i++) {
-      if (s.ids[i]! < 0 || Math.floor(s.ids[i]! / p.localExperts) !== rank) continue;
-      const t = Math.floor(i / topk);
-      wantTokens.set(xb.subarray(t * hidden * elem, (t + 1) * hidden * elem), rows[i]! * hidden * elem);
-      wantWeights[rows[i]!] = s.weights[i]!;
-      wantScales[rows[i]!] = s.scales[t]!;
-    }
-  });
-  const d = c.dispatch(
+  const want = expected(sides, hidden, topk, experts, dtype, spare);
+  const inputs = [
     Tensor.fromHost(me.x, dtype, { shape: [me.tokens, hidden] }),
     Tensor.fromHost(me.ids, "i32", { shape: [me.tokens, topk] }),
     Tensor.fromHost(me.weights, "f32", { shape: [me.tokens, topk] }),
-    {
-      numExperts: experts,
-      scales: dtype === "fp8e4m3" ? Tensor.fromHost(me.scales, "f32") : undefined,
-      maxRows: spare > 0 ? total + spare : undefined,
-    },
-  );
-  const what = `${name}: dispatch`;
-  const tb = d.tokens.toHost();
-  assertSameBits(new Uint8Array(tb.buffer, tb.byteOffset, tb.byteLength), wantTokens, `${what} tokens`, seed);
-  assertSameBits(d.weights.toHost(), wantWeights, `${what} weights`, seed);
-  if (dtype === "fp8e4m3") assertSameBits(d.scales!.toHost(), wantScales, `${what} scales`, seed);
-  assertSameBits(d.counts.toHost(), got, `${what} counts`, seed);
-  assertSameBits(d.handle.row.toHost(), routeRows(counts, rank, me.ids, p), `${what} handle rows`, seed);
-  if (dtype !== "bf16") return;
-  // Identity expert: x times the summed weights, exactly (small integers times eighths).
-  const back = c.combine(d.tokens, d.handle);
-  const exact = new Uint16Array(me.tokens * hidden);
-  for (let t = 0; t < me.tokens; t++) {
-    let w = 0;
-    for (let k = 0; k < topk; k++) if (me.ids[t * topk + k]! >= 0) w += me.weights[t * topk + k]!;
-    for (let i = 0; i < hidden; i++)
-      // + 0: the kernel's sum starts at +0, so a zero result is +0 (never -0).
-      exact[t * hidden + i] = encodeBF16(w * decodeBF16((me.x as Uint16Array)[t * hidden + i]!) + 0);
+  ] as const;
+  const scales = dtype === "fp8e4m3" ? Tensor.fromHost(me.scales, "f32") : undefined;
+  for (const algorithm of ["pull", "pull_device"] as const) {
+    const maxRows = algorithm === "pull_device" || spare > 0 ? want.total + spare : undefined;
+    const d = c.dispatch(...inputs, { numExperts: experts, scales, maxRows, algorithm, stream });
+    group.synchronize(stream);
+    check(`${name}: dispatch ${algorithm}`, d, want);
   }
-  assertSameBits(back.toHost(), exact, `${name}: identity combine`, seed);
 }
 
 const E = [world, 4 * world, 256 - (256 % world)];
@@ -254,6 +296,121 @@ if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
   // The group is still usable.
   runCase("after refusals", (r) => 5 + r, 64, 2, E[0]!, "bf16");
 }
+
+// pull_device in a CUDA graph: dispatch into an eager result's tensors, then combine, replayed with new
+// ids, weights and tokens each time (the routes change, the outputs' rows stay maxRows).
+{
+  const hidden = 64;
+  const topk = 2;
+  const experts = E[1]!;
+  const tokens = 24;
+  const maxRows = tokens * topk * world;
+  const x = Tensor.empty([tokens, hidden], "bf16");
+  const ids = Tensor.empty([tokens, topk], "i32");
+  const w = Tensor.empty([tokens, topk], "f32");
+  const load = (): Expected => {
+    const sides = draw(() => tokens, hidden, topk, experts, "bf16");
+    const me = sides[rank]!;
+    x.copyFrom(Tensor.fromHost(me.x, "bf16", { shape: [tokens, hidden] }), stream);
+    ids.copyFrom(Tensor.fromHost(me.ids, "i32", { shape: [tokens, topk] }), stream);
+    w.copyFrom(Tensor.fromHost(me.weights, "f32", { shape: [tokens, topk] }), stream);
+    const total = receivedCounts(
+      sides.map((s) => expertCounts(s.ids, experts)),
+      rank,
+      problem(hidden, topk, experts, "bf16", tokens),
+    ).reduce((a, b) => a + b, 0);
+    return expected(sides, hidden, topk, experts, "bf16", maxRows - total);
+  };
+  const options = { numExperts: experts, maxRows, stream } as const;
+  let want = load();
+  const d = c.dispatch(x, ids, w, { ...options, algorithm: "pull_device" });
+  group.synchronize(stream);
+  check("pull_device before the capture", d, want);
+  const capture = (f: () => unknown): Graph => Graph.capture(stream, () => void f());
+  // Inside a capture: pull cannot, pull_device needs into.
+  assert.throws(
+    () => capture(() => c.dispatch(x, ids, w, { ...options, algorithm: "pull" })),
+    typed,
+    "pull captured",
+  );
+  assert.throws(() => capture(() => c.dispatch(x, ids, w, options)), typed, "captured without into");
+  const [whole, out] = poisoned("bf16", [tokens, hidden]);
+  const graph = capture(() => {
+    c.dispatch(x, ids, w, { ...options, into: d });
+    c.combine(d.tokens, d.handle, { out, stream });
+  });
+  for (let replay = 0; replay < 4; replay++) {
+    want = load();
+    graph.launch(stream);
+    group.synchronize(stream);
+    const tb = d.tokens.toHost({ stream });
+    const what = `pull_device graph replay ${replay}`;
+    assertSameBits(
+      new Uint8Array(tb.buffer, tb.byteOffset, tb.byteLength),
+      want.tokens,
+      `${what} tokens`,
+      seed,
+    );
+    assertSameBits(d.weights.toHost({ stream }), want.weights, `${what} weights`, seed);
+    assertSameBits(d.counts.toHost({ stream }), want.counts, `${what} counts`, seed);
+    assertSameBits(d.handle.row.toHost({ stream }), want.rows, `${what} handle rows`, seed);
+    assertSameBits(out.toHost({ stream }), want.identity!, `${what} combine`, seed);
+  }
+  graph.dispose();
+  guardsIntact(whole, "pull_device graph combine out");
+
+  // Refused on the device, alike on every rank: the next synchronize throws, counts are -1 and the
+  // outputs keep what they held. An id out of range on rank 0 only, then one rank's maxRows too small.
+  const held = [d.tokens.toHost({ stream }), d.weights.toHost({ stream })] as const;
+  const bad = Int32Array.from({ length: tokens * topk }, (_, i) => i % experts);
+  if (rank === 0) bad[5] = experts + 3;
+  ids.copyFrom(Tensor.fromHost(bad, "i32", { shape: [tokens, topk] }), stream);
+  c.dispatch(x, ids, w, { ...options, into: d });
+  assert.throws(
+    () => group.synchronize(stream),
+    (e: unknown) =>
+      typed(e) &&
+      /refused on every rank: rank 0's topkIdx has an expert id out of range at pair 5/.test(String(e)),
+    "pull_device bad id",
+  );
+  assertSameBits(
+    d.counts.toHost({ stream }),
+    new Int32Array(experts / world).fill(-1),
+    "refused counts",
+    seed,
+  );
+  assertSameBits(d.tokens.toHost({ stream }), held[0], "refused: tokens kept", seed);
+  assertSameBits(d.weights.toHost({ stream }), held[1], "refused: weights kept", seed);
+  ids.copyFrom(
+    Tensor.fromHost(
+      bad.map((e) => e % experts),
+      "i32",
+      { shape: [tokens, topk] },
+    ),
+    stream,
+  );
+  c.dispatch(x, ids, w, { ...options, maxRows: rank === world - 1 ? 0 : maxRows, algorithm: "pull_device" });
+  assert.throws(
+    () => group.synchronize(stream),
+    (e: unknown) =>
+      typed(e) && new RegExp(`rank ${world - 1} receives \\d+ rows, more than its maxRows`).test(String(e)),
+    "pull_device maxRows",
+  );
+  // pull_device needs maxRows; into must match.
+  assert.throws(
+    () => c.dispatch(x, ids, w, { numExperts: experts, algorithm: "pull_device" }),
+    typed,
+    "no maxRows",
+  );
+  assert.throws(
+    () => c.dispatch(x, ids, w, { ...options, maxRows: maxRows + 1, into: d }),
+    typed,
+    "into of other rows",
+  );
+  for (const t of [x, ids, w]) t.dispose();
+  runCase("after device refusals", (r) => 5 + r, 64, 2, E[0]!, "bf16");
+}
+if (rank === 0) console.log("pull_device: in a replayed graph, refusals on every rank: bit for bit");
 
 // Bad input: typed errors before anything runs (every rank alike).
 {

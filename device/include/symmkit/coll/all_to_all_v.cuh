@@ -15,8 +15,8 @@
 //   kOut       a rank receives more rows than its out holds (its rank, the rows)
 // The first of these is the verdict: staging and row size for every rank, then negative and rows
 // rank by rank, then out. A refused call writes no row, sets
-// recv_counts to -1 and, once, the refusal record (host-mapped, REFUSAL_LAYOUT in
-// src/distributed/device-layouts.ts): the host turns it into InvalidArgumentError (SyncWatch). Every
+// recv_counts to -1 and, once, the refusal record (sync/refusal.cuh): the host turns it into
+// InvalidArgumentError (SyncWatch). Every
 // rank refuses alike, so the closing barrier still pairs and the group stays in step.
 // Otherwise rank r copies, for every source s, the counts[s][r] rows that follow s's rows for ranks
 // below r in s's staged x into out after the rows of sources below s, and writes recv_counts[s]. The
@@ -25,6 +25,7 @@
 #pragma once
 #include "symmkit/core/copy.cuh"
 #include "symmkit/sync/barrier.cuh"
+#include "symmkit/sync/refusal.cuh"
 
 namespace symmkit {
 namespace a2av {
@@ -34,14 +35,6 @@ constexpr u32 kThreads = 512;
 constexpr u32 kSideFixed = 4;
 /** Refusal codes: allToAllV's own range (the record is the process's, shared by every op that refuses). */
 constexpr u32 kStaging = 0x101, kRowBytes = 0x102, kNegative = 0x103, kRows = 0x104, kOut = 0x105;
-
-/** The refusal record: code (0: none), rank, detail. Layout shared with the host (REFUSAL_LAYOUT). */
-struct Refusal {
-  u32 code;
-  u32 rank;
-  u32 detail;
-};
-static_assert(sizeof(Refusal) == 12, "Refusal layout is shared with the host (src/distributed/device-layouts.ts)");
 
 template <u32 W>
 struct Sides {
@@ -109,16 +102,7 @@ __global__ void __launch_bounds__(kThreads) all_to_all_v_pull(const __grid_const
   const u32 me = v.rank;
   if (verdict != 0) {
     if (blockIdx.x == 0 && threadIdx.x < W) recv_counts[threadIdx.x] = -1;
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-      volatile Refusal* rec = refusal;
-      if (rec->code == 0) {
-        rec->rank = who;
-        rec->detail = detail;
-        __threadfence_system();
-        rec->code = verdict;
-        __threadfence_system();
-      }
-    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) record_refusal(refusal, verdict, who, detail);
     return;
   }
   if (blockIdx.x == 0 && threadIdx.x < W) recv_counts[threadIdx.x] = s.counts[threadIdx.x][me];

@@ -10,11 +10,19 @@
 //                  to this rank's staging), and the block's total is header count[e]. Deterministic.
 //                  Block 0 also finds the first pair whose id is neither -1 nor an expert: the host
 //                  refuses the call on every rank before anything reads an id.
+//   moe_route      (algorithm pull_device: no host wait, so dispatch can be captured) after a barrier,
+//                  one block: reads every rank's header, judges the call alike on every rank (the
+//                  host's dispatchVerdict, plus the room combine will need; codes kStaging ..) and
+//                  writes the plan the host otherwise uploads: tokens per source, base rows, this
+//                  rank's rows received, and the rows per local expert into counts. A refused call
+//                  plans no pair and no spare row, sets counts to -1 and records the refusal
+//                  (sync/refusal.cuh); every rank refuses alike, so the closing barrier still pairs.
 //   moe_gather     after a barrier (every rank's staging complete and visible): one warp per pair of
 //                  every source, in source-major order; it reads the pair's id and pos from the source's
 //                  staging (NVLink), writes this rank's own pairs' rows into the handle, and copies a
 //                  pair of one of this rank's experts (token row, weight, scale) to its row. Followed by
-//                  a barrier, so nobody restages while a peer reads.
+//                  a barrier, so nobody restages while a peer reads. Rows from this rank's received
+//                  to max_rows (the dispatched tensors' spare rows) are zeroed.
 //   moe_combine    after a barrier (every rank's expert output staged): one block per token of this
 //                  rank; for slots 0..topk-1 in order, skipping -1, acc = acc + w x value in f32 with
 //                  every operation rounded (__fmul_rn, __fadd_rn: never contracted into FMA), the value
@@ -28,6 +36,7 @@
 #pragma once
 #include "symmkit/core/copy.cuh"
 #include "symmkit/sync/barrier.cuh"
+#include "symmkit/sync/refusal.cuh"
 
 namespace symmkit {
 namespace moe {
@@ -94,25 +103,135 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
   if (threadIdx.x == 0) header[1] = first_bad == 0xffffffffu ? -1 : static_cast<i32>(first_bad);
 }
 
+/** The plan moe_gather follows (i32; src/ops/moe.ts moePlanLayout is its host twin): tokens per source,
+ * base rows by source and expert, this rank's rows received; then moe_route's scratch: every rank's counts
+ * and the rows of every expert. */
+struct Plan {
+  u32 bases, received, counts, totals, end;
+};
+__device__ __forceinline__ Plan plan_layout(u32 world, u32 experts) {
+  Plan p;
+  p.bases = world;
+  p.received = p.bases + world * experts;
+  p.counts = p.received + 1;
+  p.totals = p.counts + world * experts;
+  p.end = p.totals + experts;
+  return p;
+}
+
+/** Refusal codes of moe_route (MoE dispatch's range; the host's MOE_REFUSALS words them). */
+constexpr u32 kStaging = 0x201, kBadId = 0x202, kCombineRoom = 0x203, kMaxRows = 0x204;
+
+template <u32 W>
+__global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ SymmView v, u32 experts, u32 local_experts,
+                                                      u64 combine_row_bytes, u64 capacity, i32* plan, i32* counts_out,
+                                                      Refusal* refusal) {
+  __shared__ i32 fixed[W][kHeaderFixed];
+  __shared__ i64 received[W];
+  __shared__ u32 verdict, who, detail;
+  const u32 E = experts, L = local_experts, me = v.rank;
+  const Plan at = plan_layout(W, E);
+  i32* counts = plan + at.counts;  // [W][E]
+  i32* totals = plan + at.totals;  // [E]
+  for (u32 i = threadIdx.x; i < W * (kHeaderFixed + E); i += kThreads) {
+    const u32 r = i / (kHeaderFixed + E), k = i % (kHeaderFixed + E);
+    const i32 value = static_cast<const i32*>(v.buffers[r])[k];
+    if (k < kHeaderFixed) fixed[r][k] = value;
+    else counts[r * E + k - kHeaderFixed] = value;
+  }
+  __syncthreads();
+  // Counts are trusted only once no rank's staging overflowed (then its counts were never written).
+  bool staged = true;
+  for (u32 r = 0; r < W; ++r) staged = staged && fixed[r][3] == 0;
+  if (staged) {
+    // Each expert's rows from every source; the rows before each source's go to bases for now.
+    for (u32 e = threadIdx.x; e < E; e += kThreads) {
+      i32 before = 0;
+      for (u32 r = 0; r < W; ++r) {
+        plan[at.bases + r * E + e] = before;
+        before += counts[r * E + e];
+      }
+      totals[e] = before;
+    }
+    __syncthreads();
+    // Then the owner's rows of its earlier local experts.
+    for (u32 e = threadIdx.x; e < E; e += kThreads) {
+      i32 owned = 0;
+      for (u32 j = e - e % L; j < e; ++j) owned += totals[j];
+      for (u32 r = 0; r < W; ++r) plan[at.bases + r * E + e] += owned;
+    }
+    if (threadIdx.x < W) {
+      i64 rows = 0;
+      for (u32 j = 0; j < L; ++j) rows += totals[threadIdx.x * L + j];
+      received[threadIdx.x] = rows;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    verdict = 0;
+    for (u32 r = 0; r < W && verdict == 0; ++r)
+      if (fixed[r][3] != 0) verdict = kStaging, who = r, detail = static_cast<u32>(fixed[r][3]);
+    for (u32 r = 0; r < W && verdict == 0; ++r)
+      if (fixed[r][1] >= 0) verdict = kBadId, who = r, detail = static_cast<u32>(fixed[r][1]);
+    for (u32 r = 0; r < W && verdict == 0; ++r)
+      if (static_cast<u64>(fixed[r][2]) * combine_row_bytes > capacity)
+        verdict = kCombineRoom, who = r, detail = static_cast<u32>(fixed[r][2]);
+    for (u32 r = 0; r < W && verdict == 0; ++r)
+      if (received[r] > fixed[r][2])
+        verdict = kMaxRows, who = r, detail = static_cast<u32>(min(received[r], static_cast<i64>(0x7fffffff)));
+  }
+  __syncthreads();
+  if (verdict != 0) {
+    // No pair, and no spare row: the outputs keep what they held.
+    if (threadIdx.x < W) plan[threadIdx.x] = 0;
+    if (threadIdx.x == 0) plan[at.received] = fixed[me][2];
+    for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = -1;
+    if (threadIdx.x == 0) record_refusal(refusal, verdict, who, detail);
+    return;
+  }
+  if (threadIdx.x < W) plan[threadIdx.x] = fixed[threadIdx.x][0];
+  if (threadIdx.x == 0) plan[at.received] = static_cast<i32>(received[me]);
+  for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = totals[me * L + j];
+}
+
 /** What moe_gather writes and how to read the sources (its parameters, src/ops/moe.ts GATHER_PARAMS). */
 struct GatherArgs {
-  const i32* plan;     // [world] tokens per source, then [world][experts] base rows
+  const i32* plan;     // plan_layout: tokens per source, base rows, rows received
   u8* out_tokens;      // [rows, row_bytes]
   float* out_weights;  // [rows]
   float* out_scales;   // [rows], or null (no scales)
   i32* handle_rows;    // [tokens x topk] of this rank: each own pair's row at its owner
   u64 row_bytes;
   u64 header_bytes;
+  u64 max_rows;        // rows of the dispatched tensors: those past the rows received are zeroed
   u32 experts, local_experts, topk;
 };
+
+/** Zeroes rows [from, to) of the dispatched tensors, spread over the grid. */
+__device__ __forceinline__ void zero_spare(const GatherArgs& a, u64 from, u64 to) {
+  const u64 threads = static_cast<u64>(gridDim.x) * kThreads, t = static_cast<u64>(blockIdx.x) * kThreads + threadIdx.x;
+  for (u64 r = from + t; r < to; r += threads) {
+    a.out_weights[r] = 0.0f;
+    if (a.out_scales) a.out_scales[r] = 0.0f;
+  }
+  u8* lo = a.out_tokens + from * a.row_bytes;
+  const u64 bytes = (to - from) * a.row_bytes;
+  if ((reinterpret_cast<u64>(lo) | bytes) % 16 == 0) {
+    for (u64 i = t; i < bytes / 16; i += threads) st_128(lo + 16 * i, u32x4{0, 0, 0, 0});
+  } else {
+    for (u64 i = t; i < bytes; i += threads) lo[i] = 0;
+  }
+}
 
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ SymmView v, const i32* plan,
                                                        u8* out_tokens, float* out_weights, float* out_scales,
                                                        i32* handle_rows, u64 row_bytes, u64 header_bytes,
-                                                       u32 experts, u32 local_experts, u32 topk) {
-  const GatherArgs a{plan, out_tokens, out_weights, out_scales, handle_rows, row_bytes, header_bytes,
-                     experts, local_experts, topk};
+                                                       u64 max_rows, u32 experts, u32 local_experts, u32 topk) {
+  const GatherArgs a{plan,      out_tokens, out_weights, out_scales, handle_rows, row_bytes, header_bytes,
+                     max_rows, experts,    local_experts, topk};
+  const u64 received = static_cast<u64>(a.plan[plan_layout(W, experts).received]);
+  if (received < a.max_rows) zero_spare(a, received, a.max_rows);
   const u32 lane = threadIdx.x % 32;
   const u64 warps = static_cast<u64>(gridDim.x) * kWarps;
   u64 total = 0;
