@@ -1,8 +1,10 @@
 // `symmkit run -n N -- symmkit bench moe`: MoE dispatch and combine at the references' shapes (tokens per
 // rank x hidden bf16, top-k of E experts, routing drawn at random with distinct experts per token).
 // Validated first: dispatch -> identity expert -> combine must give each token times the sum of its
-// weights (small integers and eighths, so exactly). dispatch waits on the host for the counts, so it is
-// timed eagerly (events around each call, median); combine from CUDA-graph replays (median). GB/s counts
+// weights (small integers and eighths, so exactly). dispatch pull waits on the host for the counts, so it
+// is timed eagerly (events around each call, median); dispatch pull_device (routed on the device, maxRows
+// = the rows received, so no spare rows to zero; checked against pull bit for bit) and combine from
+// CUDA-graph replays (median). GB/s counts
 // the token bytes this rank receives in dispatch (and sends back in combine), as DeepEP counts them.
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
@@ -34,6 +36,8 @@ export interface MoeRow extends MoeShape {
   /** Rows this rank received. */
   readonly rows: number;
   readonly dispatchUs: number;
+  /** pull_device, graph-timed. */
+  readonly dispatchDeviceUs: number;
   readonly combineUs: number;
 }
 
@@ -108,12 +112,35 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
         t.dispose();
       again.handle.weights.dispose();
     }
+    const onDevice = { numExperts: s.experts, maxRows: d.handle.received, stream } as const;
+    const dd = c.dispatch(x, idx, w, { ...onDevice, algorithm: "pull_device" });
+    group.synchronize(stream);
+    for (const [name, a, b] of [
+      ["tokens", d.tokens, dd.tokens],
+      ["weights", d.weights, dd.weights],
+      ["counts", d.counts, dd.counts],
+      ["rows", d.handle.row, dd.handle.row],
+    ] as const)
+      if (!Buffer.from(a.toHost().buffer).equals(Buffer.from(b.toHost().buffer)))
+        throw new SymmkitError(
+          "SYMMKIT_INVALID_ARGUMENT",
+          `moe ${s.tokens} tokens: dispatch pull_device's ${name} differ from pull's (rank ${rank}); not timing a wrong kernel`,
+        );
+    const dispatchDevice = (): void => void c.dispatch(x, idx, w, { ...onDevice, into: dd });
     const combine = (): void => void c.combine(d.tokens, d.handle, { out, stream });
-    const [combineUs] = await timeTogether(group, stream, [combine], { perGraph: 5 });
-    const row: MoeRow = { ...s, rows: d.handle.received, dispatchUs: median(per), combineUs: combineUs! };
+    const [dispatchDeviceUs, combineUs] = await timeTogether(group, stream, [dispatchDevice, combine], {
+      perGraph: 5,
+    });
+    const row: MoeRow = {
+      ...s,
+      rows: d.handle.received,
+      dispatchUs: median(per),
+      dispatchDeviceUs: dispatchDeviceUs!,
+      combineUs: combineUs!,
+    };
     rows.push(row);
     progress.log(
-      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us, combine ${row.combineUs.toFixed(1)} us`,
+      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us`,
     );
     for (const t of [
       x,
@@ -126,6 +153,13 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
       d.handle.expert,
       d.handle.row,
       d.handle.weights,
+      dd.tokens,
+      dd.weights,
+      dd.counts,
+      dd.handle.expert,
+      dd.handle.row,
+      dd.handle.weights,
+      dd.handle.route!,
     ])
       t.dispose();
   }
@@ -180,6 +214,8 @@ export function formatMoe(r: MoeBenchResult): string {
     "rows",
     "dispatch us",
     "GB/s",
+    "pull_device us",
+    "GB/s",
     "combine us",
     "GB/s",
   ];
@@ -193,6 +229,8 @@ export function formatMoe(r: MoeBenchResult): string {
       String(x.rows),
       x.dispatchUs.toFixed(1),
       (bytes / x.dispatchUs / 1e3).toFixed(1),
+      x.dispatchDeviceUs.toFixed(1),
+      (bytes / x.dispatchDeviceUs / 1e3).toFixed(1),
       x.combineUs.toFixed(1),
       (bytes / x.combineUs / 1e3).toFixed(1),
     ];
