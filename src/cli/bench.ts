@@ -394,7 +394,7 @@ export function addBenchCommands(program: CliCommand): void {
     .command("moe")
     .summary("MoE dispatch and combine at the references' shapes (under symmkit run)")
     .description(
-      "dispatch (eager: it waits on the host for the counts) and combine (graph-timed) of tokens x hidden " +
+      "dispatch pull (eager: it waits on the host for the counts), dispatch pull_device and combine (graph-timed) of tokens x hidden " +
         `bf16 per rank, top-k of E experts at random; validated through an identity expert. ${RUN_UNDER} moe`,
     )
     .lazyOptions(async (cmd) => {
