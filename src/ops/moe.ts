@@ -21,13 +21,7 @@ import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
 import type { Kernel } from "../runtime/kernel.js";
-import {
-  copyDeviceToDevice,
-  copyDeviceToHost,
-  copyHostToDevice,
-  DeviceMemory,
-  memset,
-} from "../runtime/memory.js";
+import { copyDeviceToDevice, copyDeviceToHost, copyHostToDevice, DeviceMemory } from "../runtime/memory.js";
 import { sharedModule, type ProgramSpec } from "../runtime/module.js";
 import type { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
@@ -77,16 +71,14 @@ export const MOE_REFUSALS: Readonly<Record<number, (rank: number, detail: number
   0x204: (r, d) => `rank ${r} receives ${d} rows, more than its maxRows`,
 };
 
-/** moe.cuh's plan_layout (i32 offsets): tokens per source, base rows, rows received, then moe_route's
- * scratch (every rank's counts, every expert's rows). */
+/** moe.cuh's plan_layout (i32 offsets): tokens per source, base rows, rows received. */
 export function moePlanLayout(world: number, experts: number) {
   const bases = world;
   const received = bases + world * experts;
-  const counts = received + 1;
-  const totals = counts + world * experts;
-  return { bases, received, counts, totals, end: totals + experts };
+  return { bases, received, end: received + 1 };
 }
-const POSITIONS_PARAMS = ["ptr", "u64", "u32", "u32", "ptr", "u64"] as const;
+/** moe_positions: ids, tokens, topk, experts, the staging buffer, the header's bytes, maxRows, bytes needed. */
+const POSITIONS_PARAMS = ["ptr", "u64", "u32", "u32", "ptr", "u64", "i32", "i32"] as const;
 const GATHER_PARAMS = [
   SYMM_VIEW_PARAM,
   "ptr",
@@ -263,26 +255,26 @@ export class GpuMoe {
       { kind: `moe-dispatch/${algorithm}`, dtype: p.dtype, count: p.hidden * p.topk, peer: E },
       stream,
     );
-    // Memsets, not a copy from the host: a capture holds them.
-    dispatchHeader(p, o.maxRows, headerBytes + at.end, capacity).forEach((v, i) =>
-      memset(staging.tensor.ptr + BigInt(4 * i), v >>> 0, 4, 1, stream),
-    );
+    const [, , maxRows, needed] = dispatchHeader(p, o.maxRows, headerBytes + at.end, capacity);
     if (fits) {
       const own = staging.tensor.ptr + BigInt(headerBytes);
       copyDeviceToDevice(own + BigInt(at.ids), topkIdx.ptr, topkIdx.nbytes, stream);
       copyDeviceToDevice(own + BigInt(at.weights), topkWeights.ptr, topkWeights.nbytes, stream);
       copyDeviceToDevice(own + BigInt(at.tokens), tokens.ptr, tokens.nbytes, stream);
       if (o.scales) copyDeviceToDevice(own + BigInt(at.scales), o.scales.ptr, o.scales.nbytes, stream);
-      k.positions.launch(
-        { grid: E, block: THREADS, stream },
-        topkIdx,
-        p.tokens,
-        p.topk,
-        E,
-        staging.tensor.ptr,
-        headerBytes,
-      );
     }
+    // The header too (no copy from the host: a capture holds the kernel); one block when nothing fits.
+    k.positions.launch(
+      { grid: fits ? E : 1, block: THREADS, stream },
+      topkIdx,
+      p.tokens,
+      p.topk,
+      E,
+      staging.tensor.ptr,
+      headerBytes,
+      maxRows!,
+      needed!,
+    );
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
     return { headerBytes, rowBytes, phase };
   }
@@ -351,7 +343,7 @@ export class GpuMoe {
     const out = into ?? this.#fresh(p, maxRows, maxRows, undefined);
     const route = out.handle.route!;
     k.route.launch(
-      { grid: 1, block: THREADS, stream },
+      { grid: 1, block: THREADS, stream, sharedBytes: 8 * p.numExperts },
       this.#ctx.stagingView,
       p.numExperts,
       p.localExperts,
@@ -417,7 +409,7 @@ export class GpuMoe {
     const out = this.#fresh(p, rowsOut, total[rank]!, total);
     copyHostToDevice(out.counts.ptr, received[rank]!, stream);
     const layout = moePlanLayout(world, E);
-    const plan = new Int32Array(layout.counts);
+    const plan = new Int32Array(layout.end);
     for (let s = 0; s < world; s++) {
       plan[s] = header(s)[0]!;
       plan.set(routeBases(counts, s, p), layout.bases + s * E);

@@ -65,19 +65,27 @@ __device__ __forceinline__ Staged staged_at(u64 tokens, u32 topk, u64 row_bytes)
 
 /** Header i32s before the counts: tokens, the first pair whose id is out of range (-1: none), maxRows
  * (-1: none), staging bytes needed beyond the buffer (0: fits): MOE_HEADER_FIXED in
- * src/ops/moe-checks.ts. The host writes the header first (src/ops/moe-checks.ts dispatchHeader); this
- * kernel fills in the first bad pair and the counts. */
+ * src/ops/moe-checks.ts (dispatchHeader is the host's twin). moe_positions writes it all. */
 constexpr u32 kHeaderFixed = 4;
 
 /** Block e: pos of every pair of expert e in `ids` into staging + header_bytes + pos, and count[e] into the
- * header; block 0 also the first pair whose id is out of range. */
+ * header; block 0 also the header's tokens, max_rows and needed, and the first pair whose id is out of
+ * range. With `needed` (the staged dispatch does not fit; launched as one block) only the header's fixed
+ * part: the counts are never read then. */
 __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 tokens, u32 topk, u32 experts,
-                                                           u8* staging, u64 header_bytes) {
+                                                           u8* staging, u64 header_bytes, i32 max_rows, i32 needed) {
   __shared__ u32 warp_counts[kWarps];
   __shared__ u32 first_bad;
   const u32 e = blockIdx.x;
   const u64 pairs = tokens * topk;
   i32* header = reinterpret_cast<i32*>(staging);
+  if (e == 0 && threadIdx.x == 0) {
+    header[0] = static_cast<i32>(tokens);
+    header[2] = max_rows;
+    header[3] = needed;
+    if (needed != 0) header[1] = -1;
+  }
+  if (needed != 0) return;
   i32* pos = reinterpret_cast<i32*>(staging + header_bytes + staged_at(tokens, topk, 0).pos);
   const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   u32 base = 0;
@@ -104,66 +112,83 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
 }
 
 /** The plan moe_gather follows (i32; src/ops/moe.ts moePlanLayout is its host twin): tokens per source,
- * base rows by source and expert, this rank's rows received; then moe_route's scratch: every rank's counts
- * and the rows of every expert. */
+ * base rows by source and expert, this rank's rows received. */
 struct Plan {
-  u32 bases, received, counts, totals, end;
+  u32 bases, received, end;
 };
 __device__ __forceinline__ Plan plan_layout(u32 world, u32 experts) {
   Plan p;
   p.bases = world;
   p.received = p.bases + world * experts;
-  p.counts = p.received + 1;
-  p.totals = p.counts + world * experts;
-  p.end = p.totals + experts;
+  p.end = p.received + 1;
   return p;
 }
 
 /** Refusal codes of moe_route (MoE dispatch's range; the host's MOE_REFUSALS words them). */
 constexpr u32 kStaging = 0x201, kBadId = 0x202, kCombineRoom = 0x203, kMaxRows = 0x204;
 
+/** Rank r's count of expert e, from its published header. */
+__device__ __forceinline__ i32 count_of(const SymmView& v, u32 r, u32 e) {
+  return static_cast<const i32*>(v.buffers[r])[kHeaderFixed + e];
+}
+
+/** One block; dynamic shared memory: 8 x experts bytes (every expert's rows, then the rows of its owner's
+ * earlier local experts). */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ SymmView v, u32 experts, u32 local_experts,
                                                       u64 combine_row_bytes, u64 capacity, i32* plan, i32* counts_out,
                                                       Refusal* refusal) {
+  extern __shared__ i32 route_shared[];
   __shared__ i32 fixed[W][kHeaderFixed];
   __shared__ i64 received[W];
   __shared__ u32 verdict, who, detail;
   const u32 E = experts, L = local_experts, me = v.rank;
+  const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const Plan at = plan_layout(W, E);
-  i32* counts = plan + at.counts;  // [W][E]
-  i32* totals = plan + at.totals;  // [E]
-  for (u32 i = threadIdx.x; i < W * (kHeaderFixed + E); i += kThreads) {
-    const u32 r = i / (kHeaderFixed + E), k = i % (kHeaderFixed + E);
-    const i32 value = static_cast<const i32*>(v.buffers[r])[k];
-    if (k < kHeaderFixed) fixed[r][k] = value;
-    else counts[r * E + k - kHeaderFixed] = value;
-  }
+  i32* totals = route_shared;     // [E]: every rank's rows of expert e
+  i32* owned = route_shared + E;  // [E]: the owner's rows of its local experts before e
+  if (threadIdx.x < W * kHeaderFixed)
+    fixed[threadIdx.x / kHeaderFixed][threadIdx.x % kHeaderFixed] =
+        static_cast<const i32*>(v.buffers[threadIdx.x / kHeaderFixed])[threadIdx.x % kHeaderFixed];
   __syncthreads();
   // Counts are trusted only once no rank's staging overflowed (then its counts were never written).
   bool staged = true;
   for (u32 r = 0; r < W; ++r) staged = staged && fixed[r][3] == 0;
   if (staged) {
-    // Each expert's rows from every source; the rows before each source's go to bases for now.
     for (u32 e = threadIdx.x; e < E; e += kThreads) {
-      i32 before = 0;
-      for (u32 r = 0; r < W; ++r) {
-        plan[at.bases + r * E + e] = before;
-        before += counts[r * E + e];
-      }
-      totals[e] = before;
+      i32 all = 0;
+#pragma unroll
+      for (u32 r = 0; r < W; ++r) all += count_of(v, r, e);
+      totals[e] = all;
     }
     __syncthreads();
-    // Then the owner's rows of its earlier local experts.
-    for (u32 e = threadIdx.x; e < E; e += kThreads) {
-      i32 owned = 0;
-      for (u32 j = e - e % L; j < e; ++j) owned += totals[j];
-      for (u32 r = 0; r < W; ++r) plan[at.bases + r * E + e] += owned;
+    // Warp r scans owner r's local experts: the rows before each, and the owner's rows in all.
+    if (warp < W) {
+      i64 carry = 0;
+      for (u32 j0 = 0; j0 < L; j0 += 32) {
+        const u32 e = warp * L + j0 + lane;
+        const i64 x = j0 + lane < L ? totals[e] : 0;
+        i64 incl = x;
+#pragma unroll
+        for (u32 d = 1; d < 32; d *= 2) {
+          const i64 y = __shfl_up_sync(0xffffffffu, incl, d);
+          if (lane >= d) incl += y;
+        }
+        if (j0 + lane < L) owned[e] = static_cast<i32>(carry + incl - x);
+        carry += __shfl_sync(0xffffffffu, incl, 31);
+      }
+      if (lane == 0) received[warp] = carry;
     }
-    if (threadIdx.x < W) {
-      i64 rows = 0;
-      for (u32 j = 0; j < L; ++j) rows += totals[threadIdx.x * L + j];
-      received[threadIdx.x] = rows;
+    __syncthreads();
+    // Source r's first row of expert e at its owner: the owner's earlier local experts, then e's rows
+    // from the ranks before r.
+    for (u32 e = threadIdx.x; e < E; e += kThreads) {
+      i32 base = owned[e];
+#pragma unroll
+      for (u32 r = 0; r < W; ++r) {
+        plan[at.bases + r * E + e] = base;
+        base += count_of(v, r, e);
+      }
     }
   }
   __syncthreads();
