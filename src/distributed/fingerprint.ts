@@ -58,6 +58,7 @@ export const CALL_KINDS = [
   "all-to-all-v/copy_engine",
   "matmul-all-reduce/fused",
   "moe-dispatch/pull_device",
+  "send-recv/copy_engine",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

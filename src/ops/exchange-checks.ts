@@ -6,8 +6,9 @@ import { InvalidArgumentError } from "../errors.js";
 import { checkTensorArg, type Described } from "./validate.js";
 
 /** The GPU backend's algorithms for send, recv and sendRecv: `put` (the sender's blocks store into the
- * receiver's inbox, signalling each piece; auto) or NCCL's send and receive. */
-export const GPU_SEND_RECV_ALGORITHMS = ["auto", "put", "nccl"] as const;
+ * receiver's inbox, signalling each piece; auto), `copy_engine` (the sender stages chunks in its staging
+ * buffer, the receiver's copy engine reads them: no SMs move data) or NCCL's send and receive. */
+export const GPU_SEND_RECV_ALGORITHMS = ["auto", "put", "copy_engine", "nccl"] as const;
 export type GpuSendRecvAlgorithm = (typeof GPU_SEND_RECV_ALGORITHMS)[number];
 /** allToAllV's: `copy_engine` (x staged, then one copy-engine copy from each rank's staging buffer into
  * out, between barrier kernels) or NCCL's matched sends and receives (auto). */

@@ -25,12 +25,13 @@ import { InvalidArgumentError } from "../errors.js";
 import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
-import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
+import { MAX_SYMMETRIC_WORLD, type SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
 import { Graph } from "../runtime/graph.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { copyDeviceToDevice, copyHostToDevice, DeviceMemory, memset } from "../runtime/memory.js";
-import type { Stream } from "../runtime/stream.js";
+import { Event } from "../runtime/event.js";
+import { Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { ProgramSpec } from "../runtime/module.js";
 import { WORLD_SIZES } from "./coll/programs.js";
@@ -55,8 +56,22 @@ export const P2P_MAX_BLOCKS = 16;
 export const P2P_PROGRAM: ProgramSpec = {
   name: "symmkit/coll/p2p",
   source: '#include "symmkit/coll/p2p.cuh"\n',
-  nameExpressions: ["symmkit::p2p::p2p_put"],
+  nameExpressions: ["symmkit::p2p::p2p_put", "symmkit::p2p::p2p_ce_signal"],
 };
+/** p2p_ce_signal: the inbox's SymmView; the peer waited for and its slot, the peer signalled and its slot
+ * (P2P_NONE: none), the phase. */
+export const P2P_SIGNAL_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u32", "u32", "u32"] as const;
+/** p2p.cuh's kNone, and kAckBase: the ack slots follow every sender's ready slots (kMaxWorld of them). */
+const P2P_NONE = 0xffff_ffff;
+const P2P_ACK_BASE = MAX_SYMMETRIC_WORLD * P2P_MAX_BLOCKS * 2;
+/** p2p.cuh's slot(rank, block 0, parity): copy_engine signals on put's block-0 slots. */
+const ceSlot = (rank: number, parity: number): number => rank * P2P_MAX_BLOCKS * 2 + parity;
+/** copy_engine's chunk: half the staging buffer (one half filled while the receiver copies the other),
+ * at most 64 MiB, a multiple of 16 bytes. Every rank's staging buffer is the same size, so both sides of
+ * a message cut it alike. */
+export function copyEngineChunk(capacityBytes: number): number {
+  return Math.max(16, Math.floor(Math.min(capacityBytes / 2, 64 << 20) / 16) * 16);
+}
 /** p2p_put: the inbox's SymmView; x, its bytes, peer, blocks, phase; out, its bytes, peer, blocks, phase;
  * the chunk. */
 export const P2P_PARAMS = [
@@ -120,6 +135,7 @@ export type ExchangeContext = Pick<
   /** put's inbox: world x 2 chunks of P2P_CHUNK_BYTES, and its pad's signal slots. */
   readonly inbox: SymmetricTensor;
   p2pKernel(): Kernel<typeof P2P_PARAMS>;
+  p2pSignalKernel(): Kernel<typeof P2P_SIGNAL_PARAMS>;
   /** allToAllV pull's kernel for this world size. */
   a2avKernel(): Kernel<typeof A2AV_PARAMS>;
   /** Where a kernel records a call it refused (SyncWatch.refusalPtr). */
@@ -148,6 +164,8 @@ export class GpuExchange {
   readonly #received: number[];
   /** allToAllV's published sides (see allToAllV). */
   #sides: DeviceMemory | undefined;
+  /** copy_engine sendRecv's receiving stream, forked from and joined to the caller's. */
+  #sideStream: { stream: Stream; fork: Event; join: Event } | undefined;
 
   constructor(ctx: ExchangeContext) {
     this.#ctx = ctx;
@@ -158,21 +176,104 @@ export class GpuExchange {
 
   send(x: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
     if (algorithm === "put") return this.#put(x, peer, undefined, 0, stream);
+    if (algorithm === "copy_engine") return this.#ceSend(x, peer, stream);
     this.#ctx.comm.send(bytes(x, 0, x.nbytes), peer, stream);
   }
 
   recv(out: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
     if (algorithm === "put") return this.#put(undefined, 0, out, peer, stream);
+    if (algorithm === "copy_engine") return this.#ceRecv(out, peer, stream);
     this.#ctx.comm.recv(bytes(out, 0, out.nbytes), peer, stream);
   }
 
   sendRecv(x: Tensor, out: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
     if (algorithm === "put") return this.#put(x, peer, out, peer, stream);
+    if (algorithm === "copy_engine") {
+      // Both directions at once (the receive on a side stream), so two ranks exchanging cannot deadlock.
+      const side = this.#side();
+      side.fork.record(stream);
+      side.stream.waitEvent(side.fork);
+      this.#ceRecv(out, peer, side.stream);
+      side.join.record(side.stream);
+      this.#ceSend(x, peer, stream);
+      stream.waitEvent(side.join);
+      return;
+    }
     const comm = this.#ctx.comm;
     comm.group(() => {
       comm.send(bytes(x, 0, x.nbytes), peer, stream);
       comm.recv(bytes(out, 0, out.nbytes), peer, stream);
     });
+  }
+
+  /** copy_engine's message fingerprint (the pair's count, shared with put's: one order per pair). */
+  #cePhase(t: Tensor, count: number[], peer: number, from: number): number {
+    return fingerprint(count[peer]!++, {
+      kind: "send-recv/copy_engine",
+      dtype: t.dtype,
+      count: t.numel,
+      peer: from,
+    });
+  }
+
+  /** copy_engine's signal step: wait for `waitPeer` at `waitSlot` of this rank's pad, then signal
+   * `putPeer` at `putSlot` of its pad (P2P_NONE: skip). */
+  #signal(
+    stream: Stream,
+    phase: number,
+    waitPeer: number,
+    waitSlot: number,
+    putPeer: number,
+    putSlot: number,
+  ): void {
+    this.#ctx
+      .p2pSignalKernel()
+      .launch({ grid: 1, block: 1, stream }, this.#inboxView, waitPeer, waitSlot, putPeer, putSlot, phase);
+  }
+
+  /** x to `peer` by copy_engine (see p2p.cuh): staged chunk by chunk in this rank's staging buffer, the
+   * receiver's copy engine reads each; done once the receiver has acknowledged the last. */
+  #ceSend(x: Tensor, peer: number, stream: Stream): void {
+    const { rank, staging, capacityBytes } = this.#ctx;
+    const phase = this.#cePhase(x, this.#sent, peer, rank);
+    const chunk = copyEngineChunk(capacityBytes);
+    const chunks = Math.max(1, Math.ceil(x.nbytes / chunk));
+    const ack = (i: number): number => P2P_ACK_BASE + ceSlot(peer, i & 1);
+    for (let i = 0; i < chunks; i++) {
+      // Half i & 1 is free once chunk i - 2's ack came.
+      if (i >= 2) this.#signal(stream, phase, peer, ack(i), P2P_NONE, 0);
+      const n = Math.min(chunk, x.nbytes - i * chunk);
+      copyDeviceToDevice(staging.tensor.ptr + BigInt((i & 1) * chunk), x.ptr + BigInt(i * chunk), n, stream);
+      this.#signal(stream, phase, P2P_NONE, 0, peer, ceSlot(rank, i & 1));
+    }
+    for (let i = Math.max(0, chunks - 2); i < chunks; i++)
+      this.#signal(stream, phase, peer, ack(i), P2P_NONE, 0);
+  }
+
+  /** Into `out` from `peer` by copy_engine: each chunk copied out of the sender's staging buffer once it
+   * is ready, then acknowledged. */
+  #ceRecv(out: Tensor, peer: number, stream: Stream): void {
+    const { rank, staging, capacityBytes } = this.#ctx;
+    const phase = this.#cePhase(out, this.#received, peer, peer);
+    const chunk = copyEngineChunk(capacityBytes);
+    const chunks = Math.max(1, Math.ceil(out.nbytes / chunk));
+    for (let i = 0; i < chunks; i++) {
+      const n = Math.min(chunk, out.nbytes - i * chunk);
+      this.#signal(stream, phase, peer, ceSlot(peer, i & 1), P2P_NONE, 0);
+      const half = staging.bufferPtrs[peer]! + BigInt((i & 1) * chunk);
+      copyDeviceToDevice(out.ptr + BigInt(i * chunk), half, n, stream);
+      this.#signal(stream, phase, P2P_NONE, 0, peer, P2P_ACK_BASE + ceSlot(rank, i & 1));
+    }
+  }
+
+  #side(): { stream: Stream; fork: Event; join: Event } {
+    const device = this.#ctx.device;
+    this.#sideStream ??= {
+      stream: Stream.create(device),
+      fork: Event.create(device, { timing: false }),
+      join: Event.create(device, { timing: false }),
+    };
+    return this.#sideStream;
   }
 
   /** One p2p_put launch: a send side, a receive side, or both. */
@@ -385,6 +486,7 @@ export class GpuExchange {
 
   dispose(): void {
     this.#sides?.dispose();
+    if (this.#sideStream) for (const x of Object.values(this.#sideStream)) x.dispose();
   }
 
   /** A group-wide NCCL call's barrier kernel, its signals carrying the call's fingerprint. */

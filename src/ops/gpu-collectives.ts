@@ -99,6 +99,7 @@ import {
   GpuExchange,
   P2P_CHUNK_BYTES,
   P2P_PARAMS,
+  P2P_SIGNAL_PARAMS,
   P2P_PROGRAM,
   type ExchangeInput,
 } from "./exchange.js";
@@ -182,6 +183,7 @@ export class GpuCollectives implements Collectives<
   readonly #exchange: GpuExchange;
   readonly #inbox: SymmetricTensor;
   #p2pKernel: Kernel<typeof P2P_PARAMS> | undefined;
+  #p2pSignalKernel: Kernel<typeof P2P_SIGNAL_PARAMS> | undefined;
   #a2avKernel: Kernel<typeof A2AV_PARAMS> | undefined;
   readonly #moe: GpuMoe;
   readonly #ctx: CollectiveContext;
@@ -282,6 +284,11 @@ export class GpuCollectives implements Collectives<
         (this.#p2pKernel ??= sharedModule(P2P_PROGRAM, group.device).kernel(
           "symmkit::p2p::p2p_put",
           P2P_PARAMS,
+        )),
+      p2pSignalKernel: () =>
+        (this.#p2pSignalKernel ??= sharedModule(P2P_PROGRAM, group.device).kernel(
+          "symmkit::p2p::p2p_ce_signal",
+          P2P_SIGNAL_PARAMS,
         )),
       a2avKernel: () =>
         (this.#a2avKernel ??= sharedModule(A2AV_PROGRAM, group.device).kernel(

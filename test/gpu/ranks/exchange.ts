@@ -1,7 +1,8 @@
 // One rank of the point-to-point and all-to-all check (test/gpu/distributed.test.ts): send, recv,
 // sendRecv, allToAll and allToAllV on GPUs, every algorithm, bit for bit against what the peers sent
 // (every rank draws every rank's bytes from the shared seed): every dtype; sizes 1, 7, 4097 and powers
-// of two to 64 MiB; messages of several put chunks, an empty one, misaligned views; uneven and zero counts (a rank that sends nothing, one that receives everything);
+// of two to 64 MiB; messages of several put chunks (and copy_engine chunks, in a group with a small
+// staging buffer), an empty one, misaligned views; uneven and zero counts (a rank that sends nothing, one that receives everything);
 // a symmetric x read in place; outputs poisoned inside guards; a CUDA graph replayed with the inputs
 // changed in between; a rank 50 ms late; 1000 calls alternating sizes, peers and algorithms (200 when ranks share a GPU); the same
 // calls on NCCL agreeing; bad input a typed error with nothing written. Seeded, the seed printed.
@@ -16,6 +17,7 @@ import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
 import { readEnvVar } from "../../../src/settings.js";
+import { GpuCollectives } from "../../../src/ops/gpu-collectives.js";
 import { guardsIntact, poisoned } from "./guards.js";
 
 const group = await init({ backend: "cuda", stagingBytes: 128 << 20 });
@@ -87,7 +89,7 @@ if (rank === 0) console.log("allToAll: every algorithm, dtype and size exact");
 // sendRecv with every peer (pairs in one order on every rank), sizes differing both ways, every algorithm;
 // messages of several chunks (put pipelines 1 MiB chunks), an empty one, a misaligned view; send + recv
 // in a ring.
-const P2P = ["put", "nccl", "auto"] as const;
+const P2P = ["put", "copy_engine", "nccl", "auto"] as const;
 function exchangePair(
   dtype: DType,
   na: number,
@@ -168,6 +170,60 @@ for (const algorithm of P2P) {
   outs.forEach((o, i) =>
     assertSameBits(bytes(o.toHost()), allToAllWant(a2a[i]!), `back-to-back pull ${i}`, seed),
   );
+}
+// copy_engine in chunks of half the staging buffer: a group whose buffer is 8 MiB cuts messages into 4
+// MiB chunks, so these take up to 4 (both halves reused, the sender waiting for the acks), both ways at
+// once, back to back with the receiver 50 ms late, and replayed in a graph with new data.
+{
+  const small = await group.newGroupWith<GpuCollectives>(group.ranks, (g) =>
+    GpuCollectives.create(g, 8 << 20),
+  );
+  const sc = small!.collectives;
+  const sizes = [(13 << 20) + 5, 4 << 20, (9 << 20) + 1, 0];
+  for (const [i, n] of sizes.entries()) {
+    const m = sizes[(i + 1) % sizes.length]!;
+    const all = everyRank("u8", (r) => (r % 2 === 0 ? n : m));
+    const peer = rank ^ 1;
+    if (peer >= world) continue;
+    const [whole, out] = poisoned("u8", [all[peer]!.length]);
+    sc.sendRecv(Tensor.fromHost(all[rank]!, "u8"), out, peer, { algorithm: "copy_engine" });
+    small!.synchronize();
+    const what = `copy_engine sendRecv ${n}/${m} bytes in 4 MiB chunks`;
+    assertSameBits(bytes(out.toHost()), bytes(all[peer]!), what, seed);
+    guardsIntact(whole, what);
+  }
+  const msgs = [(13 << 20) + 5, 3, 5 << 20].map((n) => bytesOf("u8", n));
+  if (rank < 2 && world >= 2) {
+    const peer = 1 - rank;
+    if (rank === 1) await sleep(50);
+    const outs = msgs.map((m) => Tensor.empty([m.length], "u8"));
+    if (rank === 0)
+      for (const m of msgs) sc.send(Tensor.fromHost(m, "u8"), peer, { algorithm: "copy_engine" });
+    else for (const o of outs) sc.recv(o, peer, { algorithm: "copy_engine" });
+    small!.synchronize();
+    if (rank === 1)
+      outs.forEach((o, i) =>
+        assertSameBits(bytes(o.toHost()), bytes(msgs[i]!), `back-to-back copy_engine ${i}`, seed),
+      );
+  }
+  const n = (11 << 20) + 7;
+  const x = Tensor.empty([n], "u8");
+  const out = Tensor.empty([n], "u8");
+  const peer = rank ^ 1;
+  const graph =
+    peer < world
+      ? Graph.capture(stream, () => void sc.sendRecv(x, out, peer, { algorithm: "copy_engine", stream }))
+      : undefined;
+  for (let replay = 0; replay < 3; replay++) {
+    const all = everyRank("u8", () => n);
+    if (!graph) continue;
+    x.copyFrom(Tensor.fromHost(all[rank]!, "u8"));
+    graph.launch(stream);
+    small!.synchronize(stream);
+    assertSameBits(bytes(out.toHost()), bytes(all[peer]!), `copy_engine graph replay ${replay}`, seed);
+  }
+  graph?.dispose();
+  await small!.destroy();
 }
 if (rank === 0) console.log("sendRecv, send/recv: exact");
 
@@ -433,7 +489,7 @@ for (let i = 0; i < CALLS; i++) {
     continue;
   }
   if (i % 5 === 2) {
-    exchangePair("u8", n, [7, 70_000, 1][i % 3]!, P2P[i % 3]!);
+    exchangePair("u8", n, [7, 70_000, 1][i % 3]!, P2P[i % P2P.length]!);
     continue;
   }
   checkAllToAll(i % 3 === 0 ? "f16" : "u8", n, A2A[i % 3]!);

@@ -21,6 +21,15 @@
 // A one-slot put spins until the slot's previous signal was consumed, so neither side overruns the
 // other; every wait is bounded and names the peer; a message of another size or order carries another
 // fingerprint and is caught (kMismatch). Slots are idle after every message: graph-replayable.
+//
+// Algorithm copy_engine: the data moves by copies the host enqueues (the receiver's copy engine reads the
+// sender's staging buffer over NVLink), and this header only signals, with one thread (p2p_ce_signal):
+// the sender copies chunk i of x into half i & 1 of its staging buffer, then puts ready[s][0][i & 1] in
+// the receiver's pad (release); the receiver waits for it (acquire), copies the half into out, then puts
+// ack[r][0][i & 1] in the sender's pad; the sender waits for the ack of chunk i - 2 before restaging that
+// half, and for the last two at the end, so a send completes once the receiver has the message. The same
+// slots as put's block 0, under the per-pair message order and fingerprints (another kind), so a put
+// matched with a copy_engine message is caught as a mismatch.
 #pragma once
 #include "symmkit/core/copy.cuh"
 #include "symmkit/sync/barrier.cuh"
@@ -112,6 +121,18 @@ __global__ void __launch_bounds__(kThreads) p2p_put(const __grid_constant__ Symm
   } else {
     recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_phase);
   }
+}
+
+/** kNone as a peer: no wait, or no put. */
+constexpr u32 kNone = 0xffffffffu;
+
+/** One thread: waits for wait_peer's signal in this rank's pad at wait_slot (acquire), then puts one in
+ * put_peer's pad at put_slot (release); either may be kNone. Algorithm copy_engine's steps. */
+__global__ void p2p_ce_signal(const __grid_constant__ SymmView v, u32 wait_peer, u32 wait_slot, u32 put_peer, u32 put_slot,
+                              u32 phase) {
+  const WaitEnv env = v.wait_env();
+  if (wait_peer != kNone) wait_signal<Order::Acquire>(v.pads[v.rank] + wait_slot, env, wait_peer, phase);
+  if (put_peer != kNone) put_signal<Order::Release>(v.pads[put_peer] + put_slot, env, put_peer, phase);
 }
 
 }  // namespace p2p
