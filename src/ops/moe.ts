@@ -58,8 +58,22 @@ export const MOE_PROGRAM: ProgramSpec = {
   ],
 };
 /** moe_route: the staging buffer's SymmView; experts, local experts, combine's row bytes, the staging
- * buffer's bytes; the plan, counts out, the refusal record. */
-const ROUTE_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u64", "u64", "ptr", "ptr", "ptr"] as const;
+ * buffer's bytes; the plan, counts out, the handle's experts and rows and its pairs, the refusal record. */
+const ROUTE_PARAMS = [
+  SYMM_VIEW_PARAM,
+  "u32",
+  "u32",
+  "u64",
+  "u64",
+  "ptr",
+  "ptr",
+  "ptr",
+  "ptr",
+  "u64",
+  "ptr",
+] as const;
+/** moe.cuh's kRouteSharedPerExpert: the route kernel's dynamic shared memory per expert. */
+const MOE_ROUTE_SHARED_PER_EXPERT = 16;
 /** The refusals moe_route records (moe.cuh kStaging .. kMaxRows), in words. */
 export const MOE_REFUSALS: Readonly<Record<number, (rank: number, detail: number) => string>> = {
   0x201: (r, d) =>
@@ -203,6 +217,12 @@ export class GpuMoe {
         `${what}: into goes with algorithm pull_device, whose outputs' rows are fixed`,
       );
     if (algorithm === "pull_device") {
+      const shared = MOE_ROUTE_SHARED_PER_EXPERT * p.numExperts;
+      // The route kernel's own shared memory is small: a KiB of margin.
+      if (shared + 1024 > this.#ctx.device.props.sharedBytesPerBlockOptin)
+        throw new InvalidArgumentError(
+          `${what}: algorithm pull_device routes ${p.numExperts} experts in one block's shared memory, more than this GPU holds; use pull`,
+        );
       if (o.maxRows === undefined)
         throw new InvalidArgumentError(
           `${what}: algorithm pull_device routes on the device, so the outputs' rows are fixed in advance: pass maxRows`,
@@ -341,9 +361,13 @@ export class GpuMoe {
     const k = this.#k();
     // Rows received are known on the device only: the handle says maxRows, combine stages that many.
     const out = into ?? this.#fresh(p, maxRows, maxRows, undefined);
-    const route = out.handle.route!;
+    const { handle } = out;
+    const route = handle.route!;
+    // The handle's copies first: a refusal overwrites them (this rank's pairs unused).
+    handle.expert.copyFrom(topkIdx, stream);
+    handle.weights.copyFrom(topkWeights, stream);
     k.route.launch(
-      { grid: 1, block: THREADS, stream, sharedBytes: 8 * p.numExperts },
+      { grid: 1, block: THREADS, stream, sharedBytes: MOE_ROUTE_SHARED_PER_EXPERT * p.numExperts },
       this.#ctx.stagingView,
       p.numExperts,
       p.localExperts,
@@ -351,20 +375,12 @@ export class GpuMoe {
       staging.tensor.nbytes,
       route,
       out.counts,
+      handle.expert,
+      handle.row,
+      p.tokens * p.topk,
       this.#ctx.refusalPtr,
     );
-    this.#gather(
-      p,
-      out,
-      route.ptr,
-      rowBytes,
-      headerBytes,
-      maxRows,
-      2 * device.props.smCount,
-      topkIdx,
-      topkWeights,
-      stream,
-    );
+    this.#gather(p, out, route.ptr, rowBytes, headerBytes, maxRows, 2 * device.props.smCount, stream);
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
     return out;
   }
@@ -421,12 +437,14 @@ export class GpuMoe {
     for (let s = 0; s < world; s++) pairs += plan[s]! * p.topk;
     const work = Math.max(pairs, rowsOut - total[rank]!);
     const grid = Math.min(4 * device.props.smCount, Math.ceil(work / (THREADS / 32)));
-    this.#gather(p, out, planMemory.ptr, rowBytes, headerBytes, rowsOut, grid, topkIdx, topkWeights, stream);
+    out.handle.expert.copyFrom(topkIdx, stream);
+    out.handle.weights.copyFrom(topkWeights, stream);
+    this.#gather(p, out, planMemory.ptr, rowBytes, headerBytes, rowsOut, grid, stream);
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
     return out;
   }
 
-  /** The handle's pairs, and moe_gather over `plan` (nothing to launch for a grid of 0). */
+  /** moe_gather over `plan` (nothing to launch for a grid of 0). */
   #gather(
     p: MoeProblem,
     out: DispatchResult<Tensor>,
@@ -435,13 +453,9 @@ export class GpuMoe {
     headerBytes: number,
     rows: number,
     grid: number,
-    topkIdx: Tensor,
-    topkWeights: Tensor,
     stream: Stream,
   ): void {
     const { handle } = out;
-    handle.expert.copyFrom(topkIdx, stream);
-    handle.weights.copyFrom(topkWeights, stream);
     if (grid > 0)
       this.#k().gather.launch(
         { grid, block: THREADS, stream },
@@ -465,9 +479,13 @@ export class GpuMoe {
     const { staging, device } = this.#ctx;
     const p = handle.problem;
     const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device });
-    const bytes = handle.received * p.hidden * 2;
-    // The largest rank's rows: every rank judges the staging buffer's room alike.
-    checkCapacity(what, stagedRows(handle) * p.hidden * 2, staging.tensor.nbytes);
+    const rowBytes = p.hidden * 2;
+    // Routed on the device, the dispatch made sure every rank's maxRows fit, or was refused on every
+    // rank: its pairs are then unused and no row is read, and the rows staged are cut to the buffer
+    // (no rank may throw here alone). Routed on the host, the largest rank's rows: judged alike.
+    if (handle.receivedByRank !== undefined)
+      checkCapacity(what, stagedRows(handle) * rowBytes, staging.tensor.nbytes);
+    const bytes = Math.min(handle.received, Math.floor(staging.tensor.nbytes / rowBytes)) * rowBytes;
     const k = this.#k();
     const phase = this.#ctx.phase(
       { kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts },

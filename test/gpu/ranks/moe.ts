@@ -366,6 +366,8 @@ if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
   if (rank === 0) bad[5] = experts + 3;
   ids.copyFrom(Tensor.fromHost(bad, "i32", { shape: [tokens, topk] }), stream);
   c.dispatch(x, ids, w, { ...options, into: d });
+  // A combine enqueued after it (as in a graph, before anyone synchronizes) reads no row: zeros.
+  const none = c.combine(d.tokens, d.handle, { stream });
   assert.throws(
     () => group.synchronize(stream),
     (e: unknown) =>
@@ -373,6 +375,7 @@ if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
       /refused on every rank: rank 0's topkIdx has an expert id out of range at pair 5/.test(String(e)),
     "pull_device bad id",
   );
+  assertSameBits(none.toHost({ stream }), new Uint16Array(tokens * hidden), "combine after a refusal", seed);
   assertSameBits(
     d.counts.toHost({ stream }),
     new Int32Array(experts / world).fill(-1),
@@ -389,13 +392,49 @@ if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
     ),
     stream,
   );
-  c.dispatch(x, ids, w, { ...options, maxRows: rank === world - 1 ? 0 : maxRows, algorithm: "pull_device" });
+  const refused = c.dispatch(x, ids, w, {
+    ...options,
+    maxRows: rank === world - 1 ? 0 : maxRows,
+    algorithm: "pull_device",
+  });
+  c.combine(refused.tokens, refused.handle, { stream });
   assert.throws(
     () => group.synchronize(stream),
     (e: unknown) =>
       typed(e) && new RegExp(`rank ${world - 1} receives \\d+ rows, more than its maxRows`).test(String(e)),
     "pull_device maxRows",
   );
+  // Rank 0's maxRows rows would not fit the staging buffer for combine: refused on every rank, and the
+  // combine after it throws on no rank (it stages what fits and reads nothing).
+  const huge = (256 << 20) / (hidden * 2) + 1;
+  const tooBig = c.dispatch(x, ids, w, {
+    ...options,
+    maxRows: rank === 0 ? huge : maxRows,
+    algorithm: "pull_device",
+  });
+  const zeros = c.combine(tooBig.tokens, tooBig.handle, { stream });
+  assert.throws(
+    () => group.synchronize(stream),
+    (e: unknown) => typed(e) && /rank 0's maxRows \(\d+\) rows of bf16 would not fit/.test(String(e)),
+    "pull_device combine room",
+  );
+  assertSameBits(
+    zeros.toHost({ stream }),
+    new Uint16Array(tokens * hidden),
+    "combine after a room refusal",
+    seed,
+  );
+  for (const r of [refused, tooBig])
+    for (const t of [
+      r.tokens,
+      r.weights,
+      r.counts,
+      r.handle.expert,
+      r.handle.row,
+      r.handle.weights,
+      r.handle.route!,
+    ])
+      t.dispose();
   // pull_device needs maxRows; into must match.
   assert.throws(
     () => c.dispatch(x, ids, w, { numExperts: experts, algorithm: "pull_device" }),

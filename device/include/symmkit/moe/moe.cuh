@@ -15,8 +15,10 @@
 //                  host's dispatchVerdict, plus the room combine will need; codes kStaging ..) and
 //                  writes the plan the host otherwise uploads: tokens per source, base rows, this
 //                  rank's rows received, and the rows per local expert into counts. A refused call
-//                  plans no pair and no spare row, sets counts to -1 and records the refusal
-//                  (sync/refusal.cuh); every rank refuses alike, so the closing barrier still pairs.
+//                  plans no pair and no spare row, sets counts to -1, marks this rank's pairs unused
+//                  in the handle (a combine after it reads nothing and writes zeros) and records the
+//                  refusal (sync/refusal.cuh); every rank refuses alike, so the closing barrier still
+//                  pairs.
 //   moe_gather     after a barrier (every rank's staging complete and visible): one warp per pair of
 //                  every source, in source-major order; it reads the pair's id and pos from the source's
 //                  staging (NVLink), writes this rank's own pairs' rows into the handle, and copies a
@@ -132,21 +134,28 @@ __device__ __forceinline__ i32 count_of(const SymmView& v, u32 r, u32 e) {
   return static_cast<const i32*>(v.buffers[r])[kHeaderFixed + e];
 }
 
-/** One block; dynamic shared memory: 8 x experts bytes (every expert's rows, then the rows of its owner's
- * earlier local experts). */
+/** Dynamic shared memory moe_route takes per expert (src/ops/moe.ts MOE_ROUTE_SHARED_PER_EXPERT). */
+constexpr u32 kRouteSharedPerExpert = 16;
+
+/** One block; dynamic shared memory: kRouteSharedPerExpert x experts bytes (every expert's rows, then the
+ * rows of its owner's earlier local experts, as i64: sums that overflow i32 are refused, not wrapped).
+ * A refused call also marks this rank's pairs unused in the handle (expert and row -1), so a combine
+ * enqueued after it reads no row and writes zeros. */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ SymmView v, u32 experts, u32 local_experts,
                                                       u64 combine_row_bytes, u64 capacity, i32* plan, i32* counts_out,
+                                                      i32* handle_expert, i32* handle_row, u64 own_pairs,
                                                       Refusal* refusal) {
-  extern __shared__ i32 route_shared[];
+  static_assert(W <= kWarps, "one warp scans each owner's experts");
+  extern __shared__ i64 route_shared[];
   __shared__ i32 fixed[W][kHeaderFixed];
   __shared__ i64 received[W];
   __shared__ u32 verdict, who, detail;
   const u32 E = experts, L = local_experts, me = v.rank;
   const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const Plan at = plan_layout(W, E);
-  i32* totals = route_shared;     // [E]: every rank's rows of expert e
-  i32* owned = route_shared + E;  // [E]: the owner's rows of its local experts before e
+  i64* totals = route_shared;     // [E]: every rank's rows of expert e
+  i64* owned = route_shared + E;  // [E]: the owner's rows of its local experts before e
   if (threadIdx.x < W * kHeaderFixed)
     fixed[threadIdx.x / kHeaderFixed][threadIdx.x % kHeaderFixed] =
         static_cast<const i32*>(v.buffers[threadIdx.x / kHeaderFixed])[threadIdx.x % kHeaderFixed];
@@ -156,7 +165,7 @@ __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ Sy
   for (u32 r = 0; r < W; ++r) staged = staged && fixed[r][3] == 0;
   if (staged) {
     for (u32 e = threadIdx.x; e < E; e += kThreads) {
-      i32 all = 0;
+      i64 all = 0;
 #pragma unroll
       for (u32 r = 0; r < W; ++r) all += count_of(v, r, e);
       totals[e] = all;
@@ -174,7 +183,7 @@ __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ Sy
           const i64 y = __shfl_up_sync(0xffffffffu, incl, d);
           if (lane >= d) incl += y;
         }
-        if (j0 + lane < L) owned[e] = static_cast<i32>(carry + incl - x);
+        if (j0 + lane < L) owned[e] = carry + incl - x;
         carry += __shfl_sync(0xffffffffu, incl, 31);
       }
       if (lane == 0) received[warp] = carry;
@@ -182,11 +191,12 @@ __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ Sy
     __syncthreads();
     // Source r's first row of expert e at its owner: the owner's earlier local experts, then e's rows
     // from the ranks before r.
+    // (Wrapped when the rows overflow i32: the call is then refused and the plan unused.)
     for (u32 e = threadIdx.x; e < E; e += kThreads) {
-      i32 base = owned[e];
+      i64 base = owned[e];
 #pragma unroll
       for (u32 r = 0; r < W; ++r) {
-        plan[at.bases + r * E + e] = base;
+        plan[at.bases + r * E + e] = static_cast<i32>(base);
         base += count_of(v, r, e);
       }
     }
@@ -211,12 +221,13 @@ __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ Sy
     if (threadIdx.x < W) plan[threadIdx.x] = 0;
     if (threadIdx.x == 0) plan[at.received] = fixed[me][2];
     for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = -1;
+    for (u64 i = threadIdx.x; i < own_pairs; i += kThreads) handle_expert[i] = handle_row[i] = -1;
     if (threadIdx.x == 0) record_refusal(refusal, verdict, who, detail);
     return;
   }
   if (threadIdx.x < W) plan[threadIdx.x] = fixed[threadIdx.x][0];
   if (threadIdx.x == 0) plan[at.received] = static_cast<i32>(received[me]);
-  for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = totals[me * L + j];
+  for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = static_cast<i32>(totals[me * L + j]);
 }
 
 /** What moe_gather writes and how to read the sources (its parameters, src/ops/moe.ts GATHER_PARAMS). */
