@@ -158,8 +158,9 @@ interface Kernels {
 export class GpuMoe {
   readonly #ctx: MoeContext;
   #kernels: Kernels | undefined;
-  /** Every rank's header, copied here for the host to read; the base rows the gather reads. Grown as
-   * needed; written on a call's stream after it waited for the stream that used them last. */
+  /** pull's: every rank's header, copied here for the host to read; the base rows the gather reads. Grown
+   * as needed; written on a call's stream after it waited for the stream that used them last. (pull_device
+   * keeps its plan in the result's handle.) */
   #headers: DeviceMemory | undefined;
   #plan: DeviceMemory | undefined;
   #lastStream: Stream | undefined;
@@ -269,8 +270,6 @@ export class GpuMoe {
     checkCapacity("dispatch", headerBytes, capacity);
     const fits = headerBytes + at.end <= capacity;
     const k = this.#k();
-    if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
-    this.#lastStream = stream;
     const phase = this.#ctx.phase(
       { kind: `moe-dispatch/${algorithm}`, dtype: p.dtype, count: p.hidden * p.topk, peer: E },
       stream,
@@ -398,6 +397,9 @@ export class GpuMoe {
     const what = "dispatch";
     const { rank, world, staging, device } = this.#ctx;
     const E = p.numExperts;
+    // The scratch below was last read on that stream (pull_device uses none: it stays capturable).
+    if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
+    this.#lastStream = stream;
     // Every rank's header, then one wait.
     const side = MOE_HEADER_FIXED + E;
     const headers = this.#scratch("headers", world * 4 * side);
