@@ -76,6 +76,7 @@ import {
   dispatchVerdict,
   firstBadId,
   MOE_HEADER_FIXED,
+  checkDispatchInto,
   stagedRows,
   CPU_MOE_ALGORITHMS,
   type CombineOptions,
@@ -652,6 +653,12 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const { rank, world } = this.#sync;
     const p = checkDispatch(what, world, tokens, topkIdx, topkWeights, options);
     checkAlgorithm(what, options?.algorithm ?? "auto", CPU_MOE_ALGORITHMS);
+    const into = options.into;
+    if (into !== undefined) {
+      checkDispatchInto(what, p, options.maxRows, rank, world, into);
+      if (!(into.tokens instanceof HostTensor))
+        throw new InvalidArgumentError(`${what}: into must be a result of this CPU group's dispatch`);
+    }
     const ids = topkIdx.raw as Int32Array;
     const E = p.numExperts;
     const F = MOE_HEADER_FIXED;
@@ -686,11 +693,13 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
       throw new InvalidArgumentError(verdict);
     }
     const rowsOut = options.maxRows ?? total[rank]!;
-    const out = {
+    const out = into ?? {
       tokens: HostTensor.zeros([rowsOut, p.hidden], p.dtype),
       weights: HostTensor.zeros([rowsOut], "f32"),
       scales: p.dtype === "fp8e4m3" ? HostTensor.zeros([rowsOut], "f32") : undefined,
     };
+    // Spare rows are zero: an earlier dispatch's rows go first.
+    if (into) for (const t of [into.tokens, into.weights, into.scales]) if (t) byteView(t.raw).fill(0);
     const rowBytes = p.hidden * tokens.elementBytes;
     const dest = byteView(out.tokens.raw);
     for (let s = 0; s < world; s++) {
@@ -710,22 +719,32 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
         if (out.scales !== undefined) (out.scales.raw as Float32Array)[row] = sScales[token]!;
       }
     }
+    const rowsOfPairs = routeRows(counts, rank, ids, p);
+    const counted = received[rank]!;
+    this.#meet();
+    if (into) {
+      // Written again in place: the result's tensors, and its handle now describes this dispatch.
+      (into.counts.raw as Int32Array).set(counted);
+      (into.handle.expert.raw as Int32Array).set(ids);
+      (into.handle.row.raw as Int32Array).set(rowsOfPairs);
+      (into.handle.weights.raw as Float32Array).set(topkWeights.raw as Float32Array);
+      Object.assign(into.handle, { received: total[rank]!, receivedByRank: total });
+      return into;
+    }
+    const shape = [p.tokens, p.topk];
     const handle: MoeHandle<HostTensor> = {
       problem: p,
       rank,
       world,
       received: total[rank]!,
       receivedByRank: total,
-      expert: HostTensor.fromHost(ids.slice(), "i32", { shape: [p.tokens, p.topk] }),
-      row: HostTensor.fromHost(routeRows(counts, rank, ids, p), "i32", { shape: [p.tokens, p.topk] }),
-      weights: HostTensor.fromHost((topkWeights.raw as Float32Array).slice(), "f32", {
-        shape: [p.tokens, p.topk],
-      }),
+      expert: HostTensor.fromHost(ids.slice(), "i32", { shape }),
+      row: HostTensor.fromHost(rowsOfPairs, "i32", { shape }),
+      weights: HostTensor.fromHost((topkWeights.raw as Float32Array).slice(), "f32", { shape }),
     };
-    this.#meet();
     return {
       ...out,
-      counts: HostTensor.fromHost(received[rank]!, "i32", { shape: [p.localExperts] }),
+      counts: HostTensor.fromHost(counted, "i32", { shape: [p.localExperts] }),
       handle,
     };
   }

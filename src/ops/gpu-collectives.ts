@@ -780,8 +780,7 @@ export class GpuCollectives implements Collectives<
     tokens: Tensor,
     topkIdx: Tensor,
     topkWeights: Tensor,
-    options: DispatchOptions<Tensor> &
-      CollectiveOptions & { algorithm?: GpuMoeAlgorithm; into?: DispatchResult<Tensor> },
+    options: DispatchOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm },
   ): DispatchResult<Tensor> {
     const what = "dispatch";
     const p = checkDispatch(what, this.#group.worldSize, tokens, topkIdx, topkWeights, options);

@@ -26,6 +26,10 @@ export interface DispatchOptions<T> {
   /** Rows of the dispatched tensors; default: exactly the rows that arrive. A fixed size lets a caller
    * keep its buffers (and GPUs avoid a host round trip); rows past those that arrive are zero. */
   readonly maxRows?: number | undefined;
+  /** An earlier result of this group's dispatch with the same tokens, hidden, topk, numExperts, dtype and
+   * maxRows: its tensors are written again and returned (its handle then describes this dispatch). On
+   * GPUs it goes with algorithm pull_device, and inside a CUDA graph capture it is required. */
+  readonly into?: DispatchResult<T> | undefined;
 }
 
 /** A checked dispatch. */
@@ -58,6 +62,36 @@ export interface MoeHandle<T> {
   readonly weights: T;
   /** pull_device: the plan the device wrote (dispatches `into` this result write it again). */
   readonly route?: T;
+}
+
+/** `into` (DispatchOptions.into) is a result of this rank's dispatches in this group with this dispatch's
+ * shapes and maxRows. */
+export function checkDispatchInto(
+  what: string,
+  p: MoeProblem,
+  maxRows: number | undefined,
+  rank: number,
+  world: number,
+  into: DispatchResult<Described>,
+): void {
+  const h = (into as Partial<DispatchResult<Described>> | undefined)?.handle;
+  const q = h?.problem;
+  const same =
+    maxRows !== undefined &&
+    h !== undefined &&
+    q !== undefined &&
+    h.rank === rank &&
+    h.world === world &&
+    q.tokens === p.tokens &&
+    q.hidden === p.hidden &&
+    q.topk === p.topk &&
+    q.numExperts === p.numExperts &&
+    q.dtype === p.dtype &&
+    into.tokens.shape[0] === maxRows;
+  if (!same)
+    throw new InvalidArgumentError(
+      `${what}: into must be the result of a dispatch of this group on this rank with the same tokens, hidden, topk, numExperts, dtype and maxRows`,
+    );
 }
 
 /** Rows combine stages on the rank that stages most (see MoeHandle.receivedByRank). */

@@ -28,6 +28,7 @@ import { Tensor } from "../runtime/tensor.js";
 import { WORLD_SIZES } from "./coll/programs.js";
 import type { CollectiveContext } from "./coll/registry.js";
 import {
+  checkDispatchInto,
   dispatchHeader,
   dispatchVerdict,
   MOE_HEADER_FIXED,
@@ -196,7 +197,7 @@ export class GpuMoe {
     tokens: Tensor,
     topkIdx: Tensor,
     topkWeights: Tensor,
-    o: DispatchOptions<Tensor> & { algorithm?: GpuMoeAlgorithm; into?: DispatchResult<Tensor> | undefined },
+    o: DispatchOptions<Tensor> & { algorithm?: GpuMoeAlgorithm },
     stream: Stream,
   ): DispatchResult<Tensor> {
     const what = "dispatch";
@@ -325,24 +326,9 @@ export class GpuMoe {
 
   /** `into` is a pull_device result of this group with this dispatch's shapes. */
   #checkInto(what: string, p: MoeProblem, maxRows: number, into: DispatchResult<Tensor>): void {
-    const h = into.handle as MoeHandle<Tensor> | undefined;
-    const q = h?.problem;
-    const same =
-      h !== undefined &&
-      h.route instanceof Tensor &&
-      h.rank === this.#ctx.rank &&
-      h.world === this.#ctx.world &&
-      q !== undefined &&
-      q.tokens === p.tokens &&
-      q.hidden === p.hidden &&
-      q.topk === p.topk &&
-      q.numExperts === p.numExperts &&
-      q.dtype === p.dtype &&
-      h.received === maxRows;
-    if (!same)
-      throw new InvalidArgumentError(
-        `${what}: into must be the result of a pull_device dispatch of this group with the same tokens, hidden, topk, numExperts, dtype and maxRows`,
-      );
+    checkDispatchInto(what, p, maxRows, this.#ctx.rank, this.#ctx.world, into);
+    if (!(into.handle.route instanceof Tensor))
+      throw new InvalidArgumentError(`${what}: into must be the result of a pull_device dispatch`);
   }
 
   #routeOnDevice(
