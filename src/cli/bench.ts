@@ -44,6 +44,14 @@ function sizesOption(parseSizes: (spec: string) => number[]): Option {
     .default(parseSizes(spec), spec);
 }
 
+/** `flag` a,b: what to time among `known`, comma-separated (default: all). */
+function namesOption(flag: string, known: readonly string[]): Option {
+  return new Option(
+    `${flag} <names>`,
+    `what to time, comma-separated: ${known.join(", ")} (default: all)`,
+  ).argParser(algorithmList(known));
+}
+
 /** --algorithms a,b: names among `known` (when the module says which it knows). */
 function algorithmList(known?: readonly string[]): (spec: string) => string[] {
   return (spec) => {
@@ -322,12 +330,7 @@ export function addBenchCommands(program: CliCommand): void {
       const { ALL_TO_ALL_BENCH_NAMES } = await import("../bench/all-to-all.js");
       cmd
         .addOption(sizesOption(parseSizes))
-        .addOption(
-          new Option(
-            "--algorithms <names>",
-            `what to time, comma-separated: ${ALL_TO_ALL_BENCH_NAMES.join(", ")} (default: all)`,
-          ).argParser(algorithmList(ALL_TO_ALL_BENCH_NAMES)),
-        )
+        .addOption(namesOption("--algorithms", ALL_TO_ALL_BENCH_NAMES))
         .addOption(jsonOption());
     })
     .does(async (cmd) => {
@@ -348,12 +351,7 @@ export function addBenchCommands(program: CliCommand): void {
       const { SEND_RECV_BENCH_NAMES } = await import("../bench/send-recv.js");
       cmd
         .addOption(sizesOption(parseSizes))
-        .addOption(
-          new Option(
-            "--algorithms <names>",
-            `what to time, comma-separated: ${SEND_RECV_BENCH_NAMES.join(", ")} (default: all)`,
-          ).argParser(algorithmList(SEND_RECV_BENCH_NAMES)),
-        )
+        .addOption(namesOption("--algorithms", SEND_RECV_BENCH_NAMES))
         .addOption(jsonOption());
     })
     .does(async (cmd) => {
@@ -376,12 +374,7 @@ export function addBenchCommands(program: CliCommand): void {
       const { HOSTS_BENCH_COLLECTIVES } = await import("../bench/hosts.js");
       cmd
         .addOption(sizesOption(parseSizes))
-        .addOption(
-          new Option(
-            "--collectives <names>",
-            `what to time, comma-separated: ${HOSTS_BENCH_COLLECTIVES.join(", ")} (default: all)`,
-          ).argParser(algorithmList(HOSTS_BENCH_COLLECTIVES)),
-        )
+        .addOption(namesOption("--collectives", HOSTS_BENCH_COLLECTIVES))
         .addOption(jsonOption());
     })
     .does(async (cmd) => {

@@ -297,18 +297,15 @@ export class GpuCollectives implements Collectives<
         )),
       refusalPtr: group.watch.refusalPtr,
     });
-    for (const [code, why] of Object.entries(A2AV_REFUSALS))
-      group.watch.describeRefusal(
-        Number(code),
-        (r) =>
-          `allToAllV (counts on the device) was refused on every rank: ${why(r.rank, r.detail)}; nothing was written`,
-      );
-    for (const [code, why] of Object.entries(MOE_REFUSALS))
-      group.watch.describeRefusal(
-        Number(code),
-        (r) =>
-          `dispatch (pull_device) was refused on every rank: ${why(r.rank, r.detail)}; nothing was written`,
-      );
+    for (const [op, refusals] of [
+      ["allToAllV (counts on the device)", A2AV_REFUSALS],
+      ["dispatch (pull_device)", MOE_REFUSALS],
+    ] as const)
+      for (const [code, why] of Object.entries(refusals))
+        group.watch.describeRefusal(
+          Number(code),
+          (r) => `${op} was refused on every rank: ${why(r.rank, r.detail)}; nothing was written`,
+        );
     this.#moe = new GpuMoe({
       ...this.#ctx,
       device: group.device,
