@@ -8,6 +8,7 @@ import { LINK_PROBE, FAIL_CONTEXT, SYNC_KERNELS } from "./distributed/sync-kerne
 import { ALL_TO_ALL_PROGRAM, BARRIER_KERNELS } from "./ops/coll/programs.js";
 import { collectivePrograms } from "./ops/coll/registry.js";
 import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
+import { DECODE_PROGRAMS } from "./ops/decode-gemm.js";
 import { FUSED_PROGRAMS } from "./ops/fused-programs.js";
 import { arNormPrograms } from "./ops/ar-norm-programs.js";
 import { MOE_PROGRAM } from "./ops/moe.js";
@@ -22,6 +23,7 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   ...collectivePrograms(),
   ALL_TO_ALL_PROGRAM,
   ...GEMM_PROGRAMS,
+  ...DECODE_PROGRAMS,
   ...FUSED_PROGRAMS,
   ...arNormPrograms(),
   MOE_PROGRAM,

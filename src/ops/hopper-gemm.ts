@@ -4,13 +4,12 @@ import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
-import { DeviceMemory, memset } from "../runtime/memory.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { encodeTensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { SyncWatch } from "../distributed/sync-watch.js";
-import { Graph } from "../runtime/graph.js";
+import { SplitScratch } from "./split-scratch.js";
 import {
   FUSION_PARAMS_LAYOUT as F,
   GEMM_ARGS_LAYOUT as L,
@@ -145,7 +144,7 @@ export function gemmKernelFor(m: number, splits: number): { splitK: boolean; nar
 }
 
 /** An exchange's world, rank and per-rank buffers, else a typed error naming `what` (scatter, all-reduce). */
-function checkRanks(what: string, s: GemmScatter): void {
+export function checkRanks(what: string, s: GemmScatter): void {
   if (!Number.isInteger(s.world) || s.world < 1 || s.world > GEMM_MAX_WORLD)
     throw new InvalidArgumentError(`gemm: ${what} world ${s.world} must be in [1, ${GEMM_MAX_WORLD}]`);
   if (!Number.isInteger(s.rank) || s.rank < 0 || s.rank >= s.world)
@@ -170,9 +169,9 @@ export class HopperGemm {
   readonly #fusion = new Uint8Array(F.bytes);
   readonly #fusionView = new DataView(this.#fusion.buffer);
   #watch: SyncWatch | undefined;
-  /** Split-K's partials and tile counters, per stream (launches on one stream never overlap), sized for
-   * any one-wave split: at most smCount tile slices of 128 x 256 f32, and smCount tiles. */
-  readonly #splitScratch = new Map<Stream, { ws: DeviceMemory; counters: DeviceMemory }>();
+  /** Split-K's partials and tile counters, sized for any one-wave split: at most smCount tile slices of
+   * 128 x 256 f32, and smCount tiles. */
+  readonly #splitScratch: SplitScratch;
 
   constructor(device: Device, variant: GemmVariant, watch?: SyncWatch) {
     if (!device.props.arch.startsWith("sm_90")) {
@@ -195,6 +194,8 @@ export class HopperGemm {
     this.variant = variant;
     this.kernel = sharedModule(gemmProgram(variant), device).kernel(gemmExpr(variant), GEMM_PARAMS);
     this.#watch = watch;
+    const sms = device.props.smCount;
+    this.#splitScratch = new SplitScratch(device, sms * GEMM_TILE_M * GEMM_TILE_N * 4, sms);
   }
 
   launch(p: GemmLaunch): void {
@@ -391,24 +392,11 @@ export class HopperGemm {
       );
   }
 
-  /** Points the launch at its stream's split scratch, allocated on the stream's first split launch. */
+  /** Points the launch at its stream's split scratch. */
   #writeSplitScratch(stream: Stream): void {
-    let sc = this.#splitScratch.get(stream);
-    if (!sc) {
-      if (Graph.activeCapture(stream))
-        throw new UnsupportedError(
-          "gemm: split-K allocates its scratch on a stream's first split launch, which cannot happen while the stream is captured; make one call on this stream before capturing",
-        );
-      const sms = this.device.props.smCount;
-      sc = {
-        ws: DeviceMemory.alloc(sms * GEMM_TILE_M * GEMM_TILE_N * 4, this.device),
-        counters: DeviceMemory.alloc(sms * 4, this.device),
-      };
-      memset(sc.counters.ptr, 0, 4, sms, stream);
-      this.#splitScratch.set(stream, sc);
-    }
-    this.#view.setBigUint64(L.splitWs, sc.ws.ptr, true);
-    this.#view.setBigUint64(L.splitCounters, sc.counters.ptr, true);
+    const sc = this.#splitScratch.for(stream);
+    this.#view.setBigUint64(L.splitWs, sc.ws, true);
+    this.#view.setBigUint64(L.splitCounters, sc.counters, true);
   }
 
   #writeSecondA(

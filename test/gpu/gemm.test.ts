@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError, UnsupportedError } from "../../src/errors.js";
 import { Device } from "../../src/runtime/device.js";
-import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../../src/runtime/memory.js";
+import { copyDeviceToDevice, DeviceMemory, writeValue32 } from "../../src/runtime/memory.js";
 import { Graph } from "../../src/runtime/graph.js";
 import { Module } from "../../src/runtime/module.js";
 import { Stream } from "../../src/runtime/stream.js";
@@ -21,6 +21,7 @@ import { relFrobenius } from "../../src/bench/gemm.js";
 import { HostTensor } from "../../src/cpu/host-tensor.js";
 import { hostMatmul } from "../../src/cpu/matmul.js";
 import { skipReason, testSeed } from "./gpu.js";
+import { exactInts, Guarded } from "./gemm-support.js";
 
 const hopper = !skipReason && Device.get(0).props.arch.startsWith("sm_90");
 const skip = skipReason || (!hopper && "the symmkit GEMM needs a Hopper GPU (sm_90a)");
@@ -28,36 +29,6 @@ if (skip && !skipReason) console.log(`# GEMM tests skipped: ${skip}`);
 const seed = skip ? 0n : testSeed();
 let offset = 0n;
 const nextOffset = (): bigint => (offset += 1n << 40n);
-
-const GUARD = 4096;
-const GUARD_BYTE = 0x5a;
-
-/** An output tensor with guard bytes on both sides, poisoned with NaN (0xffff) before the run. */
-class Guarded {
-  readonly mem: DeviceMemory;
-  readonly t: Tensor;
-  constructor(shape: [number, number], dtype: "bf16" | "f32", device: Device) {
-    const bytes = shape[0] * shape[1] * (dtype === "bf16" ? 2 : 4);
-    this.mem = DeviceMemory.alloc(bytes + 2 * GUARD, device);
-    memset(this.mem.ptr, GUARD_BYTE, 1, this.mem.bytes);
-    memset(this.mem.ptr + BigInt(GUARD), 0xff, 1, bytes);
-    this.t = Tensor.fromMemory(this.mem, shape, dtype, GUARD);
-  }
-  check(what: string): void {
-    const all = Tensor.fromMemory(this.mem, [this.mem.bytes], "u8").toHost() as Uint8Array;
-    const tail = this.mem.bytes - GUARD;
-    for (let i = 0; i < GUARD; i++) {
-      assert.equal(all[i], GUARD_BYTE, `${what}: guard byte ${i} before the output was overwritten`);
-      assert.equal(all[tail + i], GUARD_BYTE, `${what}: guard byte ${i} after the output was overwritten`);
-    }
-  }
-  values(): Float32Array {
-    return this.t.toHost({ decode: true });
-  }
-  dispose(): void {
-    this.mem.dispose();
-  }
-}
 
 function reference(
   a: Float32Array,
@@ -375,14 +346,6 @@ test("hook: signalling store into another buffer, and f32 accumulation", { skip 
 });
 
 /** Integers in [-2, 2] from the seed: every sum of products is exact in f32, whatever its order. */
-function exactInts(count: number, salt: number): number[] {
-  let x = (seed ^ BigInt(salt * 0x9e3779b9)) & 0xffffffffn;
-  return Array.from({ length: count }, () => {
-    x = (x * 1103515245n + 12345n) & 0x7fffffffn;
-    return (Number(x >> 16n) % 5) - 2;
-  });
-}
-
 test(
   "split-K: every slice count gives the unsplit bits on exact inputs, every epilogue, odd shapes, replays",
   { skip },
@@ -403,7 +366,7 @@ test(
     ];
     let salt = 1;
     for (const [what, elem, layoutB, m, n, k, splitsList] of cases) {
-      const [ai, bi] = [exactInts(m * k, salt++), exactInts(n * k, salt++)];
+      const [ai, bi] = [exactInts(m * k, seed, salt++), exactInts(n * k, seed, salt++)];
       const shapeB = layoutB === "nk" ? [n, k] : [k, n];
       const a = Tensor.fromHost(ai, elem, { device, shape: [m, k] });
       const b = Tensor.fromHost(bi, elem, { device, shape: shapeB });

@@ -328,15 +328,15 @@ struct AccumulateF32 : PlainEpilogue {
   }
 };
 
-/** This call's epoch (ScatterReduce, AllReduceTiles): FusionParams::epoch counts calls in device memory,
+/** This call's epoch (ScatterReduce, AllReduceTiles, the decode GEMM's all-reduce): `epoch` counts calls in device memory,
  * so graph replays count too. Thread 0 of every CTA reads it at the start; the last to read advances it. */
-__device__ __forceinline__ u32 call_epoch(const FusionParams& f) {
-  const u32 e = *reinterpret_cast<volatile u32*>(f.epoch) + 1;
+__device__ __forceinline__ u32 call_epoch(u32* epoch) {
+  const u32 e = *reinterpret_cast<volatile u32*>(epoch) + 1;
   u32 readers;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(readers) : "l"(f.epoch + 1) : "memory");
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(readers) : "l"(epoch + 1) : "memory");
   if (readers == gridDim.x - 1) {
-    f.epoch[1] = 0;
-    f.epoch[0] = e;
+    epoch[1] = 0;
+    epoch[0] = e;
   }
   return e;
 }
@@ -454,7 +454,7 @@ struct ScatterReduce {
   }
 
   static __device__ __forceinline__ void init(const FusionParams& f, Shared& sh) {
-    sh = {0, call_epoch(f), {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
+    sh = {0, call_epoch(f.epoch), {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
   }
 
   /**
@@ -583,7 +583,7 @@ struct AllReduceTiles {
   struct Shared {
     u32 epoch;
   };
-  static __device__ __forceinline__ void init(const FusionParams& f, Shared& sh) { sh.epoch = call_epoch(f); }
+  static __device__ __forceinline__ void init(const FusionParams& f, Shared& sh) { sh.epoch = call_epoch(f.epoch); }
 
   __device__ __forceinline__ void finish(const EpilogueCtx& c, const Tile& t, const float (&acc)[128], Shared& sh) {
     const FusionParams& f = c.fusion;

@@ -1,0 +1,291 @@
+// symmkit's GEMM for few rows of A (device/include/symmkit/gemm/decode_gemm.cuh): D[m, n] = A[m, k] * B[n, k]^T
+// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 128 rows of A, with split-K for problems of
+// few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
+// all-reduce run it at decode sizes (decodeFits); HopperGemm runs everything else.
+import { InvalidArgumentError, UnsupportedError } from "../errors.js";
+import type { Ptr } from "../cuda/native.js";
+import type { Device } from "../runtime/device.js";
+import { dtypeInfo } from "../runtime/dtype.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
+import { encodeTensorMap2d } from "../runtime/tensor-map.js";
+import { sharedModule, type ProgramSpec } from "../runtime/module.js";
+import type { Kernel } from "../runtime/kernel.js";
+import { SyncWatch } from "../distributed/sync-watch.js";
+import { GEMM_ELEMS, type GemmElem } from "./gemm-programs.js";
+import { checkRanks, gemmKBlocks, type GemmScatter } from "./hopper-gemm.js";
+import { SplitScratch } from "./split-scratch.js";
+
+/** Rows of A a tile takes (wgmma's N side): the smallest that covers m, at most 128. */
+export const DECODE_COLS = [8, 16, 32, 64, 128] as const;
+export type DecodeCols = (typeof DECODE_COLS)[number];
+/** Rows of B a tile takes (kDecodeRowsB). */
+export const DECODE_ROWS_B = 64;
+export const DECODE_THREADS = 256;
+const RING_BUDGET = 192 * 1024;
+const MAX_STAGES = 16;
+const TILE_K_BYTES = 128;
+
+export interface DecodeVariant {
+  readonly elem: GemmElem;
+  readonly cols: DecodeCols;
+  /** GEMM + all-reduce's exchange in the epilogue (decode_gemm.cuh kAllReduce). */
+  readonly allReduce: boolean;
+}
+
+/** Dynamic shared memory of a launch (DecodeRing<cols>::kSharedBytes). */
+export function decodeSharedBytes(cols: DecodeCols): number {
+  const stage = (cols + DECODE_ROWS_B) * TILE_K_BYTES;
+  const stages = Math.min(MAX_STAGES, Math.floor(RING_BUDGET / stage));
+  return stages * stage + 2 * stages * 8 + 1024;
+}
+
+/** The tile width for m rows of A: the smallest of DECODE_COLS that covers them, else the widest. */
+export function decodeCols(m: number): DecodeCols {
+  return DECODE_COLS.find((c) => c >= m) ?? 128;
+}
+
+export function decodeTiles(m: number, n: number, cols: DecodeCols): { tilesM: number; tilesN: number } {
+  return { tilesM: Math.ceil(m / cols), tilesN: Math.ceil(n / DECODE_ROWS_B) };
+}
+
+/** The most rows matmul() and GEMM + all-reduce give the decode GEMM: beyond, HopperGemm's 128 x 256
+ * tiles reuse B across rows of A in shared memory and win (bench/gemm-split-sweep.mjs). */
+export const DECODE_MAX_ROWS = 128;
+
+/** Whether the decode GEMM takes this problem: few rows, B as [n, k], whole 16-byte chunks of D's rows. */
+export function decodeFits(m: number, n: number, layoutB: "nk" | "kn"): boolean {
+  return m <= DECODE_MAX_ROWS && layoutB === "nk" && n % 8 === 0;
+}
+
+/** Fewest k-blocks per slice: below, the fix-up costs more than the SMs the split fills. */
+const MIN_SPLIT_KBLOCKS = 16;
+const MAX_SPLITS = 16;
+
+/** Split-K slices that fill `smCount` SMs with one CTA each: a power of two, 1 once the tiles fill half
+ * the SMs (n >= 4224 at m <= 128 on 132 SMs). */
+export function decodeSplitsFor(
+  m: number,
+  n: number,
+  k: number,
+  elementBytes: number,
+  smCount: number,
+): number {
+  const { tilesM, tilesN } = decodeTiles(m, n, decodeCols(m));
+  const byGrid = Math.floor(smCount / (tilesM * tilesN));
+  const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
+  const most = Math.min(byGrid, byK, MAX_SPLITS);
+  return most < 2 ? 1 : 2 ** Math.floor(Math.log2(most));
+}
+
+const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
+
+export function decodeExpr(v: DecodeVariant): string {
+  return `symmkit::gemm::decode_gemm<${ELEM_TYPES[v.elem]}, ${v.cols}, ${v.allReduce}>`;
+}
+
+export function decodeProgram(v: DecodeVariant): ProgramSpec {
+  return {
+    name: `symmkit/gemm/decode/${v.elem}-n${v.cols}${v.allReduce ? "-all-reduce" : ""}`,
+    source: '#include "symmkit/gemm/decode_gemm.cuh"\n',
+    nameExpressions: [decodeExpr(v)],
+  };
+}
+
+export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
+  DECODE_COLS.flatMap((cols) => [false, true].map((allReduce) => ({ elem, cols, allReduce }))),
+);
+export const DECODE_PROGRAMS: readonly ProgramSpec[] = DECODE_VARIANTS.map(decodeProgram);
+
+/** Byte offsets of DecodeArgs' fields (decode_gemm.cuh asserts its size; test/gemm-layout.test.ts
+ * compares every offset). */
+export const DECODE_ARGS_LAYOUT = {
+  d: 0,
+  ldd: 8,
+  m: 16,
+  n: 20,
+  k: 24,
+  tilesN: 28,
+  tilesM: 32,
+  splitLog2: 36,
+  splitWs: 40,
+  splitCounters: 48,
+  scaleA: 56,
+  scaleB: 64,
+  envTimeoutNs: 72,
+  envAbortFlag: 80,
+  envRecord: 88,
+  envRank: 96,
+  recv: 104,
+  flags: 168,
+  epoch: 232,
+  world: 240,
+  rank: 244,
+  bytes: 248,
+} as const;
+const L = DECODE_ARGS_LAYOUT;
+
+/** decode_gemm's parameters: the CUtensorMaps of A and B by value, then DecodeArgs. */
+export const DECODE_PARAMS = [
+  { bytes: 128, align: 64 },
+  { bytes: 128, align: 64 },
+  { bytes: L.bytes, align: 8 },
+] as const;
+
+/** Flags one rank's GEMM + all-reduce needs in the decode GEMM: world x tiles. */
+export function decodeFlagCount(m: number, n: number, world: number): number {
+  const { tilesM, tilesN } = decodeTiles(m, n, decodeCols(m));
+  return world * tilesM * tilesN;
+}
+
+export interface DecodeLaunch {
+  /** Row-major [m, k]. */
+  readonly a: Ptr;
+  /** Row-major [n, k]. */
+  readonly b: Ptr;
+  /** Row-major [m, n] bf16 with row stride ldd elements (16-byte aligned rows). */
+  readonly d: Ptr;
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly ldd?: number;
+  /** fp8: device addresses of one f32 each (default 1). */
+  readonly scaleA?: Ptr;
+  readonly scaleB?: Ptr;
+  /** Slices of K per tile: a power of two at most the k-blocks, tiles x splits at most the SMs (default 1). */
+  readonly splits?: number;
+  /** allReduce variants: the exchange (shardRows = m; flags: decodeFlagCount of them per rank). */
+  readonly exchange?: GemmScatter;
+  /** The rank a timeout record names as the waiter (default 0). */
+  readonly waitRank?: number;
+  readonly stream?: Stream;
+}
+
+/** One decode GEMM variant, loaded on one device. One launch at a time from the host (they may overlap on
+ * the GPU, on different streams). */
+export class DecodeGemm {
+  readonly device: Device;
+  readonly variant: DecodeVariant;
+  readonly kernel: Kernel<typeof DECODE_PARAMS>;
+  readonly #args = new Uint8Array(L.bytes);
+  readonly #view = new DataView(this.#args.buffer);
+  /** Sized for any one-wave split: smCount tile slices of 64 x 128 f32, and smCount tiles. */
+  readonly #splitScratch: SplitScratch;
+  #watch: SyncWatch | undefined;
+
+  constructor(device: Device, variant: DecodeVariant, watch?: SyncWatch) {
+    if (!device.props.arch.startsWith("sm_90"))
+      throw new UnsupportedError(
+        `the symmkit GEMM needs a Hopper GPU (sm_90a); ${device.props.name} is ${device.props.arch}: use impl "cublaslt"`,
+      );
+    this.device = device;
+    this.variant = variant;
+    this.kernel = sharedModule(decodeProgram(variant), device).kernel(decodeExpr(variant), DECODE_PARAMS);
+    const sms = device.props.smCount;
+    this.#splitScratch = new SplitScratch(device, sms * DECODE_ROWS_B * 128 * 4, sms);
+    this.#watch = watch;
+  }
+
+  /** The watch whose record explains an exchange timeout (created on first use if none was given). */
+  get watch(): SyncWatch {
+    this.#watch ??= SyncWatch.create(this.device);
+    return this.#watch;
+  }
+
+  launch(p: DecodeLaunch): void {
+    const v = this.variant;
+    const es = dtypeInfo(v.elem).bytes;
+    const { m, n, k } = p;
+    for (const [what, x] of [
+      ["m", m],
+      ["n", n],
+      ["k", k],
+    ] as const)
+      if (!Number.isInteger(x) || x < 1 || x > 2 ** 31 - 1)
+        throw new InvalidArgumentError(`gemm: ${what} = ${x} must be an integer in [1, 2^31)`);
+    if ((k * es) % 16 !== 0)
+      throw new InvalidArgumentError(`gemm: k = ${k} ${v.elem} rows must be a multiple of 16 bytes`);
+    const ldd = p.ldd ?? n;
+    if (n % 8 !== 0 || !Number.isInteger(ldd) || ldd < n || ldd % 8 !== 0)
+      throw new InvalidArgumentError(
+        `gemm: the decode GEMM stores 16-byte chunks: n = ${n} and ldd = ${ldd} >= n must be multiples of 8`,
+      );
+    if (p.d % 16n !== 0n) throw new InvalidArgumentError("gemm: d must be 16-byte aligned");
+    const { tilesM, tilesN } = decodeTiles(m, n, v.cols);
+    const tiles = tilesM * tilesN;
+    const splits = p.splits ?? 1;
+    const kblocks = gemmKBlocks(k, es);
+    const sms = this.device.props.smCount;
+    if (!Number.isInteger(splits) || splits < 1 || !Number.isInteger(Math.log2(splits)) || splits > kblocks)
+      throw new InvalidArgumentError(
+        `gemm: splits = ${splits} must be a power of two at most the ${kblocks} k-blocks`,
+      );
+    // A split launch's scratch holds one wave; an exchange waits on the peers' CTAs of each tile, which
+    // must all be resident.
+    if ((splits > 1 || v.allReduce) && tiles * splits > sms)
+      throw new InvalidArgumentError(
+        `gemm: the decode GEMM${v.allReduce ? " + all-reduce" : " in slices"} runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} SMs`,
+      );
+    if (v.allReduce !== (p.exchange !== undefined))
+      throw new InvalidArgumentError(
+        `gemm: ${v.allReduce ? "an all-reduce variant needs" : "a plain variant takes no"} exchange`,
+      );
+
+    const dataType = v.elem === "bf16" ? "BFLOAT16" : "UINT8";
+    const map = (address: Ptr, rows: number, boxRows: number) =>
+      encodeTensorMap2d({
+        address,
+        dataType,
+        elementBytes: es,
+        rows,
+        cols: k,
+        rowStrideBytes: k * es,
+        boxCols: TILE_K_BYTES / es,
+        boxRows,
+        swizzle: "B128",
+      });
+    const a = this.#view;
+    this.#args.fill(0);
+    a.setBigUint64(L.d, p.d, true);
+    a.setBigUint64(L.ldd, BigInt(ldd), true);
+    a.setUint32(L.m, m, true);
+    a.setUint32(L.n, n, true);
+    a.setUint32(L.k, k, true);
+    a.setUint32(L.tilesN, tilesN, true);
+    a.setUint32(L.tilesM, tilesM, true);
+    a.setUint32(L.splitLog2, Math.log2(splits), true);
+    a.setBigUint64(L.scaleA, p.scaleA ?? 0n, true);
+    a.setBigUint64(L.scaleB, p.scaleB ?? 0n, true);
+    const stream = p.stream ?? defaultStream(this.device);
+    if (splits > 1) {
+      const sc = this.#splitScratch.for(stream);
+      a.setBigUint64(L.splitWs, sc.ws, true);
+      a.setBigUint64(L.splitCounters, sc.counters, true);
+    }
+    if (p.exchange) this.#writeExchange(p.exchange, m, p.waitRank ?? 0);
+    this.kernel.launch(
+      { grid: tiles * splits, block: DECODE_THREADS, sharedBytes: decodeSharedBytes(v.cols), stream },
+      map(p.a, m, v.cols),
+      map(p.b, n, DECODE_ROWS_B),
+      this.#args,
+    );
+  }
+
+  #writeExchange(s: GemmScatter, m: number, waitRank: number): void {
+    checkRanks("all-reduce", s);
+    if (s.shardRows !== m)
+      throw new InvalidArgumentError("gemm: all-reduce needs scatter with shardRows = m");
+    const a = this.#view;
+    for (let r = 0; r < s.world; r++) {
+      a.setBigUint64(L.recv + 8 * r, s.recv[r]!, true);
+      a.setBigUint64(L.flags + 8 * r, s.flags[r]!, true);
+    }
+    a.setBigUint64(L.epoch, s.epoch, true);
+    a.setUint32(L.world, s.world, true);
+    a.setUint32(L.rank, s.rank, true);
+    const w = this.watch;
+    a.setBigUint64(L.envTimeoutNs, w.timeoutNs, true);
+    a.setBigUint64(L.envAbortFlag, w.abortFlagPtr, true);
+    a.setBigUint64(L.envRecord, w.recordPtr, true);
+    a.setUint32(L.envRank, waitRank, true);
+  }
+}

@@ -1,0 +1,195 @@
+// The decode GEMM (A and B swapped, tiles of 64 rows of B by 8 to 128 rows of A) on one GPU: on exact
+// inputs it must give the bits of symmkit's other GEMM and of the CPU backend's reference for every tile
+// width and slice count (odd rows and columns, rows past 128, bf16 and fp8 with scales), leave the guards
+// around its output alone, leave its split counters at zero (launched twice), replay in a graph with A
+// changed between replays, run its all-reduce epilogue at world 1 (the sum of one partial is that
+// partial), and refuse what it cannot do with typed errors.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { InvalidArgumentError } from "../../src/errors.js";
+import { Device } from "../../src/runtime/device.js";
+import { Graph } from "../../src/runtime/graph.js";
+import { Stream } from "../../src/runtime/stream.js";
+import { Tensor } from "../../src/runtime/tensor.js";
+import { HopperGemm } from "../../src/ops/hopper-gemm.js";
+import { DecodeGemm, decodeCols, decodeFlagCount, type DecodeCols } from "../../src/ops/decode-gemm.js";
+import { HostTensor } from "../../src/cpu/host-tensor.js";
+import { hostMatmul } from "../../src/cpu/matmul.js";
+import { skipReason, testSeed } from "./gpu.js";
+import { exactInts, Guarded } from "./gemm-support.js";
+
+const hopper = !skipReason && Device.get(0).props.arch.startsWith("sm_90");
+const skip = skipReason || (!hopper && "the symmkit GEMM needs a Hopper GPU (sm_90a)");
+if (skip && !skipReason) console.log(`# decode GEMM tests skipped: ${skip}`);
+const seed = skip ? 0n : testSeed();
+
+type Elem = "bf16" | "fp8e4m3";
+const decoders = new Map<string, DecodeGemm>();
+function decoder(elem: Elem, cols: DecodeCols, allReduce = false): DecodeGemm {
+  const key = `${elem}/${cols}/${allReduce}`;
+  let g = decoders.get(key);
+  if (!g) decoders.set(key, (g = new DecodeGemm(Device.get(0), { elem, cols, allReduce })));
+  return g;
+}
+
+/** Exact operands on the device and the reference bits (symmkit's other GEMM, checked against the CPU's). */
+function problem(m: number, n: number, k: number, elem: Elem, salt: number, scale?: Tensor) {
+  const device = Device.get(0);
+  const [ai, bi] = [exactInts(m * k, seed, salt), exactInts(n * k, seed, salt + 1)];
+  const a = Tensor.fromHost(ai, elem, { device, shape: [m, k] });
+  const b = Tensor.fromHost(bi, elem, { device, shape: [n, k] });
+  const want = Tensor.empty([m, n], "bf16", { device });
+  const scales = scale ? { scaleA: scale.ptr, scaleB: scale.ptr } : {};
+  new HopperGemm(device, { elem, layoutB: "nk", order: "grouped", ready: "none", epilogue: "store" }).launch({
+    a: a.ptr,
+    b: b.ptr,
+    d: want.ptr,
+    m,
+    n,
+    k,
+    ...scales,
+  });
+  const bits = want.toHost() as Uint16Array;
+  if (!scale) {
+    const cpu = hostMatmul(
+      { elem, m, n, k, layoutB: "nk" },
+      HostTensor.fromHost(ai, elem, { shape: [m, k] }),
+      HostTensor.fromHost(bi, elem, { shape: [n, k] }),
+      HostTensor.empty([m, n], "bf16"),
+    );
+    assert.deepEqual(cpu.raw, bits, `${m}x${n}x${k}: the CPU reference GEMM gives other bits`);
+  }
+  want.dispose();
+  return { device, a, b, bits, scales };
+}
+
+test(
+  "every tile width and slice count gives the reference bits on exact inputs, twice, guards intact",
+  { skip },
+  () => {
+    const sms = Device.get(0).props.smCount;
+    const cases: [string, Elem, number, number, number, number[], boolean][] = [
+      ["one row", "bf16", 1, 1040, 4096, [1, 2, 4], false],
+      ["odd rows", "bf16", 7, 520, 2048, [1, 2, 8], false],
+      ["rows 17-32", "bf16", 29, 776, 3072, [1, 4], false],
+      ["rows 33-64", "bf16", 50, 1032, 1024, [1, 2], false],
+      ["rows 65-128, many tiles", "bf16", 100, 8200, 1024, [1], false],
+      ["rows past 128", "bf16", 300, 2048, 256, [1], false],
+      ["fp8", "fp8e4m3", 5, 512, 4096, [1, 2, 8], false],
+      ["fp8 with scales", "fp8e4m3", 40, 520, 1024, [1, 4], true],
+    ];
+    let salt = 1;
+    for (const [what, elem, m, n, k, splitsList, scaled] of cases) {
+      const scale = scaled ? Tensor.fromHost([0.5], "f32", { device: Device.get(0) }) : undefined;
+      const { device, a, b, bits, scales } = problem(m, n, k, elem, (salt += 2), scale);
+      // The width the host picks, and a wider one (more zero rows of A in each tile).
+      const widths = [...new Set([decodeCols(m), m <= 64 ? 128 : decodeCols(m)])] as DecodeCols[];
+      for (const cols of widths)
+        for (const splits of splitsList) {
+          const tiles = Math.ceil(m / cols) * Math.ceil(n / 64);
+          if (splits > 1 && tiles * splits > sms) continue;
+          const label = `${what} ${m}x${n}x${k} ${elem}, ${cols}-row tiles, ${splits} slices`;
+          const got = new Guarded([m, n], "bf16", device);
+          for (let r = 0; r < 2; r++)
+            decoder(elem, cols).launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits, ...scales });
+          assert.deepEqual(got.t.toHost(), bits, `${label}: other bits than the reference`);
+          got.check(label);
+          got.dispose();
+        }
+      for (const t of [a, b, scale]) t?.dispose();
+    }
+  },
+);
+
+test("graph replays with A changed between them, split and not", { skip }, () => {
+  const [m, n, k] = [3, 2048, 8192];
+  const first = problem(m, n, k, "bf16", 101);
+  const second = problem(m, n, k, "bf16", 103);
+  const { device } = first;
+  const stream = Stream.create(device);
+  const a = Tensor.empty([m, k], "bf16", { device });
+  for (const splits of [1, 4]) {
+    const out = Tensor.empty([m, n], "bf16", { device });
+    const g = decoder("bf16", 8);
+    const launch = () => g.launch({ a: a.ptr, b: first.b.ptr, d: out.ptr, m, n, k, splits, stream });
+    a.copyFrom(first.a, stream);
+    launch(); // the split scratch is allocated outside the capture
+    const graph = Graph.capture(stream, launch);
+    for (const [r, src] of [first, second, first].entries()) {
+      // B stays the first problem's; the second's A times it is the second's reference only if B is
+      // shared, so compare against an eager launch on the same operands.
+      a.copyFrom(src.a, stream);
+      out.fill(NaN, stream);
+      graph.launch(stream);
+      stream.synchronize();
+      const eager = Tensor.empty([m, n], "bf16", { device });
+      g.launch({ a: a.ptr, b: first.b.ptr, d: eager.ptr, m, n, k, splits, stream });
+      stream.synchronize();
+      assert.deepEqual(out.toHost(), eager.toHost(), `${splits} slices, replay ${r}: other bits than eager`);
+      if (src === first)
+        assert.deepEqual(out.toHost(), first.bits, `${splits} slices, replay ${r}: wrong bits`);
+      eager.dispose();
+    }
+    graph.dispose();
+    out.dispose();
+  }
+  stream.dispose();
+  for (const t of [a, first.a, first.b, second.a, second.b]) t.dispose();
+});
+
+test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
+  const [m, n, k] = [24, 1536, 2048];
+  const { device, a, b, bits } = problem(m, n, k, "bf16", 201);
+  const recv = Tensor.empty([m, n], "bf16", { device });
+  const flags = Tensor.zeros([decodeFlagCount(m, n, 1)], "u32", { device });
+  const epoch = Tensor.zeros([2], "u32", { device });
+  const exchange = {
+    rank: 0,
+    world: 1,
+    shardRows: m,
+    recv: [recv.ptr],
+    flags: [flags.ptr],
+    epoch: epoch.ptr,
+  };
+  for (const splits of [1, 2, 4, 1]) {
+    const got = new Guarded([m, n], "bf16", device);
+    decoder("bf16", 32, true).launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits, exchange });
+    assert.deepEqual(got.t.toHost(), bits, `${splits} slices: other bits than the plain GEMM`);
+    got.check(`all-reduce, ${splits} slices`);
+    got.dispose();
+  }
+  assert.deepEqual(
+    [...(epoch.toHost() as Uint32Array)],
+    [4, 0],
+    "one epoch per call, the reader count reset",
+  );
+  for (const t of [a, b, recv, flags, epoch]) t.dispose();
+});
+
+test("bad input: typed errors before anything runs", { skip }, () => {
+  const device = Device.get(0);
+  const a = Tensor.zeros([4, 64], "bf16", { device });
+  const b = Tensor.zeros([64, 64], "bf16", { device });
+  const d = Tensor.empty([4, 64], "bf16", { device });
+  const ok = { a: a.ptr, b: b.ptr, d: d.ptr, m: 4, n: 64, k: 64 };
+  const g = decoder("bf16", 8);
+  for (const [why, p] of [
+    ["n not a multiple of 8", { ...ok, n: 60 }],
+    ["ldd below n", { ...ok, ldd: 32 }],
+    ["k rows not 16 bytes", { ...ok, k: 60 }],
+    ["splits not a power of two", { ...ok, splits: 3 }],
+    ["more slices than k-blocks", { ...ok, splits: 2 }],
+    ["d misaligned", { ...ok, d: d.ptr + 2n }],
+    [
+      "exchange on a plain variant",
+      { ...ok, exchange: { rank: 0, world: 1, shardRows: 4, recv: [d.ptr], flags: [d.ptr], epoch: d.ptr } },
+    ],
+  ] as const)
+    assert.throws(() => g.launch(p), InvalidArgumentError, why);
+  assert.throws(
+    () => decoder("bf16", 8, true).launch(ok),
+    InvalidArgumentError,
+    "all-reduce without exchange",
+  );
+  for (const t of [a, b, d]) t.dispose();
+});
