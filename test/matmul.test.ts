@@ -6,6 +6,17 @@ import { InvalidArgumentError } from "../src/errors.js";
 import { checkMatmul } from "../src/ops/matmul.js";
 import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm-programs.js";
 import { gemmKernelFor, gemmTiles, splitsFor } from "../src/ops/hopper-gemm.js";
+import { PROGRAMS } from "../src/catalog.js";
+import {
+  DECODE_COLS,
+  DECODE_PROGRAMS,
+  decodeCols,
+  decodeFits,
+  decodeFlagCount,
+  decodeSharedBytes,
+  decodeSplitsFor,
+  decodeTiles,
+} from "../src/ops/decode-gemm.js";
 import { parseShapes, relFrobenius } from "../src/bench/gemm.js";
 import type { DType } from "../src/runtime/dtype.js";
 
@@ -131,6 +142,37 @@ test("split-K choice: powers of two filling one wave, slices long enough for the
   assert.deepEqual(gemmKernelFor(64, 1), { splitK: true, narrow: true });
   assert.deepEqual(gemmKernelFor(65, 1), { splitK: false, narrow: false });
   assert.deepEqual(gemmKernelFor(300, 2), { splitK: true, narrow: false });
+});
+
+test("decode GEMM choice: tile widths, slices, which problems it takes, its programs", () => {
+  assert.deepEqual(
+    [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 300].map(decodeCols),
+    [8, 8, 16, 16, 32, 64, 64, 128, 128, 128, 128],
+  );
+  assert.deepEqual(decodeTiles(129, 8200, 128), { tilesM: 2, tilesN: 129 });
+  const h200 = (m: number, n: number, k: number): number => decodeSplitsFor(m, n, k, 2, 132);
+  assert.equal(h200(1, 8192, 14336), 1); // 128 tiles of 64 rows of B fill the SMs
+  assert.equal(h200(128, 8192, 14336), 1);
+  assert.equal(h200(1, 2048, 14336), 4); // 32 tiles: 4 x 32 = 128 CTAs
+  assert.equal(h200(16, 1024, 8192), 8); // 16 tiles, 128 k-blocks: slices of 16
+  assert.equal(h200(1, 1024, 1024), 1); // 16 k-blocks: no slice would be long enough
+  for (const m of [1, 7, 64, 128])
+    for (const n of [512, 2048, 8192])
+      for (const k of [512, 4096, 28672]) {
+        const s = h200(m, n, k);
+        const { tilesM, tilesN } = decodeTiles(m, n, decodeCols(m));
+        assert.ok(Number.isInteger(Math.log2(s)), `${m}x${n}x${k}: ${s} is not a power of two`);
+        assert.ok(s === 1 || tilesM * tilesN * s <= 132, `${m}x${n}x${k}: ${s} slices overflow one wave`);
+      }
+  assert.ok(decodeFits(128, 8192, "nk"));
+  assert.ok(!decodeFits(129, 8192, "nk"), "beyond 128 rows the 128 x 256 tiles win");
+  assert.ok(!decodeFits(1, 8192, "kn"), "B as [k, n] would need an MN-major wgmma A operand");
+  assert.ok(!decodeFits(1, 8196, "nk"), "rows of D are stored in 16-byte chunks");
+  assert.equal(decodeFlagCount(1, 8192, 2), 256);
+  for (const cols of DECODE_COLS) assert.ok(decodeSharedBytes(cols) <= 227 * 1024, `${cols}: shared memory`);
+  assert.equal(DECODE_PROGRAMS.length, 2 * DECODE_COLS.length * 2);
+  assert.equal(new Set(DECODE_PROGRAMS.map((p) => p.name)).size, DECODE_PROGRAMS.length);
+  assert.ok(PROGRAMS.includes(DECODE_PROGRAMS[0]!), "CI compiles the decode GEMM's programs");
 });
 
 test("bench gemm helpers", () => {

@@ -6,8 +6,8 @@ import { Device } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
-import { gemmKernelFor, HopperGemm } from "../ops/hopper-gemm.js";
-import { gemmSplits } from "../ops/matmul.js";
+import { HopperGemm } from "../ops/hopper-gemm.js";
+import { describePlan, launchSymmkitGemm, symmkitGemmPlan } from "../ops/matmul.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 
@@ -21,8 +21,9 @@ export interface GemmRow {
   readonly layoutB: BLayout;
   /** Relative Frobenius difference of symmkit's output from cuBLASLt's. */
   readonly relDiff: number;
-  /** Split-K slices symmkit ran with (what matmul() picks, on the split-K kernel where matmul() would run
-   * it); with more than one, `us.unsplit` is the plain kernel unsplit, for what split-K gains. */
+  /** What matmul() runs (symmkitGemmPlan, in words) and in how many split-K slices; unless that is the
+   * plain Hopper kernel unsplit, `us.unsplit` is the plain kernel unsplit, for what the choice gains. */
+  readonly plan: string;
   readonly splits: number;
   readonly us: { readonly symmkit: number; readonly cublaslt: number; readonly unsplit?: number };
   readonly tflops: { readonly symmkit: number; readonly cublaslt: number };
@@ -89,23 +90,6 @@ export async function benchGemm(options: {
     ready: "none",
     epilogue: "store",
   });
-  const kernels = new Map<string, HopperGemm>();
-  const kernelFor = (k: { splitK: boolean; narrow: boolean }): HopperGemm => {
-    const key = `${k.splitK}/${k.narrow}`;
-    let g = kernels.get(key);
-    if (!g) {
-      g = new HopperGemm(device, {
-        elem: options.elem,
-        layoutB,
-        order: "grouped",
-        ready: "none",
-        epilogue: "store",
-        ...k,
-      });
-      kernels.set(key, g);
-    }
-    return g;
-  };
   const lt = CublasLtMatmul.for(device);
   const rows: GemmRow[] = [];
   for (const [m, n, k] of options.shapes) {
@@ -117,8 +101,11 @@ export async function benchGemm(options: {
     const dL = Tensor.full([m, n], NaN, "bf16", { device, stream });
     try {
       const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
-      const splits = gemmSplits({ elem: options.elem, m, n, k, layoutB }, device);
-      const runS = (): void => kernelFor(gemmKernelFor(m, splits)).launch({ ...common, d: dS.ptr, splits });
+      const problem = { elem: options.elem, m, n, k, layoutB };
+      const plan = symmkitGemmPlan(device, problem);
+      const splits = plan.splits;
+      const plain = plan.kernel === "hopper" && splits === 1;
+      const runS = (): void => launchSymmkitGemm(device, problem, { ...common, d: dS.ptr }, stream);
       const runUnsplit = (): void => gemm.launch({ ...common, d: dS.ptr });
       const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });
       runS();
@@ -135,8 +122,7 @@ export async function benchGemm(options: {
       const perGraph = Math.max(3, Math.min(200, Math.ceil(20e-3 / (flops / 600e12))));
       const usS = await graphTimeUs(stream, runS, { perGraph, replays: 10 });
       const usL = await graphTimeUs(stream, runL, { perGraph, replays: 10 });
-      const unsplit =
-        splits > 1 ? await graphTimeUs(stream, runUnsplit, { perGraph, replays: 10 }) : undefined;
+      const unsplit = plain ? undefined : await graphTimeUs(stream, runUnsplit, { perGraph, replays: 10 });
       const row: GemmRow = {
         m,
         n,
@@ -144,13 +130,14 @@ export async function benchGemm(options: {
         elem: options.elem,
         layoutB,
         relDiff,
+        plan: describePlan(plan),
         splits,
         us: { symmkit: usS, cublaslt: usL, ...(unsplit === undefined ? {} : { unsplit }) },
         tflops: { symmkit: flops / usS / 1e6, cublaslt: flops / usL / 1e6 },
       };
       rows.push(row);
       log(
-        `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s${splits > 1 ? ` (${splits} slices; unsplit ${(flops / unsplit! / 1e6).toFixed(0)})` : ""}, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
+        `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s${plain ? "" : ` (${row.plan}; plain unsplit ${(flops / unsplit! / 1e6).toFixed(0)})`}, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
       );
     } finally {
       for (const t of [a, b, dS, dL]) t.dispose();
@@ -181,6 +168,7 @@ export function formatGemm(r: GemmBenchResult): string {
       "cuBLASLt TFLOP/s",
       "ratio",
       "rel diff",
+      "symmkit kernel",
     ],
     r.rows.map((x) => [
       String(x.m),
@@ -194,6 +182,7 @@ export function formatGemm(r: GemmBenchResult): string {
       x.tflops.cublaslt.toFixed(0),
       (x.tflops.symmkit / x.tflops.cublaslt).toFixed(3),
       x.relDiff.toExponential(2),
+      x.plan,
     ]),
   )}`;
 }

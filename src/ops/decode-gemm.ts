@@ -36,7 +36,8 @@ export interface DecodeVariant {
 export function decodeSharedBytes(cols: DecodeCols): number {
   const stage = (cols + DECODE_ROWS_B) * TILE_K_BYTES;
   const stages = Math.min(MAX_STAGES, Math.floor(RING_BUDGET / stage));
-  return stages * stage + 2 * stages * 8 + 1024;
+  const transposed = cols * (DECODE_ROWS_B + 8) * 2;
+  return stages * stage + transposed + 2 * stages * 8 + 1024;
 }
 
 /** The tile width for m rows of A: the smallest of DECODE_COLS that covers them, else the widest. */
@@ -168,8 +169,6 @@ export class DecodeGemm {
   readonly kernel: Kernel<typeof DECODE_PARAMS>;
   readonly #args = new Uint8Array(L.bytes);
   readonly #view = new DataView(this.#args.buffer);
-  /** Sized for any one-wave split: smCount tile slices of 64 x 128 f32, and smCount tiles. */
-  readonly #splitScratch: SplitScratch;
   #watch: SyncWatch | undefined;
 
   constructor(device: Device, variant: DecodeVariant, watch?: SyncWatch) {
@@ -180,8 +179,6 @@ export class DecodeGemm {
     this.device = device;
     this.variant = variant;
     this.kernel = sharedModule(decodeProgram(variant), device).kernel(decodeExpr(variant), DECODE_PARAMS);
-    const sms = device.props.smCount;
-    this.#splitScratch = new SplitScratch(device, sms * DECODE_ROWS_B * 128 * 4, sms);
     this.#watch = watch;
   }
 
@@ -219,11 +216,10 @@ export class DecodeGemm {
       throw new InvalidArgumentError(
         `gemm: splits = ${splits} must be a power of two at most the ${kblocks} k-blocks`,
       );
-    // A split launch's scratch holds one wave; an exchange waits on the peers' CTAs of each tile, which
-    // must all be resident.
-    if ((splits > 1 || v.allReduce) && tiles * splits > sms)
+    // A split launch's scratch holds one wave.
+    if (splits > 1 && tiles * splits > sms)
       throw new InvalidArgumentError(
-        `gemm: the decode GEMM${v.allReduce ? " + all-reduce" : " in slices"} runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} SMs`,
+        `gemm: the decode GEMM in slices runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} SMs`,
       );
     if (v.allReduce !== (p.exchange !== undefined))
       throw new InvalidArgumentError(
@@ -257,13 +253,18 @@ export class DecodeGemm {
     a.setBigUint64(L.scaleB, p.scaleB ?? 0n, true);
     const stream = p.stream ?? defaultStream(this.device);
     if (splits > 1) {
-      const sc = this.#splitScratch.for(stream);
+      const sc = SplitScratch.of(this.device).on(stream);
       a.setBigUint64(L.splitWs, sc.ws, true);
       a.setBigUint64(L.splitCounters, sc.counters, true);
     }
     if (p.exchange) this.#writeExchange(p.exchange, m, p.waitRank ?? 0);
     this.kernel.launch(
-      { grid: tiles * splits, block: DECODE_THREADS, sharedBytes: decodeSharedBytes(v.cols), stream },
+      {
+        grid: Math.min(tiles * splits, sms),
+        block: DECODE_THREADS,
+        sharedBytes: decodeSharedBytes(v.cols),
+        stream,
+      },
       map(p.a, m, v.cols),
       map(p.b, n, DECODE_ROWS_B),
       this.#args,

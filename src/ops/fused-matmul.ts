@@ -14,11 +14,12 @@
 // flagged there, and each owner reduces its rows in rank order while the GEMM still runs. The group's
 // symmetric staging buffer is the receive buffer; its pad, beyond the barrier slots, holds the flags.
 //
-// GEMM + all-reduce (matmulAllReduce, fused): after a barrier kernel, one split-K GEMM with the
-// all-reduce epilogue: every tile's bf16 partial goes into slot `rank` of every rank's receive buffer (the
+// GEMM + all-reduce (matmulAllReduce, fused): after a barrier kernel, one GEMM with an all-reduce
+// epilogue (the decode GEMM's at few rows, gemm/decode_gemm.cuh; else the split-K Hopper GEMM's
+// AllReduceTiles): every tile's bf16 partial goes into slot `rank` of every rank's receive buffer (the
 // staging buffer, world slots of [m, n]) and is flagged there, and every rank sums the ranks' partials of
 // each tile in rank order as they land. The tile flags are the same words as GEMM + reduce-scatter's, and
-// the two count their calls with one epoch, so a flag never holds a value from a later call.
+// the three count their calls with one epoch, so a flag never holds a value from a later call.
 //
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
@@ -53,15 +54,18 @@ import {
 import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
+import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount, type GemmScatter } from "./hopper-gemm.js";
 import {
-  GEMM_MAX_WORLD,
-  gemmTiles,
-  HopperGemm,
-  scatterFlagCount,
-  gemmKernelFor,
-  type GemmScatter,
-} from "./hopper-gemm.js";
-import { checkMatmul, gemmOperands, gemmSplits, overlaps, sameSpan, type Span } from "./matmul.js";
+  checkMatmul,
+  gemmOperands,
+  launchSymmkitGemm,
+  overlaps,
+  sameSpan,
+  symmkitGemmPlan,
+  type Span,
+  type SymmkitGemmPlan,
+} from "./matmul.js";
+import { decodeFlagCount, DecodeGemm, type DecodeCols } from "./decode-gemm.js";
 import { launchNorm, normKernel } from "./rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
 import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
@@ -147,6 +151,7 @@ interface Sides {
 export class FusedMatmul {
   readonly #ctx: FusionContext;
   readonly #gemms = new Map<string, HopperGemm>();
+  readonly #decoders = new Map<string, DecodeGemm>();
   readonly #flags: DeviceMemory;
   /** GEMM + reduce-scatter's call count and its readers (ScatterReduce in gemm/hopper_gemm.cuh). */
   readonly #epoch: DeviceMemory;
@@ -387,21 +392,27 @@ export class FusedMatmul {
       kernel: normKernel(group.device, "bf16", p.n),
     };
     if (normed) checkNormAliasing(`${what} (rmsNorm)`, sum, normed.options, out, overlaps, sameSpan);
-    const splits = gemmSplits(p, group.device);
-    const gemm = this.#gemm(p, "grouped", "none", "all-reduce", {
-      ...gemmKernelFor(p.m, splits),
-      splitK: true,
-    });
+    const plan = this.#allReduceKernel(p);
+    const exchange = this.#exchange(p.m);
+    const common = {
+      ...gemmOperands(p, a, b, sum, scales),
+      stream: s,
+      splits: plan.splits,
+      waitRank: group.rank,
+    };
+    // Kernels are resolved before anything is enqueued (see matmulReduceScatter).
+    let launch: () => void;
+    if (plan.kernel === "decode") {
+      const g = this.#decoder(p.elem, plan.cols);
+      launch = () => g.launch({ ...common, exchange });
+    } else {
+      const g = this.#gemm(p, "grouped", "none", "all-reduce", { narrow: plan.narrow, splitK: true });
+      launch = () => g.launch({ ...common, scatter: exchange });
+    }
     // Every rank finished reading its receive buffer in the previous call.
     const phase = this.#ctx.phase({ kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel }, s);
     this.#ctx.barrier(staging.deviceView(), s, phase);
-    gemm.launch({
-      ...gemmOperands(p, a, b, sum, scales),
-      stream: s,
-      splits,
-      waitRank: group.rank,
-      scatter: this.#exchange(p.m),
-    });
+    launch();
     if (normed) {
       const q = normed.problem;
       launchNorm(normed.kernel, sum, normed.options, out, q.rows, q.hidden, q.eps, q.outScaleInv, s);
@@ -461,22 +472,42 @@ export class FusedMatmul {
 
   /** Why the fused GEMM + reduce-scatter cannot run for `p` in this group, or undefined. */
   #scatterRoom(p: FusedProblem): string | undefined {
-    return this.#exchangeRoom("m x n x 2", p.m * p.n * 2, p.shardRows, p.n);
+    const flags = scatterFlagCount(p.shardRows, p.n, this.#ctx.group.worldSize);
+    return this.#exchangeRoom("m x n x 2", p.m * p.n * 2, flags);
   }
 
   /** Why the fused GEMM + all-reduce cannot run for `p` in this group, or undefined. */
   #allReduceRoom(p: FusedProblem): string | undefined {
     const world = this.#ctx.group.worldSize;
-    return this.#exchangeRoom("world x m x n x 2", world * p.m * p.n * 2, p.m, p.n);
+    const flags =
+      this.#allReduceKernel(p).kernel === "decode"
+        ? decodeFlagCount(p.m, p.n, world)
+        : scatterFlagCount(p.m, p.n, world);
+    return this.#exchangeRoom("world x m x n x 2", world * p.m * p.n * 2, flags);
   }
 
-  /** Why a receive buffer of `bytes` (the formula `what`) and the tile flags of an exchange over
-   * [flagRows, n] cannot fit this group's staging buffer, or undefined. */
-  #exchangeRoom(what: string, bytes: number, flagRows: number, n: number): string | undefined {
+  /** The fused GEMM + all-reduce's kernel: the one matmul() runs, with its all-reduce epilogue (the Hopper
+   * GEMM's all-reduce has split-K compiled in), so fused and sequential do the same arithmetic. */
+  #allReduceKernel(p: FusedProblem): SymmkitGemmPlan {
+    return symmkitGemmPlan(this.#ctx.group.device, p);
+  }
+
+  #decoder(elem: FusedProblem["elem"], cols: DecodeCols): DecodeGemm {
+    const key = `decode/${elem}/${cols}`;
+    let g = this.#decoders.get(key);
+    if (!g) {
+      g = new DecodeGemm(this.#ctx.group.device, { elem, cols, allReduce: true }, this.#ctx.group.watch);
+      this.#decoders.set(key, g);
+    }
+    return g;
+  }
+
+  /** Why a receive buffer of `bytes` (the formula `what`) and `flags` tile flags cannot fit this group's
+   * staging buffer, or undefined. */
+  #exchangeRoom(what: string, bytes: number, flags: number): string | undefined {
     const capacity = this.#ctx.staging.tensor.nbytes;
     if (bytes > capacity)
       return `the receive buffer needs ${what} = ${bytes} bytes of the ${capacity}-byte symmetric staging buffer; pass stagingBytes >= ${bytes} to init() (or SYMMKIT_STAGING_BYTES), or use algorithm sequential`;
-    const flags = scatterFlagCount(flagRows, n, this.#ctx.group.worldSize);
     if (flags > this.scatterFlagCapacity)
       return `${flags} tile flags exceed the ${this.scatterFlagCapacity} the staging pad holds; use algorithm sequential`;
     return undefined;
@@ -558,14 +589,9 @@ export class FusedMatmul {
     s.waitEvent(side.joins[1]);
   }
 
-  /** symmkit's GEMM as matmul() runs it (split-K where the problem has few tiles). */
+  /** symmkit's GEMM as matmul() runs it. */
   #plainGemm(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
-    const splits = gemmSplits(p, this.#ctx.group.device);
-    this.#gemm(p, "grouped", "none", "store", gemmKernelFor(p.m, splits)).launch({
-      ...gemmOperands(p, a, b, d, scales),
-      stream: s,
-      splits,
-    });
+    launchSymmkitGemm(this.#ctx.group.device, p, gemmOperands(p, a, b, d, scales), s);
   }
 
   #cublas(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {

@@ -169,9 +169,6 @@ export class HopperGemm {
   readonly #fusion = new Uint8Array(F.bytes);
   readonly #fusionView = new DataView(this.#fusion.buffer);
   #watch: SyncWatch | undefined;
-  /** Split-K's partials and tile counters, sized for any one-wave split: at most smCount tile slices of
-   * 128 x 256 f32, and smCount tiles. */
-  readonly #splitScratch: SplitScratch;
 
   constructor(device: Device, variant: GemmVariant, watch?: SyncWatch) {
     if (!device.props.arch.startsWith("sm_90")) {
@@ -194,8 +191,6 @@ export class HopperGemm {
     this.variant = variant;
     this.kernel = sharedModule(gemmProgram(variant), device).kernel(gemmExpr(variant), GEMM_PARAMS);
     this.#watch = watch;
-    const sms = device.props.smCount;
-    this.#splitScratch = new SplitScratch(device, sms * GEMM_TILE_M * GEMM_TILE_N * 4, sms);
   }
 
   launch(p: GemmLaunch): void {
@@ -394,7 +389,7 @@ export class HopperGemm {
 
   /** Points the launch at its stream's split scratch. */
   #writeSplitScratch(stream: Stream): void {
-    const sc = this.#splitScratch.for(stream);
+    const sc = SplitScratch.of(this.device).on(stream);
     this.#view.setBigUint64(L.splitWs, sc.ws, true);
     this.#view.setBigUint64(L.splitCounters, sc.counters, true);
   }

@@ -1,5 +1,5 @@
 // matmul(a, b): D[m, n] = A[m, k] * B, bf16 or fp8 e4m3 inputs, f32 accumulation, bf16 output, on
-// symmkit's Hopper GEMM or on cuBLASLt. Every check runs before anything is launched or written.
+// symmkit's Hopper GEMMs or on cuBLASLt. Every check runs before anything is launched or written.
 import { InvalidArgumentError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
@@ -9,6 +9,7 @@ import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
 import { gemmKernelFor, HopperGemm, splitsFor } from "./hopper-gemm.js";
 import type { GemmVariant } from "./gemm-programs.js";
+import { decodeCols, decodeFits, DecodeGemm, decodeSplitsFor, type DecodeCols } from "./decode-gemm.js";
 
 export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;
 export type MatmulImpl = (typeof MATMUL_IMPLS)[number];
@@ -160,11 +161,6 @@ export function checkMatmul(
   return p;
 }
 
-/** Split-K slices for symmkit's GEMM of `p` on `device` (hopper-gemm.ts splitsFor). */
-export function gemmSplits(p: MatmulProblem, device: Device): number {
-  return splitsFor(p.m, p.n, p.k, dtypeInfo(p.elem).bytes, device.props.smCount);
-}
-
 /** The operands of a GEMM launch (either implementation): addresses, shape, optional fp8 scales. */
 export function gemmOperands(
   p: { readonly m: number; readonly n: number; readonly k: number },
@@ -186,28 +182,69 @@ export function gemmOperands(
 }
 
 const gemms = new Map<string, HopperGemm>();
+const decoders = new Map<string, DecodeGemm>();
 
-function plainGemm(
+/** Which of symmkit's GEMM kernels runs a problem, and in how many slices of K. */
+export type SymmkitGemmPlan =
+  | { readonly kernel: "decode"; readonly cols: DecodeCols; readonly splits: number }
+  | {
+      readonly kernel: "hopper";
+      readonly splits: number;
+      readonly splitK: boolean;
+      readonly narrow: boolean;
+    };
+
+/** matmul()'s choice: the decode GEMM (A and B swapped) for few rows of A where it takes the problem
+ * (decodeFits; level with cuBLASLt at m <= 128, where the 128 x 256 tiles lose 10-35%), else the Hopper
+ * GEMM, split-K where the problem has few tiles. */
+export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPlan {
+  const es = dtypeInfo(p.elem).bytes;
+  const sms = device.props.smCount;
+  if (decodeFits(p.m, p.n, p.layoutB))
+    return { kernel: "decode", cols: decodeCols(p.m), splits: decodeSplitsFor(p.m, p.n, p.k, es, sms) };
+  const splits = splitsFor(p.m, p.n, p.k, es, sms);
+  return { kernel: "hopper", splits, ...gemmKernelFor(p.m, splits) };
+}
+
+/** A plan in words, for benchmarks: "decode, 8-row tiles, 4 slices", "hopper, narrow ring, 2 slices". */
+export function describePlan(plan: SymmkitGemmPlan): string {
+  const slices = `${plan.splits} slice${plan.splits > 1 ? "s" : ""}`;
+  if (plan.kernel === "decode") return `decode, ${plan.cols}-row tiles, ${slices}`;
+  return `hopper${plan.narrow ? ", narrow ring" : ""}, ${slices}`;
+}
+
+/** symmkit's GEMM of `p` as matmul() runs it (symmkitGemmPlan). */
+export function launchSymmkitGemm(
   device: Device,
-  elem: LtElem,
-  layoutB: BLayout,
-  kernel: Pick<GemmVariant, "splitK" | "narrow">,
-): HopperGemm {
-  const variant: GemmVariant = {
-    elem,
-    layoutB,
-    order: "grouped",
-    ready: "none",
-    epilogue: "store",
-    ...kernel,
-  };
-  const key = `${device.ordinal}/${elem}/${layoutB}/${kernel.splitK}/${kernel.narrow}`;
+  p: MatmulProblem,
+  operands: ReturnType<typeof gemmOperands>,
+  stream?: Stream,
+): void {
+  const plan = symmkitGemmPlan(device, p);
+  const common = { ...operands, splits: plan.splits, ...(stream ? { stream } : {}) };
+  if (plan.kernel === "decode") {
+    const key = `${device.ordinal}/${p.elem}/${plan.cols}`;
+    let g = decoders.get(key);
+    if (!g)
+      decoders.set(key, (g = new DecodeGemm(device, { elem: p.elem, cols: plan.cols, allReduce: false })));
+    g.launch(common);
+    return;
+  }
+  const key = `${device.ordinal}/${p.elem}/${p.layoutB}/${plan.splitK}/${plan.narrow}`;
   let g = gemms.get(key);
   if (!g) {
-    g = new HopperGemm(device, variant);
-    gemms.set(key, g);
+    const variant: GemmVariant = {
+      elem: p.elem,
+      layoutB: p.layoutB,
+      order: "grouped",
+      ready: "none",
+      epilogue: "store",
+      splitK: plan.splitK,
+      narrow: plan.narrow,
+    };
+    gemms.set(key, (g = new HopperGemm(device, variant)));
   }
-  return g;
+  g.launch(common);
 }
 
 export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tensor {
@@ -225,13 +262,14 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
   }
   const p = checkMatmul(a, b, options.out, options);
   const out = options.out ?? Tensor.empty([p.m, p.n], "bf16", { device });
-  const common = {
-    ...gemmOperands(p, a, b, out, options),
-    ...(options.stream ? { stream: options.stream } : {}),
-  };
-  if ((options.impl ?? "symmkit") === "symmkit") {
-    const splits = gemmSplits(p, device);
-    plainGemm(device, p.elem, p.layoutB, gemmKernelFor(p.m, splits)).launch({ ...common, splits });
-  } else CublasLtMatmul.for(device).run({ ...common, elem: p.elem, layoutB: p.layoutB });
+  const operands = gemmOperands(p, a, b, out, options);
+  if ((options.impl ?? "symmkit") === "symmkit") launchSymmkitGemm(device, p, operands, options.stream);
+  else
+    CublasLtMatmul.for(device).run({
+      ...operands,
+      elem: p.elem,
+      layoutB: p.layoutB,
+      ...(options.stream ? { stream: options.stream } : {}),
+    });
   return out;
 }

@@ -2,8 +2,8 @@
 // inputs it must give the bits of symmkit's other GEMM and of the CPU backend's reference for every tile
 // width and slice count (odd rows and columns, rows past 128, bf16 and fp8 with scales), leave the guards
 // around its output alone, leave its split counters at zero (launched twice), replay in a graph with A
-// changed between replays, run its all-reduce epilogue at world 1 (the sum of one partial is that
-// partial), and refuse what it cannot do with typed errors.
+// changed between replays, walk more tiles than SMs (a persistent grid), run its all-reduce epilogue at
+// world 1 (the sum of one partial is that partial), and refuse what it cannot do with typed errors.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "../../src/errors.js";
@@ -75,6 +75,7 @@ test(
       ["rows 33-64", "bf16", 50, 1032, 1024, [1, 2], false],
       ["rows 65-128, many tiles", "bf16", 100, 8200, 1024, [1], false],
       ["rows past 128", "bf16", 300, 2048, 256, [1], false],
+      ["more tiles than SMs (persistent)", "bf16", 3, 20480, 256, [1], false],
       ["fp8", "fp8e4m3", 5, 512, 4096, [1, 2, 8], false],
       ["fp8 with scales", "fp8e4m3", 40, 520, 1024, [1, 4], true],
     ];
@@ -138,32 +139,47 @@ test("graph replays with A changed between them, split and not", { skip }, () =>
 });
 
 test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
-  const [m, n, k] = [24, 1536, 2048];
-  const { device, a, b, bits } = problem(m, n, k, "bf16", 201);
-  const recv = Tensor.empty([m, n], "bf16", { device });
-  const flags = Tensor.zeros([decodeFlagCount(m, n, 1)], "u32", { device });
-  const epoch = Tensor.zeros([2], "u32", { device });
-  const exchange = {
-    rank: 0,
-    world: 1,
-    shardRows: m,
-    recv: [recv.ptr],
-    flags: [flags.ptr],
-    epoch: epoch.ptr,
-  };
-  for (const splits of [1, 2, 4, 1]) {
-    const got = new Guarded([m, n], "bf16", device);
-    decoder("bf16", 32, true).launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits, exchange });
-    assert.deepEqual(got.t.toHost(), bits, `${splits} slices: other bits than the plain GEMM`);
-    got.check(`all-reduce, ${splits} slices`);
-    got.dispose();
+  // 24 tiles in up to 4 slices, and 320 tiles walked by a persistent grid.
+  for (const [m, n, k, splitsList] of [
+    [24, 1536, 2048, [1, 2, 4, 1]],
+    [5, 20480, 512, [1, 1]],
+  ] as const) {
+    const { device, a, b, bits } = problem(m, n, k, "bf16", 201 + m);
+    const recv = Tensor.empty([m, n], "bf16", { device });
+    const flags = Tensor.zeros([decodeFlagCount(m, n, 1)], "u32", { device });
+    const epoch = Tensor.zeros([2], "u32", { device });
+    const exchange = {
+      rank: 0,
+      world: 1,
+      shardRows: m,
+      recv: [recv.ptr],
+      flags: [flags.ptr],
+      epoch: epoch.ptr,
+    };
+    for (const splits of splitsList) {
+      const label = `${m}x${n}x${k} all-reduce, ${splits} slices`;
+      const got = new Guarded([m, n], "bf16", device);
+      decoder("bf16", decodeCols(m), true).launch({
+        a: a.ptr,
+        b: b.ptr,
+        d: got.t.ptr,
+        m,
+        n,
+        k,
+        splits,
+        exchange,
+      });
+      assert.deepEqual(got.t.toHost(), bits, `${label}: other bits than the plain GEMM`);
+      got.check(label);
+      got.dispose();
+    }
+    assert.deepEqual(
+      [...(epoch.toHost() as Uint32Array)],
+      [splitsList.length, 0],
+      "one epoch per call, readers reset",
+    );
+    for (const t of [a, b, recv, flags, epoch]) t.dispose();
   }
-  assert.deepEqual(
-    [...(epoch.toHost() as Uint32Array)],
-    [4, 0],
-    "one epoch per call, the reader count reset",
-  );
-  for (const t of [a, b, recv, flags, epoch]) t.dispose();
 });
 
 test("bad input: typed errors before anything runs", { skip }, () => {

@@ -8,9 +8,10 @@
 // MMA is as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM without a split.
 // cuBLASLt's decode kernels are built the same way (nvjet "64x8" to "128x64" tiles, A and B swapped).
 //
-// Contract. One CTA per (tile, slice of K): blockIdx.x = tile * 2^split_log2 + slice, tile = tn *
-// tiles_m + tm (the tiles of A that share one block of B run side by side, for L2). Warpgroup 0's first
-// thread is the producer: for each k-block of the slice it waits for a free stage (empty mbarrier) and
+// Contract. A persistent grid of at most one CTA per SM walks steps i = blockIdx.x, + gridDim.x, ...: step
+// i is slice i % 2^split_log2 of tile i >> split_log2, tile = tn * tiles_m + tm (the tiles of A that
+// share one block of B run side by side, for L2). Warpgroup 0's first thread is the producer: for each
+// k-block of each of its steps it waits for a free stage (empty mbarrier) and
 // issues two TMA loads, 64 rows of B and kCols rows of A by 128 bytes of K, completing the stage's full
 // mbarrier. Warpgroup 1 is the consumer: it waits for a full stage, issues wgmma m64n<kCols> over its
 // four 32-byte k-steps and releases the previous stage once wgmma_wait<1> proves its MMAs retired. The
@@ -21,20 +22,21 @@
 // and the same layout in every slice's CTA), counts itself on the tile's counter (named barrier, then
 // one acq_rel add at gpu scope); the CTA that counts last resets the counter and sums the slices in
 // slice order, its own from registers, so the bits do not depend on which CTA is last.
-// Epilogue: the (summed, scaled) tile is rounded to bf16 and transposed through shared memory (the ring,
-// idle by then) into rows of D, then stored 16 bytes at a time: into d (kAllReduce false), or, for GEMM +
+// Epilogue: the (summed, scaled) tile is rounded to bf16 and transposed through a buffer of shared memory
+// into rows of D (the ring meanwhile loads the next step), then stored 16 bytes at a time: into d (kAllReduce false), or, for GEMM +
 // all-reduce, into slot `rank` of every rank's receive buffer (recv[p]: world slots of [m, n] bf16, the
 // layout of hopper_gemm's AllReduceTiles). The consumer then sets its tile's flag flags[p][rank][tile] to
 // this call's epoch (call_epoch) on every rank p (a barrier, then one thread's system-scope fence and
 // stores), waits (acquire, bounded, naming the rank) for every rank's flag of the tile here, and sums
 // the world partials from this rank's receive buffer in f32 in rank order, rounded once to bf16 into d:
 // every rank writes the same bits, the bits of this GEMM's bf16 output all-reduced in rank order. No
-// deadlock: the launch is one wave (host), so every rank's CTA of a tile runs, and a CTA pushes its tile
-// before it waits. A receive buffer is rewritten by the next call only after a barrier over the ranks
-// (the host launches one before the GEMM).
+// deadlock: every rank launches the same grid, all of it resident (one CTA per SM at most), and a CTA
+// pushes its tile before it waits; the peers' CTA of the same index reaches the same step after its
+// earlier ones, whose waits end by induction over the steps. A receive buffer is rewritten by the next
+// call only after a barrier over the ranks (the host launches one before the GEMM).
 // Bounds: TMA fills rows past m and n and the K tail with zeros; stores skip rows of D past m; n is a
 // multiple of 8 (host), so a 16-byte chunk of a row lies wholly inside or outside D. Every wait is
-// bounded. Nothing outlives a launch but the split counters (left zero) and the epoch.
+// bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch.
 #pragma once
 #include "symmkit/gemm/hopper_gemm.cuh"
 
@@ -46,7 +48,7 @@ constexpr u32 kDecodeRowsB = 64;
 /** Warpgroup 0: the producer (one thread); warpgroup 1: the consumer. */
 constexpr u32 kDecodeThreads = 256;
 /** Shared memory the stage ring may take, and the most stages worth having. */
-constexpr u32 kDecodeRingBudget = 192 * 1024;
+constexpr u32 kDecodeRingBudget = 192 * 1024;  // plus at most 18 KB for the transposed tile
 constexpr u32 kDecodeMaxStages = 16;
 /** Row stride, in bf16, of the transposed tile in shared memory: 64 + 8, so that the four columns a quad
  * of lanes writes fall in different banks, and rows stay 16-byte aligned. */
@@ -60,8 +62,9 @@ struct DecodeRing {
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
   static constexpr u32 kStages =
       kDecodeRingBudget / kStageBytes < kDecodeMaxStages ? kDecodeRingBudget / kStageBytes : kDecodeMaxStages;
-  static constexpr u32 kSharedBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
-  static_assert(kCols * kDecodeTRow * 2 <= kStages * kStageBytes, "the transposed tile fits in the ring");
+  /** The transposed tile's buffer, apart from the ring, which loads the next tile meanwhile. */
+  static constexpr u32 kEpilogueBytes = kCols * kDecodeTRow * 2;
+  static constexpr u32 kSharedBytes = kStages * kStageBytes + kEpilogueBytes + 2 * kStages * 8 + 1024;
   static_assert(kSharedBytes <= 227 * 1024, "the ring fits Hopper's shared memory");
 };
 
@@ -88,11 +91,12 @@ static_assert(sizeof(DecodeArgs) == 248, "DecodeArgs layout is shared with the h
 
 /** The consumer's epilogue: the tile rounded to bf16, transposed into rows of D in shared memory `t`
  * (kCols rows of kDecodeTRow), then handed row chunk by row chunk to `chunk(row of D, column of D,
- * 16-byte chunk)` for the rows < m (kCols x 8 chunks, spread over the 128 threads). */
+ * 16-byte chunk)` for the rows < m and columns < n (kCols x 8 chunks, spread over the 128 threads). */
 template <u32 kCols, typename Chunk>
 __device__ __forceinline__ void decode_transpose(const DecodeArgs& a, __nv_bfloat16* t, const float (&acc)[kCols / 2],
                                                  float scale, u32 tm, u32 tn, u32 wg_thread, Chunk chunk) {
   const u32 r = 16 * (wg_thread / 32) + (wg_thread % 32) / 4;
+  named_barrier(1, 128);  // the previous tile's chunks were all read
 #pragma unroll
   for (u32 j = 0; j < kCols / 8; ++j) {
     const u32 c = 8 * j + 2 * (wg_thread % 4);
@@ -109,132 +113,24 @@ __device__ __forceinline__ void decode_transpose(const DecodeArgs& a, __nv_bfloa
   }
 }
 
-template <typename Elem, u32 kCols, bool kAllReduce>
-__global__ void __launch_bounds__(kDecodeThreads, 1)
-    decode_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
-                const __grid_constant__ DecodeArgs args) {
-  using R = DecodeRing<kCols>;
-  constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
-  constexpr u32 kRegs = kCols / 2;
-  constexpr u32 kStages = R::kStages;
-
-  extern __shared__ u8 shared_raw[];
-  u8* ring = reinterpret_cast<u8*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
-  u8* tiles_b = ring;
-  u8* tiles_a = ring + kStages * R::kBytesB;
-  u64* full = reinterpret_cast<u64*>(ring + kStages * R::kStageBytes);
-  u64* empty = full + kStages;
-  __shared__ u32 split_last;
-  __shared__ u32 epoch;
-
-  const u32 split_log2 = args.split_log2;
-  const u32 split = blockIdx.x & ((1u << split_log2) - 1);
-  const u32 tile = blockIdx.x >> split_log2;
-  if (tile >= args.tiles_m * args.tiles_n) __trap();  // the host launches one CTA per tile slice
-  const u32 tm = tile % args.tiles_m, tn = tile / args.tiles_m;
-  const u64 pipeline_ns = kPipelineTimeoutNs + args.env.timeout_ns;
-  if (threadIdx.x == 0) {
-    for (u32 s = 0; s < kStages; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, 1);
-    }
-    mbar_init_fence();
-    if constexpr (kAllReduce) epoch = call_epoch(args.epoch);
-  }
-  __syncthreads();
-
-  const u32 kblocks = (args.k + kTileK - 1) / kTileK;
-  const u32 kb0 = split_begin(kblocks, split_log2, split);
-  const u32 nkb = split_begin(kblocks, split_log2, split + 1) - kb0;
-
-  if (threadIdx.x < 128) {
-    if (threadIdx.x != 0) return;
-    for (u32 it = 0; it < nkb; ++it) {
-      const u32 s = it % kStages;
-      mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns);
-      mbar_arrive_expect_tx(full + s, R::kStageBytes);
-      const i32 x = (kb0 + it) * kTileK;
-      tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, x, tn * kDecodeRowsB);
-      tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, x, tm * kCols);
-    }
-    return;
-  }
-
-  const u32 wg_thread = threadIdx.x - 128;
-  float acc[kRegs];
-  // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
-#pragma unroll
-  for (u32 r = 0; r < kRegs; ++r) acc[r] = 0.0f;
-  for (u32 it = 0; it < nkb; ++it) {
-    const u32 s = it % kStages;
-    mbar_wait(full + s, (it / kStages) & 1, pipeline_ns);
-    const u32 b0 = smem_addr(tiles_b + s * R::kBytesB);
-    const u32 a0 = smem_addr(tiles_a + s * R::kBytesA);
-    wgmma_fence();
-#pragma unroll
-    for (u32 step = 0; step < kTileKBytes / 32; ++step)
-      mma_m64n(acc, kmajor_sw128_desc(b0 + 32 * step), kmajor_sw128_desc(a0 + 32 * step), 1u, Elem{});
-    wgmma_commit();
-    wgmma_wait<1>();
-    // The last stage is never released: the producer has issued every load by then.
-    if (it > 0 && wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
-  }
-  wgmma_wait<0>();
-  fence_accumulators(acc);
-
-  if (split_log2 != 0) {
-    const u32 slices = 1u << split_log2;
-    float* base = args.split_ws + u64(tile << split_log2) * (kRegs * 128) + wg_thread;
-    float* mine = base + split * (kRegs * 128);
-#pragma unroll
-    for (u32 r = 0; r < kRegs; ++r) __stcg(mine + r * 128, acc[r]);
-    named_barrier(1, 128);
-    if (wg_thread == 0) {
-      u32 before;
-      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(args.split_counters + tile) : "memory");
-      const bool is_last = before == slices - 1;
-      if (is_last) args.split_counters[tile] = 0;  // the next launch is stream-ordered after this one
-      *reinterpret_cast<volatile u32*>(&split_last) = is_last;
-    }
-    named_barrier(1, 128);
-    if (!*reinterpret_cast<volatile u32*>(&split_last)) return;
-    float sum[kRegs];
-    for (u32 q = 0; q < slices; ++q) {
-#pragma unroll
-      for (u32 r = 0; r < kRegs; ++r) {
-        const float v = q == split ? acc[r] : __ldcg(base + q * (kRegs * 128) + r * 128);
-        sum[r] = q == 0 ? v : sum[r] + v;
-      }
-    }
-#pragma unroll
-    for (u32 r = 0; r < kRegs; ++r) acc[r] = sum[r];
-  }
-
-  float scale = 1.0f;
-  if (args.scale_a) scale *= *args.scale_a;
-  if (args.scale_b) scale *= *args.scale_b;
-  __nv_bfloat16* t = reinterpret_cast<__nv_bfloat16*>(ring);
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
-  if constexpr (!kAllReduce) {
-    decode_transpose<kCols>(args, t, acc, scale, tm, tn, wg_thread, [&](u32 row, u32 col, uint4 v) {
-      *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v;
-    });
-    return;
-  }
-  const u64 slot = u64(args.m) * args.n;
-  decode_transpose<kCols>(args, t, acc, scale, tm, tn, wg_thread, [&](u32 row, u32 col, uint4 v) {
-    const u64 at = u64(args.rank) * slot + u64(row) * args.n + col;
-    for (u32 p = 0; p < args.world; ++p) *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(args.recv[p]) + at) = v;
+/** GEMM + all-reduce's exchange of one tile (see the contract): the rounded tile from `t` into slot `rank`
+ * of every rank's receive buffer, the flags, the wait, and the rank-order sum into d. */
+template <u32 kCols>
+__device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bfloat16* t, const float (&acc)[kCols / 2],
+                                                  float scale, u32 tile, u32 tm, u32 tn, u32 epoch, u32 wg_thread) {
+  const u64 slot = u64(a.m) * a.n;
+  decode_transpose<kCols>(a, t, acc, scale, tm, tn, wg_thread, [&](u32 row, u32 col, uint4 v) {
+    const u64 at = u64(a.rank) * slot + u64(row) * a.n + col;
+    for (u32 p = 0; p < a.world; ++p) *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.recv[p]) + at) = v;
   });
   named_barrier(1, 128);
-  const u32 tiles = args.tiles_m * args.tiles_n;
+  const u32 tiles = a.tiles_m * a.tiles_n;
   if (wg_thread == 0) {
     fence_acq_rel_sys();
-    for (u32 p = 0; p < args.world; ++p)
-      st_sys<Order::Relaxed>(args.flags[p] + u64(args.rank) * tiles + tile, epoch);
-    for (u32 src = 0; src < args.world; ++src) {
-      const u32* fl = args.flags[args.rank] + u64(src) * tiles + tile;
-      bounded_wait(args.env, src, tile, [&] {
+    for (u32 p = 0; p < a.world; ++p) st_sys<Order::Relaxed>(a.flags[p] + u64(a.rank) * tiles + tile, epoch);
+    for (u32 src = 0; src < a.world; ++src) {
+      const u32* fl = a.flags[a.rank] + u64(src) * tiles + tile;
+      bounded_wait(a.env, src, tile, [&] {
         if (ld_sys<Order::Acquire>(fl) == epoch) return true;
         __nanosleep(64);
         return false;
@@ -242,14 +138,15 @@ __global__ void __launch_bounds__(kDecodeThreads, 1)
     }
   }
   named_barrier(1, 128);
-  const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(args.recv[args.rank]);
+  const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(a.recv[a.rank]);
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
   for (u32 u = wg_thread; u < kCols * 8; u += 128) {
     const u32 row = tm * kCols + u / 8;
     const u32 col = tn * kDecodeRowsB + (u % 8) * 8;
-    if (row >= args.m || col >= args.n) continue;
-    const u64 at = u64(row) * args.n + col;
+    if (row >= a.m || col >= a.n) continue;
+    const u64 at = u64(row) * a.n + col;
     float sum[8];
-    for (u32 src = 0; src < args.world; ++src) {
+    for (u32 src = 0; src < a.world; ++src) {
       const uint4 v = __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + at));
       const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -263,7 +160,133 @@ __global__ void __launch_bounds__(kDecodeThreads, 1)
     __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
 #pragma unroll
     for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
-    *reinterpret_cast<uint4*>(out + u64(row) * args.ldd + col) = o;
+    *reinterpret_cast<uint4*>(out + u64(row) * a.ldd + col) = o;
+  }
+}
+
+/** Split-K's fix-up for the consumer's tile slice (see the contract): true if this CTA counted last, acc
+ * then holding the sum of the slices in slice order. */
+template <u32 kRegs>
+__device__ __forceinline__ bool decode_split_fixup(const DecodeArgs& a, float (&acc)[kRegs], u32 tile, u32 split,
+                                                   u32 wg_thread, u32& last) {
+  const u32 slices = 1u << a.split_log2;
+  float* base = a.split_ws + u64(tile << a.split_log2) * (kRegs * 128) + wg_thread;
+  float* mine = base + split * (kRegs * 128);
+#pragma unroll
+  for (u32 r = 0; r < kRegs; ++r) __stcg(mine + r * 128, acc[r]);
+  named_barrier(1, 128);
+  if (wg_thread == 0) {
+    u32 before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(a.split_counters + tile) : "memory");
+    const bool is_last = before == slices - 1;
+    if (is_last) a.split_counters[tile] = 0;  // the next launch is stream-ordered after this one
+    *reinterpret_cast<volatile u32*>(&last) = is_last;
+  }
+  named_barrier(1, 128);
+  if (!*reinterpret_cast<volatile u32*>(&last)) return false;
+  float sum[kRegs];
+  for (u32 q = 0; q < slices; ++q) {
+#pragma unroll
+    for (u32 r = 0; r < kRegs; ++r) {
+      const float v = q == split ? acc[r] : __ldcg(base + q * (kRegs * 128) + r * 128);
+      sum[r] = q == 0 ? v : sum[r] + v;
+    }
+  }
+#pragma unroll
+  for (u32 r = 0; r < kRegs; ++r) acc[r] = sum[r];
+  return true;
+}
+
+template <typename Elem, u32 kCols, bool kAllReduce>
+__global__ void __launch_bounds__(kDecodeThreads, 1)
+    decode_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
+                const __grid_constant__ DecodeArgs args) {
+  using R = DecodeRing<kCols>;
+  constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
+  constexpr u32 kRegs = kCols / 2;
+  constexpr u32 kStages = R::kStages;
+
+  extern __shared__ u8 shared_raw[];
+  u8* ring = reinterpret_cast<u8*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
+  u8* tiles_b = ring;
+  u8* tiles_a = ring + kStages * R::kBytesB;
+  __nv_bfloat16* transposed = reinterpret_cast<__nv_bfloat16*>(ring + kStages * R::kStageBytes);
+  u64* full = reinterpret_cast<u64*>(ring + kStages * R::kStageBytes + R::kEpilogueBytes);
+  u64* empty = full + kStages;
+  __shared__ u32 split_last;
+  __shared__ u32 epoch;
+
+  const u32 split_log2 = args.split_log2;
+  const u32 split_mask = (1u << split_log2) - 1;
+  const u32 count = (args.tiles_m * args.tiles_n) << split_log2;
+  const u64 pipeline_ns = kPipelineTimeoutNs + args.env.timeout_ns;
+  if (threadIdx.x == 0) {
+    for (u32 s = 0; s < kStages; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, 1);
+    }
+    mbar_init_fence();
+    if constexpr (kAllReduce) epoch = call_epoch(args.epoch);
+  }
+  __syncthreads();
+  const u32 kblocks = (args.k + kTileK - 1) / kTileK;
+
+  if (threadIdx.x < 128) {
+    if (threadIdx.x != 0) return;
+    u32 it = 0;
+    for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
+      const u32 split = i & split_mask, tile = i >> split_log2;
+      const u32 tm = tile % args.tiles_m, tn = tile / args.tiles_m;
+      const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
+      for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
+        const u32 s = it % kStages;
+        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns);
+        mbar_arrive_expect_tx(full + s, R::kStageBytes);
+        tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, tn * kDecodeRowsB);
+        tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, tm * kCols);
+      }
+    }
+    return;
+  }
+
+  const u32 wg_thread = threadIdx.x - 128;
+  float scale = 1.0f;
+  if (args.scale_a) scale *= *args.scale_a;
+  if (args.scale_b) scale *= *args.scale_b;
+  u32 it = 0;
+  for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
+    const u32 split = i & split_mask, tile = i >> split_log2;
+    const u32 tm = tile % args.tiles_m, tn = tile / args.tiles_m;
+    const u32 nkb = split_begin(kblocks, split_log2, split + 1) - split_begin(kblocks, split_log2, split);
+    float acc[kRegs];
+    // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
+#pragma unroll
+    for (u32 r = 0; r < kRegs; ++r) acc[r] = 0.0f;
+    for (u32 kb = 0; kb < nkb; ++kb, ++it) {
+      const u32 s = it % kStages;
+      mbar_wait(full + s, (it / kStages) & 1, pipeline_ns);
+      const u32 b0 = smem_addr(tiles_b + s * R::kBytesB);
+      const u32 a0 = smem_addr(tiles_a + s * R::kBytesA);
+      wgmma_fence();
+#pragma unroll
+      for (u32 step = 0; step < kTileKBytes / 32; ++step)
+        mma_m64n(acc, kmajor_sw128_desc(b0 + 32 * step), kmajor_sw128_desc(a0 + 32 * step), 1u, Elem{});
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (kb > 0 && wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
+    }
+    wgmma_wait<0>();
+    fence_accumulators(acc);
+    if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
+    if (split_log2 != 0 && !decode_split_fixup(args, acc, tile, split, wg_thread, split_last)) continue;
+    if constexpr (kAllReduce) {
+      decode_all_reduce<kCols>(args, transposed, acc, scale, tile, tm, tn, epoch, wg_thread);
+    } else {
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
+      decode_transpose<kCols>(args, transposed, acc, scale, tm, tn, wg_thread, [&](u32 row, u32 col, uint4 v) {
+        *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v;
+      });
+    }
   }
 }
 
