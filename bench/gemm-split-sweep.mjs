@@ -13,7 +13,8 @@ import { graphTimeUs } from "../dist/src/bench/report.js";
 import { parseShapes } from "../dist/src/bench/gemm.js";
 
 const shapes = parseShapes(
-  process.argv[2] ?? "1x8192x1024,1x8192x3584,1x8192x14336,32x8192x14336,64x8192x14336,128x8192x14336,256x8192x14336,128x8192x3584,1x2048x14336,16x1024x8192",
+  process.argv[2] ??
+    "1x8192x1024,1x8192x3584,1x8192x14336,32x8192x14336,64x8192x14336,128x8192x14336,256x8192x14336,128x8192x3584,1x2048x14336,16x1024x8192",
 );
 const device = Device.get(0);
 const stream = Stream.create(device);

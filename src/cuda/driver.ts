@@ -246,6 +246,7 @@ export const CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
 export const CU_MEMHOSTALLOC_PORTABLE = 0x1;
 export const CU_MEMHOSTALLOC_DEVICEMAP = 0x2;
 export const CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+export const CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 /** CUtensorMapDataType, CUtensorMapSwizzle and CUtensorMapL2promotion (cuda.h). */
 export const TensorMapDataType = { UINT8: 0, FLOAT32: 7, BFLOAT16: 9 } as const;
 export const TensorMapSwizzle = { NONE: 0, B32: 1, B64: 2, B128: 3 } as const;

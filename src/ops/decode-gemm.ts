@@ -264,6 +264,9 @@ export class DecodeGemm {
         block: DECODE_THREADS,
         sharedBytes: decodeSharedBytes(v.cols),
         stream,
+        // The exchange waits (griddepcontrol.wait) for the kernel before it, the barrier over the ranks,
+        // only before its first push: the main loop runs under the barrier.
+        programmatic: v.allReduce,
       },
       map(p.a, m, v.cols),
       map(p.b, n, DECODE_ROWS_B),

@@ -3,7 +3,12 @@
 // cuLaunchKernel with no per-call allocation on the native side. The driver copies the arguments during
 // the call (also under stream capture), so the block is free for the next launch when the call returns.
 import { InvalidArgumentError } from "../errors.js";
-import { check, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, FuncAttribute } from "../cuda/driver.js";
+import {
+  check,
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+  FuncAttribute,
+} from "../cuda/driver.js";
 import { NativeBlock, type Ptr } from "../cuda/native.js";
 import { driver, type Device } from "./device.js";
 import { defaultStream, type Stream } from "./stream.js";
@@ -35,6 +40,10 @@ export interface LaunchConfig {
   readonly stream?: Stream;
   /** Thread-block cluster shape (Hopper), launched through cuLaunchKernelEx. */
   readonly cluster?: Dim3;
+  /** Programmatic dependent launch (Hopper): the kernel may start while the kernel before it on the stream
+   * still runs, once that one executes griddepcontrol.launch_dependents; it must execute
+   * griddepcontrol.wait before it depends on anything that kernel does. */
+  readonly programmatic?: boolean;
 }
 
 interface Slot {
@@ -146,9 +155,11 @@ function writeDim3(v: DataView, offset: number, d: Dim3, what: string): void {
   v.setUint32(offset + 8, z as number, true);
 }
 
-// CUlaunchConfig (56 bytes) followed by one CUlaunchAttribute (72 bytes): cuda.h 13.0 layouts.
+// CUlaunchConfig (56 bytes) followed by up to two CUlaunchAttributes (72 bytes each: the id, then the
+// value at offset 8): cuda.h 13.0 layouts.
 const CONFIG_BYTES = 56;
 const ATTR_BYTES = 72;
+const MAX_ATTRS = 2;
 
 export interface KernelAttributes {
   readonly registers: number;
@@ -219,10 +230,8 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
     this.name = name;
     this.params = params;
     this.#args = new ArgPacker(params);
-    this.#config = new NativeBlock(CONFIG_BYTES + ATTR_BYTES);
-    const v = this.#config.view;
-    v.setBigUint64(40, this.#config.ptr + BigInt(CONFIG_BYTES), true);
-    v.setUint32(CONFIG_BYTES, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, true);
+    this.#config = new NativeBlock(CONFIG_BYTES + MAX_ATTRS * ATTR_BYTES);
+    this.#config.view.setBigUint64(40, this.#config.ptr + BigInt(CONFIG_BYTES), true);
   }
 
   launch(config: LaunchConfig, ...args: ArgsFor<Ps>): void {
@@ -237,12 +246,18 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
     v.setUint32(24, shared, true);
     const stream = config.stream ?? (this.#defaultStream ??= defaultStream(this.device));
     v.setBigUint64(32, stream.handle, true);
-    if (config.cluster === undefined) {
-      v.setUint32(48, 0, true);
-    } else {
-      v.setUint32(48, 1, true);
-      writeDim3(v, CONFIG_BYTES + 8, config.cluster, "cluster");
+    let attrs = 0;
+    if (config.cluster !== undefined) {
+      const at = CONFIG_BYTES + ATTR_BYTES * attrs++;
+      v.setUint32(at, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, true);
+      writeDim3(v, at + 8, config.cluster, "cluster");
     }
+    if (config.programmatic) {
+      const at = CONFIG_BYTES + ATTR_BYTES * attrs++;
+      v.setUint32(at, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, true);
+      v.setUint32(at + 8, 1, true);
+    }
+    v.setUint32(48, attrs, true);
     this.device.makeCurrent();
     const status = driver().cuLaunchKernelEx(this.#config.ptr, this.handle, params, 0n);
     if (status !== 0) check(status, `cuLaunchKernelEx(${this.name})`);

@@ -33,7 +33,8 @@
 // deadlock: every rank launches the same grid, all of it resident (one CTA per SM at most), and a CTA
 // pushes its tile before it waits; the peers' CTA of the same index reaches the same step after its
 // earlier ones, whose waits end by induction over the steps. A receive buffer is rewritten by the next
-// call only after a barrier over the ranks (the host launches one before the GEMM).
+// call only after a barrier over the ranks: the host launches one before the GEMM, and the GEMM behind it
+// programmatically, so its main loop runs under the barrier and its first push waits for it.
 // Bounds: TMA fills rows past m and n and the K tail with zeros; stores skip rows of D past m; n is a
 // multiple of 8 (host), so a 16-byte chunk of a row lies wholly inside or outside D. Every wait is
 // bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch.
@@ -119,6 +120,9 @@ template <u32 kCols>
 __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bfloat16* t, const float (&acc)[kCols / 2],
                                                   float scale, u32 tile, u32 tm, u32 tn, u32 epoch, u32 wg_thread) {
   const u64 slot = u64(a.m) * a.n;
+  // Launched programmatically behind the barrier that says every rank finished reading its receive
+  // buffer: the main loop ran under it, the pushes wait for it (at once if nothing is before this grid).
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   decode_transpose<kCols>(a, t, acc, scale, tm, tn, wg_thread, [&](u32 row, u32 col, uint4 v) {
     const u64 at = u64(a.rank) * slot + u64(row) * a.n + col;
     for (u32 p = 0; p < a.world; ++p) *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.recv[p]) + at) = v;

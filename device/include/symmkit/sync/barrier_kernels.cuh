@@ -10,7 +10,12 @@
 
 namespace symmkit {
 
+/** A kernel launched behind it programmatically (the fused GEMM + all-reduce) may start at once: it runs
+ * its main loop under the barrier and waits for it (griddepcontrol.wait) only before it writes to a peer. */
 __global__ void group_barrier(const __grid_constant__ SymmView v, u32 phase) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   symm_sync<true, true>(v, flat_block(), phase);
 }
 
