@@ -139,6 +139,7 @@ export {
   type MatmulProblem,
 } from "./ops/matmul.js";
 export { HopperGemm, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
+export { DecodeGemm, DECODE_VARIANTS, type DecodeLaunch, type DecodeVariant } from "./ops/decode-gemm.js";
 export {
   ALL_GATHER_MATMUL_ALGORITHMS,
   MATMUL_REDUCE_SCATTER_ALGORITHMS,

@@ -46,6 +46,8 @@ const INTERNAL: Readonly<Record<string, string>> = {
     "GpuCollectives' engine for send/recv, sendRecv, allToAll and allToAllV, built from its private " +
     "context; users call those on collectives",
   GpuMoe: "GpuCollectives' engine for MoE dispatch and combine; users call collectives.dispatch / combine",
+  // src/ops/split-scratch.ts
+  SplitScratch: "split-K's per-stream scratch that HopperGemm and DecodeGemm share; users only see launches",
   // src/distributed/group-base.ts
   GroupBase:
     "abstract base of ProcessGroup and CpuProcessGroup (protected constructor); users get those, " +
