@@ -12,7 +12,15 @@ import { sharedModule, type ProgramSpec } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { SyncWatch } from "../distributed/sync-watch.js";
 import { GEMM_ELEMS, type GemmElem } from "./gemm-programs.js";
-import { checkRanks, gemmKBlocks, type GemmScatter } from "./hopper-gemm.js";
+import {
+  checkGemmShape,
+  checkRanks,
+  gemmKBlocks,
+  writeOperands,
+  writeWaitEnv,
+  type GemmOperandPtrs,
+  type GemmScatter,
+} from "./hopper-gemm.js";
 import { SplitScratch } from "./split-scratch.js";
 
 /** Rows of A a tile takes (wgmma's N side): the smallest that covers m, at most 128. */
@@ -138,20 +146,8 @@ export function decodeFlagCount(m: number, n: number, world: number): number {
   return world * tilesM * tilesN;
 }
 
-export interface DecodeLaunch {
-  /** Row-major [m, k]. */
-  readonly a: Ptr;
-  /** Row-major [n, k]. */
-  readonly b: Ptr;
-  /** Row-major [m, n] bf16 with row stride ldd elements (16-byte aligned rows). */
-  readonly d: Ptr;
-  readonly m: number;
-  readonly n: number;
-  readonly k: number;
-  readonly ldd?: number;
-  /** fp8: device addresses of one f32 each (default 1). */
-  readonly scaleA?: Ptr;
-  readonly scaleB?: Ptr;
+/** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */
+export interface DecodeLaunch extends GemmOperandPtrs {
   /** Slices of K per tile: a power of two at most the k-blocks, tiles x splits at most the SMs (default 1). */
   readonly splits?: number;
   /** allReduce variants: the exchange (shardRows = m; flags: decodeFlagCount of them per rank). */
@@ -192,15 +188,7 @@ export class DecodeGemm {
     const v = this.variant;
     const es = dtypeInfo(v.elem).bytes;
     const { m, n, k } = p;
-    for (const [what, x] of [
-      ["m", m],
-      ["n", n],
-      ["k", k],
-    ] as const)
-      if (!Number.isInteger(x) || x < 1 || x > 2 ** 31 - 1)
-        throw new InvalidArgumentError(`gemm: ${what} = ${x} must be an integer in [1, 2^31)`);
-    if ((k * es) % 16 !== 0)
-      throw new InvalidArgumentError(`gemm: k = ${k} ${v.elem} rows must be a multiple of 16 bytes`);
+    checkGemmShape(p, v.elem);
     const ldd = p.ldd ?? n;
     if (n % 8 !== 0 || !Number.isInteger(ldd) || ldd < n || ldd % 8 !== 0)
       throw new InvalidArgumentError(
@@ -241,16 +229,10 @@ export class DecodeGemm {
       });
     const a = this.#view;
     this.#args.fill(0);
-    a.setBigUint64(L.d, p.d, true);
-    a.setBigUint64(L.ldd, BigInt(ldd), true);
-    a.setUint32(L.m, m, true);
-    a.setUint32(L.n, n, true);
-    a.setUint32(L.k, k, true);
+    writeOperands(a, L, p, ldd);
     a.setUint32(L.tilesN, tilesN, true);
     a.setUint32(L.tilesM, tilesM, true);
     a.setUint32(L.splitLog2, Math.log2(splits), true);
-    a.setBigUint64(L.scaleA, p.scaleA ?? 0n, true);
-    a.setBigUint64(L.scaleB, p.scaleB ?? 0n, true);
     const stream = p.stream ?? defaultStream(this.device);
     if (splits > 1) {
       const sc = SplitScratch.of(this.device).on(stream);
@@ -286,10 +268,6 @@ export class DecodeGemm {
     a.setBigUint64(L.epoch, s.epoch, true);
     a.setUint32(L.world, s.world, true);
     a.setUint32(L.rank, s.rank, true);
-    const w = this.watch;
-    a.setBigUint64(L.envTimeoutNs, w.timeoutNs, true);
-    a.setBigUint64(L.envAbortFlag, w.abortFlagPtr, true);
-    a.setBigUint64(L.envRecord, w.recordPtr, true);
-    a.setUint32(L.envRank, waitRank, true);
+    writeWaitEnv(a, L, this.watch, waitRank);
   }
 }

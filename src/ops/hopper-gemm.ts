@@ -23,6 +23,7 @@ import {
   GEMM_TILE_N,
   gemmExpr,
   gemmProgram,
+  type GemmElem,
   type GemmVariant,
 } from "./gemm-programs.js";
 
@@ -58,10 +59,11 @@ export interface GemmScatter {
   readonly epoch: Ptr;
 }
 
-export interface GemmLaunch {
+/** What a launch of either symmkit GEMM (HopperGemm, DecodeGemm) names: operands, shape, output. */
+export interface GemmOperandPtrs {
   /** Row-major [m, k]. */
   readonly a: Ptr;
-  /** Row-major [n, k], or [k, n] for a variant with layoutB "kn". */
+  /** Row-major [n, k], or [k, n] for a HopperGemm variant with layoutB "kn". */
   readonly b: Ptr;
   /** Row-major [m, n] with row stride ldd elements: bf16, or f32 for the accumulate-f32 epilogue. */
   readonly d: Ptr;
@@ -73,6 +75,9 @@ export interface GemmLaunch {
   /** fp8: device addresses of one f32 each (default 1). */
   readonly scaleA?: Ptr;
   readonly scaleB?: Ptr;
+}
+
+export interface GemmLaunch extends GemmOperandPtrs {
   /** order "list": device array of u32 tile ids (tm * tilesN + tn), and how many to compute. */
   readonly tileList?: Ptr;
   readonly tileCount?: number;
@@ -197,18 +202,9 @@ export class HopperGemm {
     const v = this.variant;
     const es = dtypeInfo(v.elem).bytes;
     const { m, n, k } = p;
-    for (const [what, x] of [
-      ["m", m],
-      ["n", n],
-      ["k", k],
-    ] as const) {
-      if (!Number.isInteger(x) || x < 1 || x > 2 ** 31 - 1)
-        throw new InvalidArgumentError(`gemm: ${what} = ${x} must be an integer in [1, 2^31)`);
-    }
+    checkGemmShape(p, v.elem);
     if (v.narrow && m > GEMM_NARROW_ROWS)
       throw new InvalidArgumentError(`gemm: a narrow variant takes m <= ${GEMM_NARROW_ROWS}, got ${m}`);
-    if ((k * es) % 16 !== 0)
-      throw new InvalidArgumentError(`gemm: k = ${k} ${v.elem} rows must be a multiple of 16 bytes`);
     if (v.layoutB === "kn" && (n * es) % 16 !== 0)
       throw new InvalidArgumentError(`gemm: n = ${n}: rows of B [k, n] must be a multiple of 16 bytes`);
     const ldd = p.ldd ?? n;
@@ -295,18 +291,12 @@ export class HopperGemm {
 
     const a = this.#view;
     this.#args.fill(0);
-    a.setBigUint64(L.d, p.d, true);
-    a.setBigUint64(L.ldd, BigInt(ldd), true);
-    a.setUint32(L.m, m, true);
-    a.setUint32(L.n, n, true);
-    a.setUint32(L.k, k, true);
+    writeOperands(a, L, p, ldd);
     a.setUint32(L.tilesM, tilesM, true);
     a.setUint32(L.tilesN, tilesN, true);
     a.setUint32(L.groupM, GROUP_M, true);
     a.setBigUint64(L.tileList, p.tileList ?? 0n, true);
     a.setUint32(L.tileCount, tileCount, true);
-    a.setBigUint64(L.scaleA, p.scaleA ?? 0n, true);
-    a.setBigUint64(L.scaleB, p.scaleB ?? 0n, true);
     a.setUint32(L.tmRotate, this.#rotation(p, tilesM), true);
     if (v.ready === "row-flags") this.#writeReady(p);
     if (v.ready === "row-flags" || scatter) this.#writeWaitEnv(p.waitRank ?? 0);
@@ -482,11 +472,53 @@ export class HopperGemm {
   }
 
   #writeWaitEnv(rank: number): void {
-    const a = this.#view;
-    const w = this.watch;
-    a.setBigUint64(L.envTimeoutNs, w.timeoutNs, true);
-    a.setBigUint64(L.envAbortFlag, w.abortFlagPtr, true);
-    a.setBigUint64(L.envRecord, w.recordPtr, true);
-    a.setUint32(L.envRank, rank, true);
+    writeWaitEnv(this.#view, L, this.watch, rank);
   }
+}
+
+/** Offsets of the fields both GEMMs' argument structs (GemmArgs, DecodeArgs) share. */
+export interface GemmArgsCommon {
+  readonly d: number;
+  readonly ldd: number;
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly scaleA: number;
+  readonly scaleB: number;
+  readonly envTimeoutNs: number;
+  readonly envAbortFlag: number;
+  readonly envRecord: number;
+  readonly envRank: number;
+}
+
+/** m, n, k whole and in [1, 2^31), and rows of A and B ([n, k]) whole 16-byte units (TMA's strides). */
+export function checkGemmShape(p: GemmOperandPtrs, elem: GemmElem): void {
+  for (const [what, x] of [
+    ["m", p.m],
+    ["n", p.n],
+    ["k", p.k],
+  ] as const)
+    if (!Number.isInteger(x) || x < 1 || x > 2 ** 31 - 1)
+      throw new InvalidArgumentError(`gemm: ${what} = ${x} must be an integer in [1, 2^31)`);
+  if ((p.k * dtypeInfo(elem).bytes) % 16 !== 0)
+    throw new InvalidArgumentError(`gemm: k = ${p.k} ${elem} rows must be a multiple of 16 bytes`);
+}
+
+/** Writes the output, shape and fp8 scales of `p` into an argument struct laid out as `at`. */
+export function writeOperands(view: DataView, at: GemmArgsCommon, p: GemmOperandPtrs, ldd: number): void {
+  view.setBigUint64(at.d, p.d, true);
+  view.setBigUint64(at.ldd, BigInt(ldd), true);
+  view.setUint32(at.m, p.m, true);
+  view.setUint32(at.n, p.n, true);
+  view.setUint32(at.k, p.k, true);
+  view.setBigUint64(at.scaleA, p.scaleA ?? 0n, true);
+  view.setBigUint64(at.scaleB, p.scaleB ?? 0n, true);
+}
+
+/** Writes the WaitEnv that bounds a launch's waits on flags (`watch`'s timeout, abort flag and record). */
+export function writeWaitEnv(view: DataView, at: GemmArgsCommon, watch: SyncWatch, rank: number): void {
+  view.setBigUint64(at.envTimeoutNs, watch.timeoutNs, true);
+  view.setBigUint64(at.envAbortFlag, watch.abortFlagPtr, true);
+  view.setBigUint64(at.envRecord, watch.recordPtr, true);
+  view.setUint32(at.envRank, rank, true);
 }
