@@ -7,7 +7,7 @@ import { Device } from "../dist/src/runtime/device.js";
 import { Stream } from "../dist/src/runtime/stream.js";
 import { Tensor } from "../dist/src/runtime/tensor.js";
 import { HopperGemm } from "../dist/src/ops/hopper-gemm.js";
-import { DecodeGemm, decodeCols } from "../dist/src/ops/decode-gemm.js";
+import { DecodeGemm, decodeShape } from "../dist/src/ops/decode-gemm.js";
 import { CublasLtMatmul } from "../dist/src/ops/cublaslt-matmul.js";
 import { graphTimeUs } from "../dist/src/bench/report.js";
 import { parseShapes } from "../dist/src/bench/gemm.js";
@@ -52,14 +52,17 @@ for (const [m, n, k] of shapes) {
       }
       row.push(`${name}/${splits} ${await time(() => g.launch({ ...c, splits }))}`);
     }
-  const decoder = new DecodeGemm(device, { elem: "bf16", cols: decodeCols(m), allReduce: false });
+  const shape = decodeShape(m);
+  const decoder = new DecodeGemm(device, { elem: "bf16", ...shape, allReduce: false });
   for (const splits of [1, 2, 4, 8, 16]) {
     try {
       decoder.launch({ ...c, splits });
     } catch {
       continue;
     }
-    row.push(`decode${decodeCols(m)}/${splits} ${await time(() => decoder.launch({ ...c, splits }))}`);
+    row.push(
+      `decode${shape.cols}x${shape.wide ? 128 : 64}/${splits} ${await time(() => decoder.launch({ ...c, splits }))}`,
+    );
   }
   console.log(row.join("  "));
   for (const x of [a, b, d]) x.dispose();

@@ -10,11 +10,13 @@ import { PROGRAMS } from "../src/catalog.js";
 import {
   DECODE_COLS,
   DECODE_PROGRAMS,
-  decodeCols,
+  DECODE_VARIANTS,
   decodeFits,
   decodeFlagCount,
+  decodeShape,
   decodeSharedBytes,
   decodeSplitsFor,
+  decodeThreads,
   decodeTiles,
 } from "../src/ops/decode-gemm.js";
 import { parseShapes, relFrobenius } from "../src/bench/gemm.js";
@@ -144,33 +146,42 @@ test("split-K choice: powers of two filling one wave, slices long enough for the
   assert.deepEqual(gemmKernelFor(300, 2), { splitK: true, narrow: false });
 });
 
-test("decode GEMM choice: tile widths, slices, which problems it takes, its programs", () => {
+test("decode GEMM choice: tile shapes, slices, which problems it takes, its programs", () => {
   assert.deepEqual(
-    [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 300].map(decodeCols),
-    [8, 8, 16, 16, 32, 64, 64, 128, 128, 128, 128],
+    [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 256].map((m) => {
+      const s = decodeShape(m);
+      return s.wide ? `${s.cols}w` : `${s.cols}`;
+    }),
+    ["8", "8", "16", "16", "32", "64", "64", "128", "128", "128w", "128w"],
   );
-  assert.deepEqual(decodeTiles(129, 8200, 128), { tilesM: 2, tilesN: 129 });
+  assert.deepEqual(decodeTiles(100, 8200, decodeShape(100)), { tilesM: 1, tilesN: 129 });
+  assert.deepEqual(decodeTiles(200, 8200, decodeShape(200)), { tilesM: 2, tilesN: 65 });
   const h200 = (m: number, n: number, k: number): number => decodeSplitsFor(m, n, k, 2, 132);
   assert.equal(h200(1, 8192, 14336), 1); // 128 tiles of 64 rows of B fill the SMs
   assert.equal(h200(128, 8192, 14336), 1);
+  assert.equal(h200(256, 8192, 14336), 1); // 2 x 64 tiles of 128 x 128
   assert.equal(h200(1, 2048, 14336), 4); // 32 tiles: 4 x 32 = 128 CTAs
   assert.equal(h200(16, 1024, 8192), 8); // 16 tiles, 128 k-blocks: slices of 16
   assert.equal(h200(1, 1024, 1024), 1); // 16 k-blocks: no slice would be long enough
-  for (const m of [1, 7, 64, 128])
+  for (const m of [1, 7, 64, 128, 200])
     for (const n of [512, 2048, 8192])
       for (const k of [512, 4096, 28672]) {
         const s = h200(m, n, k);
-        const { tilesM, tilesN } = decodeTiles(m, n, decodeCols(m));
+        const { tilesM, tilesN } = decodeTiles(m, n, decodeShape(m));
         assert.ok(Number.isInteger(Math.log2(s)), `${m}x${n}x${k}: ${s} is not a power of two`);
         assert.ok(s === 1 || tilesM * tilesN * s <= 132, `${m}x${n}x${k}: ${s} slices overflow one wave`);
       }
-  assert.ok(decodeFits(128, 8192, "nk"));
-  assert.ok(!decodeFits(129, 8192, "nk"), "beyond 128 rows the 128 x 256 tiles win");
+  assert.ok(decodeFits(256, 8192, "nk"));
+  assert.ok(!decodeFits(257, 8192, "nk"), "beyond 256 rows the 128 x 256 tiles win");
   assert.ok(!decodeFits(1, 8192, "kn"), "B as [k, n] would need an MN-major wgmma A operand");
   assert.ok(!decodeFits(1, 8196, "nk"), "rows of D are stored in 16-byte chunks");
   assert.equal(decodeFlagCount(1, 8192, 2), 256);
-  for (const cols of DECODE_COLS) assert.ok(decodeSharedBytes(cols) <= 227 * 1024, `${cols}: shared memory`);
-  assert.equal(DECODE_PROGRAMS.length, 2 * DECODE_COLS.length * 2);
+  assert.equal(decodeFlagCount(200, 8192, 2), 2 * 2 * 64 * 2); // a flag per consumer
+  for (const v of DECODE_VARIANTS) {
+    assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${v.cols}/${v.wide}: shared memory`);
+    assert.equal(decodeThreads(v), v.wide ? 384 : 256);
+  }
+  assert.equal(DECODE_PROGRAMS.length, 2 * (DECODE_COLS.length + 1) * 2);
   assert.equal(new Set(DECODE_PROGRAMS.map((p) => p.name)).size, DECODE_PROGRAMS.length);
   assert.ok(PROGRAMS.includes(DECODE_PROGRAMS[0]!), "CI compiles the decode GEMM's programs");
 });

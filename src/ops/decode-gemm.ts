@@ -26,40 +26,60 @@ import { SplitScratch } from "./split-scratch.js";
 /** Rows of A a tile takes (wgmma's N side): the smallest that covers m, at most 128. */
 export const DECODE_COLS = [8, 16, 32, 64, 128] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
-/** Rows of B a tile takes (kDecodeRowsB). */
+/** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
 export const DECODE_ROWS_B = 64;
-export const DECODE_THREADS = 256;
-const RING_BUDGET = 192 * 1024;
 const MAX_STAGES = 16;
+const SHARED_MAX = 227 * 1024;
 const TILE_K_BYTES = 128;
 
-export interface DecodeVariant {
-  readonly elem: GemmElem;
+/** A tile's shape: `cols` rows of A by 64 rows of B, or 128 with `wide` (two consumer warpgroups). */
+export interface DecodeShape {
   readonly cols: DecodeCols;
+  readonly wide: boolean;
+}
+
+export interface DecodeVariant extends DecodeShape {
+  readonly elem: GemmElem;
   /** GEMM + all-reduce's exchange in the epilogue (decode_gemm.cuh kAllReduce). */
   readonly allReduce: boolean;
 }
 
-/** Dynamic shared memory of a launch (DecodeRing<cols>::kSharedBytes). */
-export function decodeSharedBytes(cols: DecodeCols): number {
-  const stage = (cols + DECODE_ROWS_B) * TILE_K_BYTES;
-  const stages = Math.min(MAX_STAGES, Math.floor(RING_BUDGET / stage));
-  const transposed = cols * (DECODE_ROWS_B + 8) * 2;
+const consumers = (s: DecodeShape): number => (s.wide ? 2 : 1);
+
+/** Threads of a launch: the producer's warpgroup and one per consumer. */
+export function decodeThreads(s: DecodeShape): number {
+  return 128 * (1 + consumers(s));
+}
+
+/** Dynamic shared memory of a launch (DecodeRing<cols, consumers>::kSharedBytes). */
+export function decodeSharedBytes(s: DecodeShape): number {
+  const stage = (s.cols + consumers(s) * DECODE_ROWS_B) * TILE_K_BYTES;
+  const transposed = consumers(s) * s.cols * (DECODE_ROWS_B + 8) * 2;
+  const room = Math.floor((SHARED_MAX - transposed - 1024 - 2 * MAX_STAGES * 8) / stage);
+  const stages = Math.min(MAX_STAGES, room);
   return stages * stage + transposed + 2 * stages * 8 + 1024;
 }
 
-/** The tile width for m rows of A: the smallest of DECODE_COLS that covers them, else the widest. */
-export function decodeCols(m: number): DecodeCols {
-  return DECODE_COLS.find((c) => c >= m) ?? 128;
+/** The tile for m rows of A: the narrowest of DECODE_COLS that covers them, one consumer, up to 128 rows;
+ * beyond, 128 rows of A by 128 of B (where the MMAs, not B's bytes, bound the time). */
+export function decodeShape(m: number): DecodeShape {
+  const cols = DECODE_COLS.find((c) => c >= m);
+  return cols === undefined ? { cols: 128, wide: true } : { cols, wide: false };
 }
 
-export function decodeTiles(m: number, n: number, cols: DecodeCols): { tilesM: number; tilesN: number } {
-  return { tilesM: Math.ceil(m / cols), tilesN: Math.ceil(n / DECODE_ROWS_B) };
+/** Rows of A's box (decode_box_rows): the tile's, or m rounded up to 8 when A has fewer rows, so that
+ * little of a box lies past A (TMA's zero fill of a box mostly past the tensor is slow). */
+export function decodeBoxRows(m: number, cols: DecodeCols): number {
+  return m < cols ? Math.ceil(m / 8) * 8 : cols;
+}
+
+export function decodeTiles(m: number, n: number, s: DecodeShape): { tilesM: number; tilesN: number } {
+  return { tilesM: Math.ceil(m / s.cols), tilesN: Math.ceil(n / (consumers(s) * DECODE_ROWS_B)) };
 }
 
 /** The most rows matmul() and GEMM + all-reduce give the decode GEMM: beyond, HopperGemm's 128 x 256
- * tiles reuse B across rows of A in shared memory and win (bench/gemm-split-sweep.mjs). */
-export const DECODE_MAX_ROWS = 128;
+ * tiles reuse B across more rows of A in shared memory and win (bench/gemm-split-sweep.mjs). */
+export const DECODE_MAX_ROWS = 256;
 
 /** Whether the decode GEMM takes this problem: few rows, B as [n, k], whole 16-byte chunks of D's rows. */
 export function decodeFits(m: number, n: number, layoutB: "nk" | "kn"): boolean {
@@ -79,7 +99,7 @@ export function decodeSplitsFor(
   elementBytes: number,
   smCount: number,
 ): number {
-  const { tilesM, tilesN } = decodeTiles(m, n, decodeCols(m));
+  const { tilesM, tilesN } = decodeTiles(m, n, decodeShape(m));
   const byGrid = Math.floor(smCount / (tilesM * tilesN));
   const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
   const most = Math.min(byGrid, byK, MAX_SPLITS);
@@ -89,19 +109,21 @@ export function decodeSplitsFor(
 const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
 
 export function decodeExpr(v: DecodeVariant): string {
-  return `symmkit::gemm::decode_gemm<${ELEM_TYPES[v.elem]}, ${v.cols}, ${v.allReduce}>`;
+  return `symmkit::gemm::decode_gemm<${ELEM_TYPES[v.elem]}, ${v.cols}, ${consumers(v)}, ${v.allReduce}>`;
 }
 
 export function decodeProgram(v: DecodeVariant): ProgramSpec {
   return {
-    name: `symmkit/gemm/decode/${v.elem}-n${v.cols}${v.allReduce ? "-all-reduce" : ""}`,
+    name: `symmkit/gemm/decode/${v.elem}-n${v.cols}${v.wide ? "-wide" : ""}${v.allReduce ? "-all-reduce" : ""}`,
     source: '#include "symmkit/gemm/decode_gemm.cuh"\n',
     nameExpressions: [decodeExpr(v)],
   };
 }
 
 export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
-  DECODE_COLS.flatMap((cols) => [false, true].map((allReduce) => ({ elem, cols, allReduce }))),
+  [...DECODE_COLS.map((cols) => ({ cols, wide: false })), { cols: 128 as const, wide: true }].flatMap(
+    (shape) => [false, true].map((allReduce) => ({ elem, ...shape, allReduce })),
+  ),
 );
 export const DECODE_PROGRAMS: readonly ProgramSpec[] = DECODE_VARIANTS.map(decodeProgram);
 
@@ -140,10 +162,11 @@ export const DECODE_PARAMS = [
   { bytes: L.bytes, align: 8 },
 ] as const;
 
-/** Flags one rank's GEMM + all-reduce needs in the decode GEMM: world x tiles. */
+/** Flags one rank's GEMM + all-reduce needs in the decode GEMM: world x tiles x consumers. */
 export function decodeFlagCount(m: number, n: number, world: number): number {
-  const { tilesM, tilesN } = decodeTiles(m, n, decodeCols(m));
-  return world * tilesM * tilesN;
+  const shape = decodeShape(m);
+  const { tilesM, tilesN } = decodeTiles(m, n, shape);
+  return world * tilesM * tilesN * consumers(shape);
 }
 
 /** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */
@@ -195,7 +218,7 @@ export class DecodeGemm {
         `gemm: the decode GEMM stores 16-byte chunks: n = ${n} and ldd = ${ldd} >= n must be multiples of 8`,
       );
     if (p.d % 16n !== 0n) throw new InvalidArgumentError("gemm: d must be 16-byte aligned");
-    const { tilesM, tilesN } = decodeTiles(m, n, v.cols);
+    const { tilesM, tilesN } = decodeTiles(m, n, v);
     const tiles = tilesM * tilesN;
     const splits = p.splits ?? 1;
     const kblocks = gemmKBlocks(k, es);
@@ -243,15 +266,15 @@ export class DecodeGemm {
     this.kernel.launch(
       {
         grid: Math.min(tiles * splits, sms),
-        block: DECODE_THREADS,
-        sharedBytes: decodeSharedBytes(v.cols),
+        block: decodeThreads(v),
+        sharedBytes: decodeSharedBytes(v),
         stream,
         // The exchange waits (griddepcontrol.wait) for the kernel before it, the barrier over the ranks,
         // only before its first push: the main loop runs under the barrier.
         programmatic: v.allReduce,
       },
-      map(p.a, m, v.cols),
-      map(p.b, n, DECODE_ROWS_B),
+      map(p.a, m, decodeBoxRows(m, v.cols)),
+      map(p.b, n, consumers(v) * DECODE_ROWS_B),
       this.#args,
     );
   }

@@ -65,7 +65,7 @@ import {
   type Span,
   type SymmkitGemmPlan,
 } from "./matmul.js";
-import { decodeFlagCount, DecodeGemm, type DecodeCols } from "./decode-gemm.js";
+import { decodeFlagCount, DecodeGemm, type DecodeShape } from "./decode-gemm.js";
 import { launchNorm, normKernel } from "./rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
 import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
@@ -403,7 +403,7 @@ export class FusedMatmul {
     // Kernels are resolved before anything is enqueued (see matmulReduceScatter).
     let launch: () => void;
     if (plan.kernel === "decode") {
-      const g = this.#decoder(p.elem, plan.cols);
+      const g = this.#decoder(p.elem, plan);
       launch = () => g.launch({ ...common, exchange });
     } else {
       const g = this.#gemm(p, "grouped", "none", "all-reduce", { narrow: plan.narrow, splitK: true });
@@ -492,11 +492,16 @@ export class FusedMatmul {
     return symmkitGemmPlan(this.#ctx.group.device, p);
   }
 
-  #decoder(elem: FusedProblem["elem"], cols: DecodeCols): DecodeGemm {
-    const key = `decode/${elem}/${cols}`;
+  #decoder(elem: FusedProblem["elem"], shape: DecodeShape): DecodeGemm {
+    const { cols, wide } = shape;
+    const key = `decode/${elem}/${cols}/${wide}`;
     let g = this.#decoders.get(key);
     if (!g) {
-      g = new DecodeGemm(this.#ctx.group.device, { elem, cols, allReduce: true }, this.#ctx.group.watch);
+      g = new DecodeGemm(
+        this.#ctx.group.device,
+        { elem, cols, wide, allReduce: true },
+        this.#ctx.group.watch,
+      );
       this.#decoders.set(key, g);
     }
     return g;

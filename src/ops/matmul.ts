@@ -9,7 +9,7 @@ import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
 import { gemmKernelFor, HopperGemm, splitsFor } from "./hopper-gemm.js";
 import type { GemmVariant } from "./gemm-programs.js";
-import { decodeCols, decodeFits, DecodeGemm, decodeSplitsFor, type DecodeCols } from "./decode-gemm.js";
+import { decodeFits, DecodeGemm, decodeShape, decodeSplitsFor, type DecodeShape } from "./decode-gemm.js";
 
 export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;
 export type MatmulImpl = (typeof MATMUL_IMPLS)[number];
@@ -186,7 +186,7 @@ const decoders = new Map<string, DecodeGemm>();
 
 /** Which of symmkit's GEMM kernels runs a problem, and in how many slices of K. */
 export type SymmkitGemmPlan =
-  | { readonly kernel: "decode"; readonly cols: DecodeCols; readonly splits: number }
+  | ({ readonly kernel: "decode"; readonly splits: number } & DecodeShape)
   | {
       readonly kernel: "hopper";
       readonly splits: number;
@@ -201,7 +201,7 @@ export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPl
   const es = dtypeInfo(p.elem).bytes;
   const sms = device.props.smCount;
   if (decodeFits(p.m, p.n, p.layoutB))
-    return { kernel: "decode", cols: decodeCols(p.m), splits: decodeSplitsFor(p.m, p.n, p.k, es, sms) };
+    return { kernel: "decode", ...decodeShape(p.m), splits: decodeSplitsFor(p.m, p.n, p.k, es, sms) };
   const splits = splitsFor(p.m, p.n, p.k, es, sms);
   return { kernel: "hopper", splits, ...gemmKernelFor(p.m, splits) };
 }
@@ -209,7 +209,7 @@ export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPl
 /** A plan in words, for benchmarks: "decode, 8-row tiles, 4 slices", "hopper, narrow ring, 2 slices". */
 export function describePlan(plan: SymmkitGemmPlan): string {
   const slices = `${plan.splits} slice${plan.splits > 1 ? "s" : ""}`;
-  if (plan.kernel === "decode") return `decode, ${plan.cols}-row tiles, ${slices}`;
+  if (plan.kernel === "decode") return `decode, ${plan.cols} x ${plan.wide ? 128 : 64} tiles, ${slices}`;
   return `hopper${plan.narrow ? ", narrow ring" : ""}, ${slices}`;
 }
 
@@ -223,10 +223,13 @@ export function launchSymmkitGemm(
   const plan = symmkitGemmPlan(device, p);
   const common = { ...operands, splits: plan.splits, ...(stream ? { stream } : {}) };
   if (plan.kernel === "decode") {
-    const key = `${device.ordinal}/${p.elem}/${plan.cols}`;
+    const key = `${device.ordinal}/${p.elem}/${plan.cols}/${plan.wide}`;
     let g = decoders.get(key);
     if (!g)
-      decoders.set(key, (g = new DecodeGemm(device, { elem: p.elem, cols: plan.cols, allReduce: false })));
+      decoders.set(
+        key,
+        (g = new DecodeGemm(device, { elem: p.elem, cols: plan.cols, wide: plan.wide, allReduce: false })),
+      );
     g.launch(common);
     return;
   }

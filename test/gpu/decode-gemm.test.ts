@@ -12,7 +12,13 @@ import { Graph } from "../../src/runtime/graph.js";
 import { Stream } from "../../src/runtime/stream.js";
 import { Tensor } from "../../src/runtime/tensor.js";
 import { HopperGemm } from "../../src/ops/hopper-gemm.js";
-import { DecodeGemm, decodeCols, decodeFlagCount, type DecodeCols } from "../../src/ops/decode-gemm.js";
+import {
+  DecodeGemm,
+  decodeFlagCount,
+  decodeShape,
+  decodeTiles,
+  type DecodeShape,
+} from "../../src/ops/decode-gemm.js";
 import { HostTensor } from "../../src/cpu/host-tensor.js";
 import { hostMatmul } from "../../src/cpu/matmul.js";
 import { skipReason, testSeed } from "./gpu.js";
@@ -25,12 +31,13 @@ const seed = skip ? 0n : testSeed();
 
 type Elem = "bf16" | "fp8e4m3";
 const decoders = new Map<string, DecodeGemm>();
-function decoder(elem: Elem, cols: DecodeCols, allReduce = false): DecodeGemm {
-  const key = `${elem}/${cols}/${allReduce}`;
+function decoder(elem: Elem, shape: DecodeShape, allReduce = false): DecodeGemm {
+  const key = `${elem}/${shape.cols}/${shape.wide}/${allReduce}`;
   let g = decoders.get(key);
-  if (!g) decoders.set(key, (g = new DecodeGemm(Device.get(0), { elem, cols, allReduce })));
+  if (!g) decoders.set(key, (g = new DecodeGemm(Device.get(0), { elem, ...shape, allReduce })));
   return g;
 }
+const narrow8: DecodeShape = { cols: 8, wide: false };
 
 /** Exact operands on the device and the reference bits (symmkit's other GEMM, checked against the CPU's). */
 function problem(m: number, n: number, k: number, elem: Elem, salt: number, scale?: Tensor) {
@@ -74,7 +81,8 @@ test(
       ["rows 17-32", "bf16", 29, 776, 3072, [1, 4], false],
       ["rows 33-64", "bf16", 50, 1032, 1024, [1, 2], false],
       ["rows 65-128, many tiles", "bf16", 100, 8200, 1024, [1], false],
-      ["rows past 128", "bf16", 300, 2048, 256, [1], false],
+      ["rows 129-256 (wide tiles)", "bf16", 200, 2056, 1024, [1, 4], false],
+      ["rows past 256", "bf16", 300, 2048, 256, [1], false],
       ["more tiles than SMs (persistent)", "bf16", 3, 20480, 256, [1], false],
       ["fp8", "fp8e4m3", 5, 512, 4096, [1, 2, 8], false],
       ["fp8 with scales", "fp8e4m3", 40, 520, 1024, [1, 4], true],
@@ -83,16 +91,19 @@ test(
     for (const [what, elem, m, n, k, splitsList, scaled] of cases) {
       const scale = scaled ? Tensor.fromHost([0.5], "f32", { device: Device.get(0) }) : undefined;
       const { device, a, b, bits, scales } = problem(m, n, k, elem, (salt += 2), scale);
-      // The width the host picks, and a wider one (more zero rows of A in each tile).
-      const widths = [...new Set([decodeCols(m), m <= 64 ? 128 : decodeCols(m)])] as DecodeCols[];
-      for (const cols of widths)
+      // The shape the host picks, a wider one (more zero rows of A in each tile), and wide tiles (two
+      // consumers, 128 rows of B).
+      const shapes: DecodeShape[] = [decodeShape(m), { cols: 128, wide: false }, { cols: 128, wide: true }];
+      for (const shape of shapes.filter(
+        (x, i) => shapes.findIndex((y) => y.cols === x.cols && y.wide === x.wide) === i,
+      ))
         for (const splits of splitsList) {
-          const tiles = Math.ceil(m / cols) * Math.ceil(n / 64);
-          if (splits > 1 && tiles * splits > sms) continue;
-          const label = `${what} ${m}x${n}x${k} ${elem}, ${cols}-row tiles, ${splits} slices`;
+          const { tilesM, tilesN } = decodeTiles(m, n, shape);
+          if (splits > 1 && tilesM * tilesN * splits > sms) continue;
+          const label = `${what} ${m}x${n}x${k} ${elem}, ${shape.cols} x ${shape.wide ? 128 : 64} tiles, ${splits} slices`;
           const got = new Guarded([m, n], "bf16", device);
           for (let r = 0; r < 2; r++)
-            decoder(elem, cols).launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits, ...scales });
+            decoder(elem, shape).launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits, ...scales });
           assert.deepEqual(got.t.toHost(), bits, `${label}: other bits than the reference`);
           got.check(label);
           got.dispose();
@@ -111,7 +122,7 @@ test("graph replays with A changed between them, split and not", { skip }, () =>
   const a = Tensor.empty([m, k], "bf16", { device });
   for (const splits of [1, 4]) {
     const out = Tensor.empty([m, n], "bf16", { device });
-    const g = decoder("bf16", 8);
+    const g = decoder("bf16", narrow8);
     const launch = () => g.launch({ a: a.ptr, b: first.b.ptr, d: out.ptr, m, n, k, splits, stream });
     a.copyFrom(first.a, stream);
     launch(); // the split scratch is allocated outside the capture
@@ -139,10 +150,11 @@ test("graph replays with A changed between them, split and not", { skip }, () =>
 });
 
 test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
-  // 24 tiles in up to 4 slices, and 320 tiles walked by a persistent grid.
+  // 24 tiles in up to 4 slices, 320 tiles walked by a persistent grid, and 64 wide tiles (two consumers).
   for (const [m, n, k, splitsList] of [
     [24, 1536, 2048, [1, 2, 4, 1]],
     [5, 20480, 512, [1, 1]],
+    [160, 4096, 1024, [1, 2]],
   ] as const) {
     const { device, a, b, bits } = problem(m, n, k, "bf16", 201 + m);
     const recv = Tensor.empty([m, n], "bf16", { device });
@@ -159,7 +171,7 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
     for (const splits of splitsList) {
       const label = `${m}x${n}x${k} all-reduce, ${splits} slices`;
       const got = new Guarded([m, n], "bf16", device);
-      decoder("bf16", decodeCols(m), true).launch({
+      decoder("bf16", decodeShape(m), true).launch({
         a: a.ptr,
         b: b.ptr,
         d: got.t.ptr,
@@ -188,7 +200,7 @@ test("bad input: typed errors before anything runs", { skip }, () => {
   const b = Tensor.zeros([64, 64], "bf16", { device });
   const d = Tensor.empty([4, 64], "bf16", { device });
   const ok = { a: a.ptr, b: b.ptr, d: d.ptr, m: 4, n: 64, k: 64 };
-  const g = decoder("bf16", 8);
+  const g = decoder("bf16", narrow8);
   for (const [why, p] of [
     ["n not a multiple of 8", { ...ok, n: 60 }],
     ["ldd below n", { ...ok, ldd: 32 }],
@@ -203,7 +215,7 @@ test("bad input: typed errors before anything runs", { skip }, () => {
   ] as const)
     assert.throws(() => g.launch(p), InvalidArgumentError, why);
   assert.throws(
-    () => decoder("bf16", 8, true).launch(ok),
+    () => decoder("bf16", narrow8, true).launch(ok),
     InvalidArgumentError,
     "all-reduce without exchange",
   );

@@ -150,6 +150,7 @@ for (const combo of COMBOS)
     [300, 784, 512],
     [5, 2048, 4096],
     [33, 1040, 3072],
+    [200, 1040, 1024], // wide decode tiles: two consumers, a flag each
     [2, 16384, 256], // 256 decode tiles, more than SMs: a persistent grid exchanging tile after tile
   ] as [number, number, number][]) {
     const x = makeCase(combo, m, n, k, (salt += 3));

@@ -3,39 +3,45 @@
 //
 // Why a second kernel: at m <= 128 the GEMM is a stream of B (235 MB at 8192 x 14336 bf16), and
 // hopper_gemm's 128 x 256 tiles of D give n / 256 tiles (32 at n = 8192), most of them zero rows, so it
-// needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a tile is 64
-// rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 128, the smallest that covers m), so the
-// MMA is as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM without a split.
-// cuBLASLt's decode kernels are built the same way (nvjet "64x8" to "128x64" tiles, A and B swapped).
+// needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
+// warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 128, the smallest that
+// covers m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM
+// without a split. At m = 129 to 256 the MMAs, not B's bytes, bound the time: tiles of 128 rows of B by
+// 128 of A, one consumer per 64 rows of B (kConsumers = 2), keep the tensor cores fed and read A half as
+// often. cuBLASLt's decode kernels are built the same way (nvjet "64x8" to "128x128" tiles, A and B
+// swapped).
 //
 // Contract. A persistent grid of at most one CTA per SM walks steps i = blockIdx.x, + gridDim.x, ...: step
 // i is slice i % 2^split_log2 of tile i >> split_log2, tile = tn * tiles_m + tm (the tiles of A that
 // share one block of B run side by side, for L2). Warpgroup 0's first thread is the producer: for each
-// k-block of each of its steps it waits for a free stage (empty mbarrier) and
-// issues two TMA loads, 64 rows of B and kCols rows of A by 128 bytes of K, completing the stage's full
-// mbarrier. Warpgroup 1 is the consumer: it waits for a full stage, issues wgmma m64n<kCols> over its
-// four 32-byte k-steps and releases the previous stage once wgmma_wait<1> proves its MMAs retired. The
-// accumulator register 4j + {0..3} of thread t holds D^T rows (columns of D) 16 (t / 32) + (t % 32) / 4
-// (+8) and columns (rows of D) 8j + 2 (t % 4) (+1).
-// Split-K (split_log2 > 0; the host launches one wave, one CTA per tile slice): each slice's consumer
-// writes its f32 accumulators to split_ws in register order ([tile][slice][register][thread]: coalesced,
-// and the same layout in every slice's CTA), counts itself on the tile's counter (named barrier, then
-// one acq_rel add at gpu scope); the CTA that counts last resets the counter and sums the slices in
-// slice order, its own from registers, so the bits do not depend on which CTA is last.
-// Epilogue: the (summed, scaled) tile is rounded to bf16 and transposed through a buffer of shared memory
-// into rows of D (the ring meanwhile loads the next step), then stored 16 bytes at a time: into d (kAllReduce false), or, for GEMM +
-// all-reduce, into slot `rank` of every rank's receive buffer (recv[p]: world slots of [m, n] bf16, the
-// layout of hopper_gemm's AllReduceTiles). The consumer then sets its tile's flag flags[p][rank][tile] to
-// this call's epoch (call_epoch) on every rank p (a barrier, then one thread's system-scope fence and
-// stores), waits (acquire, bounded, naming the rank) for every rank's flag of the tile here, and sums
-// the world partials from this rank's receive buffer in f32 in rank order, rounded once to bf16 into d:
-// every rank writes the same bits, the bits of this GEMM's bf16 output all-reduced in rank order. No
-// deadlock: every rank launches the same grid, all of it resident (one CTA per SM at most), and a CTA
-// pushes its tile before it waits; the peers' CTA of the same index reaches the same step after its
-// earlier ones, whose waits end by induction over the steps. A receive buffer is rewritten by the next
-// call only after a barrier over the ranks: the host launches one before the GEMM, and the GEMM behind it
-// programmatically, so its main loop runs under the barrier and its first push waits for it.
-// Bounds: TMA fills rows past m and n and the K tail with zeros; stores skip rows of D past m; n is a
+// k-block of each of its steps it waits for a free stage (empty mbarrier, one arrival per consumer) and
+// issues two TMA loads, 64 kConsumers rows of B and kCols rows of A by 128 bytes of K, completing the
+// stage's full mbarrier. Warpgroup 1 + c is consumer c, for rows 64 c .. 64 c + 63 of the tile's B: it
+// waits for a full stage, issues wgmma m64n<kCols> over its four 32-byte k-steps and releases the
+// previous stage once wgmma_wait<1> proves its MMAs retired. The accumulator register 4j + {0..3} of
+// thread t holds D^T rows (columns of D) 16 (t / 32) + (t % 32) / 4 (+8) of the consumer's 64 and
+// columns (rows of D) 8j + 2 (t % 4) (+1).
+// Split-K (split_log2 > 0; the host launches one wave, one CTA per tile slice): each slice's consumers
+// write their f32 accumulators to split_ws in register order ([tile][slice][consumer][register][thread]:
+// coalesced, and the same layout in every slice's CTA), then the CTA counts itself on the tile's counter
+// (a barrier over the consumers, then one acq_rel add at gpu scope); the CTA that counts last resets
+// the counter and sums the slices in slice order, so the bits do not depend on which CTA is last.
+// Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through a buffer
+// of shared memory into rows of D (the ring meanwhile loads the next step), then stored 16 bytes at a
+// time: into d (kAllReduce false), or, for GEMM + all-reduce, into slot `rank` of every rank's receive
+// buffer (recv[p]: world slots of [m, n] bf16, the layout of hopper_gemm's AllReduceTiles). The consumer
+// then sets its share's flag flags[p][rank][tile][consumer] to this call's epoch (call_epoch) on every
+// rank p (a barrier, then one thread's system-scope fence and stores), waits (acquire, bounded, naming
+// the rank) for every rank's flag of the share here, and sums the world partials from this rank's
+// receive buffer in f32 in rank order, rounded once to bf16 into d: every rank writes the same bits, the
+// bits of this GEMM's bf16 output all-reduced in rank order. No deadlock: a consumer pushes its share
+// before it waits, and every rank walks the same steps in increasing order on CTAs that are all resident
+// (at most one per SM), so by induction over the steps every wait ends (whatever the grid's size on each
+// rank). A receive buffer is rewritten by the next call only after a barrier over the ranks: the host
+// launches one before the GEMM, and the GEMM behind it programmatically, so its main loop runs under the
+// barrier and its first push waits for it.
+// Bounds: A's box never reaches far past m (decode_row_a, decode_box_rows); TMA fills rows past n and m
+// and the K tail with zeros; stores skip rows of D past m and those another tile-row owns; n is a
 // multiple of 8 (host), so a 16-byte chunk of a row lies wholly inside or outside D. Every wait is
 // bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch.
 #pragma once
@@ -44,29 +50,31 @@
 namespace symmkit {
 namespace gemm {
 
-/** Rows of B per tile: one m64 wgmma. */
+/** Rows of B per consumer: one m64 wgmma. */
 constexpr u32 kDecodeRowsB = 64;
-/** Warpgroup 0: the producer (one thread); warpgroup 1: the consumer. */
-constexpr u32 kDecodeThreads = 256;
-/** Shared memory the stage ring may take, and the most stages worth having. */
-constexpr u32 kDecodeRingBudget = 192 * 1024;  // plus at most 18 KB for the transposed tile
+/** Most stages worth having; the ring takes what shared memory the transposed tiles leave. */
 constexpr u32 kDecodeMaxStages = 16;
+constexpr u32 kDecodeSharedMax = 227 * 1024;
+/** Named barrier over every consumer warpgroup (1 + consumer is one consumer's own). */
+constexpr u32 kDecodeAllConsumers = 3;
 /** Row stride, in bf16, of the transposed tile in shared memory: 64 + 8, so that the four columns a quad
  * of lanes writes fall in different banks, and rows stay 16-byte aligned. */
 constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
 
-template <u32 kCols>
+/** The shared memory of a launch: the stage ring, each consumer's transposed tile, the barriers. */
+template <u32 kCols, u32 kConsumers>
 struct DecodeRing {
   static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 128, "wgmma's N side: 8 to 128 rows of A");
-  static constexpr u32 kBytesB = kDecodeRowsB * kTileKBytes;
+  static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
-  static constexpr u32 kStages =
-      kDecodeRingBudget / kStageBytes < kDecodeMaxStages ? kDecodeRingBudget / kStageBytes : kDecodeMaxStages;
-  /** The transposed tile's buffer, apart from the ring, which loads the next tile meanwhile. */
-  static constexpr u32 kEpilogueBytes = kCols * kDecodeTRow * 2;
+  /** The transposed tiles' buffers, apart from the ring, which loads the next tile meanwhile. */
+  static constexpr u32 kEpilogueBytes = kConsumers * kCols * kDecodeTRow * 2;
+  static constexpr u32 kRoom = (kDecodeSharedMax - kEpilogueBytes - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
+  static constexpr u32 kStages = kRoom < kDecodeMaxStages ? kRoom : kDecodeMaxStages;
   static constexpr u32 kSharedBytes = kStages * kStageBytes + kEpilogueBytes + 2 * kStages * 8 + 1024;
-  static_assert(kSharedBytes <= 227 * 1024, "the ring fits Hopper's shared memory");
+  static_assert(kStages >= 4 && kSharedBytes <= kDecodeSharedMax, "the ring fits Hopper's shared memory");
 };
 
 /** The decode GEMM's by-value argument. Layout shared with src/ops/decode-gemm.ts (DECODE_ARGS_LAYOUT,
@@ -90,14 +98,32 @@ struct DecodeArgs {
 };
 static_assert(sizeof(DecodeArgs) == 248, "DecodeArgs layout is shared with the host (test/gemm-layout.test.ts)");
 
-/** The consumer's epilogue: the tile rounded to bf16, transposed into rows of D in shared memory `t`
- * (kCols rows of kDecodeTRow), then handed row chunk by row chunk to `chunk(row of D, column of D,
- * 16-byte chunk)` for the rows < m and columns < n (kCols x 8 chunks, spread over the 128 threads). */
+/** The first row of A (and of D) tile-row tm reads: tm * kCols, but the last tile-row moved back to end at
+ * row m, so that its box lies inside A (a box mostly past the tensor loads far slower: TMA's zero fill,
+ * bench/decode-shapes.mjs); it then repeats rows the tile-row before it owns, and stores only its own,
+ * from tm * kCols on. */
+template <u32 kCols>
+__device__ __forceinline__ u32 decode_row_a(u32 m, u32 tm) {
+  return m > kCols && tm * kCols + kCols > m ? m - kCols : tm * kCols;
+}
+
+/** Rows of A's box (host: decodeBoxRows): kCols, or m rounded up to 8 when A has fewer rows than a tile.
+ * The stage's rows past the box keep stale data, which feeds only rows of D past m, never stored. */
+template <u32 kCols>
+__device__ __forceinline__ u32 decode_box_rows(u32 m) {
+  return m < kCols ? (m + 7) & ~7u : kCols;
+}
+
+/** A consumer's epilogue: its 64 x kCols share rounded to bf16, transposed into rows of D in shared memory
+ * `t` (kCols rows of kDecodeTRow), then handed row chunk by row chunk to `chunk(row of D, column of D,
+ * 16-byte chunk)` for the rows < m and columns < n (kCols x 8 chunks, spread over the consumer's 128
+ * threads); the share's columns of D start at col0. */
 template <u32 kCols, typename Chunk>
 __device__ __forceinline__ void decode_transpose(const DecodeArgs& a, __nv_bfloat16* t, const float (&acc)[kCols / 2],
-                                                 float scale, u32 tm, u32 tn, u32 wg_thread, Chunk chunk) {
+                                                 float scale, u32 row_a, u32 row_lo, u32 col0, u32 consumer, u32 wg_thread,
+                                                 Chunk chunk) {
   const u32 r = 16 * (wg_thread / 32) + (wg_thread % 32) / 4;
-  named_barrier(1, 128);  // the previous tile's chunks were all read
+  named_barrier(1 + consumer, 128);  // the previous tile's chunks were all read
 #pragma unroll
   for (u32 j = 0; j < kCols / 8; ++j) {
     const u32 c = 8 * j + 2 * (wg_thread % 4);
@@ -106,34 +132,36 @@ __device__ __forceinline__ void decode_transpose(const DecodeArgs& a, __nv_bfloa
     t[c * kDecodeTRow + r + 8] = __float2bfloat16_rn(acc[4 * j + 2] * scale);
     t[(c + 1) * kDecodeTRow + r + 8] = __float2bfloat16_rn(acc[4 * j + 3] * scale);
   }
-  named_barrier(1, 128);
+  named_barrier(1 + consumer, 128);
   for (u32 u = wg_thread; u < kCols * 8; u += 128) {
-    const u32 row = tm * kCols + u / 8;
-    const u32 col = tn * kDecodeRowsB + (u % 8) * 8;
-    if (row < a.m && col < a.n) chunk(row, col, *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8));
+    const u32 row = row_a + u / 8;
+    const u32 col = col0 + (u % 8) * 8;
+    if (row >= row_lo && row < a.m && col < a.n) chunk(row, col, *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8));
   }
 }
 
-/** GEMM + all-reduce's exchange of one tile (see the contract): the rounded tile from `t` into slot `rank`
- * of every rank's receive buffer, the flags, the wait, and the rank-order sum into d. */
-template <u32 kCols>
+/** GEMM + all-reduce's exchange of a consumer's share of one tile (see the contract): the rounded share from
+ * `t` into slot `rank` of every rank's receive buffer, its flags, the wait, and the rank-order sum into d. */
+template <u32 kCols, u32 kConsumers>
 __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bfloat16* t, const float (&acc)[kCols / 2],
-                                                  float scale, u32 tile, u32 tm, u32 tn, u32 epoch, u32 wg_thread) {
+                                                  float scale, u32 tile, u32 row_a, u32 row_lo, u32 col0, u32 epoch,
+                                                  u32 consumer, u32 wg_thread) {
   const u64 slot = u64(a.m) * a.n;
   // Launched programmatically behind the barrier that says every rank finished reading its receive
   // buffer: the main loop ran under it, the pushes wait for it (at once if nothing is before this grid).
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  decode_transpose<kCols>(a, t, acc, scale, tm, tn, wg_thread, [&](u32 row, u32 col, uint4 v) {
+  decode_transpose<kCols>(a, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread, [&](u32 row, u32 col, uint4 v) {
     const u64 at = u64(a.rank) * slot + u64(row) * a.n + col;
     for (u32 p = 0; p < a.world; ++p) *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.recv[p]) + at) = v;
   });
-  named_barrier(1, 128);
-  const u32 tiles = a.tiles_m * a.tiles_n;
+  named_barrier(1 + consumer, 128);
+  // Flag (source rank, tile, consumer) of an owner's [world][tiles][kConsumers] flags.
+  const auto flag = [&](u32 owner, u32 src) { return a.flags[owner] + (u64(src) * a.tiles_m * a.tiles_n + tile) * kConsumers + consumer; };
   if (wg_thread == 0) {
     fence_acq_rel_sys();
-    for (u32 p = 0; p < a.world; ++p) st_sys<Order::Relaxed>(a.flags[p] + u64(a.rank) * tiles + tile, epoch);
+    for (u32 p = 0; p < a.world; ++p) st_sys<Order::Relaxed>(flag(p, a.rank), epoch);
     for (u32 src = 0; src < a.world; ++src) {
-      const u32* fl = a.flags[a.rank] + u64(src) * tiles + tile;
+      const u32* fl = flag(a.rank, src);
       bounded_wait(a.env, src, tile, [&] {
         if (ld_sys<Order::Acquire>(fl) == epoch) return true;
         __nanosleep(64);
@@ -141,13 +169,13 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
       });
     }
   }
-  named_barrier(1, 128);
+  named_barrier(1 + consumer, 128);
   const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(a.recv[a.rank]);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
   for (u32 u = wg_thread; u < kCols * 8; u += 128) {
-    const u32 row = tm * kCols + u / 8;
-    const u32 col = tn * kDecodeRowsB + (u % 8) * 8;
-    if (row >= a.m || col >= a.n) continue;
+    const u32 row = row_a + u / 8;
+    const u32 col = col0 + (u % 8) * 8;
+    if (row < row_lo || row >= a.m || col >= a.n) continue;
     const u64 at = u64(row) * a.n + col;
     float sum[8];
     for (u32 src = 0; src < a.world; ++src) {
@@ -168,44 +196,49 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
   }
 }
 
-/** Split-K's fix-up for the consumer's tile slice (see the contract): true if this CTA counted last, acc
- * then holding the sum of the slices in slice order. */
-template <u32 kRegs>
+/** Split-K's fix-up for a consumer's share of its tile slice (see the contract; every consumer takes
+ * part): true if this CTA counted last, acc then holding the sum of the slices in slice order. */
+template <u32 kRegs, u32 kConsumers>
 __device__ __forceinline__ bool decode_split_fixup(const DecodeArgs& a, float (&acc)[kRegs], u32 tile, u32 split,
-                                                   u32 wg_thread, u32& last) {
+                                                   u32 consumer, u32 wg_thread, u32& last) {
+  constexpr u32 kSlice = kConsumers * kRegs * 128;  // floats of one tile slice
   const u32 slices = 1u << a.split_log2;
-  float* base = a.split_ws + u64(tile << a.split_log2) * (kRegs * 128) + wg_thread;
-  float* mine = base + split * (kRegs * 128);
+  float* base = a.split_ws + u64(tile << a.split_log2) * kSlice + consumer * (kRegs * 128) + wg_thread;
+  float* mine = base + split * kSlice;
 #pragma unroll
   for (u32 r = 0; r < kRegs; ++r) __stcg(mine + r * 128, acc[r]);
-  named_barrier(1, 128);
-  if (wg_thread == 0) {
+  named_barrier(kDecodeAllConsumers, kConsumers * 128);
+  if (consumer == 0 && wg_thread == 0) {
     u32 before;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(a.split_counters + tile) : "memory");
     const bool is_last = before == slices - 1;
     if (is_last) a.split_counters[tile] = 0;  // the next launch is stream-ordered after this one
     *reinterpret_cast<volatile u32*>(&last) = is_last;
   }
-  named_barrier(1, 128);
+  named_barrier(kDecodeAllConsumers, kConsumers * 128);
   if (!*reinterpret_cast<volatile u32*>(&last)) return false;
-  float sum[kRegs];
-  for (u32 q = 0; q < slices; ++q) {
+  // In place (this CTA's own slice read back too) and 16 registers at a time: a second array of kRegs,
+  // or every load in flight at once, would spill the wide kernel.
 #pragma unroll
-    for (u32 r = 0; r < kRegs; ++r) {
-      const float v = q == split ? acc[r] : __ldcg(base + q * (kRegs * 128) + r * 128);
-      sum[r] = q == 0 ? v : sum[r] + v;
+  for (u32 r0 = 0; r0 < kRegs; r0 += 16) {
+#pragma unroll 1
+    for (u32 q = 0; q < slices; ++q) {
+#pragma unroll
+      for (u32 r = r0; r < (r0 + 16 < kRegs ? r0 + 16 : kRegs); ++r) {
+        const float v = __ldcg(base + q * kSlice + r * 128);
+        acc[r] = q == 0 ? v : acc[r] + v;
+      }
     }
   }
-#pragma unroll
-  for (u32 r = 0; r < kRegs; ++r) acc[r] = sum[r];
   return true;
 }
 
-template <typename Elem, u32 kCols, bool kAllReduce>
-__global__ void __launch_bounds__(kDecodeThreads, 1)
+template <typename Elem, u32 kCols, u32 kConsumers, bool kAllReduce>
+__global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     decode_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
                 const __grid_constant__ DecodeArgs args) {
-  using R = DecodeRing<kCols>;
+  using R = DecodeRing<kCols, kConsumers>;
+  constexpr u32 kRowsB = kConsumers * kDecodeRowsB;
   constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
   constexpr u32 kRegs = kCols / 2;
   constexpr u32 kStages = R::kStages;
@@ -227,7 +260,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1)
   if (threadIdx.x == 0) {
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, 1);
+      mbar_init(empty + s, kConsumers);  // one arrival per consumer warpgroup
     }
     mbar_init_fence();
     if constexpr (kAllReduce) epoch = call_epoch(args.epoch);
@@ -235,7 +268,11 @@ __global__ void __launch_bounds__(kDecodeThreads, 1)
   __syncthreads();
   const u32 kblocks = (args.k + kTileK - 1) / kTileK;
 
+  // With two consumers, 384 threads leave 168 registers each, fewer than a consumer's accumulators and
+  // fix-up need: the producer's warpgroup gives its registers to them.
+  constexpr bool kShiftRegisters = kConsumers == 2;
   if (threadIdx.x < 128) {
+    if constexpr (kShiftRegisters) set_max_registers_dec<40>();
     if (threadIdx.x != 0) return;
     u32 it = 0;
     for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
@@ -245,15 +282,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 1)
       for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
         mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns);
-        mbar_arrive_expect_tx(full + s, R::kStageBytes);
-        tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, tn * kDecodeRowsB);
-        tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, tm * kCols);
+        mbar_arrive_expect_tx(full + s, R::kBytesB + decode_box_rows<kCols>(args.m) * kTileKBytes);
+        tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, tn * kRowsB);
+        tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, decode_row_a<kCols>(args.m, tm));
       }
     }
     return;
   }
 
-  const u32 wg_thread = threadIdx.x - 128;
+  if constexpr (kShiftRegisters) set_max_registers_inc<232>();
+  const u32 consumer = threadIdx.x / 128 - 1;
+  const u32 wg_thread = threadIdx.x % 128;
+  __nv_bfloat16* my_transposed = transposed + consumer * kCols * kDecodeTRow;
   float scale = 1.0f;
   if (args.scale_a) scale *= *args.scale_a;
   if (args.scale_b) scale *= *args.scale_b;
@@ -269,7 +309,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 1)
     for (u32 kb = 0; kb < nkb; ++kb, ++it) {
       const u32 s = it % kStages;
       mbar_wait(full + s, (it / kStages) & 1, pipeline_ns);
-      const u32 b0 = smem_addr(tiles_b + s * R::kBytesB);
+      const u32 b0 = smem_addr(tiles_b + s * R::kBytesB + consumer * kDecodeRowsB * kTileKBytes);
       const u32 a0 = smem_addr(tiles_a + s * R::kBytesA);
       wgmma_fence();
 #pragma unroll
@@ -282,12 +322,18 @@ __global__ void __launch_bounds__(kDecodeThreads, 1)
     wgmma_wait<0>();
     fence_accumulators(acc);
     if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
-    if (split_log2 != 0 && !decode_split_fixup(args, acc, tile, split, wg_thread, split_last)) continue;
+    if (split_log2 != 0 &&
+        !decode_split_fixup<kRegs, kConsumers>(args, acc, tile, split, consumer, wg_thread, split_last))
+      continue;
+    const u32 col0 = tn * kRowsB + consumer * kDecodeRowsB;
+    const u32 row_a = decode_row_a<kCols>(args.m, tm), row_lo = tm * kCols;
     if constexpr (kAllReduce) {
-      decode_all_reduce<kCols>(args, transposed, acc, scale, tile, tm, tn, epoch, wg_thread);
+      decode_all_reduce<kCols, kConsumers>(args, my_transposed, acc, scale, tile, row_a, row_lo, col0, epoch, consumer,
+                                           wg_thread);
     } else {
       __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
-      decode_transpose<kCols>(args, transposed, acc, scale, tm, tn, wg_thread, [&](u32 row, u32 col, uint4 v) {
+      decode_transpose<kCols>(args, my_transposed, acc, scale, row_a, row_lo, col0, consumer, wg_thread,
+                              [&](u32 row, u32 col, uint4 v) {
         *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v;
       });
     }
