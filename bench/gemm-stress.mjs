@@ -4,8 +4,9 @@
 // w<slices> (the wide ring) or n<slices> (the narrow ring). Run from the repo root on a Hopper GPU, a few
 // times over (an intermittent fault needs several processes):
 //   node bench/gemm-stress.mjs [w1,w2,w4,n1,n2,n4] [graph]
-// Seen on one H100 (session 13): "n2 graph" failed with CUDA_ERROR_LAUNCH_FAILED in about one process in
-// three; the wide ring never did.
+// It caught the idle consumer's lost mbarrier phase (docs/perf-notes.md, session 13): before the fix, "n2
+// graph" timed out (CUDA_ERROR_LAUNCH_FAILED after 10 s) in about one process in three on one H100; after
+// it, none in 30.
 import { Device } from "../dist/src/runtime/device.js";
 import { Stream } from "../dist/src/runtime/stream.js";
 import { Tensor } from "../dist/src/runtime/tensor.js";

@@ -142,7 +142,7 @@ test("split-K choice: powers of two filling one wave, slices long enough for the
     }
   // The idle second consumer skips its MMAs, and the narrow ring streams more of B.
   assert.deepEqual(gemmKernelFor(64, 1), { splitK: true, narrow: true });
-  assert.deepEqual(gemmKernelFor(64, 4), { splitK: true, narrow: false }); // the narrow ring unsplit only
+  assert.deepEqual(gemmKernelFor(64, 4), { splitK: true, narrow: true });
   assert.deepEqual(gemmKernelFor(65, 1), { splitK: false, narrow: false });
   assert.deepEqual(gemmKernelFor(300, 2), { splitK: true, narrow: false });
 });

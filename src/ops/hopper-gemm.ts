@@ -141,14 +141,11 @@ export function splitsFor(m: number, n: number, k: number, elementBytes: number,
  * The kernel a GEMM of m rows in `splits` slices runs (GemmVariant's splitK and narrow): the split-K
  * kernel when it splits, and at m <= 64 even unsplit, since a tile of at most 64 rows leaves its second
  * consumer idle and only that kernel skips the idle consumer's MMAs (1 x 8192 x 14336 on one H200: 114
- * us against 133 with them); there, unsplit, the narrow ring, whose fifth stage keeps more of B in
- * flight. Not the narrow ring in slices: it failed intermittently there (a launch failure in about one
- * process in three of `node bench/gemm-stress.mjs n2 graph` on one H100, none under compute-sanitizer),
- * cause not yet found.
+ * us against 133 with them); there, the narrow ring, whose fifth stage keeps more of B in flight.
  */
 export function gemmKernelFor(m: number, splits: number): { splitK: boolean; narrow: boolean } {
-  const narrow = m <= GEMM_NARROW_ROWS && splits === 1;
-  return { splitK: splits > 1 || m <= GEMM_NARROW_ROWS, narrow };
+  const narrow = m <= GEMM_NARROW_ROWS;
+  return { splitK: splits > 1 || narrow, narrow };
 }
 
 /** An exchange's world, rank and per-rank buffers, else a typed error naming `what` (scatter, all-reduce). */

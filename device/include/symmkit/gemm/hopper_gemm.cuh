@@ -855,7 +855,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   float scale = 1.0f;
   if (args.scale_a) scale *= *args.scale_a;
   if (args.scale_b) scale *= *args.scale_b;
-  const EpilogueCtx ctx{args, fusion, &map_d, epilogue + consumer * 2 * kSubTileBytes, scale, consumer, wg_thread};
+  // A narrow ring has the first consumer's buffers only (past them lie the mbarriers).
+  u8* buffers = kNarrow && consumer != 0 ? nullptr : epilogue + consumer * 2 * kSubTileBytes;
+  const EpilogueCtx ctx{args, fusion, &map_d, buffers, scale, consumer, wg_thread};
   Epilogue ep;
 
   float acc[128];
@@ -873,10 +875,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     // MMAs: its stages are released as they arrive and its accumulators stay zero.
     const bool idle = kSplitK && t.rows <= consumer * 64;
     if (idle) {
-      for (u32 kb = 0; kb < nkb; ++kb, ++it) {
-        mbar_wait(full + it % kStages, (it / kStages) & 1, pipeline_ns);
-        if (wg_thread == 0) mbar_arrive(empty + it % kStages);
-      }
+      // Only the releasing thread waits: the others read nothing from the stages, and a warp that waited
+      // here, held to nothing (no wgmma ties the idle warpgroup's warps together), could fall a whole ring
+      // behind, see a stage fill twice (the parity back where it was), wait forever and time the kernel out
+      // (seen now and then with the narrow ring in split-K).
+      if (wg_thread == 0)
+        for (u32 kb = 0; kb < nkb; ++kb) {
+          mbar_wait(full + (it + kb) % kStages, ((it + kb) / kStages) & 1, pipeline_ns);
+          mbar_arrive(empty + (it + kb) % kStages);
+        }
+      it += nkb;
     }
     for (u32 kb = 0; kb < (idle ? 0 : nkb); ++kb, ++it) {
       const u32 s = it % kStages;
