@@ -1,6 +1,6 @@
 // symmkit's GEMM for few rows of A (device/include/symmkit/gemm/decode_gemm.cuh): D[m, n] = A[m, k] * B[n, k]^T
-// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 128 rows of A, with split-K for problems of
-// few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
+// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 128 rows of A (128 by 128, two consumers,
+// above 128 rows), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
 // all-reduce run it at decode sizes (decodeFits); HopperGemm runs everything else.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";

@@ -83,16 +83,16 @@ struct DecodeArgs {
   void* d;                // output, row-major [m, n] bf16, row stride ldd elements
   u64 ldd;
   u32 m, n, k;
-  u32 tiles_n;            // 64-row blocks of B
+  u32 tiles_n;            // blocks of 64 kConsumers rows of B
   u32 tiles_m;            // kCols-row blocks of A
   u32 split_log2;         // 2^split_log2 slices of K per tile, at most the k-blocks
-  float* split_ws;        // split-K: [tiles][slices][kCols / 2][128] f32
+  float* split_ws;        // split-K: [tiles][slices][consumers][kCols / 2][128] f32
   u32* split_counters;    // split-K: one per tile, zero before the launch and after it
   const float* scale_a;   // fp8 per-tensor scales, null for 1
   const float* scale_b;
   WaitEnv env;            // kAllReduce: bounds the flag waits; env.rank names this rank
   void* recv[kMaxWorld];  // kAllReduce: rank p's receive buffer, world slots of [m, n] bf16
-  u32* flags[kMaxWorld];  // kAllReduce: rank p's flags, [world][tiles]
+  u32* flags[kMaxWorld];  // kAllReduce: rank p's flags, [world][tiles][consumers]
   u32* epoch;             // kAllReduce: [calls so far, CTAs that read it] (this rank's, zero at first)
   u32 world, rank;
 };
