@@ -7,34 +7,17 @@
 // It caught the idle consumer's lost mbarrier phase (docs/perf-notes.md, session 13): before the fix, "n2
 // graph" timed out (CUDA_ERROR_LAUNCH_FAILED after 10 s) in about one process in three on one H100; after
 // it, none in 30.
-import { Device } from "../dist/src/runtime/device.js";
-import { Stream } from "../dist/src/runtime/stream.js";
 import { Tensor } from "../dist/src/runtime/tensor.js";
 import { Graph } from "../dist/src/runtime/graph.js";
 import { copyDeviceToDevice } from "../dist/src/runtime/memory.js";
-import { HopperGemm } from "../dist/src/ops/hopper-gemm.js";
 import { SplitScratch } from "../dist/src/ops/split-scratch.js";
+import { device, operands, splitStoreGemm, stream } from "./gemm-kit.mjs";
 
 const steps = (process.argv[2] ?? "w1,w2,w4,n1,n2,n4").split(",");
 const graphs = process.argv[3] === "graph";
-const device = Device.get(0);
-const stream = Stream.create(device);
-const variant = (narrow) =>
-  new HopperGemm(device, {
-    elem: "bf16",
-    layoutB: "nk",
-    order: "grouped",
-    ready: "none",
-    epilogue: "store",
-    splitK: true,
-    narrow,
-  });
-const kernels = { w: variant(false), n: variant(true) };
+const kernels = { w: splitStoreGemm(false), n: splitStoreGemm(true) };
 const [m, n, k] = [1, 8192, 1024];
-const a = Tensor.rand([m, k], "bf16", { device, seed: 1n, offset: 0 });
-const b = Tensor.rand([n, k], "bf16", { device, seed: 1n, offset: 1n << 40n });
-const d = Tensor.empty([m, n], "bf16", { device });
-const c = { a: a.ptr, b: b.ptr, d: d.ptr, m, n, k, stream };
+const c = operands(m, n, k).launch;
 const sms = device.props.smCount;
 const counters = Tensor.empty([sms], "u32", { device });
 for (const step of steps) {

@@ -22,6 +22,7 @@ export type ErrorCode =
   | "SYMMKIT_SYMM_TIMEOUT"
   | "SYMMKIT_COLLECTIVE_MISMATCH"
   | "SYMMKIT_NCCL_TIMEOUT"
+  | "SYMMKIT_KERNEL_STALL"
   | "SYMMKIT_ENVIRONMENT";
 
 export class SymmkitError extends Error {

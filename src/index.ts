@@ -107,7 +107,12 @@ export { FdTimeoutError } from "./distributed/fd-channel.js";
 export { ProtocolError } from "./distributed/store/protocol.js";
 export { SymmetricTensor, type SymmetricOptions } from "./distributed/symmetric-memory.js";
 export { SYMM_VIEW_PARAM, SYMM_VIEW_BYTES } from "./distributed/device-layouts.js";
-export { SymmTimeoutError, SyncWatch, type TimeoutRecord } from "./distributed/sync-watch.js";
+export {
+  KernelStallError,
+  SymmTimeoutError,
+  SyncWatch,
+  type TimeoutRecord,
+} from "./distributed/sync-watch.js";
 export { NcclTimeoutError } from "./distributed/nccl-watchdog.js";
 export {
   CALL_KINDS,

@@ -6,6 +6,8 @@ import { test } from "node:test";
 import {
   DEVICE_POINTER_BYTES,
   MAILBOX_STATE_LAYOUT,
+  PIPELINE_WAITS,
+  RECORD_KINDS,
   REFUSAL_LAYOUT,
   SYMM_VIEW_BYTES,
   SYMM_VIEW_LAYOUT,
@@ -77,4 +79,16 @@ test("the layout reader sees a moved member and a resized struct (the checks can
       checkLayout(sources, "TimeoutRecord", { ...TIMEOUT_RECORD_LAYOUT, extra: 28 }, { everyMember: true }),
     /TimeoutRecord/,
   );
+});
+
+test("the record's kinds and the stalled waits' numbers are the headers' (sync/wait.cuh, gemm/tma.cuh)", () => {
+  assert.equal(RECORD_KINDS.gaveUp, constant(sources, "kGaveUp"));
+  assert.equal(RECORD_KINDS.mismatch, constant(sources, "kMismatch"));
+  assert.equal(RECORD_KINDS.stalled, constant(sources, "kStalled"));
+  const tma = headers("gemm/tma.cuh");
+  const waits = ["kStallStageEmpty", "kStallStageFull", "kStallHandoff"].map((n) => constant(tma, n));
+  assert.deepEqual(waits, [1, 2, 3]);
+  assert.deepEqual(Object.keys(PIPELINE_WAITS).map(Number), waits);
+  assert.match(PIPELINE_WAITS[constant(tma, "kStallStageEmpty")]!, /producer/);
+  assert.match(PIPELINE_WAITS[constant(tma, "kStallHandoff")]!, /signaller/);
 });

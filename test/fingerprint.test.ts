@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
-import { SymmTimeoutError } from "../src/distributed/sync-watch.js";
+import { KernelStallError, SymmTimeoutError } from "../src/distributed/sync-watch.js";
 import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
 import { AR_NORM_TUNABLE } from "../src/ops/ar-norm-checks.js";
 import {
@@ -87,4 +87,25 @@ test("SymmTimeoutError says which call a signal wait was in (its fingerprint), o
   );
   const tile = new SymmTimeoutError({ ...record, phase: 17 }, 3000);
   assert.match(tile.message, /waited 3000 ms for rank 1 at phase 17, which never signalled/);
+});
+
+test("KernelStallError names the wait and the stage that stalled, and blames no peer", () => {
+  const e = new KernelStallError({
+    kind: "stalled",
+    rank: 1,
+    peer: 0xffffffff,
+    block: 7,
+    thread: 128,
+    phase: (2 << 24) | 3,
+    waitedMs: 40000,
+    expected: 1,
+    got: 0,
+  });
+  assert.equal(e.code, "SYMMKIT_KERNEL_STALL");
+  assert.match(
+    e.message,
+    /^rank 1 \(block 7, thread 128\) stalled 40000 ms in a consumer's wait for the loads of stage 3 \(waiting for 1\) of its GEMM pipeline/,
+  );
+  assert.match(e.message, /a bug in symmkit/);
+  assert.doesNotMatch(e.message, /4294967295/);
 });

@@ -46,9 +46,17 @@ export const TIMEOUT_RECORD_LAYOUT = {
   bytes: 40,
 } as const;
 
-/** TimeoutRecord's kinds: kGaveUp, kMismatch (sync/wait.cuh), and the NCCL watchdog's, written by the
- * host (src/distributed/nccl-watchdog-worker.ts; `phase` holds the watchdog's id). */
-export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3 } as const;
+/** TimeoutRecord's kinds: kGaveUp, kMismatch, kStalled (sync/wait.cuh), and the NCCL watchdog's, written
+ * by the host (src/distributed/nccl-watchdog-worker.ts; `phase` holds the watchdog's id). */
+export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3, stalled: 4 } as const;
+
+/** A kStalled record's phase: which of a kernel's waits on itself (gemm/tma.cuh kStall*) in bits 24-31, the
+ * pipeline stage (or consumer) below; `expected` holds the parity or count it waited for. */
+export const PIPELINE_WAITS: Readonly<Record<number, string>> = {
+  1: "the producer's wait for the consumers to release stage",
+  2: "a consumer's wait for the loads of stage",
+  3: "a consumer's wait for the signaller to take its tile (consumer)",
+};
 
 /**
  * Refusal (device/include/symmkit/coll/all_to_all_v.cuh): a call the GPU judged invalid from every

@@ -6,7 +6,13 @@ import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
 import { readEnvVar, type Env } from "../settings.js";
-import { RECORD_KINDS, REFUSAL_LAYOUT, SYNC_WATCH_LAYOUT, TIMEOUT_RECORD_LAYOUT } from "./device-layouts.js";
+import {
+  PIPELINE_WAITS,
+  RECORD_KINDS,
+  REFUSAL_LAYOUT,
+  SYNC_WATCH_LAYOUT,
+  TIMEOUT_RECORD_LAYOUT,
+} from "./device-layouts.js";
 import { CollectiveMismatchError, describeFingerprint, SIGNAL_MARK } from "./fingerprint.js";
 
 export { DEFAULT_SYNC_TIMEOUT_MS } from "../settings.js";
@@ -17,9 +23,10 @@ export function syncTimeoutFromEnv(env: Env = process.env): number {
 }
 
 export interface TimeoutRecord {
-  /** Why the wait ended: the deadline (or the host's abort), a peer's signal from another call, or the
-   * NCCL watchdog's deadline (`phase` then names the watchdog). */
-  readonly kind: "gave-up" | "mismatch" | "nccl-timeout";
+  /** Why the wait ended: the deadline (or the host's abort), a peer's signal from another call, the NCCL
+   * watchdog's deadline (`phase` then names the watchdog), or a kernel's wait on itself that outlived its
+   * bound (`phase` then names the wait: PIPELINE_WAITS). */
+  readonly kind: "gave-up" | "mismatch" | "nccl-timeout" | "stalled";
   readonly rank: number;
   readonly block: number;
   readonly peer: number;
@@ -60,13 +67,32 @@ export class SymmTimeoutError extends SymmkitError {
   }
 }
 
+/** A kernel's wait on itself (a GEMM's pipeline) outlived its bound: a deadlock inside one kernel on one
+ * rank, which no peer causes, so a bug in symmkit. `record` says which wait. */
+export class KernelStallError extends SymmkitError {
+  constructor(
+    readonly record: TimeoutRecord,
+    options: { cause?: unknown; note?: string } = {},
+  ) {
+    const what = PIPELINE_WAITS[record.phase >>> 24] ?? `wait ${record.phase >>> 24} at`;
+    super(
+      "SYMMKIT_KERNEL_STALL",
+      `rank ${record.rank} (block ${record.block}, thread ${record.thread}) stalled ${record.waitedMs.toFixed(0)} ms in ` +
+        `${what} ${record.phase & 0xffffff} (waiting for ${record.expected}) of its GEMM pipeline, a wait no peer ` +
+        "holds up: a deadlock inside the kernel, which is a bug in symmkit. Please report it with this message " +
+        `and the call's shapes and dtypes.${options.note ? ` ${options.note}` : ""}`,
+      { cause: options.cause },
+    );
+  }
+}
+
 /** The process's watches not yet disposed: where a failed CUDA call looks for the kernel that caused it. */
 const live = new Set<SyncWatch>();
 
 /**
  * What `e` stands for: a CudaError raised after a kernel of this process gave up (a bounded wait, or the NCCL
  * watchdog ending the context) becomes the typed error its record names (SymmTimeoutError, NcclTimeoutError,
- * CollectiveMismatchError), whichever CUDA call happened to see the failure first; anything else is `e`.
+ * CollectiveMismatchError, KernelStallError), whichever CUDA call happened to see the failure first; anything else is `e`.
  */
 export function explainCudaFailure(e: unknown): unknown {
   for (const watch of live) {
@@ -159,7 +185,9 @@ export class SyncWatch implements Disposable {
           ? "mismatch"
           : flag === RECORD_KINDS.ncclTimeout
             ? "nccl-timeout"
-            : "gave-up",
+            : flag === RECORD_KINDS.stalled
+              ? "stalled"
+              : "gave-up",
       rank: v.getUint32(o + L.rank, true),
       block: v.getUint32(o + L.block, true),
       peer: v.getUint32(o + L.peer, true),
@@ -175,6 +203,7 @@ export class SyncWatch implements Disposable {
   #error(r: TimeoutRecord, note: string, cause?: unknown): SymmkitError {
     if (r.kind === "mismatch")
       return new CollectiveMismatchError(r.rank, r.peer, r.expected, r.got, { note, cause });
+    if (r.kind === "stalled") return new KernelStallError(r, { note, cause });
     const nccl = r.kind === "nccl-timeout" ? this.#ncclErrors.get(r.phase) : undefined;
     return nccl ? nccl(note, cause) : new SymmTimeoutError(r, this.timeoutMs, { note, cause });
   }

@@ -2,7 +2,7 @@
 // computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 128 rows of A (128 by 128, two consumers,
 // above 128 rows), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
 // all-reduce run it at decode sizes (decodeFits); HopperGemm runs everything else.
-import { InvalidArgumentError, UnsupportedError } from "../errors.js";
+import { InvalidArgumentError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
@@ -10,7 +10,7 @@ import { defaultStream, type Stream } from "../runtime/stream.js";
 import { encodeTensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule, type ProgramSpec } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
-import { SyncWatch } from "../distributed/sync-watch.js";
+import type { SyncWatch } from "../distributed/sync-watch.js";
 import { GEMM_ELEMS, type GemmElem } from "./gemm-programs.js";
 import {
   checkGemmShape,
@@ -20,6 +20,7 @@ import {
   writeWaitEnv,
   type GemmOperandPtrs,
   type GemmScatter,
+  HopperLauncher,
 } from "./hopper-gemm.js";
 import { SplitScratch } from "./split-scratch.js";
 
@@ -182,29 +183,16 @@ export interface DecodeLaunch extends GemmOperandPtrs {
 
 /** One decode GEMM variant, loaded on one device. One launch at a time from the host (they may overlap on
  * the GPU, on different streams). */
-export class DecodeGemm {
-  readonly device: Device;
+export class DecodeGemm extends HopperLauncher {
   readonly variant: DecodeVariant;
   readonly kernel: Kernel<typeof DECODE_PARAMS>;
   readonly #args = new Uint8Array(L.bytes);
   readonly #view = new DataView(this.#args.buffer);
-  #watch: SyncWatch | undefined;
 
   constructor(device: Device, variant: DecodeVariant, watch?: SyncWatch) {
-    if (!device.props.arch.startsWith("sm_90"))
-      throw new UnsupportedError(
-        `the symmkit GEMM needs a Hopper GPU (sm_90a); ${device.props.name} is ${device.props.arch}: use impl "cublaslt"`,
-      );
-    this.device = device;
+    super(device, watch);
     this.variant = variant;
     this.kernel = sharedModule(decodeProgram(variant), device).kernel(decodeExpr(variant), DECODE_PARAMS);
-    this.#watch = watch;
-  }
-
-  /** The watch whose record explains an exchange timeout (created on first use if none was given). */
-  get watch(): SyncWatch {
-    this.#watch ??= SyncWatch.create(this.device);
-    return this.#watch;
   }
 
   launch(p: DecodeLaunch): void {
@@ -262,7 +250,9 @@ export class DecodeGemm {
       a.setBigUint64(L.splitWs, sc.ws, true);
       a.setBigUint64(L.splitCounters, sc.counters, true);
     }
-    if (p.exchange) this.#writeExchange(p.exchange, m, p.waitRank ?? 0);
+    if (p.exchange) this.#writeExchange(p.exchange, m);
+    // Every launch: a stalled pipeline records itself there too.
+    writeWaitEnv(a, L, this.watch, p.waitRank ?? 0);
     this.kernel.launch(
       {
         grid: Math.min(tiles * splits, sms),
@@ -279,7 +269,7 @@ export class DecodeGemm {
     );
   }
 
-  #writeExchange(s: GemmScatter, m: number, waitRank: number): void {
+  #writeExchange(s: GemmScatter, m: number): void {
     checkRanks("all-reduce", s);
     if (s.shardRows !== m)
       throw new InvalidArgumentError("gemm: all-reduce needs scatter with shardRows = m");
@@ -291,6 +281,5 @@ export class DecodeGemm {
     a.setBigUint64(L.epoch, s.epoch, true);
     a.setUint32(L.world, s.world, true);
     a.setUint32(L.rank, s.rank, true);
-    writeWaitEnv(a, L, this.watch, waitRank);
   }
 }

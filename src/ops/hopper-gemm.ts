@@ -165,22 +165,38 @@ export function scatterFlagCount(shardRows: number, n: number, world: number): n
 }
 
 /** One GEMM variant, loaded on one device. Not thread-safe: one launch at a time (they may overlap on the GPU). */
-export class HopperGemm {
+/** What both symmkit GEMM launchers (HopperGemm, DecodeGemm) hold: their GPU, which must be a Hopper, and
+ * the watch that bounds their waits on flags. */
+export abstract class HopperLauncher {
   readonly device: Device;
+  #watch: SyncWatch | undefined;
+
+  constructor(device: Device, watch: SyncWatch | undefined) {
+    if (!device.props.arch.startsWith("sm_90"))
+      throw new UnsupportedError(
+        `the symmkit GEMM needs a Hopper GPU (sm_90a); ${device.props.name} is ${device.props.arch}: use impl "cublaslt"`,
+      );
+    this.device = device;
+    this.#watch = watch;
+  }
+
+  /** The watch whose record explains a timed-out wait on a flag (created on first use if none was given). */
+  get watch(): SyncWatch {
+    this.#watch ??= SyncWatch.create(this.device);
+    return this.#watch;
+  }
+}
+
+export class HopperGemm extends HopperLauncher {
   readonly variant: GemmVariant;
   readonly kernel: Kernel<typeof GEMM_PARAMS>;
   readonly #args = new Uint8Array(L.bytes);
   readonly #view = new DataView(this.#args.buffer);
   readonly #fusion = new Uint8Array(F.bytes);
   readonly #fusionView = new DataView(this.#fusion.buffer);
-  #watch: SyncWatch | undefined;
 
   constructor(device: Device, variant: GemmVariant, watch?: SyncWatch) {
-    if (!device.props.arch.startsWith("sm_90")) {
-      throw new UnsupportedError(
-        `the symmkit GEMM needs a Hopper GPU (sm_90a); ${device.props.name} is ${device.props.arch}: use impl "cublaslt"`,
-      );
-    }
+    super(device, watch);
     // Split-K's scratch and counters are laid out for the grouped order's tiles (every tile once); the
     // narrow ring leaves the second consumer without epilogue buffers, so its epilogue must be per consumer.
     if (variant.splitK && variant.order !== "grouped")
@@ -192,10 +208,8 @@ export class HopperGemm {
       throw new InvalidArgumentError(
         `gemm: narrow needs splitK and the store, all-reduce or accumulate-f32 epilogue, not ${variant.epilogue}`,
       );
-    this.device = device;
     this.variant = variant;
     this.kernel = sharedModule(gemmProgram(variant), device).kernel(gemmExpr(variant), GEMM_PARAMS);
-    this.#watch = watch;
   }
 
   launch(p: GemmLaunch): void {
@@ -299,7 +313,8 @@ export class HopperGemm {
     a.setUint32(L.tileCount, tileCount, true);
     a.setUint32(L.tmRotate, this.#rotation(p, tilesM), true);
     if (v.ready === "row-flags") this.#writeReady(p);
-    if (v.ready === "row-flags" || scatter) this.#writeWaitEnv(p.waitRank ?? 0);
+    // Every launch: a stalled pipeline records itself there too.
+    writeWaitEnv(this.#view, L, this.watch, p.waitRank ?? 0);
     a.setUint32(L.splitLog2, Math.log2(splits), true);
     if (splits > 1) this.#writeSplitScratch(p.stream ?? defaultStream(this.device));
     this.#fusion.fill(0);
@@ -442,12 +457,6 @@ export class HopperGemm {
     f.setBigUint64(F.epoch, s.epoch, true);
   }
 
-  /** The watch whose record explains a ready-flag timeout (created on first use if none was given). */
-  get watch(): SyncWatch {
-    this.#watch ??= SyncWatch.create(this.device);
-    return this.#watch;
-  }
-
   #tileCount(p: GemmLaunch, tiles: number): number {
     if (this.variant.order !== "list") return tiles;
     const count = p.tileCount ?? -1;
@@ -469,10 +478,6 @@ export class HopperGemm {
     a.setBigUint64(L.readyFlags, p.readyFlags, true);
     a.setUint32(L.flagRows, rows, true);
     a.setUint32(L.readyValue, value, true);
-  }
-
-  #writeWaitEnv(rank: number): void {
-    writeWaitEnv(this.#view, L, this.watch, rank);
   }
 }
 
@@ -515,7 +520,8 @@ export function writeOperands(view: DataView, at: GemmArgsCommon, p: GemmOperand
   view.setBigUint64(at.scaleB, p.scaleB ?? 0n, true);
 }
 
-/** Writes the WaitEnv that bounds a launch's waits on flags (`watch`'s timeout, abort flag and record). */
+/** Writes the WaitEnv that bounds a launch's waits on flags (`watch`'s timeout, abort flag and record), and
+ * where a stalled pipeline records itself. */
 export function writeWaitEnv(view: DataView, at: GemmArgsCommon, watch: SyncWatch, rank: number): void {
   view.setBigUint64(at.envTimeoutNs, watch.timeoutNs, true);
   view.setBigUint64(at.envAbortFlag, watch.abortFlagPtr, true);

@@ -293,21 +293,30 @@ test("1000 allocate/free cycles leave device memory where it was", { skip }, () 
   assert.equal(after, before, `free memory moved by ${before - after} bytes`);
 });
 
-test("a kernel that faults surfaces as a CudaError, not a crash", { skip }, () => {
+/** Runs `body` (ESM, after imports of Module, Device, defaultStream and SyncWatch from dist) in a child
+ * process, since what it tests ends the CUDA context; the body exits 3 once it has printed the error. */
+function inChild(body: string): { status: number | null; stdout: string; stderr: string } {
   const dist = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "src");
   const script = `
     import { Module } from ${JSON.stringify(path.join(dist, "runtime/module.js"))};
     import { Device } from ${JSON.stringify(path.join(dist, "runtime/device.js"))};
     import { defaultStream } from ${JSON.stringify(path.join(dist, "runtime/stream.js"))};
+    import { SyncWatch } from ${JSON.stringify(path.join(dist, "distributed/sync-watch.js"))};
+    ${body}
+  `;
+  return spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+}
+
+test("a kernel that faults surfaces as a CudaError, not a crash", { skip }, () => {
+  const r = inChild(`
     const m = Module.compile({ name: "symmkit/test/fault", source: "__global__ void oob(unsigned* p) { p[1ull << 40] = 1; }\\n", nameExpressions: ["oob"] }, Device.get(0));
     m.kernel("oob", ["ptr"]).launch({ grid: 1, block: 1 }, 1n << 20n);
     try { defaultStream().synchronize(); console.log("NO ERROR"); }
     catch (e) { console.log(e.constructor.name, e.code, e.errorName); process.exit(3); }
-  `;
-  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
-    encoding: "utf8",
-    timeout: 120_000,
-  });
+  `);
   assert.equal(r.status, 3, `${r.stdout}\n${r.stderr}`);
   assert.match(
     r.stdout,
@@ -315,3 +324,34 @@ test("a kernel that faults surfaces as a CudaError, not a crash", { skip }, () =
   );
   void CudaError;
 });
+
+test(
+  "a GEMM pipeline wait that stalls records which wait it was: KernelStallError, not a bare trap",
+  { skip },
+  () => {
+    // A stage barrier nobody arrives at, waited on by gemm/tma.cuh's mbar_wait with a 50 ms bound.
+    const source = `#include "symmkit/gemm/tma.cuh"
+    using namespace symmkit;
+    __global__ void stall(u64 timeout_ns, const u32* abort_flag, TimeoutRecord* record) {
+      __shared__ alignas(8) u64 bar;
+      if (threadIdx.x == 0) { gemm::mbar_init(&bar, 1); gemm::mbar_init_fence(); }
+      __syncthreads();
+      const WaitEnv env{timeout_ns, abort_flag, record, 5};
+      if (threadIdx.x == 32) gemm::mbar_wait(&bar, 0, 50000000ull, env, gemm::stall_phase(gemm::kStallStageFull, 3));
+    }
+  `;
+    const r = inChild(`
+    const device = Device.get(0);
+    const watch = SyncWatch.create(device);
+    const m = Module.compile({ name: "symmkit/test/stall", source: ${JSON.stringify(source)}, nameExpressions: ["stall"] }, device);
+    m.kernel("stall", ["u64", "ptr", "ptr"]).launch({ grid: 1, block: 64 }, watch.timeoutNs, watch.abortFlagPtr, watch.recordPtr);
+    try { watch.translate(() => defaultStream().synchronize()); console.log("NO ERROR"); }
+    catch (e) { console.log(e.constructor.name, e.code, e.message); process.exit(3); }
+  `);
+    assert.equal(r.status, 3, `${r.stdout}\n${r.stderr}`);
+    assert.match(
+      r.stdout,
+      /^KernelStallError SYMMKIT_KERNEL_STALL rank 5 \(block 0, thread 32\) stalled \d+ ms in a consumer's wait for the loads of stage 3 \(waiting for 0\)/m,
+    );
+  },
+);

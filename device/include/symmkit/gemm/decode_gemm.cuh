@@ -157,18 +157,7 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
   named_barrier(1 + consumer, 128);
   // Flag (source rank, tile, consumer) of an owner's [world][tiles][kConsumers] flags.
   const auto flag = [&](u32 owner, u32 src) { return a.flags[owner] + (u64(src) * a.tiles_m * a.tiles_n + tile) * kConsumers + consumer; };
-  if (wg_thread == 0) {
-    fence_acq_rel_sys();
-    for (u32 p = 0; p < a.world; ++p) st_sys<Order::Relaxed>(flag(p, a.rank), epoch);
-    for (u32 src = 0; src < a.world; ++src) {
-      const u32* fl = flag(a.rank, src);
-      bounded_wait(a.env, src, tile, [&] {
-        if (ld_sys<Order::Acquire>(fl) == epoch) return true;
-        __nanosleep(64);
-        return false;
-      });
-    }
-  }
+  if (wg_thread == 0) raise_and_await_shares(a.env, a.world, a.rank, epoch, tile, flag);
   named_barrier(1 + consumer, 128);
   const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(a.recv[a.rank]);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
@@ -176,23 +165,7 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
     const u32 row = row_a + u / 8;
     const u32 col = col0 + (u % 8) * 8;
     if (row < row_lo || row >= a.m || col >= a.n) continue;
-    const u64 at = u64(row) * a.n + col;
-    float sum[8];
-    for (u32 src = 0; src < a.world; ++src) {
-      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + at));
-      const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-      for (u32 e = 0; e < 4; ++e) {
-        const float2 x = __bfloat1622float2(x2[e]);
-        sum[2 * e] = src == 0 ? x.x : sum[2 * e] + x.x;
-        sum[2 * e + 1] = src == 0 ? x.y : sum[2 * e + 1] + x.y;
-      }
-    }
-    uint4 o;
-    __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-    for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
-    *reinterpret_cast<uint4*>(out + u64(row) * a.ldd + col) = o;
+    *reinterpret_cast<uint4*>(out + u64(row) * a.ldd + col) = sum_ranks_bf16x8(recv, slot, u64(row) * a.n + col, a.world);
   }
 }
 
@@ -281,7 +254,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
       for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
-        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns);
+        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, s));
         mbar_arrive_expect_tx(full + s, R::kBytesB + decode_box_rows<kCols>(args.m) * kTileKBytes);
         tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, tn * kRowsB);
         tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, decode_row_a<kCols>(args.m, tm));
@@ -308,7 +281,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     for (u32 r = 0; r < kRegs; ++r) acc[r] = 0.0f;
     for (u32 kb = 0; kb < nkb; ++kb, ++it) {
       const u32 s = it % kStages;
-      mbar_wait(full + s, (it / kStages) & 1, pipeline_ns);
+      mbar_wait(full + s, (it / kStages) & 1, pipeline_ns, args.env, stall_phase(kStallStageFull, s));
       const u32 b0 = smem_addr(tiles_b + s * R::kBytesB + consumer * kDecodeRowsB * kTileKBytes);
       const u32 a0 = smem_addr(tiles_a + s * R::kBytesA);
       wgmma_fence();

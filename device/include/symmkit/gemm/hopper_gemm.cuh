@@ -341,6 +341,53 @@ __device__ __forceinline__ u32 call_epoch(u32* epoch) {
   return e;
 }
 
+/** A share's all-reduce handshake (AllReduceTiles, the decode GEMM's all-reduce), by one thread after its
+ * pushes are complete and fenced: raises the share's flag `flag(p, rank)` to `epoch` on every rank p (a
+ * release at system scope), then waits (acquire, bounded, naming the rank) for every rank's flag of the
+ * same share in this rank's array, `flag(rank, src)`. */
+template <class FlagOf>
+__device__ __forceinline__ void raise_and_await_shares(const WaitEnv& env, u32 world, u32 rank, u32 epoch, u32 tile,
+                                                       FlagOf flag) {
+  fence_acq_rel_sys();
+  for (u32 p = 0; p < world; ++p) st_sys<Order::Relaxed>(flag(p, rank), epoch);
+  for (u32 src = 0; src < world; ++src) {
+    const u32* fl = flag(rank, src);
+    bounded_wait(env, src, tile, [&] {
+      if (ld_sys<Order::Acquire>(fl) == epoch) return true;
+      __nanosleep(64);
+      return false;
+    });
+  }
+}
+
+/** The sum over `world` ranks, in rank order in f32 and rounded once, of 8 bf16 at `at` of each rank's
+ * slot (`slot` elements apart) of a receive buffer: the deterministic sum of the GEMM + all-reduce. Two
+ * ranks' loads in flight at a time: more would take registers for little. */
+__device__ __forceinline__ uint4 sum_ranks_bf16x8(const __nv_bfloat16* recv, u64 slot, u64 at, u32 world) {
+  float sum[8];
+  for (u32 src = 0; src < world; src += 2) {
+    uint4 v[2];
+    v[0] = __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + at));
+    if (src + 1 < world) v[1] = __ldcg(reinterpret_cast<const uint4*>(recv + (src + 1) * slot + at));
+#pragma unroll
+    for (u32 h = 0; h < 2; ++h) {
+      if (src + h >= world) break;
+      const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v[h]);
+#pragma unroll
+      for (u32 e = 0; e < 4; ++e) {
+        const float2 x = __bfloat1622float2(x2[e]);
+        sum[2 * e] = src + h == 0 ? x.x : sum[2 * e] + x.x;
+        sum[2 * e + 1] = src + h == 0 ? x.y : sum[2 * e + 1] + x.y;
+      }
+    }
+  }
+  uint4 o;
+  __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
+  return o;
+}
+
 /** Flag of (source rank, tile, consumer half) in `owner`'s flag array. */
 __device__ __forceinline__ u32* exchange_flag(const FusionParams& f, u32 owner, u32 src, u32 id, u32 half) {
   return f.flags[owner] + (u64(src) * f.tiles_per_shard + id) * 2 + half;
@@ -402,7 +449,8 @@ struct ScatterReduce {
     // The signaller took the previous post long ago (a fence takes microseconds, a tile tens).
     const u64 start = global_timer_ns();
     while (ld_acquire_cta(&sh.taken[c.consumer]) != posts)
-      if (global_timer_ns() - start > kPipelineTimeoutNs + c.args.env.timeout_ns) __trap();
+      check_stall(c.args.env, global_timer_ns() - start, kPipelineTimeoutNs + c.args.env.timeout_ns,
+                  stall_phase(kStallHandoff, c.consumer), posts);
     sh.dest[c.consumer] = pending_dest;
     sh.id[c.consumer] = pending_id;
     st_release_cta(&sh.posted[c.consumer], ++posts);
@@ -593,16 +641,8 @@ struct AllReduceTiles {
     if (c.wg_thread == 0) {
       bulk_wait<0>();
       fence_proxy_async();
-      fence_acq_rel_sys();
-      for (u32 p = 0; p < f.world; ++p) st_sys<Order::Relaxed>(exchange_flag(f, p, f.rank, t.id, c.consumer), sh.epoch);
-      for (u32 src = 0; src < f.world; ++src) {
-        const u32* fl = exchange_flag(f, f.rank, src, t.id, c.consumer);
-        bounded_wait(c.args.env, src, t.id, [&] {
-          if (ld_sys<Order::Acquire>(fl) == sh.epoch) return true;
-          __nanosleep(64);
-          return false;
-        });
-      }
+      raise_and_await_shares(c.args.env, f.world, f.rank, sh.epoch, t.id,
+                             [&f, id = t.id, half = c.consumer](u32 owner, u32 src) { return exchange_flag(f, owner, src, id, half); });
     }
     named_barrier(2 + c.consumer, 128);
     const u32 rows = min(64u, t.rows - c.consumer * 64);
@@ -611,32 +651,9 @@ struct AllReduceTiles {
     const u64 slot = u64(c.args.m) * c.args.n;
     const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(f.recv[f.rank]);
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(c.args.d);
-    for (u32 r = c.wg_thread / 32; r < rows; r += 4) {
-      const u64 at = u64(row0 + r) * c.args.n + col;
-      float sum[8];
-      // Two ranks' partials loaded together: more would take registers for little.
-      for (u32 src = 0; src < f.world; src += 2) {
-        uint4 v[2];
-        v[0] = __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + at));
-        if (src + 1 < f.world) v[1] = __ldcg(reinterpret_cast<const uint4*>(recv + (src + 1) * slot + at));
-#pragma unroll
-        for (u32 h = 0; h < 2; ++h) {
-          if (src + h >= f.world) break;
-          const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v[h]);
-#pragma unroll
-          for (u32 e = 0; e < 4; ++e) {
-            const float2 x = __bfloat1622float2(x2[e]);
-            sum[2 * e] = src + h == 0 ? x.x : sum[2 * e] + x.x;
-            sum[2 * e + 1] = src + h == 0 ? x.y : sum[2 * e + 1] + x.y;
-          }
-        }
-      }
-      uint4 o;
-      __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-      for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
-      *reinterpret_cast<uint4*>(out + u64(row0 + r) * c.args.ldd + col) = o;
-    }
+    for (u32 r = c.wg_thread / 32; r < rows; r += 4)
+      *reinterpret_cast<uint4*>(out + u64(row0 + r) * c.args.ldd + col) =
+          sum_ranks_bf16x8(recv, slot, u64(row0 + r) * c.args.n + col, f.world);
   }
   // The TMA stores completed in finish (bulk_wait<0>) before the flags were raised.
   __device__ __forceinline__ void drain(const EpilogueCtx&, Shared&) {}
@@ -835,7 +852,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
       for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
-        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns);
+        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, s));
         mbar_arrive_expect_tx(full + s, R::kStageBytes);
         tma_load_2d(tiles_a + s * kBytesA, map, full + s, kb * kTileK, ya);
         if constexpr (kBKMajor) {
@@ -881,14 +898,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       // (seen now and then with the narrow ring in split-K).
       if (wg_thread == 0)
         for (u32 kb = 0; kb < nkb; ++kb) {
-          mbar_wait(full + (it + kb) % kStages, ((it + kb) / kStages) & 1, pipeline_ns);
+          mbar_wait(full + (it + kb) % kStages, ((it + kb) / kStages) & 1, pipeline_ns, args.env,
+                    stall_phase(kStallStageFull, (it + kb) % kStages));
           mbar_arrive(empty + (it + kb) % kStages);
         }
       it += nkb;
     }
     for (u32 kb = 0; kb < (idle ? 0 : nkb); ++kb, ++it) {
       const u32 s = it % kStages;
-      mbar_wait(full + s, (it / kStages) & 1, pipeline_ns);
+      mbar_wait(full + s, (it / kStages) & 1, pipeline_ns, args.env, stall_phase(kStallStageFull, s));
       const u32 a0 = smem_addr(tiles_a + s * kBytesA + consumer * 64 * kTileKBytes);
       const u32 b0 = smem_addr(tiles_b + s * kBytesB);
       wgmma_fence();

@@ -9,12 +9,13 @@
 // by fence_proxy_async(). A TMA store reads shared memory asynchronously after it is issued: its source
 // may be rewritten only after bulk_wait_read, and its global writes are complete only after bulk_wait;
 // shared memory written by ordinary stores reaches it only through fence_proxy_async_shared(). Every wait is bounded: a pipeline wait that outlives its timeout is a deadlock
-// (a bug, not a slow peer), and traps rather than hangs. A pipeline wait that can sit behind a bounded
+// (a bug, not a slow peer): it records which wait (kStalled, sync/wait.cuh) and traps rather than hangs. A pipeline wait that can sit behind a bounded
 // wait on a peer (sync/wait.cuh) allows kPipelineTimeoutNs beyond that wait's timeout, so the peer's
 // wait gives up first and its record names the peer, rather than a bare trap. Nothing here keeps state across
 // launches: barriers are initialised by each launch, so graph replays start clean.
 #pragma once
 #include "symmkit/core/memory.cuh"
+#include "symmkit/sync/wait.cuh"
 
 namespace symmkit {
 namespace gemm {
@@ -54,14 +55,28 @@ __device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
   return done != 0;
 }
 
-/** Waits for the phase of parity `parity` to complete (try_wait already suspends for a while); traps after
- * `timeout_ns`. */
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity, u64 timeout_ns = kPipelineTimeoutNs) {
+/** Which of a kernel's waits on itself stalled: TimeoutRecord.phase = kind << 24 | stage (kStalled records;
+ * the host's PIPELINE_WAITS in src/distributed/device-layouts.ts). */
+constexpr u32 kStallStageEmpty = 1;  // the producer, for the consumers to release a stage
+constexpr u32 kStallStageFull = 2;   // a consumer, for a stage's loads to land
+constexpr u32 kStallHandoff = 3;     // ScatterReduce: a consumer, for the signaller to take its last tile
+__device__ __forceinline__ u32 stall_phase(u32 kind, u32 stage) { return kind << 24 | stage; }
+
+/** A kernel's wait on itself that lasted `waited` ns: past `timeout_ns` it is a deadlock, so the first
+ * thread to notice records which wait (`phase`, the parity or count it waited for) and traps. */
+__device__ __forceinline__ void check_stall(const WaitEnv& env, u64 waited, u64 timeout_ns, u32 phase, u32 expected) {
+  // Signed: a step back of the timer must not read as an age.
+  if (i64(waited) > i64(timeout_ns)) give_up(env, kNoPeer, phase, waited, kStalled, expected);
+}
+
+/** Waits for the phase of parity `parity` to complete (try_wait already suspends for a while); past
+ * `timeout_ns` records the stall (`phase`, see stall_phase) in env's record and traps. */
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity, u64 timeout_ns, const WaitEnv& env, u32 phase) {
   if (mbar_try_wait(bar, parity)) return;
   const u64 start = global_timer_ns();
   for (u32 polls = 1;; ++polls) {
     if (mbar_try_wait(bar, parity)) return;
-    if ((polls & 255u) == 0 && global_timer_ns() - start > timeout_ns) __trap();
+    if ((polls & 255u) == 0) check_stall(env, global_timer_ns() - start, timeout_ns, phase, parity);
   }
 }
 

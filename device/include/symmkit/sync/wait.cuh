@@ -42,6 +42,10 @@ struct WaitEnv {
 
 constexpr u32 kGaveUp = 1;
 constexpr u32 kMismatch = 2;
+// (3 is the host's NCCL watchdog's.) A kernel's wait on itself (a GEMM's pipeline) outlived its bound: a
+// deadlock inside the kernel, no peer to blame; `peer` is kNoPeer, `phase` says which wait.
+constexpr u32 kStalled = 4;
+constexpr u32 kNoPeer = 0xffffffffu;
 
 __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u64 waited_ns, u32 kind = kGaveUp,
                                      u32 expected = 0, u32 got = 0) {
@@ -69,8 +73,9 @@ __device__ __forceinline__ void bounded_wait(const WaitEnv& env, const u32& peer
   for (u32 polls = 1;; ++polls) {
     if (done()) return;
     if ((polls & 1023u) == 0) {
+      // Signed: a step back of the timer must not read as an age.
       const u64 waited = global_timer_ns() - start;
-      if (waited > env.timeout_ns || *reinterpret_cast<const volatile u32*>(env.abort_flag) != 0) {
+      if (i64(waited) > i64(env.timeout_ns) || *reinterpret_cast<const volatile u32*>(env.abort_flag) != 0) {
         give_up(env, peer, phase, waited);
       }
     }
