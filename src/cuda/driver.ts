@@ -16,6 +16,7 @@ defineAliases({
   CUgraph: "void *",
   CUgraphExec: "void *",
   CUmemGenericAllocationHandle: "void *",
+  CUmemoryPool: "void *",
 });
 
 export const DRIVER_DECLARATIONS = {
@@ -98,6 +99,17 @@ export const DRIVER_DECLARATIONS = {
     "CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)",
   cuMemUnmap: "CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)",
   cuMemSetAccess: "CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, void *desc, size_t count)",
+  // props is a CUmemPoolProps (88 bytes), map an array of CUmemAccessDesc, value a cuuint64_t for the
+  // attributes used here.
+  cuMemPoolCreate: "CUresult cuMemPoolCreate(_Out_ CUmemoryPool *pool, void *props)",
+  cuMemPoolDestroy: "CUresult cuMemPoolDestroy(CUmemoryPool pool)",
+  cuMemPoolSetAttribute: "CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value)",
+  cuMemPoolGetAttribute: "CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value)",
+  cuMemPoolTrimTo: "CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)",
+  cuMemPoolSetAccess: "CUresult cuMemPoolSetAccess(CUmemoryPool pool, void *map, size_t count)",
+  cuMemAllocFromPoolAsync:
+    "CUresult cuMemAllocFromPoolAsync(_Out_ CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s)",
+  cuMemFreeAsync: "CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)",
   cuStreamWriteValue32_v2:
     "CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, uint32_t value, unsigned int flags)",
   // tensorMap is a 64-byte aligned native block; the arrays are rank (strides: rank - 1) entries long.
@@ -191,6 +203,14 @@ export interface Driver {
   cuMemMap(p: Ptr, size: number, offset: number, h: Ptr, flags: number): number;
   cuMemUnmap(p: Ptr, size: number): number;
   cuMemSetAccess(p: Ptr, size: number, desc: Ptr, count: number): number;
+  cuMemPoolCreate(pool: Out<Ptr | null>, props: Ptr): number;
+  cuMemPoolDestroy(pool: Ptr): number;
+  cuMemPoolSetAttribute(pool: Ptr, attr: number, value: Ptr): number;
+  cuMemPoolGetAttribute(pool: Ptr, attr: number, value: Ptr): number;
+  cuMemPoolTrimTo(pool: Ptr, minBytesToKeep: number): number;
+  cuMemPoolSetAccess(pool: Ptr, map: Ptr, count: number): number;
+  cuMemAllocFromPoolAsync(p: Out<Ptr | null>, bytes: number, pool: Ptr, s: Ptr): number;
+  cuMemFreeAsync(p: Ptr, s: Ptr): number;
 }
 
 /** CUresult values the runtime branches on. */
@@ -259,6 +279,11 @@ export const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1;
 export const CU_MEM_LOCATION_TYPE_DEVICE = 1;
 export const CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3;
 export const CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1;
+/** CUmemPoolProps is 88 bytes (allocType, handleTypes, location at 0, 4, 8); CUmemPool_attribute values. */
+export const CU_MEM_POOL_PROPS_BYTES = 88;
+export const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
+export const CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT = 5;
+export const CU_MEMPOOL_ATTR_USED_MEM_CURRENT = 7;
 
 let driver: Driver | undefined;
 let driverPath = "";

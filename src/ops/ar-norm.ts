@@ -10,7 +10,7 @@ import type { Device } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { sharedModule } from "../runtime/module.js";
-import type { Stream } from "../runtime/stream.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import {
   AR_NORM_ALGORITHMS,
@@ -104,15 +104,16 @@ export class ArNorm {
    * matmulAllReduce asks before its GEMM, so that a call the norm would refuse is refused first.
    */
   check(x: Tensor, o: AllReduceRmsNormOptions<Tensor> & { algorithm?: ArNormAlgorithm }, what: string): void {
-    this.#prepare(x, o, what);
+    this.#prepare(x, o, what, defaultStream(this.#ctx.device));
   }
 
-  /** The checks; the problem, the output (allocated once x passed), whether x is read in place, and the
-   * algorithm. */
+  /** The checks; the problem, the output (allocated on `stream` once x passed), whether x is read in place,
+   * and the algorithm. */
   #prepare(
     input: ArNormInput,
     o: AllReduceRmsNormOptions<Tensor> & { algorithm?: ArNormAlgorithm },
     what: string,
+    stream: Stream,
   ): {
     x: Tensor;
     p: NormProblem;
@@ -126,7 +127,7 @@ export class ArNorm {
     const requested = o.algorithm ?? "auto";
     checkAlgorithm(what, requested, AR_NORM_ALGORITHMS);
     for (const t of [o.weight, o.bias, o.residual, o.output, o.residualOut]) if (t) ctx.onDevice(what, t);
-    const output = o.output ?? Tensor.empty(x.shape, x.dtype, { device: ctx.device });
+    const output = o.output ?? Tensor.empty(x.shape, x.dtype, { device: ctx.device, stream });
     checkNormAliasing(what, x, o, output, overlaps, sameSpan);
     // A symmetric x is read in place unless an output overlaps it (peers may still read it).
     const inPlace =
@@ -143,7 +144,7 @@ export class ArNorm {
   ): ArNormResult {
     const what = "allReduceRmsNorm";
     const ctx = this.#ctx;
-    const { x, p, output, inPlace, algorithm } = this.#prepare(input, o, what);
+    const { x, p, output, inPlace, algorithm } = this.#prepare(input, o, what, stream);
     const norm = this.#normArgs(p, o, output);
     const sequential = algorithm === "sequential" || algorithm === "nccl";
     if (ctx.world === 1 || sequential) {

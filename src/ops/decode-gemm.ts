@@ -17,7 +17,6 @@ import {
   checkRanks,
   gemmKBlocks,
   writeOperands,
-  writeWaitEnv,
   type GemmOperandPtrs,
   type GemmScatter,
   HopperLauncher,
@@ -251,8 +250,7 @@ export class DecodeGemm extends HopperLauncher {
       a.setBigUint64(L.splitCounters, sc.counters, true);
     }
     if (p.exchange) this.#writeExchange(p.exchange, m);
-    // Every launch: a stalled pipeline records itself there too.
-    writeWaitEnv(a, L, this.watch, p.waitRank ?? 0);
+    this.writeWaitEnv(a, L, p.waitRank ?? 0, stream, v.allReduce);
     this.kernel.launch(
       {
         grid: Math.min(tiles * splits, sms),

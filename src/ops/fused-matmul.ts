@@ -210,8 +210,10 @@ export class FusedMatmul {
       checkCapacity(`${what} (the shard staged for the peers)`, staged, this.#ctx.staging.tensor.nbytes);
     }
     const device = group.device;
-    const gathered = o.gathered ?? Tensor.empty([p.m, p.k], p.elem, { device });
-    const out = o.out ?? Tensor.empty([p.m, p.n], "bf16", { device });
+    // New outputs are made on the call's stream (pooled).
+    const made = { device, stream: o.stream ?? defaultStream(device) };
+    const gathered = o.gathered ?? Tensor.empty([p.m, p.k], p.elem, made);
+    const out = o.out ?? Tensor.empty([p.m, p.n], "bf16", made);
     const scales = { scaleA: o.scaleA, scaleB: o.scaleB };
     checkMatmul(gathered, b, out, { layoutB: p.layoutB, ...spans(scales) }, what);
     for (const [name, t] of [
@@ -269,7 +271,12 @@ export class FusedMatmul {
           ? this.autoMatmulReduceScatter(p)
           : requested;
     if (algorithm.startsWith("fused")) this.#checkScatterRoom(what, p);
-    const out = o.out ?? Tensor.empty([p.shardRows, p.n], "bf16", { device: group.device });
+    const out =
+      o.out ??
+      Tensor.empty([p.shardRows, p.n], "bf16", {
+        device: group.device,
+        stream: o.stream ?? defaultStream(group.device),
+      });
     if (out.ptr % 16n !== 0n) throw new InvalidArgumentError(`${what}: out must start on a 16-byte boundary`);
     if (overlaps(out, a) || overlaps(out, b))
       throw new InvalidArgumentError(`${what}: out overlaps an input`);
@@ -341,7 +348,12 @@ export class FusedMatmul {
     const scales = { scaleA: o.scaleA, scaleB: o.scaleB };
     checkMatmul(a, b, undefined, { layoutB: p.layoutB, ...spans(scales) }, what);
     const dtype = norm?.outputScale !== undefined ? "fp8e4m3" : "bf16";
-    const out = o.out ?? Tensor.empty([p.m, p.n], dtype, { device: group.device });
+    const out =
+      o.out ??
+      Tensor.empty([p.m, p.n], dtype, {
+        device: group.device,
+        stream: o.stream ?? defaultStream(group.device),
+      });
     if (overlaps(out, a) || overlaps(out, b))
       throw new InvalidArgumentError(`${what}: out overlaps an input`);
     if (norm?.residualOut && (overlaps(norm.residualOut, a) || overlaps(norm.residualOut, b)))

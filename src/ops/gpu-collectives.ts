@@ -388,7 +388,9 @@ export class GpuCollectives implements Collectives<
     const requested = options.algorithm ?? "auto";
     checkReduction(what, op, x.dtype);
     checkAlgorithm(what, requested, GPU_ALL_REDUCE_ALGORITHMS);
-    const output = options.output ?? Tensor.empty(x.shape, x.dtype, { device: this.#group.device });
+    const output =
+      options.output ??
+      Tensor.empty(x.shape, x.dtype, { device: this.#group.device, stream: this.#stream(options) });
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel);
     this.#onDevice(what, output);
@@ -732,7 +734,7 @@ export class GpuCollectives implements Collectives<
           `${what}: inside a CUDA graph capture, pass recvCountsOut (i32, ${world} elements) for the counts received`,
         );
       const recvCounts =
-        options.recvCountsOut ?? Tensor.empty([world], "i32", { device: this.#group.device });
+        options.recvCountsOut ?? Tensor.empty([world], "i32", { device: this.#group.device, stream });
       this.#exchange.allToAllVOnDevice(x, out, sendCounts, recvCounts, stream);
       return { output: out, recvCounts };
     }

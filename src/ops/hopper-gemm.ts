@@ -6,6 +6,7 @@ import type { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { encodeTensorMap2d } from "../runtime/tensor-map.js";
+import { Graph } from "../runtime/graph.js";
 import { sharedModule } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { SyncWatch } from "../distributed/sync-watch.js";
@@ -185,6 +186,26 @@ export abstract class HopperLauncher {
     this.#watch ??= SyncWatch.create(this.device);
     return this.#watch;
   }
+
+  /**
+   * Writes a launch's WaitEnv (`at` in `view`): the watch's timeout, abort flag and record, which bound the
+   * launch's waits on flags and where a stalled pipeline records itself. A launch that waits on flags
+   * (`waits`) creates the watch if need be; a plain one inside a CUDA graph capture, where pinned memory
+   * cannot be allocated, takes it only if it exists, and without it a stalled pipeline traps unrecorded.
+   */
+  protected writeWaitEnv(
+    view: DataView,
+    at: GemmArgsCommon,
+    rank: number,
+    stream: Stream,
+    waits: boolean,
+  ): void {
+    const watch = waits || Graph.activeCapture(stream) === undefined ? this.watch : this.#watch;
+    view.setBigUint64(at.envTimeoutNs, watch?.timeoutNs ?? 0n, true);
+    view.setBigUint64(at.envAbortFlag, watch?.abortFlagPtr ?? 0n, true);
+    view.setBigUint64(at.envRecord, watch?.recordPtr ?? 0n, true);
+    view.setUint32(at.envRank, rank, true);
+  }
 }
 
 export class HopperGemm extends HopperLauncher {
@@ -313,10 +334,10 @@ export class HopperGemm extends HopperLauncher {
     a.setUint32(L.tileCount, tileCount, true);
     a.setUint32(L.tmRotate, this.#rotation(p, tilesM), true);
     if (v.ready === "row-flags") this.#writeReady(p);
-    // Every launch: a stalled pipeline records itself there too.
-    writeWaitEnv(this.#view, L, this.watch, p.waitRank ?? 0);
+    const stream = p.stream ?? defaultStream(this.device);
+    this.writeWaitEnv(a, L, p.waitRank ?? 0, stream, v.ready === "row-flags" || scatter !== undefined);
     a.setUint32(L.splitLog2, Math.log2(splits), true);
-    if (splits > 1) this.#writeSplitScratch(p.stream ?? defaultStream(this.device));
+    if (splits > 1) this.#writeSplitScratch(stream);
     this.#fusion.fill(0);
     if (p.secondA) this.#writeSecondA(p.secondA, dataType, es, k, box, m);
     if (scatter) this.#writeScatter(scatter, n, tilesN);
@@ -337,7 +358,7 @@ export class HopperGemm extends HopperLauncher {
         grid: ctas,
         block: GEMM_THREADS,
         sharedBytes: v.narrow ? GEMM_SHARED_BYTES_NARROW : GEMM_SHARED_BYTES,
-        ...(p.stream ? { stream: p.stream } : {}),
+        stream,
       },
       mapA,
       mapB,
@@ -518,13 +539,4 @@ export function writeOperands(view: DataView, at: GemmArgsCommon, p: GemmOperand
   view.setUint32(at.k, p.k, true);
   view.setBigUint64(at.scaleA, p.scaleA ?? 0n, true);
   view.setBigUint64(at.scaleB, p.scaleB ?? 0n, true);
-}
-
-/** Writes the WaitEnv that bounds a launch's waits on flags (`watch`'s timeout, abort flag and record), and
- * where a stalled pipeline records itself. */
-export function writeWaitEnv(view: DataView, at: GemmArgsCommon, watch: SyncWatch, rank: number): void {
-  view.setBigUint64(at.envTimeoutNs, watch.timeoutNs, true);
-  view.setBigUint64(at.envAbortFlag, watch.abortFlagPtr, true);
-  view.setBigUint64(at.envRecord, watch.recordPtr, true);
-  view.setUint32(at.envRank, rank, true);
 }

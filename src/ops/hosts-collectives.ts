@@ -143,7 +143,7 @@ export class HostsCollectives {
     const op = options.op ?? "sum";
     checkReduction(what, op, input.dtype);
     const stream = this.#stream(what, options, options.output ? [input, options.output] : [input]);
-    const output = options.output ?? Tensor.empty(input.shape, input.dtype, { device: input.device });
+    const output = options.output ?? Tensor.empty(input.shape, input.dtype, { device: input.device, stream });
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel);
     if (overlaps(input, output) && !sameSpan(input, output))

@@ -3,7 +3,7 @@
 import { InvalidArgumentError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
-import type { Stream } from "../runtime/stream.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
@@ -264,7 +264,9 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
       );
   }
   const p = checkMatmul(a, b, options.out, options);
-  const out = options.out ?? Tensor.empty([p.m, p.n], "bf16", { device });
+  const out =
+    options.out ??
+    Tensor.empty([p.m, p.n], "bf16", { device, stream: options.stream ?? defaultStream(device) });
   const operands = gemmOperands(p, a, b, out, options);
   if ((options.impl ?? "symmkit") === "symmkit") launchSymmkitGemm(device, p, operands, options.stream);
   else

@@ -299,27 +299,35 @@ export class GpuMoe {
     return { headerBytes, rowBytes, phase };
   }
 
-  /** Tensors of a dispatch's result: `rows` rows, with the handle's (and pull_device's route). */
-  #fresh(p: MoeProblem, rows: number, received: number, receivedByRank: readonly number[] | undefined) {
+  /** Tensors of a dispatch's result, made on `stream`: `rows` rows, with the handle's (and pull_device's
+   * route). */
+  #fresh(
+    p: MoeProblem,
+    rows: number,
+    received: number,
+    receivedByRank: readonly number[] | undefined,
+    stream: Stream,
+  ) {
     const { device, rank, world } = this.#ctx;
+    const made = { device, stream };
     const handle: MoeHandle<Tensor> = {
       problem: p,
       rank,
       world,
       received,
       receivedByRank,
-      expert: Tensor.empty([p.tokens, p.topk], "i32", { device }),
-      row: Tensor.empty([p.tokens, p.topk], "i32", { device }),
-      weights: Tensor.empty([p.tokens, p.topk], "f32", { device }),
+      expert: Tensor.empty([p.tokens, p.topk], "i32", made),
+      row: Tensor.empty([p.tokens, p.topk], "i32", made),
+      weights: Tensor.empty([p.tokens, p.topk], "f32", made),
       ...(receivedByRank === undefined
-        ? { route: Tensor.empty([moePlanLayout(world, p.numExperts).end], "i32", { device }) }
+        ? { route: Tensor.empty([moePlanLayout(world, p.numExperts).end], "i32", made) }
         : {}),
     };
     return {
-      tokens: Tensor.empty([rows, p.hidden], p.dtype, { device }),
-      weights: Tensor.empty([rows], "f32", { device }),
-      scales: p.dtype === "fp8e4m3" ? Tensor.empty([rows], "f32", { device }) : undefined,
-      counts: Tensor.empty([p.localExperts], "i32", { device }),
+      tokens: Tensor.empty([rows, p.hidden], p.dtype, made),
+      weights: Tensor.empty([rows], "f32", made),
+      scales: p.dtype === "fp8e4m3" ? Tensor.empty([rows], "f32", made) : undefined,
+      counts: Tensor.empty([p.localExperts], "i32", made),
       handle,
     };
   }
@@ -345,7 +353,7 @@ export class GpuMoe {
     const { device, staging } = this.#ctx;
     const k = this.#k();
     // Rows received are known on the device only: the handle says maxRows, combine stages that many.
-    const out = into ?? this.#fresh(p, maxRows, maxRows, undefined);
+    const out = into ?? this.#fresh(p, maxRows, maxRows, undefined, stream);
     const { handle } = out;
     const route = handle.route!;
     // The handle's copies first: a refusal overwrites them (this rank's pairs unused).
@@ -410,7 +418,7 @@ export class GpuMoe {
       throw new InvalidArgumentError(verdict);
     }
     const rowsOut = o.maxRows ?? total[rank]!;
-    const out = this.#fresh(p, rowsOut, total[rank]!, total);
+    const out = this.#fresh(p, rowsOut, total[rank]!, total, stream);
     copyHostToDevice(out.counts.ptr, received[rank]!, stream);
     const layout = moePlanLayout(world, E);
     const plan = new Int32Array(layout.end);
@@ -466,7 +474,7 @@ export class GpuMoe {
     const what = "combine";
     const { staging, device } = this.#ctx;
     const p = handle.problem;
-    const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device });
+    const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device, stream });
     const rowBytes = p.hidden * 2;
     // Routed on the device, the dispatch made sure every rank's maxRows fit, or was refused on every
     // rank: its pairs are then unused and no row is read, and the rows staged are cut to the buffer

@@ -9,6 +9,7 @@ import {
 } from "../cuda/driver.js";
 import { koffi, ptrOrZero, type Ptr } from "../cuda/native.js";
 import { Device, driver } from "./device.js";
+import { MemoryPool } from "./memory-pool.js";
 import { defaultStream, type Stream } from "./stream.js";
 
 function checkBytes(bytes: number): void {
@@ -17,21 +18,38 @@ function checkBytes(bytes: number): void {
 }
 
 /**
- * Device memory: one cuMemAlloc allocation (a zero-byte one is valid and has address 0), or memory that
- * something else owns and maps (external), which dispose() only marks dead.
+ * Device memory: one cuMemAlloc allocation (a zero-byte one is valid and has address 0), one from the
+ * device's stream-ordered pool (pooled), or memory that something else owns and maps (external), which
+ * dispose() only marks dead.
  */
 export class DeviceMemory implements Disposable {
   readonly device: Device;
   readonly bytes: number;
   readonly #owned: boolean;
+  /** A pooled allocation's stream, which orders its free. */
+  readonly #stream: Stream | undefined;
   #ptr: Ptr;
   #alive = true;
 
-  private constructor(device: Device, ptr: Ptr, bytes: number, owned = true) {
+  private constructor(device: Device, ptr: Ptr, bytes: number, owned = true, stream?: Stream) {
     this.device = device;
     this.#ptr = ptr;
     this.bytes = bytes;
     this.#owned = owned;
+    this.#stream = stream;
+  }
+
+  /**
+   * `bytes` from the device's memory pool (MemoryPool) in `stream`'s order: work queued on `stream` after
+   * this call may use it, work on other streams once `stream` has reached this point (an event, a
+   * synchronisation). dispose() gives it back in `stream`'s order. While `stream` is being captured into a
+   * CUDA graph the allocation is a plain one (a pool allocation there would belong to the graph).
+   */
+  static pooled(bytes: number, stream: Stream): DeviceMemory {
+    checkBytes(bytes);
+    const device = stream.device;
+    if (bytes === 0 || stream.capturing) return DeviceMemory.alloc(bytes, device);
+    return new DeviceMemory(device, MemoryPool.of(device).alloc(bytes, stream), bytes, true, stream);
   }
 
   /** Memory owned elsewhere (e.g. a symmetric mapping); its owner disposes this when it unmaps. */
@@ -58,13 +76,22 @@ export class DeviceMemory implements Disposable {
     return this.#ptr;
   }
 
-  /** Frees the memory. Work still queued that uses it must have completed: cuMemFree waits for none. */
+  /**
+   * Frees the memory. Work still queued that uses it must have completed (cuMemFree waits for none), but for
+   * pooled memory on its own stream: that memory returns to the pool when the stream reaches the free.
+   */
   dispose(): void {
     if (!this.#alive) return;
     this.#alive = false;
     if (this.#owned && this.#ptr !== 0n) {
-      this.device.makeCurrent();
-      check(driver().cuMemFree_v2(this.#ptr), "cuMemFree_v2");
+      if (this.#stream) {
+        // A stream disposed before the memory had drained (its destruction waits for its work).
+        const stream = this.#stream.disposed ? defaultStream(this.device) : this.#stream;
+        MemoryPool.of(this.device).free(this.#ptr, stream);
+      } else {
+        this.device.makeCurrent();
+        check(driver().cuMemFree_v2(this.#ptr), "cuMemFree_v2");
+      }
     }
     this.#ptr = 0n;
   }

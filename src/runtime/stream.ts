@@ -31,6 +31,17 @@ export class Stream implements Disposable {
     return this.#handle;
   }
 
+  get disposed(): boolean {
+    return this.#handle === 0n;
+  }
+
+  /** True while work on this stream is being captured into a CUDA graph (by anyone). */
+  get capturing(): boolean {
+    const status: [number] = [0];
+    check(driver().cuStreamIsCapturing(this.handle, status), "cuStreamIsCapturing");
+    return status[0] !== 0;
+  }
+
   synchronize(): void {
     this.device.makeCurrent();
     check(driver().cuStreamSynchronize(this.handle), "cuStreamSynchronize");

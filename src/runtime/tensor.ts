@@ -31,7 +31,9 @@ export type Shape = readonly number[];
 
 export interface TensorOptions {
   readonly device?: Device;
-  /** Stream the initialisation is ordered on (default: the device's default stream). */
+  /** The stream the tensor is made on: its memory comes from the device's pool in this stream's order
+   * (DeviceMemory.pooled), and its initialisation is ordered on it. Default: a plain allocation, and the
+   * initialisation on the device's default stream. */
   readonly stream?: Stream;
 }
 
@@ -122,10 +124,18 @@ export class Tensor implements Disposable {
     this.#owner = owner;
   }
 
-  /** Uninitialised memory. */
+  /** Uninitialised memory: pooled in `stream`'s order if a stream is given (see TensorOptions). */
   static empty(shape: Shape, dtype: DType, options: TensorOptions = {}): Tensor {
     const bytes = numelOf(shape) * dtypeInfo(dtype).bytes;
-    return new Tensor(DeviceMemory.alloc(bytes, options.device ?? Device.get()), 0, shape, dtype, true);
+    const { stream } = options;
+    if (stream && options.device && stream.device !== options.device)
+      throw new InvalidArgumentError(
+        `empty: the stream is on cuda:${stream.device.ordinal}, the tensor's device is cuda:${options.device.ordinal}`,
+      );
+    const memory = stream
+      ? DeviceMemory.pooled(bytes, stream)
+      : DeviceMemory.alloc(bytes, options.device ?? Device.get());
+    return new Tensor(memory, 0, shape, dtype, true);
   }
 
   /** A tensor over `memory` from `byteOffset`, which it does not own: disposing it frees nothing. */

@@ -17,6 +17,7 @@ import { Graph } from "../../src/runtime/graph.js";
 import { KernelCache } from "../../src/runtime/jit/cache.js";
 import { compileProgram } from "../../src/runtime/jit/compiler.js";
 import { PinnedMemory } from "../../src/runtime/memory.js";
+import { MemoryPool } from "../../src/runtime/memory-pool.js";
 import { compileRequest, Module, type ProgramSpec } from "../../src/runtime/module.js";
 import { hostNormal, hostRandInt, hostUniform } from "../../src/runtime/random.js";
 import { Stream } from "../../src/runtime/stream.js";
@@ -292,6 +293,40 @@ test("1000 allocate/free cycles leave device memory where it was", { skip }, () 
   const after = device.memoryInfo().freeBytes;
   assert.equal(after, before, `free memory moved by ${before - after} bytes`);
 });
+
+test(
+  "tensors made on a stream come from the pool: reused, handed back in stream order, trimmed",
+  { skip },
+  () => {
+    const device = Device.get(0);
+    const pool = MemoryPool.of(device);
+    using s = Stream.create(device);
+    device.synchronize();
+    pool.trim();
+    const free0 = device.memoryInfo().freeBytes;
+    const used0 = pool.usedBytes;
+    // Each tensor is written on the stream and disposed at once, its kernel still queued: the next one may
+    // take the same memory only behind that kernel, so every value read back is its own.
+    const seen: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const t = Tensor.full([(1 << 18) + i * 1024], i, "u32", { device, stream: s });
+      if (i % 50 === 49) seen.push(...new Set(t.toHost({ stream: s }) as Uint32Array));
+      t.dispose();
+    }
+    assert.deepEqual(seen, [49, 99, 149, 199]);
+    s.synchronize();
+    assert.equal(pool.usedBytes, used0, "every pooled tensor was handed back");
+    assert.ok(pool.reservedBytes >= 1 << 20, "the pool keeps what it mapped");
+    pool.trim();
+    assert.equal(device.memoryInfo().freeBytes, free0, "trim gives the device its memory back");
+    // While the stream is being captured a pooled allocation would belong to the graph: it is a plain one,
+    // which CUDA refuses inside symmkit's (thread-local) captures, as before.
+    assert.throws(
+      () => Graph.capture(s, () => Tensor.empty([16], "f32", { device, stream: s })),
+      (e: unknown) => e instanceof CudaError && /CAPTURE/.test(e.errorName),
+    );
+  },
+);
 
 /** Runs `body` (ESM, after imports of Module, Device, defaultStream and SyncWatch from dist) in a child
  * process, since what it tests ends the CUDA context; the body exits 3 once it has printed the error. */

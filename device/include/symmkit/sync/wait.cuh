@@ -50,7 +50,8 @@ constexpr u32 kNoPeer = 0xffffffffu;
 __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u64 waited_ns, u32 kind = kGaveUp,
                                      u32 expected = 0, u32 got = 0) {
   volatile TimeoutRecord* r = env.record;
-  if (r->flag == 0) {
+  // No record where a plain GEMM was first launched inside a capture (src/ops/hopper-gemm.ts writeWaitEnv).
+  if (r != nullptr && r->flag == 0) {
     r->rank = env.rank;
     r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     r->peer = peer;

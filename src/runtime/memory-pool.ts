@@ -1,0 +1,101 @@
+// The stream-ordered memory pool behind tensors made with a stream (Tensor.empty(..., { stream })): one
+// CUDA memory pool per device (cuMemPoolCreate) that keeps what it has mapped, so an allocation is a
+// sub-allocation of memory already mapped (microseconds; cuMemAlloc of a few MiB maps pages, hundreds)
+// and a free never waits for the device (cuMemFree does). Allocations and frees are ordered on a stream:
+// the memory is the allocation's from that point of the stream on, and the pool's again once the stream
+// reaches the free. The pool reuses freed memory on another stream only behind the free (the driver's
+// default reuse rules). trim() gives back what no allocation uses.
+import {
+  check,
+  CU_MEM_ALLOCATION_TYPE_PINNED,
+  CU_MEM_LOCATION_TYPE_DEVICE,
+  CU_MEM_POOL_PROPS_BYTES,
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+  CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+  CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+} from "../cuda/driver.js";
+import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
+import { driver, type Device } from "./device.js";
+import type { Stream } from "./stream.js";
+
+const pools = new Map<Device, MemoryPool>();
+
+export class MemoryPool {
+  readonly device: Device;
+  readonly #handle: Ptr;
+  /** The cuuint64_t the attribute calls read and write. */
+  readonly #value = new NativeBlock(8);
+
+  private constructor(device: Device, handle: Ptr) {
+    this.device = device;
+    this.#handle = handle;
+  }
+
+  /** The device's pool, created on first use. */
+  static of(device: Device): MemoryPool {
+    let pool = pools.get(device);
+    if (pool) return pool;
+    device.makeCurrent();
+    const props = new NativeBlock(CU_MEM_POOL_PROPS_BYTES);
+    const h: [Ptr | null] = [null];
+    try {
+      props.view.setUint32(0, CU_MEM_ALLOCATION_TYPE_PINNED, true);
+      props.view.setUint32(8, CU_MEM_LOCATION_TYPE_DEVICE, true);
+      props.view.setInt32(12, device.ordinal, true);
+      check(driver().cuMemPoolCreate(h, props.ptr), "cuMemPoolCreate");
+    } finally {
+      props.free();
+    }
+    pool = new MemoryPool(device, ptrOrZero(h[0]));
+    // Keep everything mapped: giving memory back at every synchronisation would cost what the pool saves.
+    pool.#value.view.setBigUint64(0, 2n ** 64n - 1n, true);
+    check(
+      driver().cuMemPoolSetAttribute(pool.#handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, pool.#value.ptr),
+      "cuMemPoolSetAttribute(RELEASE_THRESHOLD)",
+    );
+    pools.set(device, pool);
+    return pool;
+  }
+
+  /** `bytes` in `stream`'s order (see the module's comment). */
+  alloc(bytes: number, stream: Stream): Ptr {
+    this.device.makeCurrent();
+    const p: [Ptr | null] = [null];
+    check(
+      driver().cuMemAllocFromPoolAsync(p, bytes, this.#handle, stream.handle),
+      `cuMemAllocFromPoolAsync(${bytes} bytes)`,
+    );
+    return ptrOrZero(p[0]);
+  }
+
+  /** Gives `ptr` back once `stream` reaches this point. */
+  free(ptr: Ptr, stream: Stream): void {
+    this.device.makeCurrent();
+    check(driver().cuMemFreeAsync(ptr, stream.handle), "cuMemFreeAsync");
+  }
+
+  /** Bytes allocated and not yet freed. */
+  get usedBytes(): number {
+    return this.#get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "USED_MEM_CURRENT");
+  }
+
+  /** Bytes the pool holds mapped, used or not. */
+  get reservedBytes(): number {
+    return this.#get(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, "RESERVED_MEM_CURRENT");
+  }
+
+  /** Gives the device back what no allocation uses, but `keepBytes`. Frees count once their streams have
+   * reached them: synchronise first. */
+  trim(keepBytes = 0): void {
+    this.device.makeCurrent();
+    check(driver().cuMemPoolTrimTo(this.#handle, keepBytes), "cuMemPoolTrimTo");
+  }
+
+  #get(attribute: number, name: string): number {
+    check(
+      driver().cuMemPoolGetAttribute(this.#handle, attribute, this.#value.ptr),
+      `cuMemPoolGetAttribute(${name})`,
+    );
+    return Number(this.#value.view.getBigUint64(0, true));
+  }
+}
