@@ -12,6 +12,7 @@ export {
   copyHostToDevice,
   copyPeer,
 } from "./runtime/memory.js";
+export { MemoryPool } from "./runtime/memory-pool.js";
 export {
   Tensor,
   freshSeed,
