@@ -144,7 +144,7 @@ export {
   type BLayout,
   type MatmulProblem,
 } from "./ops/matmul.js";
-export { HopperGemm, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
+export { HopperGemm, HopperLauncher, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
 export { DecodeGemm, DECODE_VARIANTS, type DecodeLaunch, type DecodeVariant } from "./ops/decode-gemm.js";
 export {
   ALL_GATHER_MATMUL_ALGORITHMS,

@@ -39,6 +39,8 @@ export interface MoeRow extends MoeShape {
   /** pull_device, graph-timed. */
   readonly dispatchDeviceUs: number;
   readonly combineUs: number;
+  /** combine of a symmetric expert output, read in place (no staging copy), graph-timed. */
+  readonly combineInPlaceUs: number;
 }
 
 export interface MoeBenchResult {
@@ -126,21 +128,42 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
           "SYMMKIT_INVALID_ARGUMENT",
           `moe ${s.tokens} tokens: dispatch pull_device's ${name} differ from pull's (rank ${rank}); not timing a wrong kernel`,
         );
+    // The expert output in a symmetric tensor, as many rows on every rank (as many as any rank can get).
+    const shared = await group.symmetric.empty([s.tokens * s.topk * world, s.hidden], "bf16");
+    shared.tensor
+      .view([shared.tensor.numel])
+      .slice(0, d.tokens.numel)
+      .copyFrom(d.tokens.view([d.tokens.numel]), stream);
+    const outInPlace = Tensor.empty([s.tokens, s.hidden], "bf16", { device });
+    c.combine(shared, d.handle, { out: outInPlace, stream });
+    group.synchronize(stream);
+    if (!Buffer.from(out.toHost().buffer).equals(Buffer.from(outInPlace.toHost().buffer)))
+      throw new SymmkitError(
+        "SYMMKIT_INVALID_ARGUMENT",
+        `moe ${s.tokens} tokens: combine in place differs from the staged combine (rank ${rank}); not timing a wrong kernel`,
+      );
     const dispatchDevice = (): void => void c.dispatch(x, idx, w, { ...onDevice, into: dd });
     const combine = (): void => void c.combine(d.tokens, d.handle, { out, stream });
-    const [dispatchDeviceUs, combineUs] = await timeTogether(group, stream, [dispatchDevice, combine], {
-      perGraph: 5,
-    });
+    const combineInPlace = (): void => void c.combine(shared, d.handle, { out: outInPlace, stream });
+    const [dispatchDeviceUs, combineUs, combineInPlaceUs] = await timeTogether(
+      group,
+      stream,
+      [dispatchDevice, combine, combineInPlace],
+      { perGraph: 5 },
+    );
+    outInPlace.dispose();
+    await shared.dispose();
     const row: MoeRow = {
       ...s,
       rows: d.handle.received,
       dispatchUs: median(per),
       dispatchDeviceUs: dispatchDeviceUs!,
       combineUs: combineUs!,
+      combineInPlaceUs: combineInPlaceUs!,
     };
     rows.push(row);
     progress.log(
-      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us`,
+      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us (in place ${row.combineInPlaceUs.toFixed(1)} us)`,
     );
     for (const t of [
       x,
@@ -218,6 +241,8 @@ export function formatMoe(r: MoeBenchResult): string {
     "GB/s",
     "combine us",
     "GB/s",
+    "in place us",
+    "GB/s",
   ];
   const rows = r.rows.map((x) => {
     const bytes = x.rows * x.hidden * 2;
@@ -233,6 +258,8 @@ export function formatMoe(r: MoeBenchResult): string {
       (bytes / x.dispatchDeviceUs / 1e3).toFixed(1),
       x.combineUs.toFixed(1),
       (bytes / x.combineUs / 1e3).toFixed(1),
+      x.combineInPlaceUs.toFixed(1),
+      (bytes / x.combineInPlaceUs / 1e3).toFixed(1),
     ];
   });
   return [

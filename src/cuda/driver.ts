@@ -53,6 +53,8 @@ export const DRIVER_DECLARATIONS = {
   cuMemcpyDtoHAsync_v2: "CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s)",
   cuMemcpyDtoDAsync_v2:
     "CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)",
+  // copy is a CUDA_MEMCPY2D (128 bytes, CUDA_MEMCPY2D_LAYOUT).
+  cuMemcpy2DAsync_v2: "CUresult cuMemcpy2DAsync_v2(void *copy, CUstream s)",
   cuMemcpyPeerAsync:
     "CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx, size_t n, CUstream s)",
   cuStreamCreate: "CUresult cuStreamCreate(_Out_ CUstream *stream, unsigned int flags)",
@@ -152,6 +154,7 @@ export interface Driver {
   cuMemcpyHtoDAsync_v2(dst: Ptr, src: ArrayBufferView | Ptr, n: number, s: Ptr): number;
   cuMemcpyDtoHAsync_v2(dst: ArrayBufferView | Ptr, src: Ptr, n: number, s: Ptr): number;
   cuMemcpyDtoDAsync_v2(dst: Ptr, src: Ptr, n: number, s: Ptr): number;
+  cuMemcpy2DAsync_v2(copy: Ptr, s: Ptr): number;
   cuMemcpyPeerAsync(dst: Ptr, dstCtx: Ptr, src: Ptr, srcCtx: Ptr, n: number, s: Ptr): number;
   cuStreamCreate(s: Out<Ptr | null>, flags: number): number;
   cuStreamCreateWithPriority(s: Out<Ptr | null>, flags: number, priority: number): number;
@@ -221,6 +224,7 @@ export const CUDA_ERROR_NOT_READY = 600;
 export const DeviceAttribute = {
   MAX_THREADS_PER_BLOCK: 1,
   WARP_SIZE: 10,
+  MAX_PITCH: 11,
   CLOCK_RATE: 13,
   MULTIPROCESSOR_COUNT: 16,
   CAN_MAP_HOST_MEMORY: 19,
@@ -239,6 +243,7 @@ export const DeviceAttribute = {
   VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: 102,
   HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: 103,
   CLUSTER_LAUNCH: 120,
+  MEMORY_POOLS_SUPPORTED: 115,
   MULTICAST_SUPPORTED: 132,
 } as const;
 
@@ -279,6 +284,19 @@ export const CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1;
 export const CU_MEM_LOCATION_TYPE_DEVICE = 1;
 export const CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3;
 export const CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1;
+/** CUDA_MEMCPY2D's fields used here (cuda.h 13.0; the other fields stay zero) and CU_MEMORYTYPE_DEVICE. */
+export const CUDA_MEMCPY2D_LAYOUT = {
+  srcMemoryType: 16,
+  srcDevice: 32,
+  srcPitch: 48,
+  dstMemoryType: 72,
+  dstDevice: 88,
+  dstPitch: 104,
+  widthInBytes: 112,
+  height: 120,
+  bytes: 128,
+} as const;
+export const CU_MEMORYTYPE_DEVICE = 2;
 /** CUmemPoolProps is 88 bytes (allocType, handleTypes, location at 0, 4, 8); CUmemPool_attribute values. */
 export const CU_MEM_POOL_PROPS_BYTES = 88;
 export const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;

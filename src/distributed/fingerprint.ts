@@ -59,6 +59,7 @@ export const CALL_KINDS = [
   "matmul-all-reduce/fused",
   "moe-dispatch/pull_device",
   "send-recv/copy_engine",
+  "moe-combine/in-place",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

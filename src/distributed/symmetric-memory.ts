@@ -15,7 +15,7 @@ import {
 import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
 import { driver, type Device } from "../runtime/device.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
-import { copyHostToDevice, DeviceMemory, memset } from "../runtime/memory.js";
+import { copyHostToDevice, DeviceMemory, memset, retryAfterRelease } from "../runtime/memory.js";
 import { defaultStream } from "../runtime/stream.js";
 import { numelOf, Tensor, type Shape } from "../runtime/tensor.js";
 import { closeFd } from "./fd-channel.js";
@@ -178,7 +178,9 @@ export class SymmetricTensor implements AsyncDisposable {
         "cuMemGetAllocationGranularity",
       );
       size = Math.ceil((dataBytes + padBytes) / g[0]) * g[0];
-      check(d.cuMemCreate(own, size, prop.ptr, 0), `cuMemCreate(${size} bytes)`);
+      retryAfterRelease(device, () =>
+        check(d.cuMemCreate(own, size, prop.ptr, 0), `cuMemCreate(${size} bytes)`),
+      );
     } finally {
       prop.free();
     }

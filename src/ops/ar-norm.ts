@@ -128,13 +128,18 @@ export class ArNorm {
     checkAlgorithm(what, requested, AR_NORM_ALGORITHMS);
     for (const t of [o.weight, o.bias, o.residual, o.output, o.residualOut]) if (t) ctx.onDevice(what, t);
     const output = o.output ?? Tensor.empty(x.shape, x.dtype, { device: ctx.device, stream });
-    checkNormAliasing(what, x, o, output, overlaps, sameSpan);
-    // A symmetric x is read in place unless an output overlaps it (peers may still read it).
-    const inPlace =
-      !(input instanceof Tensor) && !overlaps(output, x) && !(o.residualOut && overlaps(o.residualOut, x));
-    const algorithm = requested === "auto" ? this.autoAlgorithm(x.nbytes, p.rows, inPlace) : requested;
-    this.#checkRoom(what, algorithm, p, x.nbytes, inPlace, o, output);
-    return { x, p, output, inPlace, algorithm };
+    try {
+      checkNormAliasing(what, x, o, output, overlaps, sameSpan);
+      // A symmetric x is read in place unless an output overlaps it (peers may still read it).
+      const inPlace =
+        !(input instanceof Tensor) && !overlaps(output, x) && !(o.residualOut && overlaps(o.residualOut, x));
+      const algorithm = requested === "auto" ? this.autoAlgorithm(x.nbytes, p.rows, inPlace) : requested;
+      this.#checkRoom(what, algorithm, p, x.nbytes, inPlace, o, output);
+      return { x, p, output, inPlace, algorithm };
+    } catch (e) {
+      if (output !== o.output) output.dispose(); // refused: the output this call made goes back
+      throw e;
+    }
   }
 
   run(

@@ -209,22 +209,28 @@ export class FusedMatmul {
     if (algorithm.startsWith("fused")) {
       checkCapacity(`${what} (the shard staged for the peers)`, staged, this.#ctx.staging.tensor.nbytes);
     }
+    if (aShard.ptr % 16n !== 0n)
+      throw new InvalidArgumentError(`${what}: aShard must start on a 16-byte boundary`);
     const device = group.device;
-    // New outputs are made on the call's stream (pooled).
+    // New outputs are made on the call's stream (pooled), and given back if a check below refuses the call.
     const made = { device, stream: o.stream ?? defaultStream(device) };
     const gathered = o.gathered ?? Tensor.empty([p.m, p.k], p.elem, made);
     const out = o.out ?? Tensor.empty([p.m, p.n], "bf16", made);
     const scales = { scaleA: o.scaleA, scaleB: o.scaleB };
-    checkMatmul(gathered, b, out, { layoutB: p.layoutB, ...spans(scales) }, what);
-    for (const [name, t] of [
-      ["aShard", aShard],
-      ["b", b],
-    ] as const) {
-      if (overlaps(gathered, t)) throw new InvalidArgumentError(`${what}: gathered overlaps ${name}`);
+    try {
+      checkMatmul(gathered, b, out, { layoutB: p.layoutB, ...spans(scales) }, what);
+      for (const [name, t] of [
+        ["aShard", aShard],
+        ["b", b],
+      ] as const) {
+        if (overlaps(gathered, t)) throw new InvalidArgumentError(`${what}: gathered overlaps ${name}`);
+      }
+      if (overlaps(out, aShard)) throw new InvalidArgumentError(`${what}: out overlaps aShard`);
+    } catch (e) {
+      if (gathered !== o.gathered) gathered.dispose();
+      if (out !== o.out) out.dispose();
+      throw e;
     }
-    if (aShard.ptr % 16n !== 0n)
-      throw new InvalidArgumentError(`${what}: aShard must start on a 16-byte boundary`);
-    if (overlaps(out, aShard)) throw new InvalidArgumentError(`${what}: out overlaps aShard`);
     const s = o.stream;
     if (algorithm === "nccl_cublaslt") {
       // NCCL carries no fingerprint of ours: a barrier that does goes first (as the nccl collectives').

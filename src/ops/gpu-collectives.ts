@@ -791,23 +791,25 @@ export class GpuCollectives implements Collectives<
   /**
    * MoE combine: `expertOut` (this rank's experts' output, row for row as dispatched, bf16) back to the
    * tokens of `handle`'s dispatch, each the weighted sum over its slots in slot order (f32, every
-   * operation rounded, then bf16). Graph-capturable.
+   * operation rounded, then bf16). A symmetric `expertOut` (every rank passes one of this group's) is read
+   * in place by the peers, with no copy into the staging buffer; a plain one is staged. Graph-capturable.
    */
   combine(
-    expertOut: Tensor,
+    expertOut: CollectiveInput,
     handle: MoeHandle<Tensor>,
     options: CombineOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm } = {},
   ): Tensor {
     const what = "combine";
     const { rank, worldSize } = this.#group;
-    checkCombine(what, rank, worldSize, expertOut, handle, options.out);
+    checkTensorArg(what, "expertOut", expertOut);
+    const x = this.#local(expertOut, what);
+    checkCombine(what, rank, worldSize, x, handle, options.out);
     checkAlgorithm(what, options.algorithm ?? "auto", GPU_MOE_ALGORITHMS);
-    this.#onDevice(what, expertOut);
     if (options.out) {
       this.#onDevice(what, options.out);
-      if (overlaps(options.out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
+      if (overlaps(options.out, x)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
     }
-    return this.#moe.combine(expertOut, handle, options, this.#stream(options));
+    return this.#moe.combine(expertOut, x, handle, options, this.#stream(options));
   }
 
   /** The fused matmuls' auto rules, for inspection (see FusedMatmul). */

@@ -30,7 +30,7 @@ import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { CollectivesFactory, ProcessGroup } from "../distributed/process-group.js";
 import { Graph } from "../runtime/graph.js";
-import { DeviceMemory } from "../runtime/memory.js";
+import { copy2d, DeviceMemory } from "../runtime/memory.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import type { GpuCollectives } from "./gpu-collectives.js";
@@ -406,12 +406,27 @@ export class HostsCollectives {
     });
   }
 
-  /** dst[j][i] = src[i][j] for blocks of `c` elements: src is rows x cols blocks, dst cols x rows. */
+  /**
+   * dst[j][i] = src[i][j] for blocks of `c` elements: src is rows x cols blocks, dst cols x rows. One 2D copy
+   * per row of the shorter side (a block per copied row); a copy per block where the pitch would pass the
+   * device's largest (blocks of hundreds of MiB, where a copy's launch is nothing).
+   */
   #transpose(src: Tensor, dst: Tensor, rows: number, cols: number, c: number, stream: Stream): void {
-    for (let i = 0; i < rows; i++)
+    const b = c * src.elementBytes;
+    if (Math.max(rows, cols) * b > src.device.props.maxPitchBytes) {
+      for (let i = 0; i < rows; i++)
+        for (let j = 0; j < cols; j++)
+          dst
+            .slice((j * rows + i) * c, (j * rows + i + 1) * c)
+            .copyFrom(src.slice((i * cols + j) * c, (i * cols + j + 1) * c), stream);
+    } else if (rows <= cols) {
+      // Row i of src, its cols blocks one after the other, into column i of dst.
+      for (let i = 0; i < rows; i++)
+        copy2d(dst.ptr + BigInt(i * b), rows * b, src.ptr + BigInt(i * cols * b), b, b, cols, stream);
+    } else {
+      // Column j of src into row j of dst.
       for (let j = 0; j < cols; j++)
-        dst
-          .slice((j * rows + i) * c, (j * rows + i + 1) * c)
-          .copyFrom(src.slice((i * cols + j) * c, (i * cols + j + 1) * c), stream);
+        copy2d(dst.ptr + BigInt(j * rows * b), b, src.ptr + BigInt(j * b), cols * b, b, rows, stream);
+    }
   }
 }

@@ -19,6 +19,7 @@ import { InvalidArgumentError } from "../errors.js";
 import type { CallShape } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import type { Device } from "../runtime/device.js";
+import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import { Graph } from "../runtime/graph.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { copyDeviceToDevice, copyDeviceToHost, copyHostToDevice, DeviceMemory } from "../runtime/memory.js";
@@ -470,30 +471,50 @@ export class GpuMoe {
       );
   }
 
-  combine(expertOut: Tensor, handle: MoeHandle<Tensor>, o: CombineOptions<Tensor>, stream: Stream): Tensor {
+  /** `input` is `expertOut` itself or the symmetric tensor it is the local copy of, read in place. */
+  combine(
+    input: Tensor | SymmetricTensor,
+    expertOut: Tensor,
+    handle: MoeHandle<Tensor>,
+    o: CombineOptions<Tensor>,
+    stream: Stream,
+  ): Tensor {
     const what = "combine";
     const { staging, device } = this.#ctx;
     const p = handle.problem;
+    const inPlace = !(input instanceof Tensor);
     const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device, stream });
+    // The handle's tensors were made on the dispatch's stream, which may not be this one.
+    for (const t of [handle.expert, handle.row, handle.weights]) t.recordStream(stream);
     const rowBytes = p.hidden * 2;
     // Routed on the device, the dispatch made sure every rank's maxRows fit, or was refused on every
     // rank: its pairs are then unused and no row is read, and the rows staged are cut to the buffer
     // (no rank may throw here alone). Routed on the host, the largest rank's rows: judged alike.
-    if (handle.receivedByRank !== undefined)
+    // In place, nothing is staged: the peers read each rank's own expertOut (every rank's the same shape).
+    if (handle.receivedByRank !== undefined && !inPlace)
       checkCapacity(what, stagedRows(handle) * rowBytes, staging.tensor.nbytes);
-    const bytes = Math.min(handle.received, Math.floor(staging.tensor.nbytes / rowBytes)) * rowBytes;
     const k = this.#k();
+    // The kind tells a rank that reads in place from one that stages (CollectiveMismatchError).
     const phase = this.#ctx.phase(
-      { kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts },
+      {
+        kind: inPlace ? "moe-combine/in-place" : "moe-combine/pull",
+        dtype: "bf16",
+        count: p.hidden * p.topk,
+        peer: p.numExperts,
+      },
       stream,
     );
-    copyDeviceToDevice(staging.tensor.ptr, expertOut.ptr, bytes, stream);
+    if (!inPlace) {
+      const bytes = Math.min(handle.received, Math.floor(staging.tensor.nbytes / rowBytes)) * rowBytes;
+      copyDeviceToDevice(staging.tensor.ptr, expertOut.ptr, bytes, stream);
+    }
+    // Every rank's expert output is complete (staged, or written in place before the call).
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
     const vectors = p.hidden % 8 === 0 && out.ptr % 16n === 0n ? 1 : 0;
     if (p.tokens > 0)
       k.combine.launch(
         { grid: Math.min(p.tokens, 4 * device.props.smCount), block: THREADS, stream },
-        this.#ctx.stagingView,
+        inPlace ? input.deviceView() : this.#ctx.stagingView,
         handle.expert,
         handle.row,
         handle.weights,

@@ -3,6 +3,8 @@
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import { check, cuda, DeviceAttribute, P2PAttribute, type Driver } from "../cuda/driver.js";
 import { cString, ptrOrZero, type Ptr } from "../cuda/native.js";
+// A cycle (memory-pool.ts uses Device), resolved at call time.
+import { MemoryPool } from "./memory-pool.js";
 
 let initialised = false;
 
@@ -37,6 +39,10 @@ export interface DeviceProperties {
   readonly arch: string;
   readonly smCount: number;
   readonly l2Bytes: number;
+  /** The largest pitch a 2D copy takes (copy2d). */
+  readonly maxPitchBytes: number;
+  /** Stream-ordered memory pools (MemoryPool); without them tensors made on a stream are plain. */
+  readonly memoryPools: boolean;
   readonly totalMemoryBytes: number;
   readonly maxThreadsPerBlock: number;
   readonly sharedBytesPerBlockOptin: number;
@@ -138,12 +144,13 @@ export class Device {
     return v[0];
   }
 
-  /** Lets kernels on this device dereference `peer`'s memory (idempotent). */
+  /** Lets kernels on this device dereference `peer`'s memory, plain and pooled (idempotent). */
   enablePeerAccess(peer: Device): void {
     this.makeCurrent();
     const status = driver().cuCtxEnablePeerAccess(peer.ctx, 0);
     const CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704;
     if (status !== CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) check(status, "cuCtxEnablePeerAccess");
+    if (peer.props.memoryPools) MemoryPool.of(peer).grantAccess(this);
   }
 }
 
@@ -169,6 +176,8 @@ function readProperties(d: Driver, ordinal: number, dev: number): DeviceProperti
     arch: archFor(major, minor),
     smCount: attr("MULTIPROCESSOR_COUNT"),
     l2Bytes: attr("L2_CACHE_SIZE"),
+    maxPitchBytes: attr("MAX_PITCH"),
+    memoryPools: attr("MEMORY_POOLS_SUPPORTED") !== 0,
     totalMemoryBytes: total[0],
     maxThreadsPerBlock: attr("MAX_THREADS_PER_BLOCK"),
     sharedBytesPerBlockOptin: attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),

@@ -7,6 +7,7 @@
 // default reuse rules). trim() gives back what no allocation uses.
 import {
   check,
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
   CU_MEM_ALLOCATION_TYPE_PINNED,
   CU_MEM_LOCATION_TYPE_DEVICE,
   CU_MEM_POOL_PROPS_BYTES,
@@ -41,7 +42,7 @@ export class MemoryPool {
     try {
       props.view.setUint32(0, CU_MEM_ALLOCATION_TYPE_PINNED, true);
       props.view.setUint32(8, CU_MEM_LOCATION_TYPE_DEVICE, true);
-      props.view.setInt32(12, device.ordinal, true);
+      props.view.setInt32(12, device.handle, true);
       check(driver().cuMemPoolCreate(h, props.ptr), "cuMemPoolCreate");
     } finally {
       props.free();
@@ -55,6 +56,38 @@ export class MemoryPool {
     );
     pools.set(device, pool);
     return pool;
+  }
+
+  /** Whether the device has stream-ordered pools (some virtualised GPUs do not). */
+  static supported(device: Device): boolean {
+    return device.props.memoryPools;
+  }
+
+  /** Lets kernels on `peer` dereference this pool's memory (as Device.enablePeerAccess does for plain
+   * memory, which a pool's does not follow). */
+  grantAccess(peer: Device): void {
+    const desc = new NativeBlock(12);
+    try {
+      desc.view.setUint32(0, CU_MEM_LOCATION_TYPE_DEVICE, true);
+      desc.view.setInt32(4, peer.handle, true);
+      desc.view.setUint32(8, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, true);
+      check(driver().cuMemPoolSetAccess(this.#handle, desc.ptr, 1), "cuMemPoolSetAccess");
+    } finally {
+      desc.free();
+    }
+  }
+
+  /**
+   * Gives the device what the pools hold unused, once its work is done: what a plain or symmetric allocation
+   * that ran out of memory does before it tries again (the pools never give memory back on their own).
+   * False if there was no pool to trim.
+   */
+  static releaseCached(device: Device): boolean {
+    const pool = pools.get(device);
+    if (!pool) return false;
+    device.synchronize();
+    pool.trim();
+    return true;
   }
 
   /** `bytes` in `stream`'s order (see the module's comment). */

@@ -1,14 +1,17 @@
 // Device memory, pinned host memory and the copies between them. Memory is released by dispose(),
 // never by the garbage collector: GPU memory is too scarce to wait for a GC that does not see it.
-import { DisposedError, InvalidArgumentError } from "../errors.js";
+import { CudaError, DisposedError, InvalidArgumentError, UnsupportedError } from "../errors.js";
 import {
   check,
   CU_MEMHOSTALLOC_DEVICEMAP,
   CU_MEMHOSTALLOC_PORTABLE,
+  CU_MEMORYTYPE_DEVICE,
   CU_STREAM_WRITE_VALUE_DEFAULT,
+  CUDA_MEMCPY2D_LAYOUT,
 } from "../cuda/driver.js";
-import { koffi, ptrOrZero, type Ptr } from "../cuda/native.js";
+import { koffi, NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
 import { Device, driver } from "./device.js";
+import { Event } from "./event.js";
 import { MemoryPool } from "./memory-pool.js";
 import { defaultStream, type Stream } from "./stream.js";
 
@@ -28,6 +31,8 @@ export class DeviceMemory implements Disposable {
   readonly #owned: boolean;
   /** A pooled allocation's stream, which orders its free. */
   readonly #stream: Stream | undefined;
+  /** Other streams a pooled allocation is used on (recordStream): its free waits for them too. */
+  #uses: Set<Stream> | undefined;
   #ptr: Ptr;
   #alive = true;
 
@@ -48,8 +53,21 @@ export class DeviceMemory implements Disposable {
   static pooled(bytes: number, stream: Stream): DeviceMemory {
     checkBytes(bytes);
     const device = stream.device;
-    if (bytes === 0 || stream.capturing) return DeviceMemory.alloc(bytes, device);
+    if (stream.capturing)
+      throw new UnsupportedError(
+        "a tensor made on a stream being captured into a CUDA graph would belong to the graph: make it " +
+          "before the capture (for an op, pass its out/output)",
+      );
+    if (bytes === 0 || !MemoryPool.supported(device)) return DeviceMemory.alloc(bytes, device);
     return new DeviceMemory(device, MemoryPool.of(device).alloc(bytes, stream), bytes, true, stream);
+  }
+
+  /**
+   * Pooled memory that work on `stream` (another stream than its own) uses: its free will wait for what
+   * `stream` has queued at dispose() time, as well as for its own stream. Plain memory needs none of this.
+   */
+  recordStream(stream: Stream): void {
+    if (this.#stream && stream !== this.#stream) (this.#uses ??= new Set()).add(stream);
   }
 
   /** Memory owned elsewhere (e.g. a symmetric mapping); its owner disposes this when it unmaps. */
@@ -61,9 +79,11 @@ export class DeviceMemory implements Disposable {
   static alloc(bytes: number, device: Device = Device.get()): DeviceMemory {
     checkBytes(bytes);
     if (bytes === 0) return new DeviceMemory(device, 0n, 0);
-    device.makeCurrent();
     const p: [Ptr | null] = [null];
-    check(driver().cuMemAlloc_v2(p, bytes), `cuMemAlloc_v2(${bytes} bytes)`);
+    retryAfterRelease(device, () => {
+      device.makeCurrent();
+      check(driver().cuMemAlloc_v2(p, bytes), `cuMemAlloc_v2(${bytes} bytes)`);
+    });
     return new DeviceMemory(device, ptrOrZero(p[0]), bytes);
   }
 
@@ -85,8 +105,24 @@ export class DeviceMemory implements Disposable {
     this.#alive = false;
     if (this.#owned && this.#ptr !== 0n) {
       if (this.#stream) {
-        // A stream disposed before the memory had drained (its destruction waits for its work).
-        const stream = this.#stream.disposed ? defaultStream(this.device) : this.#stream;
+        let stream = this.#stream;
+        if (stream.disposed) {
+          // Its stream is gone, and its queued work may not be: wait for the device, free in any order.
+          this.device.synchronize();
+          stream = defaultStream(this.device);
+        }
+        if (stream.capturing) {
+          this.#alive = true;
+          throw new UnsupportedError(
+            "dispose() of a tensor whose stream is being captured into a CUDA graph: dispose it after the capture",
+          );
+        }
+        for (const use of this.#uses ?? [])
+          if (!use.disposed) {
+            const done = Event.create(this.device).record(use);
+            stream.waitEvent(done);
+            done.dispose(); // released by the driver once it has completed
+          }
         MemoryPool.of(this.device).free(this.#ptr, stream);
       } else {
         this.device.makeCurrent();
@@ -98,6 +134,22 @@ export class DeviceMemory implements Disposable {
 
   [Symbol.dispose](): void {
     this.dispose();
+  }
+}
+
+/** CUDA_ERROR_OUT_OF_MEMORY. */
+const OUT_OF_MEMORY = 2;
+
+/**
+ * Runs `allocate`; if the device is out of memory while a stream-ordered pool holds some unused, gives that
+ * back (after the device's work) and runs it once more. For plain and symmetric allocations.
+ */
+export function retryAfterRelease(device: Device, allocate: () => void): void {
+  try {
+    allocate();
+  } catch (e) {
+    if (!(e instanceof CudaError && e.status === OUT_OF_MEMORY && MemoryPool.releaseCached(device))) throw e;
+    allocate();
   }
 }
 
@@ -172,6 +224,43 @@ export function copyDeviceToHost(dst: ArrayBufferView, src: Ptr, stream: Stream 
   }
   stream.synchronize();
 }
+
+/**
+ * `height` rows of `widthBytes` from `src` (rows `srcPitch` bytes apart) to `dst` (rows `dstPitch` apart) on
+ * one device, in one copy. Pitches at least the width and at most the device's maxPitchBytes.
+ */
+export function copy2d(
+  dst: Ptr,
+  dstPitch: number,
+  src: Ptr,
+  srcPitch: number,
+  widthBytes: number,
+  height: number,
+  stream: Stream = defaultStream(),
+): void {
+  for (const n of [dstPitch, srcPitch, widthBytes, height]) checkBytes(n);
+  const max = stream.device.props.maxPitchBytes;
+  if (widthBytes > Math.min(dstPitch, srcPitch) || Math.max(dstPitch, srcPitch) > max)
+    throw new InvalidArgumentError(
+      `copy2d: pitches ${srcPitch} and ${dstPitch} must lie between the width ${widthBytes} and ${max} bytes`,
+    );
+  if (widthBytes === 0 || height === 0) return;
+  const L = CUDA_MEMCPY2D_LAYOUT;
+  copy2dBlock ??= new NativeBlock(L.bytes);
+  const v = copy2dBlock.view;
+  v.setUint32(L.srcMemoryType, CU_MEMORYTYPE_DEVICE, true);
+  v.setBigUint64(L.srcDevice, src, true);
+  v.setBigUint64(L.srcPitch, BigInt(srcPitch), true);
+  v.setUint32(L.dstMemoryType, CU_MEMORYTYPE_DEVICE, true);
+  v.setBigUint64(L.dstDevice, dst, true);
+  v.setBigUint64(L.dstPitch, BigInt(dstPitch), true);
+  v.setBigUint64(L.widthInBytes, BigInt(widthBytes), true);
+  v.setBigUint64(L.height, BigInt(height), true);
+  stream.device.makeCurrent();
+  // The driver reads the descriptor during the call, so one block serves every call.
+  check(driver().cuMemcpy2DAsync_v2(copy2dBlock.ptr, stream.handle), "cuMemcpy2DAsync_v2");
+}
+let copy2dBlock: NativeBlock | undefined;
 
 export function copyDeviceToDevice(
   dst: Ptr,

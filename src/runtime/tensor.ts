@@ -333,11 +333,17 @@ export class Tensor implements Disposable {
     );
   }
 
+  /** Work on `stream` uses this tensor, made on another stream: its free waits for that work too (see
+   * DeviceMemory.recordStream; a tensor made without a stream needs none of this). */
+  recordStream(stream: Stream): void {
+    this.#mem.recordStream(stream);
+  }
+
   /** Frees the memory if this tensor allocated it (views only detach). */
   dispose(): void {
     if (this.#disposed) return;
+    if (this.#owner) this.#mem.dispose(); // may refuse (inside a capture): the tensor stays alive then
     this.#disposed = true;
-    if (this.#owner) this.#mem.dispose();
   }
 
   [Symbol.dispose](): void {

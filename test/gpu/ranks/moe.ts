@@ -214,15 +214,27 @@ if (rank === 0) console.log("dispatch and identity combine: bit for bit");
     receivedCounts(counts, r, p).reduce((a, b) => a + b, 0),
   );
   const expertOut = Tensor.empty([totals[rank]!, hidden], "bf16");
+  // The same output in a symmetric tensor (as many rows on every rank), read in place by the peers.
+  const shared = await group.symmetric.empty([Math.max(...totals), hidden], "bf16");
   const [whole, out] = poisoned("bf16", [me.tokens, hidden]);
-  const graph = Graph.capture(stream, () => void c.combine(expertOut, d.handle, { out, stream }));
+  const [wholeInPlace, outInPlace] = poisoned("bf16", [me.tokens, hidden]);
+  const graph = Graph.capture(stream, () => {
+    c.combine(expertOut, d.handle, { out, stream });
+    c.combine(shared, d.handle, { out: outInPlace, stream });
+  });
   for (let replay = 0; replay < 4; replay++) {
     const outs = totals.map((n) =>
       HostTensor.rand([n * hidden], "bf16", { seed, offset: draws++, low: -2, high: 2 }),
     );
     expertOut.copyFrom(Tensor.fromHost(outs[rank]!.raw, "bf16", { shape: [totals[rank]!, hidden] }));
-    if (replay === 0) void c.combine(expertOut, d.handle, { out });
-    else graph.launch();
+    shared.tensor
+      .view([shared.tensor.numel])
+      .slice(0, expertOut.numel)
+      .copyFrom(expertOut.view([expertOut.numel]));
+    if (replay === 0) {
+      c.combine(expertOut, d.handle, { out });
+      c.combine(shared, d.handle, { out: outInPlace });
+    } else graph.launch();
     stream.synchronize();
     const rows = routeRows(counts, rank, me.ids, p);
     const want = new Uint16Array(me.tokens * hidden);
@@ -240,11 +252,15 @@ if (rank === 0) console.log("dispatch and identity combine: bit for bit");
         t * hidden,
       );
     assertSameBits(out.toHost(), want, `combine replay ${replay}`, seed);
+    assertSameBits(outInPlace.toHost(), want, `combine in place, replay ${replay}`, seed);
   }
   graph.dispose();
   guardsIntact(whole, "combine out");
+  guardsIntact(wholeInPlace, "combine in place out");
+  await shared.dispose();
 }
-if (rank === 0) console.log("combine against the host reference, eager and in a graph: bit for bit");
+if (rank === 0)
+  console.log("combine against the host reference, staged and in place, eager and in a graph: bit for bit");
 
 // A straggler, then repeated calls alternating shapes.
 if (rank === world - 1) await sleep(50);

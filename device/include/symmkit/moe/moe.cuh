@@ -307,9 +307,14 @@ __device__ __forceinline__ void add_weighted(float (&acc)[8], float w, const u32
   for (u32 j = 0; j < 8; ++j) acc[j] = __fadd_rn(acc[j], __fmul_rn(w, __bfloat162float(e[j])));
 }
 
+/** Slots of a token whose loads one thread has in flight at once in moe_combine: a slot's row is a load
+ * away (over NVLink for a peer's), so reading the slots one after the other left the links and HBM idle. */
+constexpr u32 kCombineBatch = 8;
+
 /** Token t of this rank: out[t] = bf16(sum over its slots of w x expert output), see the contract. With
  * `vectors` (the host's judgment: hidden a multiple of 8 and out 16-byte aligned, so every row is), groups
- * of 8 elements as 16-byte vectors, else single elements: the same operations in the same order. */
+ * of 8 elements as 16-byte vectors, else single elements: the same operations in the same order. A thread
+ * loads kCombineBatch slots' values before it adds them, still in slot order. */
 __global__ void __launch_bounds__(kThreads) moe_combine(const __grid_constant__ SymmView v, const i32* expert,
                                                         const i32* row, const float* weights, __nv_bfloat16* out,
                                                         u64 tokens, u32 topk, u32 hidden, u32 local_experts,
@@ -318,16 +323,37 @@ __global__ void __launch_bounds__(kThreads) moe_combine(const __grid_constant__ 
   for (u64 t = blockIdx.x; t < tokens; t += gridDim.x) {
     for (u32 g = threadIdx.x; g < groups; g += kThreads) {
       float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-      for (u32 k = 0; k < topk; ++k) {
-        const u64 pair = t * topk + k;
-        const i32 e = expert[pair];
-        if (e < 0) continue;
-        const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(v.buffers[static_cast<u32>(e) / local_experts]) +
-                                   static_cast<u64>(row[pair]) * hidden;
+      for (u32 k0 = 0; k0 < topk; k0 += kCombineBatch) {
+        const __nv_bfloat16* src[kCombineBatch];
+        float w[kCombineBatch];
+#pragma unroll
+        for (u32 j = 0; j < kCombineBatch; ++j) {
+          src[j] = nullptr;
+          w[j] = 0.0f;
+          if (k0 + j >= topk) continue;
+          const u64 pair = t * topk + k0 + j;
+          const i32 e = expert[pair];
+          if (e < 0) continue;
+          w[j] = weights[pair];
+          src[j] = static_cast<const __nv_bfloat16*>(v.buffers[static_cast<u32>(e) / local_experts]) +
+                   static_cast<u64>(row[pair]) * hidden;
+        }
         if (vectors) {
-          add_weighted(acc, weights[pair], ld_128(src + 8 * g));
+          u32x4 val[kCombineBatch];
+#pragma unroll
+          for (u32 j = 0; j < kCombineBatch; ++j)
+            if (src[j] != nullptr) val[j] = ld_128(src[j] + 8 * g);
+#pragma unroll
+          for (u32 j = 0; j < kCombineBatch; ++j)
+            if (src[j] != nullptr) add_weighted(acc, w[j], val[j]);
         } else {
-          acc[0] = __fadd_rn(acc[0], __fmul_rn(weights[pair], __bfloat162float(src[g])));
+          float val[kCombineBatch];
+#pragma unroll
+          for (u32 j = 0; j < kCombineBatch; ++j)
+            if (src[j] != nullptr) val[j] = __bfloat162float(src[j][g]);
+#pragma unroll
+          for (u32 j = 0; j < kCombineBatch; ++j)
+            if (src[j] != nullptr) acc[0] = __fadd_rn(acc[0], __fmul_rn(w[j], val[j]));
         }
       }
       if (vectors) {
