@@ -21,6 +21,7 @@ import { MemoryPool } from "../../src/runtime/memory-pool.js";
 import { compileRequest, Module, type ProgramSpec } from "../../src/runtime/module.js";
 import { hostNormal, hostRandInt, hostUniform } from "../../src/runtime/random.js";
 import { Stream } from "../../src/runtime/stream.js";
+import { encodeTensorMap2d } from "../../src/runtime/tensor-map.js";
 import { Tensor } from "../../src/runtime/tensor.js";
 import { skipReason as skip, testSeed } from "./gpu.js";
 
@@ -361,6 +362,41 @@ test("copy2d copies rows between pitches, and refuses a pitch narrower than a ro
   assert.throws(() => copy2d(dst.ptr, 8, src.ptr, 28, 12, 5, s), InvalidArgumentError);
   for (const t of [src, dst]) t.dispose();
 });
+
+test(
+  "a tensor map is encoded once per distinct map, and a change of any field encodes another",
+  { skip },
+  () => {
+    const t = Tensor.empty([64, 256], "bf16", { device: Device.get(0) });
+    const fields = {
+      address: t.ptr,
+      dataType: "BFLOAT16",
+      elementBytes: 2,
+      rows: 64,
+      cols: 256,
+      rowStrideBytes: 512,
+      boxCols: 64,
+      boxRows: 64,
+      swizzle: "B128",
+    } as const;
+    const first = encodeTensorMap2d(fields);
+    assert.equal(encodeTensorMap2d({ ...fields }), first, "the same map again comes from the cache");
+    for (const change of [
+      { address: t.ptr + 512n },
+      { rows: 32 },
+      { boxRows: 32 },
+      { boxCols: 32, swizzle: "B64" }, // a 64-byte swizzle takes rows of 64 bytes at most
+    ] as const) {
+      const other = encodeTensorMap2d({ ...fields, ...change });
+      assert.notEqual(other, first);
+      assert.ok(
+        !Buffer.from(other).equals(Buffer.from(first)),
+        `${JSON.stringify(change, (_, v) => (typeof v === "bigint" ? String(v) : v))} encodes other bytes`,
+      );
+    }
+    t.dispose();
+  },
+);
 
 /** Runs `body` (ESM, after imports of Module, Device, defaultStream and SyncWatch from dist) in a child
  * process, since what it tests ends the CUDA context; the body exits 3 once it has printed the error. */
