@@ -41,8 +41,9 @@ export class CudaError extends SymmkitError {
     readonly status: number,
     readonly errorName: string,
     readonly errorString: string,
+    options?: ErrorOptions,
   ) {
-    super("SYMMKIT_CUDA_ERROR", `${call} failed: ${errorName} (${status}): ${errorString}`);
+    super("SYMMKIT_CUDA_ERROR", `${call} failed: ${errorName} (${status}): ${errorString}`, options);
   }
 }
 

@@ -110,6 +110,16 @@ export class SymmetricTensor implements AsyncDisposable {
   readonly #memories: DeviceMemory[];
   readonly #id: number;
   #view: Uint8Array | undefined;
+
+  /** The allocation's number in its group, the same on every rank (allocations are collective). */
+  get id(): number {
+    return this.#id;
+  }
+
+  /** The group's ranks (global), in group order. */
+  get ranks(): readonly number[] {
+    return this.#ctx.ranks;
+  }
   #disposed = false;
 
   private constructor(

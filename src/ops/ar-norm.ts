@@ -137,7 +137,7 @@ export class ArNorm {
       this.#checkRoom(what, algorithm, p, x.nbytes, inPlace, o, output);
       return { x, p, output, inPlace, algorithm };
     } catch (e) {
-      if (output !== o.output) output.dispose(); // refused: the output this call made goes back
+      if (output !== o.output) output.dispose(); // refused (nothing enqueued): the output this call made goes back
       throw e;
     }
   }

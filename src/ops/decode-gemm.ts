@@ -7,7 +7,7 @@ import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
-import { encodeTensorMap2d } from "../runtime/tensor-map.js";
+import { tensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule, type ProgramSpec } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import type { SyncWatch } from "../distributed/sync-watch.js";
@@ -226,7 +226,7 @@ export class DecodeGemm extends HopperLauncher {
 
     const dataType = v.elem === "bf16" ? "BFLOAT16" : "UINT8";
     const map = (address: Ptr, rows: number, boxRows: number) =>
-      encodeTensorMap2d({
+      tensorMap2d({
         address,
         dataType,
         elementBytes: es,

@@ -23,7 +23,7 @@
 //
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
-import { InvalidArgumentError } from "../errors.js";
+import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { CallKind, CallShape } from "../distributed/fingerprint.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { SyncWatch } from "../distributed/sync-watch.js";
@@ -354,12 +354,30 @@ export class FusedMatmul {
     const scales = { scaleA: o.scaleA, scaleB: o.scaleB };
     checkMatmul(a, b, undefined, { layoutB: p.layoutB, ...spans(scales) }, what);
     const dtype = norm?.outputScale !== undefined ? "fp8e4m3" : "bf16";
-    const out =
-      o.out ??
-      Tensor.empty([p.m, p.n], dtype, {
-        device: group.device,
-        stream: o.stream ?? defaultStream(group.device),
-      });
+    const out = o.out ?? Tensor.empty([p.m, p.n], dtype, { device: group.device, stream: o.stream });
+    try {
+      this.#matmulAllReduceInto(what, p, a, b, out, o, scales, requested);
+      return out;
+    } catch (e) {
+      // Refused before anything was enqueued: the output this call made goes back.
+      if (out !== o.out && (e instanceof InvalidArgumentError || e instanceof UnsupportedError))
+        out.dispose();
+      throw e;
+    }
+  }
+
+  #matmulAllReduceInto(
+    what: string,
+    p: FusedProblem,
+    a: Tensor,
+    b: Tensor,
+    out: Tensor,
+    o: MatmulAllReduceOptions<Tensor> & { readonly stream: Stream },
+    scales: Scales,
+    requested: MatmulAllReduceAlgorithm,
+  ): void {
+    const { group } = this.#ctx;
+    const norm = o.rmsNorm;
     if (overlaps(out, a) || overlaps(out, b))
       throw new InvalidArgumentError(`${what}: out overlaps an input`);
     if (norm?.residualOut && (overlaps(norm.residualOut, a) || overlaps(norm.residualOut, b)))
@@ -373,7 +391,7 @@ export class FusedMatmul {
       requested !== "auto" ? requested : group.worldSize === 1 ? "sequential" : this.autoMatmulAllReduce(p);
     if (algorithm === "fused") {
       this.#fusedAllReduce(what, p, a, b, out, norm, scales, s);
-      return out;
+      return;
     }
     const viaNccl = algorithm === "nccl_cublaslt";
     const inner = viaNccl ? "nccl" : "auto";
@@ -383,7 +401,6 @@ export class FusedMatmul {
     else this.#plainGemm(p, a, b, partial, scales, s);
     if (norm === undefined) this.#ctx.allReduce(partial, out, inner, s);
     else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, inner, s);
-    return out;
   }
 
   /** The fused GEMM + all-reduce of matmulAllReduce (see the file's comment), then the norm kernel on the

@@ -803,7 +803,7 @@ export class GpuCollectives implements Collectives<
     const { rank, worldSize } = this.#group;
     checkTensorArg(what, "expertOut", expertOut);
     const x = this.#local(expertOut, what);
-    checkCombine(what, rank, worldSize, x, handle, options.out);
+    checkCombine(what, rank, worldSize, x, handle, options.out, !(expertOut instanceof Tensor));
     checkAlgorithm(what, options.algorithm ?? "auto", GPU_MOE_ALGORITHMS);
     if (options.out) {
       this.#onDevice(what, options.out);
@@ -841,7 +841,9 @@ export class GpuCollectives implements Collectives<
     const x = input instanceof Tensor ? input : input.tensor;
     if (
       !(input instanceof Tensor) &&
-      (input.worldSize !== this.#group.worldSize || input.rank !== this.#group.rank)
+      (input.worldSize !== this.#group.worldSize ||
+        input.rank !== this.#group.rank ||
+        input.ranks.some((r, i) => r !== this.#group.ranks[i]))
     ) {
       throw new InvalidArgumentError(`${what}: the symmetric tensor belongs to another group`);
     }

@@ -5,8 +5,7 @@ import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
-import { encodeTensorMap2d } from "../runtime/tensor-map.js";
-import { Graph } from "../runtime/graph.js";
+import { tensorMap2d } from "../runtime/tensor-map.js";
 import { sharedModule } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { SyncWatch } from "../distributed/sync-watch.js";
@@ -165,7 +164,6 @@ export function scatterFlagCount(shardRows: number, n: number, world: number): n
   return world * tilesM * tilesN * 2;
 }
 
-/** One GEMM variant, loaded on one device. Not thread-safe: one launch at a time (they may overlap on the GPU). */
 /** What both symmkit GEMM launchers (HopperGemm, DecodeGemm) hold: their GPU, which must be a Hopper, and
  * the watch that bounds their waits on flags. */
 export abstract class HopperLauncher {
@@ -181,7 +179,8 @@ export abstract class HopperLauncher {
     this.#watch = watch;
   }
 
-  /** The watch whose record explains a timed-out wait on a flag (created on first use if none was given). */
+  /** The watch whose record explains a timed-out wait on a flag or a stalled pipeline (created on first use
+   * if none was given). */
   get watch(): SyncWatch {
     this.#watch ??= SyncWatch.create(this.device);
     return this.#watch;
@@ -200,7 +199,8 @@ export abstract class HopperLauncher {
     stream: Stream,
     waits: boolean,
   ): void {
-    const watch = waits || Graph.activeCapture(stream) === undefined ? this.watch : this.#watch;
+    // The capture query only until the watch exists (a driver call per launch otherwise).
+    const watch = waits || this.#watch !== undefined || !stream.capturing ? this.watch : undefined;
     view.setBigUint64(at.envTimeoutNs, watch?.timeoutNs ?? 0n, true);
     view.setBigUint64(at.envAbortFlag, watch?.abortFlagPtr ?? 0n, true);
     view.setBigUint64(at.envRecord, watch?.recordPtr ?? 0n, true);
@@ -208,6 +208,7 @@ export abstract class HopperLauncher {
   }
 }
 
+/** One GEMM variant, loaded on one device. Not thread-safe: one launch at a time (they may overlap on the GPU). */
 export class HopperGemm extends HopperLauncher {
   readonly variant: GemmVariant;
   readonly kernel: Kernel<typeof GEMM_PARAMS>;
@@ -272,7 +273,7 @@ export class HopperGemm extends HopperLauncher {
     const rowBytes = k * es;
     const box = TILE_K_BYTES / es;
     const dataType = v.elem === "bf16" ? "BFLOAT16" : "UINT8";
-    const mapA = encodeTensorMap2d({
+    const mapA = tensorMap2d({
       address: p.a,
       dataType,
       elementBytes: es,
@@ -284,7 +285,7 @@ export class HopperGemm extends HopperLauncher {
       swizzle: "B128",
     });
     // B [k, n] is loaded N-major in boxes of 64 n (128 bytes) by one k-block of rows.
-    const mapB = encodeTensorMap2d(
+    const mapB = tensorMap2d(
       v.layoutB === "nk"
         ? {
             address: p.b,
@@ -311,7 +312,7 @@ export class HopperGemm extends HopperLauncher {
     );
 
     const mapD = tma
-      ? encodeTensorMap2d({
+      ? tensorMap2d({
           address: p.d,
           dataType: "BFLOAT16",
           elementBytes: 2,
@@ -436,7 +437,7 @@ export class HopperGemm extends HopperLauncher {
       s.row0 + s.rows > m
     )
       throw new InvalidArgumentError(`gemm: secondA rows [${s.row0}, +${s.rows}) are not a row range`);
-    const map = encodeTensorMap2d({
+    const map = tensorMap2d({
       address: s.a2,
       dataType,
       elementBytes: es,
@@ -458,7 +459,7 @@ export class HopperGemm extends HopperLauncher {
     for (let r = 0; r < s.world; r++) {
       f.setBigUint64(F.recv + 8 * r, s.recv[r]!, true);
       f.setBigUint64(F.flags + 8 * r, s.flags[r]!, true);
-      const map = encodeTensorMap2d({
+      const map = tensorMap2d({
         address: s.recv[r]! + BigInt(s.rank) * slotBytes,
         dataType: "BFLOAT16",
         elementBytes: 2,

@@ -239,6 +239,9 @@ export function checkCombine(
   expertOut: Described,
   handle: MoeHandle<unknown> | undefined,
   out: Described | undefined,
+  /** expertOut is symmetric, read in place: as many rows on every rank, judged alike against the most any
+   * rank received. */
+  symmetric = false,
 ): void {
   checkTensorArg(what, "expertOut", expertOut);
   if (
@@ -256,6 +259,10 @@ export function checkCombine(
   if (expertOut.dtype !== "bf16" || expertOut.shape.length !== 2 || expertOut.shape[1] !== p.hidden)
     throw new InvalidArgumentError(
       `${what}: expertOut must be bf16 [rows, ${p.hidden}], got ${expertOut.dtype} ${JSON.stringify(expertOut.shape)}`,
+    );
+  if (symmetric && expertOut.shape[0]! < stagedRows(handle))
+    throw new InvalidArgumentError(
+      `${what}: the symmetric expertOut has ${expertOut.shape[0]} rows; the dispatch brought a rank ${stagedRows(handle)}, which every rank's copy must hold`,
     );
   if (expertOut.shape[0]! < handle.received)
     throw new InvalidArgumentError(

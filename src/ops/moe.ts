@@ -483,9 +483,6 @@ export class GpuMoe {
     const { staging, device } = this.#ctx;
     const p = handle.problem;
     const inPlace = !(input instanceof Tensor);
-    const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device, stream });
-    // The handle's tensors were made on the dispatch's stream, which may not be this one.
-    for (const t of [handle.expert, handle.row, handle.weights]) t.recordStream(stream);
     const rowBytes = p.hidden * 2;
     // Routed on the device, the dispatch made sure every rank's maxRows fit, or was refused on every
     // rank: its pairs are then unused and no row is read, and the rows staged are cut to the buffer
@@ -493,13 +490,19 @@ export class GpuMoe {
     // In place, nothing is staged: the peers read each rank's own expertOut (every rank's the same shape).
     if (handle.receivedByRank !== undefined && !inPlace)
       checkCapacity(what, stagedRows(handle) * rowBytes, staging.tensor.nbytes);
+    const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device, stream });
+    // The handle's tensors were made on the dispatch's stream, which may not be this one.
+    for (const t of [handle.expert, handle.row, handle.weights]) t.recordStream(stream);
     const k = this.#k();
     // The kind tells a rank that reads in place from one that stages (CollectiveMismatchError).
+    // In place, the count also carries the symmetric tensor's number: ranks that pass different tensors
+    // of the group would read stale rows from each other.
+    const count = p.hidden * p.topk;
     const phase = this.#ctx.phase(
       {
         kind: inPlace ? "moe-combine/in-place" : "moe-combine/pull",
         dtype: "bf16",
-        count: p.hidden * p.topk,
+        count: inPlace ? count * 2 ** 20 + input.id : count,
         peer: p.numExperts,
       },
       stream,

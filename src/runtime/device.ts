@@ -151,6 +151,7 @@ export class Device {
     const CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704;
     if (status !== CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) check(status, "cuCtxEnablePeerAccess");
     if (peer.props.memoryPools) MemoryPool.of(peer).grantAccess(this);
+    this.makeCurrent();
   }
 }
 

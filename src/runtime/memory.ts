@@ -47,8 +47,9 @@ export class DeviceMemory implements Disposable {
   /**
    * `bytes` from the device's memory pool (MemoryPool) in `stream`'s order: work queued on `stream` after
    * this call may use it, work on other streams once `stream` has reached this point (an event, a
-   * synchronisation). dispose() gives it back in `stream`'s order. While `stream` is being captured into a
-   * CUDA graph the allocation is a plain one (a pool allocation there would belong to the graph).
+   * synchronisation). dispose() gives it back in `stream`'s order. Refused while `stream` is being captured
+   * into a CUDA graph (a pool allocation there would belong to the graph); a plain allocation on a GPU
+   * without memory pools.
    */
   static pooled(bytes: number, stream: Stream): DeviceMemory {
     checkBytes(bytes);
@@ -97,39 +98,42 @@ export class DeviceMemory implements Disposable {
   }
 
   /**
-   * Frees the memory. Work still queued that uses it must have completed (cuMemFree waits for none), but for
-   * pooled memory on its own stream: that memory returns to the pool when the stream reaches the free.
+   * Frees the memory. Work still queued that uses it must have completed (cuMemFree does not order itself
+   * after it), but for pooled memory on its own stream and on the streams recorded (recordStream): that
+   * memory returns to the pool once they reach this point.
    */
   dispose(): void {
     if (!this.#alive) return;
-    this.#alive = false;
-    if (this.#owned && this.#ptr !== 0n) {
-      if (this.#stream) {
-        let stream = this.#stream;
-        if (stream.disposed) {
-          // Its stream is gone, and its queued work may not be: wait for the device, free in any order.
-          this.device.synchronize();
-          stream = defaultStream(this.device);
-        }
-        if (stream.capturing) {
-          this.#alive = true;
-          throw new UnsupportedError(
-            "dispose() of a tensor whose stream is being captured into a CUDA graph: dispose it after the capture",
-          );
-        }
-        for (const use of this.#uses ?? [])
-          if (!use.disposed) {
-            const done = Event.create(this.device).record(use);
-            stream.waitEvent(done);
-            done.dispose(); // released by the driver once it has completed
-          }
-        MemoryPool.of(this.device).free(this.#ptr, stream);
-      } else {
-        this.device.makeCurrent();
-        check(driver().cuMemFree_v2(this.#ptr), "cuMemFree_v2");
-      }
+    if (this.#owned && this.#ptr !== 0n && this.#stream) this.#freePooled(this.#stream);
+    else if (this.#owned && this.#ptr !== 0n) {
+      this.device.makeCurrent();
+      check(driver().cuMemFree_v2(this.#ptr), "cuMemFree_v2");
     }
+    this.#alive = false;
     this.#ptr = 0n;
+  }
+
+  #freePooled(own: Stream): void {
+    const uses = [...(this.#uses ?? [])];
+    // Checked before anything is enqueued: a refused dispose leaves the memory allocated and alive.
+    for (const s of [own, ...uses])
+      if (!s.disposed && s.capturing)
+        throw new UnsupportedError(
+          "dispose() of a tensor whose stream is being captured into a CUDA graph: dispose it after the capture",
+        );
+    let stream = own;
+    if (own.disposed || uses.some((s) => s.disposed)) {
+      // A stream is gone and its queued work may not be: wait for the device, then free in any order.
+      this.device.synchronize();
+      if (own.disposed) stream = defaultStream(this.device);
+    }
+    for (const use of uses)
+      if (!use.disposed) {
+        const done = Event.create(this.device).record(use);
+        stream.waitEvent(done);
+        done.dispose(); // released by the driver once it has completed
+      }
+    MemoryPool.of(this.device).free(this.#ptr, stream);
   }
 
   [Symbol.dispose](): void {
@@ -148,7 +152,15 @@ export function retryAfterRelease(device: Device, allocate: () => void): void {
   try {
     allocate();
   } catch (e) {
-    if (!(e instanceof CudaError && e.status === OUT_OF_MEMORY && MemoryPool.releaseCached(device))) throw e;
+    if (!(e instanceof CudaError && e.status === OUT_OF_MEMORY)) throw e;
+    let released: boolean;
+    try {
+      released = MemoryPool.releaseCached(device);
+    } catch (failed) {
+      // The device's work failed (or a capture is open): the allocation's own error is the one to see.
+      throw new CudaError(e.call, e.status, e.errorName, e.errorString, { cause: failed });
+    }
+    if (!released) throw e;
     allocate();
   }
 }

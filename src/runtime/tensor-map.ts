@@ -35,9 +35,14 @@ const elementStrides = new Uint32Array([1, 1]);
 const encoded = new Map<string, Uint8Array>();
 const ENCODED_MAX = 512;
 
-/** Encodes a tiled 2D tensor map; out-of-bounds parts of a box read as zeros. The bytes returned are
- * shared with later calls for the same map: pass them on, do not modify them. */
+/** Encodes a tiled 2D tensor map; out-of-bounds parts of a box read as zeros. A copy of the bytes. */
 export function encodeTensorMap2d(m: TensorMap2d): Uint8Array {
+  return tensorMap2d(m).slice();
+}
+
+/** encodeTensorMap2d without the copy, for symmkit's launchers: the bytes are shared with later calls for
+ * the same map (cached), so pass them on and never modify them. */
+export function tensorMap2d(m: TensorMap2d): Uint8Array {
   const key = `${m.address}/${m.dataType}/${m.elementBytes}/${m.rows}/${m.cols}/${m.rowStrideBytes}/${m.boxCols}/${m.boxRows}/${m.swizzle}`;
   const known = encoded.get(key);
   if (known) return known;

@@ -20,7 +20,7 @@ namespace symmkit {
 /** Written by the first thread that gives up; read by the host. Layout shared with the host (32 bytes,
  * TIMEOUT_RECORD_LAYOUT in src/distributed/device-layouts.ts). */
 struct TimeoutRecord {
-  u32 flag;  // 0 until written, then the kind: kGaveUp or kMismatch
+  u32 flag;  // 0 until written, then the kind: kGaveUp, kMismatch, kStalled (or the NCCL watchdog's)
   u32 rank;
   u32 block;
   u32 peer;
@@ -47,22 +47,39 @@ constexpr u32 kMismatch = 2;
 constexpr u32 kStalled = 4;
 constexpr u32 kNoPeer = 0xffffffffu;
 
+/** Which thread of this module writes the record: claimed in device memory (an atomic on the host-mapped
+ * record would cross PCIe, where atomics are not assured), so that fields of two threads never mix. Never
+ * reset: the trap that follows ends the context. The other threads sleep before they trap, so that theirs
+ * does not end the kernel before the record is written (a loop polling the record here made ptxas fail to
+ * allocate the GEMMs' registers). */
+__device__ u32 g_give_up_claim = 0;
+
 __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u64 waited_ns, u32 kind = kGaveUp,
                                      u32 expected = 0, u32 got = 0) {
   volatile TimeoutRecord* r = env.record;
   // No record where a plain GEMM was first launched inside a capture (src/ops/hopper-gemm.ts writeWaitEnv).
-  if (r != nullptr && r->flag == 0) {
-    r->rank = env.rank;
-    r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    r->peer = peer;
-    r->phase = phase;
-    r->thread = threadIdx.x;
-    r->waited_ns = waited_ns;
-    r->expected = expected;
-    r->got = got;
-    __threadfence_system();
-    r->flag = kind;
-    __threadfence_system();
+  if (r != nullptr) {
+    if (atomicCAS(&g_give_up_claim, 0u, 1u) == 0u) {
+      // The first of this module's threads to give up; another module's (or the NCCL watchdog's) may
+      // have written the record already.
+      if (r->flag == 0) {
+        r->rank = env.rank;
+        r->block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        r->peer = peer;
+        r->phase = phase;
+        r->thread = threadIdx.x;
+        r->waited_ns = waited_ns;
+        r->expected = expected;
+        r->got = got;
+        __threadfence_system();
+        r->flag = kind;
+        __threadfence_system();
+      }
+    } else {
+      // Give the writer time to finish before this trap ends the kernel (it takes microseconds).
+      __nanosleep(1000000);
+      __nanosleep(1000000);
+    }
   }
   __trap();
 }
