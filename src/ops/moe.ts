@@ -1,8 +1,8 @@
 // MoE dispatch and combine on GPUs, algorithm pull (device/include/symmkit/moe/moe.cuh): the CPU
 // backend's reference construction (src/cpu/collectives.ts) with the data moved by kernels over NVLink.
 //
-// dispatch: this rank's ids, weights, tokens (and scales) are copied into its staging buffer and
-// moe_positions writes each pair's position among the pairs of its expert and the per-expert counts
+// dispatch: moe_positions copies this rank's ids, weights, tokens (and scales) into its staging buffer and
+// writes each pair's position among the pairs of its expert and the per-expert counts
 // (plus the first out-of-range id, if any) into its header; a barrier kernel; the host reads every rank's
 // header (copies from the peers' staging, one wait) and judges the call alike on every rank (bad ids,
 // a maxRows too small: every rank throws, nothing written), sizes the outputs and uploads the base rows
@@ -94,7 +94,22 @@ export function moePlanLayout(world: number, experts: number) {
   return { bases, received, end: received + 1 };
 }
 /** moe_positions: ids, tokens, topk, experts, the staging buffer, the header's bytes, maxRows, bytes needed. */
-const POSITIONS_PARAMS = ["ptr", "u64", "u32", "u32", "ptr", "u64", "i32", "i32"] as const;
+/** moe_positions: ids, tokens, topk, experts, staging, header bytes, maxRows, bytes needed; then the
+ * weights, token rows and scales (0: none) it copies into the staging, and a row's bytes. */
+const POSITIONS_PARAMS = [
+  "ptr",
+  "u64",
+  "u32",
+  "u32",
+  "ptr",
+  "u64",
+  "i32",
+  "i32",
+  "ptr",
+  "ptr",
+  "ptr",
+  "u64",
+] as const;
 const GATHER_PARAMS = [
   SYMM_VIEW_PARAM,
   "ptr",
@@ -277,16 +292,10 @@ export class GpuMoe {
       stream,
     );
     const [, , maxRows, needed] = dispatchHeader(p, o.maxRows, headerBytes + at.end, capacity);
-    if (fits) {
-      const own = staging.tensor.ptr + BigInt(headerBytes);
-      copyDeviceToDevice(own + BigInt(at.ids), topkIdx.ptr, topkIdx.nbytes, stream);
-      copyDeviceToDevice(own + BigInt(at.weights), topkWeights.ptr, topkWeights.nbytes, stream);
-      copyDeviceToDevice(own + BigInt(at.tokens), tokens.ptr, tokens.nbytes, stream);
-      if (o.scales) copyDeviceToDevice(own + BigInt(at.scales), o.scales.ptr, o.scales.nbytes, stream);
-    }
-    // The header too (no copy from the host: a capture holds the kernel); one block when nothing fits.
+    // The header and the staged ids, weights, rows and scales (no copy from the host: a capture holds the
+    // kernel); one block, and nothing staged, when the data does not fit.
     k.positions.launch(
-      { grid: fits ? E : 1, block: THREADS, stream },
+      { grid: fits ? Math.max(E, this.#ctx.device.props.smCount) : 1, block: THREADS, stream },
       topkIdx,
       p.tokens,
       p.topk,
@@ -295,6 +304,10 @@ export class GpuMoe {
       headerBytes,
       maxRows!,
       needed!,
+      topkWeights,
+      tokens,
+      o.scales ?? 0n,
+      rowBytes,
     );
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
     return { headerBytes, rowBytes, phase };

@@ -8,6 +8,9 @@
 //   moe_positions  one block per expert e over this rank's ids: a block-wide scan of "is e" in pair
 //                  order (warp ballots, then the 16 warp totals) gives each pair of e its pos (written
 //                  to this rank's staging), and the block's total is header count[e]. Deterministic.
+//                  The grid (at least one block per SM) first copies this rank's ids, weights, token
+//                  rows (and scales) into the staging (one launch where four copies were: a graph node
+//                  or a driver call each).
 //                  Block 0 also finds the first pair whose id is neither -1 nor an expert: the host
 //                  refuses the call on every rank before anything reads an id.
 //   moe_route      (algorithm pull_device: no host wait, so dispatch can be captured) after a barrier,
@@ -75,7 +78,9 @@ constexpr u32 kHeaderFixed = 4;
  * range. With `needed` (the staged dispatch does not fit; launched as one block) only the header's fixed
  * part: the counts are never read then. */
 __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 tokens, u32 topk, u32 experts,
-                                                           u8* staging, u64 header_bytes, i32 max_rows, i32 needed) {
+                                                           u8* staging, u64 header_bytes, i32 max_rows, i32 needed,
+                                                           const u8* weights, const u8* rows, const u8* scales,
+                                                           u64 row_bytes) {
   __shared__ u32 warp_counts[kWarps];
   __shared__ u32 first_bad;
   const u32 e = blockIdx.x;
@@ -88,7 +93,18 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
     if (needed != 0) header[1] = -1;
   }
   if (needed != 0) return;
-  i32* pos = reinterpret_cast<i32*>(staging + header_bytes + staged_at(tokens, topk, 0).pos);
+  const Staged at = staged_at(tokens, topk, row_bytes);
+  {
+    u8* own = staging + header_bytes;
+    const u32 lane = blockIdx.x * kThreads + threadIdx.x, lanes = gridDim.x * kThreads;
+    const u64 pairs_bytes = 4 * tokens * topk;
+    copy_lanes(own + at.ids, reinterpret_cast<const u8*>(ids), pairs_bytes, lane, lanes);
+    copy_lanes(own + at.weights, weights, pairs_bytes, lane, lanes);
+    copy_lanes(own + at.tokens, rows, tokens * row_bytes, lane, lanes);
+    if (scales != nullptr) copy_lanes(own + at.scales, scales, 4 * tokens, lane, lanes);
+  }
+  if (e >= experts) return;  // a block launched for the copy only (fewer experts than SMs)
+  i32* pos = reinterpret_cast<i32*>(staging + header_bytes + at.pos);
   const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   u32 base = 0;
   for (u64 chunk = 0; chunk < pairs; chunk += kThreads) {
