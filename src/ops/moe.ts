@@ -95,7 +95,8 @@ export function moePlanLayout(world: number, experts: number) {
 }
 /** moe_positions: ids, tokens, topk, experts, the staging buffer, the header's bytes, maxRows, bytes needed. */
 /** moe_positions: ids, tokens, topk, experts, staging, header bytes, maxRows, bytes needed; then the
- * weights, token rows and scales (0: none) it copies into the staging, and a row's bytes. */
+ * weights, token rows and scales (0: none) it copies into the staging, a row's bytes, and the handle's
+ * expert and weights tensors it copies the ids and weights into (pull_device; 0: none). */
 const POSITIONS_PARAMS = [
   "ptr",
   "u64",
@@ -109,6 +110,8 @@ const POSITIONS_PARAMS = [
   "ptr",
   "ptr",
   "u64",
+  "ptr",
+  "ptr",
 ] as const;
 const GATHER_PARAMS = [
   SYMM_VIEW_PARAM,
@@ -170,6 +173,20 @@ interface Kernels {
   readonly gather: Kernel<typeof GATHER_PARAMS>;
   readonly route: Kernel<typeof ROUTE_PARAMS>;
   readonly combine: Kernel<typeof COMBINE_PARAMS>;
+}
+
+/** What dispatch's staging step leaves for the routing: the header's bytes, a row's, the call's phase. */
+interface Staged {
+  readonly headerBytes: number;
+  readonly rowBytes: number;
+  readonly phase: number;
+}
+
+/** Frees a dispatch result's tensors (one this call made and then refused). */
+function disposeResult(r: DispatchResult<Tensor>): void {
+  const h = r.handle;
+  for (const t of [r.tokens, r.weights, r.scales, r.counts, h.expert, h.row, h.weights, h.route])
+    t?.dispose();
 }
 
 export class GpuMoe {
@@ -251,22 +268,33 @@ export class GpuMoe {
           `${what}: inside a CUDA graph capture, pass into: the result of an eager pull_device dispatch of the same shapes (its tensors are written again)`,
         );
     }
-    const { headerBytes, rowBytes, phase } = this.#stage(
-      p,
-      tokens,
-      topkIdx,
-      topkWeights,
-      o,
-      algorithm,
-      stream,
-    );
-    return algorithm === "pull_device"
-      ? this.#routeOnDevice(p, topkIdx, topkWeights, o.maxRows!, o.into, headerBytes, rowBytes, phase, stream)
-      : this.#routeOnHost(p, topkIdx, topkWeights, o, headerBytes, rowBytes, phase, stream);
+    if (algorithm === "pull") {
+      const { headerBytes, rowBytes, phase } = this.#stage(
+        p,
+        tokens,
+        topkIdx,
+        topkWeights,
+        o,
+        "pull",
+        stream,
+      );
+      return this.#routeOnHost(p, topkIdx, topkWeights, o, headerBytes, rowBytes, phase, stream);
+    }
+    // Rows received are known on the device only: the handle says maxRows, combine stages that many. Made
+    // first, so that the positions kernel fills the handle's ids and weights.
+    const out = o.into ?? this.#fresh(p, o.maxRows!, o.maxRows!, undefined, stream);
+    let staged: Staged;
+    try {
+      staged = this.#stage(p, tokens, topkIdx, topkWeights, o, "pull_device", stream, out.handle);
+    } catch (e) {
+      if (out !== o.into) disposeResult(out); // refused before anything was enqueued
+      throw e;
+    }
+    return this.#routeOnDevice(p, o.maxRows!, out, staged.headerBytes, staged.rowBytes, staged.phase, stream);
   }
 
-  /** Stages this rank's header, ids, weights, tokens (and scales), writes the positions and counts, and
-   * meets the group: every rank's staging is then complete and visible. */
+  /** Stages this rank's header, ids, weights, tokens (and scales), writes the positions and counts (and
+   * `handle`'s ids and weights), and meets the group: every rank's staging is then complete and visible. */
   #stage(
     p: MoeProblem,
     tokens: Tensor,
@@ -275,7 +303,8 @@ export class GpuMoe {
     o: DispatchOptions<Tensor>,
     algorithm: "pull" | "pull_device",
     stream: Stream,
-  ): { headerBytes: number; rowBytes: number; phase: number } {
+    handle?: MoeHandle<Tensor>,
+  ): Staged {
     const { staging } = this.#ctx;
     const E = p.numExperts;
     const rowBytes = p.hidden * tokens.elementBytes;
@@ -308,6 +337,8 @@ export class GpuMoe {
       tokens,
       o.scales ?? 0n,
       rowBytes,
+      handle?.expert ?? 0n,
+      handle?.weights ?? 0n,
     );
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
     return { headerBytes, rowBytes, phase };
@@ -353,12 +384,11 @@ export class GpuMoe {
       throw new InvalidArgumentError(`${what}: into must be the result of a pull_device dispatch`);
   }
 
+  /** pull_device after #stage, into `out` (whose handle has the ids and weights already). */
   #routeOnDevice(
     p: MoeProblem,
-    topkIdx: Tensor,
-    topkWeights: Tensor,
     maxRows: number,
-    into: DispatchResult<Tensor> | undefined,
+    out: DispatchResult<Tensor>,
     headerBytes: number,
     rowBytes: number,
     phase: number,
@@ -366,13 +396,8 @@ export class GpuMoe {
   ): DispatchResult<Tensor> {
     const { device, staging } = this.#ctx;
     const k = this.#k();
-    // Rows received are known on the device only: the handle says maxRows, combine stages that many.
-    const out = into ?? this.#fresh(p, maxRows, maxRows, undefined, stream);
     const { handle } = out;
     const route = handle.route!;
-    // The handle's copies first: a refusal overwrites them (this rank's pairs unused).
-    handle.expert.copyFrom(topkIdx, stream);
-    handle.weights.copyFrom(topkWeights, stream);
     k.route.launch(
       { grid: 1, block: THREADS, stream, sharedBytes: MOE_ROUTE_SHARED_PER_EXPERT * p.numExperts },
       this.#ctx.stagingView,

@@ -9,8 +9,8 @@
 //                  order (warp ballots, then the 16 warp totals) gives each pair of e its pos (written
 //                  to this rank's staging), and the block's total is header count[e]. Deterministic.
 //                  The grid (at least one block per SM) first copies this rank's ids, weights, token
-//                  rows (and scales) into the staging (one launch where four copies were: a graph node
-//                  or a driver call each).
+//                  rows (and scales) into the staging, and for pull_device the ids and weights into the
+//                  handle (one launch where six copies were: a graph node or a driver call each).
 //                  Block 0 also finds the first pair whose id is neither -1 nor an expert: the host
 //                  refuses the call on every rank before anything reads an id.
 //   moe_route      (algorithm pull_device: no host wait, so dispatch can be captured) after a barrier,
@@ -80,7 +80,7 @@ constexpr u32 kHeaderFixed = 4;
 __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 tokens, u32 topk, u32 experts,
                                                            u8* staging, u64 header_bytes, i32 max_rows, i32 needed,
                                                            const u8* weights, const u8* rows, const u8* scales,
-                                                           u64 row_bytes) {
+                                                           u64 row_bytes, u8* handle_expert, u8* handle_weights) {
   __shared__ u32 warp_counts[kWarps];
   __shared__ u32 first_bad;
   const u32 e = blockIdx.x;
@@ -92,16 +92,21 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
     header[3] = needed;
     if (needed != 0) header[1] = -1;
   }
+  const u32 thread = blockIdx.x * kThreads + threadIdx.x, threads = gridDim.x * kThreads;
+  const u64 pairs_bytes = 4 * tokens * topk;
+  // pull_device's handle: its copies of the ids and weights (moe_route overwrites them on a refusal).
+  if (handle_expert != nullptr) {
+    copy_lanes(handle_expert, reinterpret_cast<const u8*>(ids), pairs_bytes, thread, threads);
+    copy_lanes(handle_weights, weights, pairs_bytes, thread, threads);
+  }
   if (needed != 0) return;
   const Staged at = staged_at(tokens, topk, row_bytes);
   {
     u8* own = staging + header_bytes;
-    const u32 lane = blockIdx.x * kThreads + threadIdx.x, lanes = gridDim.x * kThreads;
-    const u64 pairs_bytes = 4 * tokens * topk;
-    copy_lanes(own + at.ids, reinterpret_cast<const u8*>(ids), pairs_bytes, lane, lanes);
-    copy_lanes(own + at.weights, weights, pairs_bytes, lane, lanes);
-    copy_lanes(own + at.tokens, rows, tokens * row_bytes, lane, lanes);
-    if (scales != nullptr) copy_lanes(own + at.scales, scales, 4 * tokens, lane, lanes);
+    copy_lanes(own + at.ids, reinterpret_cast<const u8*>(ids), pairs_bytes, thread, threads);
+    copy_lanes(own + at.weights, weights, pairs_bytes, thread, threads);
+    copy_lanes(own + at.tokens, rows, tokens * row_bytes, thread, threads);
+    if (scales != nullptr) copy_lanes(own + at.scales, scales, 4 * tokens, thread, threads);
   }
   if (e >= experts) return;  // a block launched for the copy only (fewer experts than SMs)
   i32* pos = reinterpret_cast<i32*>(staging + header_bytes + at.pos);
