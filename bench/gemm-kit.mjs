@@ -33,9 +33,8 @@ export const splitStoreGemm = (narrow) =>
     narrow,
   });
 
-/** cuBLASLt on `launch`'s operands (B as [n, k]). */
-const lt = CublasLtMatmul.for(device);
-export const cublas = (launch) => lt.run({ ...launch, elem: "bf16", layoutB: "nk" });
+/** cuBLASLt on `launch`'s operands (B as [n, k]); its handle made on first use (CublasLtMatmul.for keeps it). */
+export const cublas = (launch) => CublasLtMatmul.for(device).run({ ...launch, elem: "bf16", layoutB: "nk" });
 
 /** Graph-timed µs of `f`, one decimal. */
 export const time = async (f) => (await graphTimeUs(stream, f, { perGraph: 20, replays: 10 })).toFixed(1);
