@@ -6,7 +6,6 @@
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import {
   check,
-  CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
   CU_MEM_ALLOCATION_TYPE_PINNED,
   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
@@ -16,6 +15,7 @@ import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
 import { driver, type Device } from "../runtime/device.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { copyHostToDevice, DeviceMemory, memset, retryAfterRelease } from "../runtime/memory.js";
+import { readWriteAccess } from "../runtime/memory-pool.js";
 import { defaultStream } from "../runtime/stream.js";
 import { numelOf, Tensor, type Shape } from "../runtime/tensor.js";
 import { closeFd } from "./fd-channel.js";
@@ -62,12 +62,9 @@ function mapHandle(handle: Ptr, size: number, device: Device): Ptr {
   const va: [Ptr | null] = [null];
   check(d.cuMemAddressReserve(va, size, 0, 0n, 0), "cuMemAddressReserve");
   const addr = ptrOrZero(va[0]);
-  const desc = new NativeBlock(12);
+  const desc = readWriteAccess(device);
   try {
     check(d.cuMemMap(addr, size, 0, handle, 0), "cuMemMap");
-    desc.view.setUint32(0, CU_MEM_LOCATION_TYPE_DEVICE, true);
-    desc.view.setInt32(4, device.ordinal, true);
-    desc.view.setUint32(8, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, true);
     check(d.cuMemSetAccess(addr, size, desc.ptr, 1), "cuMemSetAccess");
   } catch (e) {
     d.cuMemUnmap(addr, size);

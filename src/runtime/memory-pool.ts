@@ -21,6 +21,16 @@ import type { Stream } from "./stream.js";
 
 const pools = new Map<Device, MemoryPool>();
 
+/** A CUmemAccessDesc (12 bytes) granting `device` read and write access, for cuMemSetAccess and
+ * cuMemPoolSetAccess; the caller frees it. */
+export function readWriteAccess(device: Device): NativeBlock {
+  const desc = new NativeBlock(12);
+  desc.view.setUint32(0, CU_MEM_LOCATION_TYPE_DEVICE, true);
+  desc.view.setInt32(4, device.ordinal, true);
+  desc.view.setUint32(8, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, true);
+  return desc;
+}
+
 export class MemoryPool {
   readonly device: Device;
   readonly #handle: Ptr;
@@ -66,11 +76,8 @@ export class MemoryPool {
   /** Lets kernels on `peer` dereference this pool's memory (as Device.enablePeerAccess does for plain
    * memory, which a pool's does not follow). */
   grantAccess(peer: Device): void {
-    const desc = new NativeBlock(12);
+    const desc = readWriteAccess(peer);
     try {
-      desc.view.setUint32(0, CU_MEM_LOCATION_TYPE_DEVICE, true);
-      desc.view.setInt32(4, peer.handle, true);
-      desc.view.setUint32(8, CU_MEM_ACCESS_FLAGS_PROT_READWRITE, true);
       check(driver().cuMemPoolSetAccess(this.#handle, desc.ptr, 1), "cuMemPoolSetAccess");
     } finally {
       desc.free();
