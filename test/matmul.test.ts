@@ -149,18 +149,20 @@ test("split-K choice: powers of two filling one wave, slices long enough for the
 
 test("decode GEMM choice: tile shapes, slices, which problems it takes, its programs", () => {
   assert.deepEqual(
-    [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 256].map((m) => {
+    [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 160, 161, 192, 193, 256].map((m) => {
       const s = decodeShape(m);
       return s.wide ? `${s.cols}w` : `${s.cols}`;
     }),
-    ["8", "8", "16", "16", "32", "64", "64", "128", "128", "128w", "128w"],
+    ["8", "8", "16", "16", "32", "64", "64", "128", "128", "160", "160", "192", "192", "128w", "128w"],
   );
+  assert.deepEqual(decodeTiles(150, 8200, decodeShape(150)), { tilesM: 1, tilesN: 129 });
   assert.deepEqual(decodeTiles(100, 8200, decodeShape(100)), { tilesM: 1, tilesN: 129 });
   assert.deepEqual(decodeTiles(200, 8200, decodeShape(200)), { tilesM: 2, tilesN: 65 });
   const h200 = (m: number, n: number, k: number): number => decodeSplitsFor(m, n, k, 2, 132);
   assert.equal(h200(1, 8192, 14336), 1); // 128 tiles of 64 rows of B fill the SMs
   assert.equal(h200(128, 8192, 14336), 1);
   assert.equal(h200(256, 8192, 14336), 1); // 2 x 64 tiles of 128 x 128
+  assert.equal(h200(150, 4096, 14336), 2); // 64 tiles of 64 x 160
   assert.equal(h200(1, 2048, 14336), 4); // 32 tiles: 4 x 32 = 128 CTAs
   assert.equal(h200(16, 1024, 8192), 8); // 16 tiles, 128 k-blocks: slices of 16
   assert.equal(h200(1, 1024, 1024), 1); // 16 k-blocks: no slice would be long enough

@@ -1,7 +1,8 @@
 // symmkit's GEMM for few rows of A (device/include/symmkit/gemm/decode_gemm.cuh): D[m, n] = A[m, k] * B[n, k]^T
-// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 128 rows of A (128 by 128, two consumers,
-// above 128 rows), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
-// all-reduce run it at decode sizes (decodeFits); HopperGemm runs everything else.
+// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (128 by 128, two consumers,
+// above 192 rows), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in
+// its epilogue. matmul() and the fused GEMM + all-reduce run it at decode sizes (decodeFits); HopperGemm
+// runs everything else.
 import { InvalidArgumentError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import type { Device } from "../runtime/device.js";
@@ -23,8 +24,8 @@ import {
 } from "./hopper-gemm.js";
 import { SplitScratch } from "./split-scratch.js";
 
-/** Rows of A a tile takes (wgmma's N side): the smallest that covers m, at most 128. */
-export const DECODE_COLS = [8, 16, 32, 64, 128] as const;
+/** Rows of A a tile takes (wgmma's N side). */
+export const DECODE_COLS = [8, 16, 32, 64, 128, 160, 192] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
 /** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
 export const DECODE_ROWS_B = 64;
@@ -60,8 +61,9 @@ export function decodeSharedBytes(s: DecodeShape): number {
   return stages * stage + transposed + 2 * stages * 8 + 1024;
 }
 
-/** The tile for m rows of A: the narrowest of DECODE_COLS that covers them, one consumer, up to 128 rows;
- * beyond, 128 rows of A by 128 of B (where the MMAs, not B's bytes, bound the time). */
+/** The tile for m rows of A: the narrowest of DECODE_COLS that covers them, one consumer, up to 192 rows;
+ * beyond, 128 rows of A by 128 of B (two consumers, two tile-rows), which beat one consumer's m64n256
+ * MMAs (bench/decode-shapes.mjs; docs/perf-notes.md, session 15). */
 export function decodeShape(m: number): DecodeShape {
   const cols = DECODE_COLS.find((c) => c >= m);
   return cols === undefined ? { cols: 128, wide: true } : { cols, wide: false };

@@ -1,4 +1,4 @@
-// The decode GEMM (A and B swapped, tiles of 64 rows of B by 8 to 128 rows of A) on one GPU: on exact
+// The decode GEMM (A and B swapped, tiles of 64 rows of B by 8 to 192 rows of A) on one GPU: on exact
 // inputs it must give the bits of symmkit's other GEMM and of the CPU backend's reference for every tile
 // width and slice count (odd rows and columns, rows past 128, bf16 and fp8 with scales), leave the guards
 // around its output alone, leave its split counters at zero (launched twice), replay in a graph with A
@@ -13,6 +13,7 @@ import { Stream } from "../../src/runtime/stream.js";
 import { Tensor } from "../../src/runtime/tensor.js";
 import { HopperGemm } from "../../src/ops/hopper-gemm.js";
 import {
+  DECODE_COLS,
   DecodeGemm,
   decodeFlagCount,
   decodeShape,
@@ -86,14 +87,19 @@ test(
       ["more tiles than SMs (persistent)", "bf16", 3, 20480, 256, [1], false],
       ["fp8", "fp8e4m3", 5, 512, 4096, [1, 2, 8], false],
       ["fp8 with scales", "fp8e4m3", 40, 520, 1024, [1, 4], true],
+      ["fp8 rows 129-256", "fp8e4m3", 150, 1032, 1024, [1, 2], true],
     ];
     let salt = 1;
     for (const [what, elem, m, n, k, splitsList, scaled] of cases) {
       const scale = scaled ? Tensor.fromHost([0.5], "f32", { device: Device.get(0) }) : undefined;
       const { device, a, b, bits, scales } = problem(m, n, k, elem, (salt += 2), scale);
-      // The shape the host picks, a wider one (more zero rows of A in each tile), and wide tiles (two
-      // consumers, 128 rows of B).
-      const shapes: DecodeShape[] = [decodeShape(m), { cols: 128, wide: false }, { cols: 128, wide: true }];
+      // The shape the host picks, the wider ones (more zero rows of A in each tile, or several tile-rows
+      // past 128 rows), and wide tiles (two consumers, 128 rows of B).
+      const shapes: DecodeShape[] = [
+        decodeShape(m),
+        ...DECODE_COLS.filter((cols) => cols >= 128).map((cols) => ({ cols, wide: false })),
+        { cols: 128, wide: true },
+      ];
       for (const shape of shapes.filter(
         (x, i) => shapes.findIndex((y) => y.cols === x.cols && y.wide === x.wide) === i,
       ))
@@ -103,7 +109,16 @@ test(
           const label = `${what} ${m}x${n}x${k} ${elem}, ${shape.cols} x ${shape.wide ? 128 : 64} tiles, ${splits} slices`;
           const got = new Guarded([m, n], "bf16", device);
           for (let r = 0; r < 2; r++)
-            decoder(elem, shape).launch({ a: a.ptr, b: b.ptr, d: got.t.ptr, m, n, k, splits, ...scales });
+            decoder(elem, shape).launch({
+              a: a.ptr,
+              b: b.ptr,
+              d: got.t.ptr,
+              m,
+              n,
+              k,
+              splits,
+              ...scales,
+            });
           assert.deepEqual(got.t.toHost(), bits, `${label}: other bits than the reference`);
           got.check(label);
           got.dispose();
@@ -113,16 +128,19 @@ test(
   },
 );
 
-test("graph replays with A changed between them, split and not", { skip }, () => {
+test("graph replays with A changed between them, split and not, narrow and 160-row tiles", { skip }, () => {
   const [m, n, k] = [3, 2048, 8192];
   const first = problem(m, n, k, "bf16", 101);
   const second = problem(m, n, k, "bf16", 103);
   const { device } = first;
   const stream = Stream.create(device);
   const a = Tensor.empty([m, k], "bf16", { device });
-  for (const splits of [1, 4]) {
+  for (const [splits, g] of [
+    [1, decoder("bf16", narrow8)],
+    [4, decoder("bf16", narrow8)],
+    [1, decoder("bf16", { cols: 160, wide: false })],
+  ] as const) {
     const out = Tensor.empty([m, n], "bf16", { device });
-    const g = decoder("bf16", narrow8);
     const launch = () => g.launch({ a: a.ptr, b: first.b.ptr, d: out.ptr, m, n, k, splits, stream });
     a.copyFrom(first.a, stream);
     launch(); // the split scratch is allocated outside the capture
@@ -137,9 +155,17 @@ test("graph replays with A changed between them, split and not", { skip }, () =>
       const eager = Tensor.empty([m, n], "bf16", { device });
       g.launch({ a: a.ptr, b: first.b.ptr, d: eager.ptr, m, n, k, splits, stream });
       stream.synchronize();
-      assert.deepEqual(out.toHost(), eager.toHost(), `${splits} slices, replay ${r}: other bits than eager`);
+      assert.deepEqual(
+        out.toHost(),
+        eager.toHost(),
+        `${g.kernel.name}, ${splits} slices, replay ${r}: other bits than eager`,
+      );
       if (src === first)
-        assert.deepEqual(out.toHost(), first.bits, `${splits} slices, replay ${r}: wrong bits`);
+        assert.deepEqual(
+          out.toHost(),
+          first.bits,
+          `${g.kernel.name}, ${splits} slices, replay ${r}: wrong bits`,
+        );
       eager.dispose();
     }
     graph.dispose();

@@ -150,6 +150,8 @@ for (const combo of COMBOS)
     [300, 784, 512],
     [5, 2048, 4096],
     [33, 1040, 3072],
+    [150, 1040, 1024], // decode tiles of 160 rows of A
+    [180, 520, 2048], // decode tiles of 192 rows of A
     [200, 1040, 1024], // wide decode tiles: two consumers, a flag each
     [2, 16384, 256], // 256 decode tiles, more than SMs: a persistent grid exchanging tile after tile
   ] as [number, number, number][]) {

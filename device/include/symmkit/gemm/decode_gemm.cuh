@@ -4,12 +4,12 @@
 // Why a second kernel: at m <= 128 the GEMM is a stream of B (235 MB at 8192 x 14336 bf16), and
 // hopper_gemm's 128 x 256 tiles of D give n / 256 tiles (32 at n = 8192), most of them zero rows, so it
 // needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
-// warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 128, the smallest that
-// covers m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM
-// without a split. At m = 129 to 256 the MMAs, not B's bytes, bound the time: tiles of 128 rows of B by
-// 128 of A, one consumer per 64 rows of B (kConsumers = 2), keep the tensor cores fed and read A half as
-// often. cuBLASLt's decode kernels are built the same way (nvjet "64x8" to "128x128" tiles, A and B
-// swapped).
+// warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 256; the host takes the
+// narrowest of 8 to 192 that covers m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n =
+// 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by 128 of A with one consumer per
+// 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over two warpgroups: the host
+// takes them above 192 rows. cuBLASLt's decode kernels are built the same way (nvjet "64x8" to
+// "128x128" tiles, A and B swapped).
 //
 // Contract. A persistent grid of at most one CTA per SM walks steps i = blockIdx.x, + gridDim.x, ...: step
 // i is slice i % 2^split_log2 of tile i >> split_log2, tile = tn * tiles_m + tm (the tiles of A that
@@ -64,8 +64,9 @@ constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
 /** The shared memory of a launch: the stage ring, each consumer's transposed tile, the barriers. */
 template <u32 kCols, u32 kConsumers>
 struct DecodeRing {
-  static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 128, "wgmma's N side: 8 to 128 rows of A");
-  static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 256, "wgmma's N side: 8 to 256 rows of A");
+  static_assert(kConsumers == 1 || (kConsumers == 2 && kCols <= 128),
+                "one consumer warpgroup, or two with at most 128 accumulator columns each (registers)");
   static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;

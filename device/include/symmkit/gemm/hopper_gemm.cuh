@@ -913,7 +913,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (u32 step = 0; step < kSteps; ++step) {
         if constexpr (kBKMajor)
-          mma_m64n256(acc, kmajor_sw128_desc(a0 + 32 * step), kmajor_sw128_desc(b0 + 32 * step), 1u, Elem{});
+          mma_m64n(acc, kmajor_sw128_desc(a0 + 32 * step), kmajor_sw128_desc(b0 + 32 * step), 1u, Elem{});
         else
           mma_m64n256_bt(acc, kmajor_sw128_desc(a0 + 32 * step), mnmajor_sw128_desc(b0 + 2048 * step, kBoxBytesB), 1u);
       }
