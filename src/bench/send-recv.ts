@@ -4,6 +4,7 @@
 // GPU time from CUDA-graph replays (median; a send completes once its receiver has the message, so the
 // sender's time is the transfer's), every rank starting each replay together. GB/s is one direction's
 // bytes over the time.
+import { DEFAULT_GPU_STAGING_BYTES } from "../init.js";
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
@@ -36,7 +37,10 @@ export async function benchSendRecv(o: {
   sizes: readonly number[];
   algorithms?: readonly string[] | undefined;
 }): Promise<SendRecvBenchResult | undefined> {
-  const group = await ProcessGroup.world<GpuCollectives>({}, (g) => GpuCollectives.create(g, 1 << 20));
+  // The staging buffer init() makes by default: copy_engine moves half of it per chunk, as in a user's job.
+  const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
+    GpuCollectives.create(g, DEFAULT_GPU_STAGING_BYTES),
+  );
   const { device, rank, worldSize: world } = group;
   if (world % 2 !== 0)
     throw new SymmkitError(

@@ -34,6 +34,7 @@ import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runti
 import { sharedModule } from "../runtime/module.js";
 import { defaultStream, Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
+import { SplitScratch } from "./split-scratch.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { CublasLtMatmul } from "./cublaslt-matmul.js";
 import {
@@ -444,6 +445,8 @@ export class FusedMatmul {
       const g = this.#gemm(p, "grouped", "none", "all-reduce", { narrow: plan.narrow, splitK: true });
       launch = () => g.launch({ ...common, scatter: exchange });
     }
+    // And the split scratch (made outside a capture only): a refusal there leaves nothing enqueued.
+    if (plan.splits > 1) SplitScratch.of(group.device).on(s);
     // Every rank finished reading its receive buffer in the previous call.
     const phase = this.#ctx.phase({ kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel }, s);
     this.#ctx.barrier(staging.deviceView(), s, phase);

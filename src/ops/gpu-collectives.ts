@@ -17,6 +17,7 @@ import { sharedModule } from "../runtime/module.js";
 import { Graph } from "../runtime/graph.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
+import { checkSameGpus } from "./same-gpus.js";
 import {
   ALL_GATHER_PARAMS,
   allGatherExpr,
@@ -334,6 +335,7 @@ export class GpuCollectives implements Collectives<
     if (!Number.isSafeInteger(slotBytes) || slotBytes <= 0 || slotBytes % 16 !== 0)
       throw new InvalidArgumentError(`mailboxSlotBytes ${slotBytes} must be a positive multiple of 16`);
     const world = group.worldSize;
+    await checkSameGpus(group);
     // The pad holds the barrier slots and GEMM + reduce-scatter's tile flags.
     const staging = await group.symmetric.empty([stagingBytes], "u8", { padBytes: STAGING_PAD_BYTES });
     const stride = slotBytes + MAILBOX_HEADER_BYTES;

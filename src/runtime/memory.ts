@@ -121,15 +121,14 @@ export class DeviceMemory implements Disposable {
         throw new UnsupportedError(
           "dispose() of a tensor whose stream is being captured into a CUDA graph: dispose it after the capture",
         );
-    let stream = own;
-    if (own.disposed || uses.some((s) => s.disposed)) {
-      // A stream is gone and its queued work may not be: wait for the device, then free in any order.
-      this.device.synchronize();
-      if (own.disposed) stream = defaultStream(this.device);
-    }
+    // A stream that is gone may have left work queued: wait for its device (this one, or the other GPU a
+    // recorded stream belongs to), then free in any order.
+    for (const d of new Set([own, ...uses].filter((s) => s.disposed).map((s) => s.device))) d.synchronize();
+    const stream = own.disposed ? defaultStream(this.device) : own;
     for (const use of uses)
       if (!use.disposed) {
-        const done = Event.create(this.device).record(use);
+        // The event in the recorded stream's context (it may be another GPU's): cuEventRecord wants both in one.
+        const done = Event.create(use.device).record(use);
         stream.waitEvent(done);
         done.dispose(); // released by the driver once it has completed
       }

@@ -10,7 +10,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { CudaError, DisposedError, InvalidArgumentError, UnsupportedError } from "../../src/errors.js";
-import { Device } from "../../src/runtime/device.js";
+import { Device, deviceCount } from "../../src/runtime/device.js";
 import { decodeToF32, DTYPES, encode, type DType, type RawArray } from "../../src/runtime/dtype.js";
 import { Event } from "../../src/runtime/event.js";
 import { Graph } from "../../src/runtime/graph.js";
@@ -340,6 +340,65 @@ test(
     t.dispose();
     device.synchronize();
     assert.equal(pool.usedBytes, used0, "tensors used on another stream, or past their stream, go back");
+  },
+);
+
+// Peer access to pooled memory (Device.enablePeerAccess grants it with cuMemPoolSetAccess): another
+// project saw a driver write zeros into a pool after such a grant (CUDA.jl, NVIDIA bug 6098762), so the
+// bytes are checked both ways, by the copy engines and by kernels, with exact values.
+const pairSkip =
+  skip ||
+  (deviceCount() < 2
+    ? `needs two GPUs in one process (this machine has ${deviceCount()})`
+    : !Device.get(0).canAccessPeer(Device.get(1)) && "GPUs 0 and 1 cannot access each other's memory");
+test(
+  "two GPUs: pooled memory read and written by the peer's copies and kernels, and freed after the peer's use",
+  { skip: pairSkip },
+  () => {
+    const [d0, d1] = [Device.get(0), Device.get(1)];
+    d0.enablePeerAccess(d1);
+    d1.enablePeerAccess(d0);
+    using mod = Module.compile(TEST_PROGRAM, d0);
+    const axpby = mod.kernel("axpby<float>", AXPBY);
+    using s0 = Stream.create(d0);
+    using s1 = Stream.create(d1);
+    const used = [MemoryPool.of(d0).usedBytes, MemoryPool.of(d1).usedBytes];
+    const n = (1 << 20) + 7;
+    const x = Tensor.full([n], 3, "f32", { device: d1, stream: s1 }); // pooled on GPU 1
+    const y = Tensor.full([n], 5, "f32", { device: d0, stream: s0 }); // pooled on GPU 0
+    const out = Tensor.full([n], NaN, "f32", { device: d1, stream: s1 });
+    s1.synchronize();
+    // A kernel on GPU 0 reads GPU 1's pool and writes into it; GPU 1's pool then goes back after GPU 0's use.
+    axpby.launch({ grid: 256, block: 256, stream: s0 }, out, x, y, 2, 1, n);
+    out.recordStream(s0);
+    x.recordStream(s0);
+    s0.synchronize();
+    assert.ok(
+      (out.toHost({ stream: s1 }) as Float32Array).every((v) => v === 11),
+      "GPU 0's kernel: 2 x 3 + 5 in GPU 1's pooled memory",
+    );
+    // The copy engines both ways between the pools.
+    const back = Tensor.full([n], NaN, "f32", { device: d0, stream: s0 });
+    back.copyFrom(out, s0);
+    x.copyFrom(y, s0);
+    back.recordStream(s0);
+    s0.synchronize();
+    assert.ok(
+      (back.toHost({ stream: s0 }) as Float32Array).every((v) => v === 11),
+      "GPU 1's pool to GPU 0's",
+    );
+    assert.ok(
+      (x.toHost({ stream: s1 }) as Float32Array).every((v) => v === 5),
+      "GPU 0's pool to GPU 1's",
+    );
+    for (const t of [x, y, out, back]) t.dispose();
+    d0.synchronize();
+    d1.synchronize();
+    assert.deepEqual(
+      [MemoryPool.of(d0).usedBytes, MemoryPool.of(d1).usedBytes],
+      used,
+      "every tensor went back",
+    );
   },
 );
 
