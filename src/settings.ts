@@ -183,6 +183,16 @@ export const ENV_VARS = {
     unset: none,
     parse: anyString,
   },
+  SYMMKIT_CHECK_CALLS: {
+    meaning:
+      "check that every rank makes the same call before each NCCL call between hosts (an all-gather of the calls' fingerprints; CollectiveMismatchError otherwise)",
+    default:
+      "off: calls inside a host are checked (their signals carry fingerprints), NCCL's between hosts are not",
+    expected: "1, true or on; 0, false or off",
+    example: "1",
+    unset: (): boolean => false,
+    parse: onOff,
+  },
   SYMMKIT_DEBUG: {
     meaning: "print stack traces of errors the CLI reports",
     default: "off",

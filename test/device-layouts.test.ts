@@ -14,6 +14,7 @@ import {
   SYMM_VIEW_PARAM,
   SYNC_WATCH_LAYOUT,
   TIMEOUT_RECORD_LAYOUT,
+  WAIT_ENV_LAYOUT,
 } from "../src/distributed/device-layouts.js";
 import { assertedSize, checkLayout, constant, headers, structLayout } from "./support/c-layout.js";
 
@@ -22,6 +23,7 @@ const sources = headers("sync/wait.cuh", "sync/barrier.cuh", "coll/mailbox.cuh",
 const TABLES = [
   ["SymmView", "sync/barrier.cuh", SYMM_VIEW_LAYOUT],
   ["TimeoutRecord", "sync/wait.cuh", TIMEOUT_RECORD_LAYOUT],
+  ["WaitEnv", "sync/wait.cuh", WAIT_ENV_LAYOUT],
   ["MailboxState", "coll/mailbox.cuh", MAILBOX_STATE_LAYOUT],
   ["Refusal", "sync/refusal.cuh", REFUSAL_LAYOUT],
 ] as const;

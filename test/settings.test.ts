@@ -119,6 +119,7 @@ test("unset or empty: the default", () => {
     SYMMKIT_SHARE_GPUS: false,
     SYMMKIT_STORE_HOST: "127.0.0.1",
     SYMMKIT_GIT_REVISION: undefined,
+    SYMMKIT_CHECK_CALLS: false,
     SYMMKIT_DEBUG: false,
     SYMMKIT_TEST_SEED: undefined,
     SYMMKIT_TEST_LARGE_MAX: 2 ** 30,

@@ -327,8 +327,18 @@ export function driverLibraryPath(): string {
 }
 
 /** Throws CudaError unless `status` is CUDA_SUCCESS. The one place driver statuses are judged. */
+/** What a failed call throws once a kernel of this process recorded why it ended the context (a bounded
+ * wait that gave up, a mismatched call, the NCCL watchdog): set by src/distributed/sync-watch.ts, which
+ * reads the records, so that whichever call sees the dead context first reports the cause. */
+let explainFailure: ((e: CudaError) => unknown) | undefined;
+export function setFailureExplainer(explain: (e: CudaError) => unknown): void {
+  explainFailure = explain;
+}
+
 export function check(status: number, call: string): void {
-  if (status !== CUDA_SUCCESS) throw cudaError(status, call);
+  if (status === CUDA_SUCCESS) return;
+  const e = cudaError(status, call);
+  throw explainFailure ? explainFailure(e) : e;
 }
 
 export function cudaError(status: number, call: string): CudaError {

@@ -24,6 +24,15 @@ export const SYMM_VIEW_LAYOUT = {
 } as const;
 
 export const SYMM_VIEW_BYTES = SYMM_VIEW_LAYOUT.bytes;
+
+/** WaitEnv (sync/wait.cuh) as a kernel's by-value parameter: byte offsets of its fields. */
+export const WAIT_ENV_LAYOUT = {
+  timeoutNs: 0,
+  abortFlag: 8,
+  record: 16,
+  rank: 24,
+  bytes: 32,
+} as const;
 /** SymmView as a kernel parameter: its size, and the alignment of its widest member (a pointer). */
 export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
 

@@ -60,6 +60,9 @@ export const CALL_KINDS = [
   "moe-dispatch/pull_device",
   "send-recv/copy_engine",
   "moe-combine/in-place",
+  "all-reduce/hierarchical",
+  "all-gather/hierarchical",
+  "reduce-scatter/hierarchical",
 ] as const;
 export type CallKind = (typeof CALL_KINDS)[number];
 

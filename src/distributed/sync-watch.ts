@@ -3,6 +3,7 @@
 // translation of a failed synchronisation into SymmTimeoutError naming the peer that never came.
 import { CudaError, InvalidArgumentError, SymmkitError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
+import { setFailureExplainer } from "../cuda/driver.js";
 import type { Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
 import { readEnvVar, type Env } from "../settings.js";
@@ -101,6 +102,8 @@ export function explainCudaFailure(e: unknown): unknown {
   }
   return e;
 }
+
+setFailureExplainer(explainCudaFailure);
 
 export class SyncWatch implements Disposable {
   readonly timeoutMs: number;

@@ -26,7 +26,20 @@
 // host too; the hierarchy's gain is fewer network steps and symmkit's microsecond NVLink phases, which
 // matter for small messages (auto's rule, HIERARCHICAL_MAX_BYTES). Graphs captured on one stream share
 // that stream's scratch: replay them in that stream's order, not at once on other streams.
+// Checked calls (SYMMKIT_CHECK_CALLS): inside a host every call is checked as on one host (signals carry
+// the call's fingerprint); NCCL between hosts carries none, so with the setting each group-wide NCCL call
+// is preceded by an all-gather of the members' fingerprints of the call on the same communicator and a
+// one-thread kernel that traps with a mismatch record if any differs (CollectiveMismatchError naming the
+// rank), before the call can mix another call's data in. Point-to-point calls between hosts are not
+// checked (their pairs are matched by NCCL's order alone).
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
+import { WAIT_ENV_LAYOUT } from "../distributed/device-layouts.js";
+import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
+import { readEnvVar } from "../settings.js";
+import type { Kernel } from "../runtime/kernel.js";
+import { memset } from "../runtime/memory.js";
+import { sharedModule } from "../runtime/module.js";
+import { BARRIER_KERNELS, CHECK_FINGERPRINTS_PARAMS } from "./coll/programs.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { CollectivesFactory, ProcessGroup } from "../distributed/process-group.js";
 import { Graph } from "../runtime/graph.js";
@@ -90,6 +103,13 @@ export class HostsCollectives {
   readonly #scratch = new Map<Stream, Scratch[]>();
   readonly #retired: DeviceMemory[] = [];
   #token: Tensor | undefined;
+  /** Group-wide calls made so far (their fingerprints' number: every rank in step counts the same). */
+  #calls = 0;
+  /** SYMMKIT_CHECK_CALLS: the check kernel, its WaitEnv, and per stream (as the scratch) the words
+   * [this rank's fingerprint, every member's]. */
+  readonly #check:
+    | { kernel: Kernel<typeof CHECK_FINGERPRINTS_PARAMS>; env: Uint8Array; words: Map<Stream, Tensor> }
+    | undefined;
 
   private constructor(
     group: ProcessGroup<HostsCollectives>,
@@ -105,6 +125,57 @@ export class HostsCollectives {
     this.#world = world;
     this.hosts = group.hosts.length;
     this.perHost = local.worldSize;
+    if (readEnvVar("SYMMKIT_CHECK_CALLS")) {
+      const env = new Uint8Array(WAIT_ENV_LAYOUT.bytes);
+      const v = new DataView(env.buffer);
+      v.setBigUint64(WAIT_ENV_LAYOUT.timeoutNs, group.watch.timeoutNs, true);
+      v.setBigUint64(WAIT_ENV_LAYOUT.abortFlag, group.watch.abortFlagPtr, true);
+      v.setBigUint64(WAIT_ENV_LAYOUT.record, group.watch.recordPtr, true);
+      v.setUint32(WAIT_ENV_LAYOUT.rank, group.rank, true);
+      this.#check = {
+        kernel: sharedModule(BARRIER_KERNELS, group.device).kernel(
+          "symmkit::check_fingerprints",
+          CHECK_FINGERPRINTS_PARAMS,
+        ),
+        env,
+        words: new Map(),
+      };
+    }
+  }
+
+  /** The fingerprint of a group-wide call on `stream` (one per call: every rank of the group makes the
+   * same ones); with SYMMKIT_CHECK_CALLS, also the stream's words, made before anything is enqueued. */
+  #fingerprint(shape: CallShape, stream: Stream): number {
+    const c = this.#check;
+    if (c && !c.words.has(stream)) {
+      if (Graph.activeCapture(stream) !== undefined)
+        throw new UnsupportedError(
+          "SYMMKIT_CHECK_CALLS: the first call on a stream inside a CUDA graph capture: make one call on " +
+            "this stream before capturing",
+        );
+      // Not zeroed: a fill on another stream could land after this stream's first memset; every word is
+      // written (the memset, the all-gather) before the kernel reads it.
+      c.words.set(stream, Tensor.empty([1 + this.#group.worldSize], "u32", { device: this.#group.device }));
+    }
+    return fingerprint(this.#calls++, shape);
+  }
+
+  /**
+   * With SYMMKIT_CHECK_CALLS, before an NCCL call on the group's own communicator (`rail` false: member i
+   * is group rank i) or this rank's rail (member h is host h's member at this rank's position): every
+   * member's fingerprint of the call, gathered and compared on the device (see the module's comment).
+   */
+  #verify(fp: number, rail: boolean, stream: Stream): void {
+    const c = this.#check;
+    if (!c) return;
+    const comm = rail ? this.#rail! : this.#world;
+    const members = rail ? this.hosts : this.#group.worldSize;
+    const [base, stride] = rail ? [this.local.rank, this.perHost] : [0, 1];
+    const words = c.words.get(stream)!;
+    memset(words.ptr, fp, 4, 1, stream);
+    const gathered = words.slice(1, 1 + members);
+    comm.allGather(words.slice(0, 1), gathered, stream);
+    c.kernel.launch({ grid: 1, block: 1, stream }, gathered.ptr, members, fp, base, stride, c.env);
   }
 
   /**
@@ -150,7 +221,14 @@ export class HostsCollectives {
       throw new InvalidArgumentError(
         `${what}: output overlaps input without being it: pass the same tensor, or separate ones`,
       );
-    if (this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1) {
+    const flat = this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1;
+    const shape = { dtype: input.dtype, count: input.numel, op } as const;
+    const fp = this.#fingerprint(
+      { ...shape, kind: flat ? "all-reduce/nccl" : "all-reduce/hierarchical" },
+      stream,
+    );
+    if (flat) {
+      this.#verify(fp, false, stream);
       this.#world.allReduce(input, output, op, stream);
       return output;
     }
@@ -163,7 +241,10 @@ export class HostsCollectives {
     const y = output.view([n]);
     // The elements past k equal parts (fewer than k) go through one communicator over the whole group,
     // so that every rank holds the same bits of them too.
-    if (main < n) this.#world.allReduce(x.slice(main), y.slice(main), op, stream);
+    if (main < n) {
+      this.#verify(fp, false, stream);
+      this.#world.allReduce(x.slice(main), y.slice(main), op, stream);
+    }
     if (part === 0) return output;
     const mine = y.slice(this.local.rank * part, (this.local.rank + 1) * part);
     // The host's reduce-scatter puts this member's part of the host's sum where it belongs in output. In
@@ -177,6 +258,7 @@ export class HostsCollectives {
     } else {
       this.local.collectives.reduceScatter(head, mine, { op, stream });
     }
+    this.#verify(fp, true, stream);
     this.#rail.allReduce(mine, mine, op, stream);
     // Each member's part lies in output where the gather puts it: the copy of itself writes the same bits.
     this.local.collectives.allGather(mine, y.slice(0, main), { stream });
@@ -191,7 +273,17 @@ export class HostsCollectives {
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    if (this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1) {
+    const flat = this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1;
+    const fp = this.#fingerprint(
+      {
+        kind: flat ? "all-gather/nccl" : "all-gather/hierarchical",
+        dtype: input.dtype,
+        count: input.numel,
+      },
+      stream,
+    );
+    if (flat) {
+      this.#verify(fp, false, stream);
       this.#world.allGather(input, output, stream);
       return output;
     }
@@ -201,6 +293,7 @@ export class HostsCollectives {
       this.hosts * c,
       this.perHost * this.hosts * c,
     ]);
+    this.#verify(fp, true, stream);
     this.#rail.allGather(input.view([c]), byHost!, stream);
     this.local.collectives.allGather(byHost!, byPosition!, { stream });
     this.#transpose(byPosition!, output.view([output.numel]), this.perHost, this.hosts, c, stream);
@@ -218,7 +311,18 @@ export class HostsCollectives {
     checkDivisible(what, input, this.#group.worldSize);
     checkNumel(what, "output", output, input.numel / this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    if (this.#pick(what, options, output.nbytes) === "nccl" || this.perHost === 1) {
+    const flat = this.#pick(what, options, output.nbytes) === "nccl" || this.perHost === 1;
+    const fp = this.#fingerprint(
+      {
+        kind: flat ? "reduce-scatter/nccl" : "reduce-scatter/hierarchical",
+        dtype: input.dtype,
+        count: input.numel,
+        op,
+      },
+      stream,
+    );
+    if (flat) {
+      this.#verify(fp, false, stream);
       this.#world.reduceScatter(input, output, op, stream);
       return output;
     }
@@ -230,6 +334,7 @@ export class HostsCollectives {
     ]);
     this.#transpose(input.view([input.numel]), byPosition!, this.hosts, this.perHost, c, stream);
     this.local.collectives.reduceScatter(byPosition!, hostSum!, { op, stream });
+    this.#verify(fp, true, stream);
     this.#rail.reduceScatter(hostSum!, output.view([c]), op, stream);
     return output;
   }
@@ -281,6 +386,11 @@ export class HostsCollectives {
     const stream = this.#stream(what, options, [x, out]);
     const chunk = x.nbytes / world;
     const span = (r: number): [number, number] => [r * chunk, chunk];
+    this.#verify(
+      this.#fingerprint({ kind: "all-to-all/nccl", dtype: x.dtype, count: x.numel }, stream),
+      false,
+      stream,
+    );
     ncclExchange(this.#world, this.#group.rank, world, x, out, span, span, stream);
     return out;
   }
@@ -336,6 +446,7 @@ export class HostsCollectives {
   barrier(options: { stream?: Stream } = {}): void {
     const stream = options.stream ?? defaultStream(this.#group.device);
     this.#token ??= Tensor.empty([1], "u32", { device: this.#group.device });
+    this.#verify(this.#fingerprint({ kind: "barrier", count: 0 }, stream), false, stream);
     this.#world.allReduce(this.#token, this.#token, "max", stream);
   }
 
@@ -349,6 +460,7 @@ export class HostsCollectives {
     for (const m of this.#retired) m.dispose();
     this.#scratch.clear();
     this.#token?.dispose();
+    for (const w of this.#check?.words.values() ?? []) w.dispose();
   }
 
   /** `bytes`: per rank, the all-reduce's and all-gather's input, the reduce-scatter's output. */

@@ -43,10 +43,10 @@ async function twoHosts(
 }
 
 test(
-  "two hosts x 2 ranks: every HostsCollectives call exact, subgroups, a graph",
+  "two hosts x 2 ranks: every HostsCollectives call exact, subgroups, a graph (calls checked between hosts)",
   { skip: skipReason },
   async () => {
-    const results = await twoHosts();
+    const results = await twoHosts({ SYMMKIT_CHECK_CALLS: "1" });
     for (const r of results) assert.equal(r.status, 0);
     const out = results.map((r) => r.out).join("\n");
     assert.equal(out.match(/gpu hosts ok rank \d/g)?.length, 4);
@@ -67,6 +67,22 @@ test(
     assert.ok(Date.now() - start < 120_000, `took ${Date.now() - start} ms`);
   },
 );
+
+for (const algorithm of ["hierarchical", "nccl"])
+  test(
+    `two hosts, SYMMKIT_CHECK_CALLS=1: a ${algorithm} all-reduce whose reduction differs between the hosts ends in CollectiveMismatchError on every rank`,
+    { skip: skipReason },
+    async () => {
+      const results = await twoHosts({
+        HOSTS_FAULT: "mismatch",
+        HOSTS_ALGORITHM: algorithm,
+        SYMMKIT_CHECK_CALLS: "1",
+      });
+      for (const r of results) assert.equal(r.status, 0);
+      const out = results.map((r) => r.out).join("\n");
+      assert.equal(out.match(new RegExp(`${algorithm} mismatch caught`, "g"))?.length, 4);
+    },
+  );
 
 test(
   "symmkit demo on two hosts: the all-reduce across hosts, then the MLP block inside each",

@@ -61,10 +61,20 @@ export const ALL_TO_ALL_PROGRAM: ProgramSpec = allGatherProgram("all_to_all_pull
 export const BARRIER_KERNELS: ProgramSpec = {
   name: "symmkit/sync/barrier_kernels",
   source: '#include "symmkit/sync/barrier_kernels.cuh"\n',
-  nameExpressions: ["symmkit::group_barrier", "symmkit::barrier_hold"],
+  nameExpressions: ["symmkit::group_barrier", "symmkit::barrier_hold", "symmkit::check_fingerprints"],
 };
 export const GROUP_BARRIER_PARAMS = [SYMM_VIEW_PARAM, "u32"] as const;
 export const BARRIER_HOLD_PARAMS = [SYMM_VIEW_PARAM, "u64", "u32"] as const;
+/** check_fingerprints: the gathered words, their count, this rank's, the group rank of member 0 and the
+ * step between members, then WaitEnv by value (WAIT_ENV_LAYOUT). */
+export const CHECK_FINGERPRINTS_PARAMS = [
+  "ptr",
+  "u32",
+  "u32",
+  "u32",
+  "u32",
+  { bytes: 32, align: 8 },
+] as const;
 
 /** Parameters of the collective kernels: the SymmView blob, the plain input to copy in (0 when the input
  * is the symmetric buffer itself), the output, the element count, the phase. */

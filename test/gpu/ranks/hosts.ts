@@ -8,11 +8,15 @@
 // (host 1's local ranks are not its world ranks); send/recv around the ring and sendRecv
 // between pairs (peers on this host and on the other), allToAll, and the symmetric-memory ops refused
 // with UnsupportedError. HOSTS_FAULT=kill: the last rank kills itself
-// after init, and the others must not outlive it (the launchers stop them).
+// after init, and the others must not outlive it (the launchers stop them). HOSTS_FAULT=mismatch (with
+// SYMMKIT_CHECK_CALLS=1): host 1's ranks ask for max where host 0's ask for sum, in both algorithms (each
+// host agrees within itself, so only the check between hosts can tell), and every rank must end with
+// CollectiveMismatchError before the call runs.
 import assert from "node:assert/strict";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
 import { init, type HostsProcessGroup } from "../../../src/init.js";
 import { UnsupportedError } from "../../../src/errors.js";
+import { CollectiveMismatchError } from "../../../src/distributed/fingerprint.js";
 import { HOSTS_ALGORITHMS } from "../../../src/ops/hosts-collectives.js";
 import { encode, type DType } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
@@ -36,6 +40,25 @@ if (process.env.HOSTS_FAULT === "kill") {
   group.synchronize();
   console.log("outlived the killed rank");
   process.exit(4);
+}
+
+if (process.env.HOSTS_FAULT === "mismatch") {
+  const host = Math.floor(rank / c.perHost);
+  const algorithm = process.env.HOSTS_ALGORITHM === "nccl" ? "nccl" : "hierarchical";
+  const x = Tensor.full([4096], 1, "f32");
+  const y = Tensor.full([4096], NaN, "f32");
+  group.synchronize();
+  try {
+    c.allReduce(x, { output: y, op: host === 0 ? "sum" : "max", algorithm });
+    group.synchronize();
+    console.log(`rank ${rank}: the mismatched call ran (${(y.toHost() as Float32Array)[0]})`);
+    process.exit(5);
+  } catch (e) {
+    assert.ok(e instanceof CollectiveMismatchError, `rank ${rank}: ${String(e)}`);
+    assert.match(e.message, /reduction: ours (sum|max), theirs (max|sum)/);
+    console.log(`rank ${rank}: ${algorithm} mismatch caught: ${e.message.split(".")[0]}`);
+    process.exit(0);
+  }
 }
 
 const salt = Number(seed % 1000n);

@@ -1,10 +1,14 @@
 // symmkit/sync/barrier_kernels.cuh: the barriers the collectives enqueue on a stream, between copy-engine
-// steps and before timed work.
+// steps and before timed work, and the check of fingerprints gathered by NCCL between hosts.
 //
 // Contract: as sync/barrier.cuh. Launched as one block of 32 threads (world <= 8); each leaves the pads
 // as it found them, so it may be replayed from a CUDA graph. A barrier releases everything this rank
 // wrote before it (stream order) and acquires what every peer wrote before theirs. `phase` is the
 // fingerprint of the call it belongs to (sync/signal.cuh), the same on every rank.
+// check_fingerprints reads, in stream order after the NCCL all-gather that filled it, one fingerprint per
+// member of a communicator; the first that differs from this rank's is recorded as a mismatch (kind
+// kMismatch, naming the group rank base + stride x member) and the kernel traps, so that the call it
+// guards never runs on data another call's peers would mix in.
 #pragma once
 #include "symmkit/sync/barrier.cuh"
 
@@ -26,6 +30,12 @@ __global__ void barrier_hold(const __grid_constant__ SymmView v, u64 hold_ns, u3
   const u64 start = global_timer_ns();
   while (global_timer_ns() - start < hold_ns) {
   }
+}
+
+/** One thread: `got` holds `n` members' fingerprints of the call about to run; all must be `expected`. */
+__global__ void check_fingerprints(const u32* got, u32 n, u32 expected, u32 base, u32 stride, WaitEnv env) {
+  for (u32 i = 0; i < n; ++i)
+    if (got[i] != expected) give_up(env, base + stride * i, expected, 0, kMismatch, expected, got[i]);
 }
 
 }  // namespace symmkit

@@ -39,6 +39,8 @@ struct WaitEnv {
   TimeoutRecord* record;   // host-mapped
   u32 rank;
 };
+static_assert(sizeof(WaitEnv) == 32,
+              "WaitEnv layout is shared with the host (WAIT_ENV_LAYOUT in src/distributed/device-layouts.ts)");
 
 constexpr u32 kGaveUp = 1;
 constexpr u32 kMismatch = 2;
