@@ -221,12 +221,7 @@ export class HostsCollectives {
       throw new InvalidArgumentError(
         `${what}: output overlaps input without being it: pass the same tensor, or separate ones`,
       );
-    const flat = this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1;
-    const shape = { dtype: input.dtype, count: input.numel, op } as const;
-    const fp = this.#fingerprint(
-      { ...shape, kind: flat ? "all-reduce/nccl" : "all-reduce/hierarchical" },
-      stream,
-    );
+    const { flat, fp } = this.#route(what, options, input.nbytes, "all-reduce", input, op, stream);
     if (flat) {
       this.#verify(fp, false, stream);
       this.#world.allReduce(input, output, op, stream);
@@ -273,15 +268,7 @@ export class HostsCollectives {
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    const flat = this.#pick(what, options, input.nbytes) === "nccl" || this.perHost === 1;
-    const fp = this.#fingerprint(
-      {
-        kind: flat ? "all-gather/nccl" : "all-gather/hierarchical",
-        dtype: input.dtype,
-        count: input.numel,
-      },
-      stream,
-    );
+    const { flat, fp } = this.#route(what, options, input.nbytes, "all-gather", input, undefined, stream);
     if (flat) {
       this.#verify(fp, false, stream);
       this.#world.allGather(input, output, stream);
@@ -311,16 +298,7 @@ export class HostsCollectives {
     checkDivisible(what, input, this.#group.worldSize);
     checkNumel(what, "output", output, input.numel / this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    const flat = this.#pick(what, options, output.nbytes) === "nccl" || this.perHost === 1;
-    const fp = this.#fingerprint(
-      {
-        kind: flat ? "reduce-scatter/nccl" : "reduce-scatter/hierarchical",
-        dtype: input.dtype,
-        count: input.numel,
-        op,
-      },
-      stream,
-    );
+    const { flat, fp } = this.#route(what, options, output.nbytes, "reduce-scatter", input, op, stream);
     if (flat) {
       this.#verify(fp, false, stream);
       this.#world.reduceScatter(input, output, op, stream);
@@ -461,6 +439,22 @@ export class HostsCollectives {
     this.#scratch.clear();
     this.#token?.dispose();
     for (const w of this.#check?.words.values() ?? []) w.dispose();
+  }
+
+  /** Whether a call runs as flat NCCL (asked for, auto's rule, or one rank per host), and its fingerprint
+   * (#fingerprint) as the algorithm it runs. */
+  #route(
+    what: string,
+    options: HostsCallOptions,
+    bytes: number,
+    collective: "all-reduce" | "all-gather" | "reduce-scatter",
+    input: Tensor,
+    op: ReduceOp | undefined,
+    stream: Stream,
+  ): { flat: boolean; fp: number } {
+    const flat = this.#pick(what, options, bytes) === "nccl" || this.perHost === 1;
+    const kind = `${collective}/${flat ? "nccl" : "hierarchical"}` as const;
+    return { flat, fp: this.#fingerprint({ kind, dtype: input.dtype, count: input.numel, op }, stream) };
   }
 
   /** `bytes`: per rank, the all-reduce's and all-gather's input, the reduce-scatter's output. */
