@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
       for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
-        mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, s));
+        mbar_wait<true>(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, s));
         mbar_arrive_expect_tx(full + s, R::kBytesB + decode_box_rows<kCols>(args.m) * kTileKBytes);
         tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, tn * kRowsB);
         tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, decode_row_a<kCols>(args.m, tm));
@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     for (u32 r = 0; r < kRegs; ++r) acc[r] = 0.0f;
     for (u32 kb = 0; kb < nkb; ++kb, ++it) {
       const u32 s = it % kStages;
-      mbar_wait(full + s, (it / kStages) & 1, pipeline_ns, args.env, stall_phase(kStallStageFull, s));
+      mbar_wait<true>(full + s, (it / kStages) & 1, pipeline_ns, args.env, stall_phase(kStallStageFull, s));
       const u32 b0 = smem_addr(tiles_b + s * R::kBytesB + consumer * kDecodeRowsB * kTileKBytes);
       const u32 a0 = smem_addr(tiles_a + s * R::kBytesA);
       wgmma_fence();

@@ -45,13 +45,28 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
 }
 
+/** With kSuspend, a try_wait may suspend the thread until the phase completes or this many ns pass (it
+ * wakes at the completion): waiting warps then issue nothing, where a spinning poll takes issue slots from
+ * the warps that do work. 1 ms keeps mbar_wait's stall check (every 256 polls) well inside its bound. The
+ * decode GEMM waits so (its wide tiles 2-6% faster); the Hopper GEMM spins (at 8192^3 the suspended
+ * waits measured no better, bench/results/h100/mbar-suspend-s15.txt). */
+constexpr u32 kMbarSuspendNs = 1000 * 1000;
+
+template <bool kSuspend = false>
 __device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
   u32 done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
+  if constexpr (kSuspend)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity), "n"(kMbarSuspendNs)
+        : "memory");
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
   return done != 0;
 }
 
@@ -71,11 +86,12 @@ __device__ __forceinline__ void check_stall(const WaitEnv& env, u64 waited, u64 
 
 /** Waits for the phase of parity `parity` to complete (try_wait already suspends for a while); past
  * `timeout_ns` records the stall (`phase`, see stall_phase) in env's record and traps. */
+template <bool kSuspend = false>
 __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity, u64 timeout_ns, const WaitEnv& env, u32 phase) {
-  if (mbar_try_wait(bar, parity)) return;
+  if (mbar_try_wait<kSuspend>(bar, parity)) return;
   const u64 start = global_timer_ns();
   for (u32 polls = 1;; ++polls) {
-    if (mbar_try_wait(bar, parity)) return;
+    if (mbar_try_wait<kSuspend>(bar, parity)) return;
     if ((polls & 255u) == 0) check_stall(env, global_timer_ns() - start, timeout_ns, phase, parity);
   }
 }
