@@ -160,13 +160,38 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
   const auto flag = [&](u32 owner, u32 src) { return a.flags[owner] + (u64(src) * a.tiles_m * a.tiles_n + tile) * kConsumers + consumer; };
   if (wg_thread == 0) raise_and_await_shares(a.env, a.world, a.rank, epoch, tile, flag);
   named_barrier(1 + consumer, 128);
+  // The rank-order sum (sum_ranks_bf16x8's arithmetic), kBatch chunks per thread at a time so that their
+  // loads are in flight together (one at a time, each waited for, was most of this epilogue), and this
+  // rank's own partial read from the transposed tile, which still holds it.
+  constexpr u32 kBatch = 4;
   const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(a.recv[a.rank]);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
-  for (u32 u = wg_thread; u < kCols * 8; u += 128) {
-    const u32 row = row_a + u / 8;
-    const u32 col = col0 + (u % 8) * 8;
-    if (row < row_lo || row >= a.m || col >= a.n) continue;
-    *reinterpret_cast<uint4*>(out + u64(row) * a.ldd + col) = sum_ranks_bf16x8(recv, slot, u64(row) * a.n + col, a.world);
+  for (u32 u0 = wg_thread; u0 < kCols * 8; u0 += 128 * kBatch) {
+    bool valid[kBatch];
+    u32 row[kBatch], col[kBatch];
+#pragma unroll
+    for (u32 j = 0; j < kBatch; ++j) {
+      const u32 u = u0 + 128 * j;
+      row[j] = row_a + u / 8, col[j] = col0 + (u % 8) * 8;
+      valid[j] = u < kCols * 8 && row[j] >= row_lo && row[j] < a.m && col[j] < a.n;
+    }
+    float sum[kBatch][8];
+    for (u32 src = 0; src < a.world; ++src) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (u32 j = 0; j < kBatch; ++j) {
+        const u32 u = u0 + 128 * j;
+        if (!valid[j]) continue;
+        v[j] = src == a.rank ? *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8)
+                             : __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + u64(row[j]) * a.n + col[j]));
+      }
+#pragma unroll
+      for (u32 j = 0; j < kBatch; ++j)
+        if (valid[j]) add_rank_bf16x8(sum[j], v[j], src == 0);
+    }
+#pragma unroll
+    for (u32 j = 0; j < kBatch; ++j)
+      if (valid[j]) *reinterpret_cast<uint4*>(out + u64(row[j]) * a.ldd + col[j]) = round_bf16x8(sum[j]);
   }
 }
 

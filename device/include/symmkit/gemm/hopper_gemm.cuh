@@ -360,6 +360,27 @@ __device__ __forceinline__ void raise_and_await_shares(const WaitEnv& env, u32 w
   }
 }
 
+/** One step of the GEMM + all-reduce's deterministic sum: 8 bf16 of the next rank in rank order added to
+ * the f32 sums (the first rank's set them). */
+__device__ __forceinline__ void add_rank_bf16x8(float (&sum)[8], const uint4& v, bool first) {
+  const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (u32 e = 0; e < 4; ++e) {
+    const float2 x = __bfloat1622float2(x2[e]);
+    sum[2 * e] = first ? x.x : sum[2 * e] + x.x;
+    sum[2 * e + 1] = first ? x.y : sum[2 * e + 1] + x.y;
+  }
+}
+
+/** The sums rounded once to bf16. */
+__device__ __forceinline__ uint4 round_bf16x8(const float (&sum)[8]) {
+  uint4 o;
+  __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
+  return o;
+}
+
 /** The sum over `world` ranks, in rank order in f32 and rounded once, of 8 bf16 at `at` of each rank's
  * slot (`slot` elements apart) of a receive buffer: the deterministic sum of the GEMM + all-reduce. Two
  * ranks' loads in flight at a time: more would take registers for little. */
@@ -372,20 +393,10 @@ __device__ __forceinline__ uint4 sum_ranks_bf16x8(const __nv_bfloat16* recv, u64
 #pragma unroll
     for (u32 h = 0; h < 2; ++h) {
       if (src + h >= world) break;
-      const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v[h]);
-#pragma unroll
-      for (u32 e = 0; e < 4; ++e) {
-        const float2 x = __bfloat1622float2(x2[e]);
-        sum[2 * e] = src + h == 0 ? x.x : sum[2 * e] + x.x;
-        sum[2 * e + 1] = src + h == 0 ? x.y : sum[2 * e + 1] + x.y;
-      }
+      add_rank_bf16x8(sum, v[h], src + h == 0);
     }
   }
-  uint4 o;
-  __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-  for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
-  return o;
+  return round_bf16x8(sum);
 }
 
 /** Flag of (source rank, tile, consumer half) in `owner`'s flag array. */
