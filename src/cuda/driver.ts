@@ -327,18 +327,24 @@ export function driverLibraryPath(): string {
 }
 
 /** Throws CudaError unless `status` is CUDA_SUCCESS. The one place driver statuses are judged. */
-/** What a failed call throws once a kernel of this process recorded why it ended the context (a bounded
- * wait that gave up, a mismatched call, the NCCL watchdog): set by src/distributed/sync-watch.ts, which
- * reads the records, so that whichever call sees the dead context first reports the cause. */
+/** What a kernel's trap leaves every later call of its context: CUDA_ERROR_LAUNCH_FAILED. */
+const CUDA_ERROR_LAUNCH_FAILED = 719;
+
+/** What a call that finds its context ended by a trap throws, once a kernel of this process recorded why
+ * (a bounded wait that gave up, a mismatched call, a stall, the NCCL watchdog): set by
+ * src/distributed/sync-watch.ts, which reads the records (of the current context's watches only), so that
+ * whichever call sees the dead context first reports the cause. */
 let explainFailure: ((e: CudaError) => unknown) | undefined;
 export function setFailureExplainer(explain: (e: CudaError) => unknown): void {
   explainFailure = explain;
 }
 
+/** Throws CudaError for a failed call, or for a launch failure the typed error its recorded cause stands
+ * for (setFailureExplainer). */
 export function check(status: number, call: string): void {
   if (status === CUDA_SUCCESS) return;
   const e = cudaError(status, call);
-  throw explainFailure ? explainFailure(e) : e;
+  throw explainFailure && status === CUDA_ERROR_LAUNCH_FAILED ? explainFailure(e) : e;
 }
 
 export function cudaError(status: number, call: string): CudaError {

@@ -4,7 +4,7 @@
 import { CudaError, InvalidArgumentError, SymmkitError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
 import { setFailureExplainer } from "../cuda/driver.js";
-import type { Device } from "../runtime/device.js";
+import { currentContext, type Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
 import { readEnvVar, type Env } from "../settings.js";
 import {
@@ -112,7 +112,11 @@ export class SyncWatch implements Disposable {
   readonly #ncclErrors = new Map<number, (note: string, cause: unknown) => SymmkitError>();
   readonly #refusals = new Map<number, (r: Refusal) => string>();
 
-  private constructor(mem: PinnedMemory, timeoutMs: number) {
+  /** The context its kernels run in: a failure of another device's context is not theirs to explain. */
+  readonly #ctx: Ptr;
+
+  private constructor(mem: PinnedMemory, timeoutMs: number, ctx: Ptr) {
+    this.#ctx = ctx;
     this.#mem = mem;
     this.#view = new DataView(mem.buffer);
     this.timeoutMs = timeoutMs;
@@ -120,7 +124,11 @@ export class SyncWatch implements Disposable {
   }
 
   static create(device: Device, timeoutMs: number = syncTimeoutFromEnv()): SyncWatch {
-    return new SyncWatch(PinnedMemory.alloc(SYNC_WATCH_LAYOUT.bytes, { mapped: true, device }), timeoutMs);
+    return new SyncWatch(
+      PinnedMemory.alloc(SYNC_WATCH_LAYOUT.bytes, { mapped: true, device }),
+      timeoutMs,
+      device.ctx,
+    );
   }
 
   get timeoutNs(): bigint {
@@ -235,9 +243,10 @@ export class SyncWatch implements Disposable {
     }
   }
 
-  /** The typed error a CudaError stands for when a kernel of this watch's left a record; else `e`. */
+  /** The typed error a CudaError of this watch's context (the current one) stands for when a kernel of this
+   * watch's left a record; else `e`. */
   explain(e: unknown): unknown {
-    const r = e instanceof CudaError ? this.record() : undefined;
+    const r = e instanceof CudaError && currentContext() === this.#ctx ? this.record() : undefined;
     return r ? this.#error(r, "The CUDA context is unusable after this.", e) : e;
   }
 

@@ -26,14 +26,17 @@
 // host too; the hierarchy's gain is fewer network steps and symmkit's microsecond NVLink phases, which
 // matter for small messages (auto's rule, HIERARCHICAL_MAX_BYTES). Graphs captured on one stream share
 // that stream's scratch: replay them in that stream's order, not at once on other streams.
-// Checked calls (SYMMKIT_CHECK_CALLS): inside a host every call is checked as on one host (signals carry
-// the call's fingerprint); NCCL between hosts carries none, so with the setting each group-wide NCCL call
-// is preceded by an all-gather of the members' fingerprints of the call on the same communicator and a
-// one-thread kernel that traps with a mismatch record if any differs (CollectiveMismatchError naming the
-// rank), before the call can mix another call's data in. Point-to-point calls between hosts are not
-// checked (their pairs are matched by NCCL's order alone).
+// Checked calls (SYMMKIT_CHECK_CALLS, which every rank must set alike: create() refuses a group that
+// disagrees): inside a host every call is checked as on one host (signals carry the call's fingerprint);
+// NCCL between hosts carries none, so with the setting each group-wide call starts with an all-gather of
+// every rank's fingerprint of it (naming its route: hierarchical or flat) over the group's communicator
+// and a one-thread kernel that traps with a mismatch record if any differs (CollectiveMismatchError naming
+// the rank), before anything of the call can pair with another call's NCCL operations. Point-to-point
+// calls between hosts are not checked (their pairs are matched by NCCL's order alone). The words it
+// gathers into are per stream, like the scratch.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import { WAIT_ENV_LAYOUT } from "../distributed/device-layouts.js";
+import { gatherValues } from "../distributed/agree.js";
 import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
 import { readEnvVar } from "../settings.js";
 import type { Kernel } from "../runtime/kernel.js";
@@ -161,21 +164,20 @@ export class HostsCollectives {
   }
 
   /**
-   * With SYMMKIT_CHECK_CALLS, before an NCCL call on the group's own communicator (`rail` false: member i
-   * is group rank i) or this rank's rail (member h is host h's member at this rank's position): every
-   * member's fingerprint of the call, gathered and compared on the device (see the module's comment).
+   * With SYMMKIT_CHECK_CALLS on several hosts, at the start of a group-wide call (before anything of it
+   * is enqueued, whichever route it takes): every rank's fingerprint of the call, gathered over the
+   * group's own communicator and compared on the device (see the module's comment). On one host the
+   * calls are checked by symmkit's own signals.
    */
-  #verify(fp: number, rail: boolean, stream: Stream): void {
+  #verify(fp: number, stream: Stream): void {
     const c = this.#check;
-    if (!c) return;
-    const comm = rail ? this.#rail! : this.#world;
-    const members = rail ? this.hosts : this.#group.worldSize;
-    const [base, stride] = rail ? [this.local.rank, this.perHost] : [0, 1];
+    if (!c || !this.#rail) return;
+    const world = this.#group.worldSize;
     const words = c.words.get(stream)!;
     memset(words.ptr, fp, 4, 1, stream);
-    const gathered = words.slice(1, 1 + members);
-    comm.allGather(words.slice(0, 1), gathered, stream);
-    c.kernel.launch({ grid: 1, block: 1, stream }, gathered.ptr, members, fp, base, stride, c.env);
+    const gathered = words.slice(1, 1 + world);
+    this.#world.allGather(words.slice(0, 1), gathered, stream);
+    c.kernel.launch({ grid: 1, block: 1, stream }, gathered.ptr, world, fp, 0, 1, c.env);
   }
 
   /**
@@ -186,6 +188,13 @@ export class HostsCollectives {
     group: ProcessGroup<HostsCollectives>,
     makeLocal: CollectivesFactory<GpuCollectives>,
   ): Promise<HostsCollectives> {
+    // A rank that checks calls makes an NCCL call the others do not: every rank must check, or none.
+    const checks = await gatherValues(group, "check-calls", String(readEnvVar("SYMMKIT_CHECK_CALLS")));
+    const other = checks.findIndex((c) => c !== checks[group.rank]);
+    if (other >= 0)
+      throw new InvalidArgumentError(
+        `SYMMKIT_CHECK_CALLS is ${checks[group.rank] === "true" ? "set" : "unset"} on rank ${group.rank} and ${checks[other] === "true" ? "set" : "unset"} on rank ${other}: set it alike on every host`,
+      );
     const hosts = group.hosts;
     const k = hosts[0]!.length;
     if (hosts.some((h) => h.length !== k))
@@ -214,16 +223,17 @@ export class HostsCollectives {
     const op = options.op ?? "sum";
     checkReduction(what, op, input.dtype);
     const stream = this.#stream(what, options, options.output ? [input, options.output] : [input]);
+    if (options.output) {
+      checkSameDtype(what, input, options.output);
+      checkNumel(what, "output", options.output, input.numel);
+      if (overlaps(input, options.output) && !sameSpan(input, options.output))
+        throw new InvalidArgumentError(
+          `${what}: output overlaps input without being it: pass the same tensor, or separate ones`,
+        );
+    }
+    const flat = this.#route(what, options, input.nbytes, "all-reduce", input, op, stream);
     const output = options.output ?? Tensor.empty(input.shape, input.dtype, { device: input.device, stream });
-    checkSameDtype(what, input, output);
-    checkNumel(what, "output", output, input.numel);
-    if (overlaps(input, output) && !sameSpan(input, output))
-      throw new InvalidArgumentError(
-        `${what}: output overlaps input without being it: pass the same tensor, or separate ones`,
-      );
-    const { flat, fp } = this.#route(what, options, input.nbytes, "all-reduce", input, op, stream);
     if (flat) {
-      this.#verify(fp, false, stream);
       this.#world.allReduce(input, output, op, stream);
       return output;
     }
@@ -236,10 +246,7 @@ export class HostsCollectives {
     const y = output.view([n]);
     // The elements past k equal parts (fewer than k) go through one communicator over the whole group,
     // so that every rank holds the same bits of them too.
-    if (main < n) {
-      this.#verify(fp, false, stream);
-      this.#world.allReduce(x.slice(main), y.slice(main), op, stream);
-    }
+    if (main < n) this.#world.allReduce(x.slice(main), y.slice(main), op, stream);
     if (part === 0) return output;
     const mine = y.slice(this.local.rank * part, (this.local.rank + 1) * part);
     // The host's reduce-scatter puts this member's part of the host's sum where it belongs in output. In
@@ -253,7 +260,6 @@ export class HostsCollectives {
     } else {
       this.local.collectives.reduceScatter(head, mine, { op, stream });
     }
-    this.#verify(fp, true, stream);
     this.#rail.allReduce(mine, mine, op, stream);
     // Each member's part lies in output where the gather puts it: the copy of itself writes the same bits.
     this.local.collectives.allGather(mine, y.slice(0, main), { stream });
@@ -268,9 +274,7 @@ export class HostsCollectives {
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    const { flat, fp } = this.#route(what, options, input.nbytes, "all-gather", input, undefined, stream);
-    if (flat) {
-      this.#verify(fp, false, stream);
+    if (this.#route(what, options, input.nbytes, "all-gather", input, undefined, stream)) {
       this.#world.allGather(input, output, stream);
       return output;
     }
@@ -280,7 +284,6 @@ export class HostsCollectives {
       this.hosts * c,
       this.perHost * this.hosts * c,
     ]);
-    this.#verify(fp, true, stream);
     this.#rail.allGather(input.view([c]), byHost!, stream);
     this.local.collectives.allGather(byHost!, byPosition!, { stream });
     this.#transpose(byPosition!, output.view([output.numel]), this.perHost, this.hosts, c, stream);
@@ -298,9 +301,7 @@ export class HostsCollectives {
     checkDivisible(what, input, this.#group.worldSize);
     checkNumel(what, "output", output, input.numel / this.#group.worldSize);
     const stream = this.#stream(what, options, [input, output]);
-    const { flat, fp } = this.#route(what, options, output.nbytes, "reduce-scatter", input, op, stream);
-    if (flat) {
-      this.#verify(fp, false, stream);
+    if (this.#route(what, options, output.nbytes, "reduce-scatter", input, op, stream)) {
       this.#world.reduceScatter(input, output, op, stream);
       return output;
     }
@@ -312,7 +313,6 @@ export class HostsCollectives {
     ]);
     this.#transpose(input.view([input.numel]), byPosition!, this.hosts, this.perHost, c, stream);
     this.local.collectives.reduceScatter(byPosition!, hostSum!, { op, stream });
-    this.#verify(fp, true, stream);
     this.#rail.reduceScatter(hostSum!, output.view([c]), op, stream);
     return output;
   }
@@ -366,7 +366,6 @@ export class HostsCollectives {
     const span = (r: number): [number, number] => [r * chunk, chunk];
     this.#verify(
       this.#fingerprint({ kind: "all-to-all/nccl", dtype: x.dtype, count: x.numel }, stream),
-      false,
       stream,
     );
     ncclExchange(this.#world, this.#group.rank, world, x, out, span, span, stream);
@@ -424,7 +423,7 @@ export class HostsCollectives {
   barrier(options: { stream?: Stream } = {}): void {
     const stream = options.stream ?? defaultStream(this.#group.device);
     this.#token ??= Tensor.empty([1], "u32", { device: this.#group.device });
-    this.#verify(this.#fingerprint({ kind: "barrier", count: 0 }, stream), false, stream);
+    this.#verify(this.#fingerprint({ kind: "barrier", count: 0 }, stream), stream);
     this.#world.allReduce(this.#token, this.#token, "max", stream);
   }
 
@@ -441,8 +440,9 @@ export class HostsCollectives {
     for (const w of this.#check?.words.values() ?? []) w.dispose();
   }
 
-  /** Whether a call runs as flat NCCL (asked for, auto's rule, or one rank per host), and its fingerprint
-   * (#fingerprint) as the algorithm it runs. */
+  /** Whether a call runs as flat NCCL (asked for, auto's rule, or one rank per host); its fingerprint
+   * (#fingerprint, naming the route) checked first (#verify), so that ranks whose sizes or algorithms put
+   * them on different routes end in CollectiveMismatchError rather than in NCCL calls that never pair. */
   #route(
     what: string,
     options: HostsCallOptions,
@@ -451,10 +451,11 @@ export class HostsCollectives {
     input: Tensor,
     op: ReduceOp | undefined,
     stream: Stream,
-  ): { flat: boolean; fp: number } {
+  ): boolean {
     const flat = this.#pick(what, options, bytes) === "nccl" || this.perHost === 1;
     const kind = `${collective}/${flat ? "nccl" : "hierarchical"}` as const;
-    return { flat, fp: this.#fingerprint({ kind, dtype: input.dtype, count: input.numel, op }, stream) };
+    this.#verify(this.#fingerprint({ kind, dtype: input.dtype, count: input.numel, op }, stream), stream);
+    return flat;
   }
 
   /** `bytes`: per rank, the all-reduce's and all-gather's input, the reduce-scatter's output. */

@@ -4,27 +4,18 @@
 // that chose differently would wait for each other until a timeout, so a group of mixed GPUs is refused
 // when its collectives are made, on every rank alike.
 import { UnsupportedError } from "../errors.js";
+import { gatherValues, type StoreGroup } from "../distributed/agree.js";
 
 /** What checkSameGpus needs of a group (ProcessGroup's members of those names). */
-export interface GpuModelGroup {
-  readonly rank: number;
-  readonly ranks: readonly number[];
+export interface GpuModelGroup extends StoreGroup {
   readonly device: { readonly props: { readonly name: string; readonly smCount: number } };
-  readonly store: {
-    set(k: string, v: string): Promise<void>;
-    get(k: string): Promise<Buffer | Uint8Array>;
-  };
 }
 
 /** Collective over `group`: throws UnsupportedError on every rank if any two ranks' GPUs differ in model
  * or SM count. */
 export async function checkSameGpus(group: GpuModelGroup): Promise<void> {
   const { name, smCount } = group.device.props;
-  const mine = `${name} (${smCount} SMs)`;
-  await group.store.set(`gpu-model/${group.rank}`, mine);
-  const models = await Promise.all(
-    group.ranks.map(async (_, r) => Buffer.from(await group.store.get(`gpu-model/${r}`)).toString()),
-  );
+  const models = await gatherValues(group, "gpu-model", `${name} (${smCount} SMs)`);
   const other = models.findIndex((m) => m !== models[0]);
   if (other >= 0)
     throw new UnsupportedError(

@@ -54,6 +54,8 @@ export interface DeviceProperties {
 }
 
 let currentCtx: Ptr = 0n;
+/** The context symmkit made current last (every call makes its device's current first). */
+export const currentContext = (): Ptr => currentCtx;
 let defaultOrdinal = 0;
 
 export class Device {

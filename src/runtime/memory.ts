@@ -1,6 +1,6 @@
 // Device memory, pinned host memory and the copies between them. Memory is released by dispose(),
 // never by the garbage collector: GPU memory is too scarce to wait for a GC that does not see it.
-import { CudaError, DisposedError, InvalidArgumentError, UnsupportedError } from "../errors.js";
+import { CudaError, DisposedError, InvalidArgumentError, SymmkitError, UnsupportedError } from "../errors.js";
 import {
   check,
   CU_MEMHOSTALLOC_DEVICEMAP,
@@ -156,7 +156,9 @@ export function retryAfterRelease(device: Device, allocate: () => void): void {
     try {
       released = MemoryPool.releaseCached(device);
     } catch (failed) {
-      // The device's work failed (or a capture is open): the allocation's own error is the one to see.
+      // A kernel's recorded cause (a typed error) says more than the allocation's; else the device's work
+      // failed (or a capture is open) and the allocation's own error is the one to see.
+      if (failed instanceof SymmkitError && !(failed instanceof CudaError)) throw failed;
       throw new CudaError(e.call, e.status, e.errorName, e.errorString, { cause: failed });
     }
     if (!released) throw e;

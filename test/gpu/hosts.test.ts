@@ -22,6 +22,7 @@ const cli = path.join(here, "..", "..", "src", "cli.js");
 async function twoHosts(
   env: Record<string, string> = {},
   command = [path.join(here, "ranks", "hosts.js")],
+  nodeEnv: (nodeRank: number) => Record<string, string> = () => ({}),
 ): Promise<{ status: number | null; out: string }[]> {
   const port = await freePort();
   const token = crypto.randomBytes(16).toString("hex");
@@ -33,7 +34,11 @@ async function twoHosts(
         token,
         command,
         launcherArgs: ["--share-gpus"],
-        env: gpus > 1 ? { ...env, CUDA_VISIBLE_DEVICES: String(nodeRank) } : env,
+        env: {
+          ...env,
+          ...nodeEnv(nodeRank),
+          ...(gpus > 1 ? { CUDA_VISIBLE_DEVICES: String(nodeRank) } : {}),
+        },
         timeoutMs: 500_000,
       }),
     ),
@@ -68,9 +73,9 @@ test(
   },
 );
 
-for (const algorithm of ["hierarchical", "nccl"])
+for (const algorithm of ["hierarchical", "nccl", "route"])
   test(
-    `two hosts, SYMMKIT_CHECK_CALLS=1: a ${algorithm} all-reduce whose reduction differs between the hosts ends in CollectiveMismatchError on every rank`,
+    `two hosts, SYMMKIT_CHECK_CALLS=1: an all-reduce that differs between the hosts (${algorithm === "route" ? "hierarchical on one, nccl on the other" : `${algorithm}, the reduction`}) ends in CollectiveMismatchError on every rank`,
     { skip: skipReason },
     async () => {
       const results = await twoHosts({
@@ -83,6 +88,23 @@ for (const algorithm of ["hierarchical", "nccl"])
       assert.equal(out.match(new RegExp(`${algorithm} mismatch caught`, "g"))?.length, 4);
     },
   );
+
+test(
+  "two hosts, SYMMKIT_CHECK_CALLS set on one host only: init refuses on every rank, naming the setting",
+  { skip: skipReason },
+  async () => {
+    const results = await twoHosts({ HOSTS_FAULT: "mismatch" }, undefined, (node) =>
+      node === 1 ? { SYMMKIT_CHECK_CALLS: "1" } : {},
+    );
+    for (const r of results) assert.notEqual(r.status, 0);
+    const out = results.map((r) => r.out).join("\n");
+    assert.match(
+      out,
+      /SYMMKIT_CHECK_CALLS is (set|unset) on rank \d and (set|unset) on rank \d: set it alike on every host/,
+    );
+    assert.doesNotMatch(out, /mismatch caught/);
+  },
+);
 
 test(
   "symmkit demo on two hosts: the all-reduce across hosts, then the MLP block inside each",

@@ -9,9 +9,10 @@
 // between pairs (peers on this host and on the other), allToAll, and the symmetric-memory ops refused
 // with UnsupportedError. HOSTS_FAULT=kill: the last rank kills itself
 // after init, and the others must not outlive it (the launchers stop them). HOSTS_FAULT=mismatch (with
-// SYMMKIT_CHECK_CALLS=1): host 1's ranks ask for max where host 0's ask for sum, in both algorithms (each
-// host agrees within itself, so only the check between hosts can tell), and every rank must end with
-// CollectiveMismatchError before the call runs.
+// SYMMKIT_CHECK_CALLS=1): host 1's ranks ask for max where host 0's ask for sum, in either algorithm
+// (HOSTS_ALGORITHM hierarchical or nccl; each host agrees within itself, so only the check between hosts
+// can tell), or (HOSTS_ALGORITHM=route) host 0 asks for hierarchical and host 1 for nccl, and every rank
+// must end with CollectiveMismatchError before the call runs.
 import assert from "node:assert/strict";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
 import { init, type HostsProcessGroup } from "../../../src/init.js";
@@ -44,19 +45,32 @@ if (process.env.HOSTS_FAULT === "kill") {
 
 if (process.env.HOSTS_FAULT === "mismatch") {
   const host = Math.floor(rank / c.perHost);
-  const algorithm = process.env.HOSTS_ALGORITHM === "nccl" ? "nccl" : "hierarchical";
+  const mode = process.env.HOSTS_ALGORITHM ?? "hierarchical";
+  const route = mode === "route";
+  const algorithm = route
+    ? host === 0
+      ? "hierarchical"
+      : "nccl"
+    : mode === "nccl"
+      ? "nccl"
+      : "hierarchical";
   const x = Tensor.full([4096], 1, "f32");
   const y = Tensor.full([4096], NaN, "f32");
   group.synchronize();
   try {
-    c.allReduce(x, { output: y, op: host === 0 ? "sum" : "max", algorithm });
+    c.allReduce(x, { output: y, op: route || host === 0 ? "sum" : "max", algorithm });
     group.synchronize();
     console.log(`rank ${rank}: the mismatched call ran (${(y.toHost() as Float32Array)[0]})`);
     process.exit(5);
   } catch (e) {
     assert.ok(e instanceof CollectiveMismatchError, `rank ${rank}: ${String(e)}`);
-    assert.match(e.message, /reduction: ours (sum|max), theirs (max|sum)/);
-    console.log(`rank ${rank}: ${algorithm} mismatch caught: ${e.message.split(".")[0]}`);
+    assert.match(
+      e.message,
+      route
+        ? /ours all-reduce\/(hierarchical|nccl), theirs all-reduce\/(nccl|hierarchical)/
+        : /reduction: ours (sum|max), theirs (max|sum)/,
+    );
+    console.log(`rank ${rank}: ${mode} mismatch caught: ${e.message.split(".")[0]}`);
     process.exit(0);
   }
 }
