@@ -9,6 +9,7 @@ import type { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { tensorMap2d } from "../runtime/tensor-map.js";
+import { Tensor } from "../runtime/tensor.js";
 import { sharedModule, type ProgramSpec } from "../runtime/module.js";
 import type { Kernel } from "../runtime/kernel.js";
 import type { SyncWatch } from "../distributed/sync-watch.js";
@@ -169,6 +170,29 @@ export function decodeFlagCount(m: number, n: number, world: number): number {
   const shape = decodeShape(m);
   const { tilesM, tilesN } = decodeTiles(m, n, shape);
   return world * tilesM * tilesN * consumers(shape);
+}
+
+/** The exchange of an all-reduce variant at world 1 (its own receive buffer, zeroed flags and epoch), with
+ * `epoch` to read the call count back and dispose() to free it: what the tests and bench/decode-ar.mjs
+ * run the epilogue with when there is no peer. */
+export function soloExchange(
+  device: Device,
+  m: number,
+  n: number,
+): GemmScatter & { epoch: Ptr; counts: Tensor; dispose(): void } {
+  const recv = Tensor.empty([m, n], "bf16", { device });
+  const flags = Tensor.zeros([decodeFlagCount(m, n, 1)], "u32", { device });
+  const counts = Tensor.zeros([2], "u32", { device });
+  return {
+    rank: 0,
+    world: 1,
+    shardRows: m,
+    recv: [recv.ptr],
+    flags: [flags.ptr],
+    epoch: counts.ptr,
+    counts,
+    dispose: () => [recv, flags, counts].forEach((t) => t.dispose()),
+  };
 }
 
 /** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */

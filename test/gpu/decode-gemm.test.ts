@@ -15,7 +15,7 @@ import { HopperGemm } from "../../src/ops/hopper-gemm.js";
 import {
   DECODE_COLS,
   DecodeGemm,
-  decodeFlagCount,
+  soloExchange,
   decodeShape,
   decodeTiles,
   type DecodeShape,
@@ -183,17 +183,7 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
     [160, 4096, 1024, [1, 2]],
   ] as const) {
     const { device, a, b, bits } = problem(m, n, k, "bf16", 201 + m);
-    const recv = Tensor.empty([m, n], "bf16", { device });
-    const flags = Tensor.zeros([decodeFlagCount(m, n, 1)], "u32", { device });
-    const epoch = Tensor.zeros([2], "u32", { device });
-    const exchange = {
-      rank: 0,
-      world: 1,
-      shardRows: m,
-      recv: [recv.ptr],
-      flags: [flags.ptr],
-      epoch: epoch.ptr,
-    };
+    const exchange = soloExchange(device, m, n);
     for (const splits of splitsList) {
       const label = `${m}x${n}x${k} all-reduce, ${splits} slices`;
       const got = new Guarded([m, n], "bf16", device);
@@ -212,11 +202,12 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
       got.dispose();
     }
     assert.deepEqual(
-      [...(epoch.toHost() as Uint32Array)],
+      [...(exchange.counts.toHost() as Uint32Array)],
       [splitsList.length, 0],
       "one epoch per call, readers reset",
     );
-    for (const t of [a, b, recv, flags, epoch]) t.dispose();
+    exchange.dispose();
+    for (const t of [a, b]) t.dispose();
   }
 });
 
