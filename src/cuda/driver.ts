@@ -326,7 +326,6 @@ export function driverLibraryPath(): string {
   return driverPath;
 }
 
-/** Throws CudaError unless `status` is CUDA_SUCCESS. The one place driver statuses are judged. */
 /** What a kernel's trap leaves every later call of its context: CUDA_ERROR_LAUNCH_FAILED. */
 const CUDA_ERROR_LAUNCH_FAILED = 719;
 
@@ -339,8 +338,8 @@ export function setFailureExplainer(explain: (e: CudaError) => unknown): void {
   explainFailure = explain;
 }
 
-/** Throws CudaError for a failed call, or for a launch failure the typed error its recorded cause stands
- * for (setFailureExplainer). */
+/** Throws CudaError unless `status` is CUDA_SUCCESS, or for a launch failure the typed error its recorded
+ * cause stands for (setFailureExplainer). The one place driver statuses are judged. */
 export function check(status: number, call: string): void {
   if (status === CUDA_SUCCESS) return;
   const e = cudaError(status, call);

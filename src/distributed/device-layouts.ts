@@ -24,6 +24,8 @@ export const SYMM_VIEW_LAYOUT = {
 } as const;
 
 export const SYMM_VIEW_BYTES = SYMM_VIEW_LAYOUT.bytes;
+/** SymmView as a kernel parameter: its size, and the alignment of its widest member (a pointer). */
+export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
 
 /** WaitEnv (sync/wait.cuh) as a kernel's by-value parameter: byte offsets of its fields. */
 export const WAIT_ENV_LAYOUT = {
@@ -33,8 +35,6 @@ export const WAIT_ENV_LAYOUT = {
   rank: 24,
   bytes: 32,
 } as const;
-/** SymmView as a kernel parameter: its size, and the alignment of its widest member (a pointer). */
-export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
 
 /**
  * TimeoutRecord (device/include/symmkit/sync/wait.cuh): what the first thread that gives up a bounded

@@ -177,7 +177,7 @@ export class HostsCollectives {
     memset(words.ptr, fp, 4, 1, stream);
     const gathered = words.slice(1, 1 + world);
     this.#world.allGather(words.slice(0, 1), gathered, stream);
-    c.kernel.launch({ grid: 1, block: 1, stream }, gathered.ptr, world, fp, 0, 1, c.env);
+    c.kernel.launch({ grid: 1, block: 1, stream }, gathered.ptr, world, fp, c.env);
   }
 
   /**

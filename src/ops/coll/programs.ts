@@ -4,7 +4,7 @@
 // (the registry, ./registry.ts, lists which programs each algorithm uses).
 // A rank compiles only the programs it uses; CI compiles all of them (src/catalog.ts). The group barrier
 // kernels the collectives enqueue between copy-engine steps (sync/barrier_kernels.cuh) are here too.
-import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
+import { SYMM_VIEW_PARAM, WAIT_ENV_LAYOUT } from "../../distributed/device-layouts.js";
 import { DTYPES, type DType } from "../../runtime/dtype.js";
 import type { ParamType } from "../../runtime/kernel.js";
 import type { ProgramSpec } from "../../runtime/module.js";
@@ -65,15 +65,13 @@ export const BARRIER_KERNELS: ProgramSpec = {
 };
 export const GROUP_BARRIER_PARAMS = [SYMM_VIEW_PARAM, "u32"] as const;
 export const BARRIER_HOLD_PARAMS = [SYMM_VIEW_PARAM, "u64", "u32"] as const;
-/** check_fingerprints: the gathered words, their count, this rank's, the group rank of member 0 and the
- * step between members, then WaitEnv by value (WAIT_ENV_LAYOUT). */
+/** check_fingerprints: the gathered words, their count (the group's ranks), this rank's, then WaitEnv by
+ * value (WAIT_ENV_LAYOUT). */
 export const CHECK_FINGERPRINTS_PARAMS = [
   "ptr",
   "u32",
   "u32",
-  "u32",
-  "u32",
-  { bytes: 32, align: 8 },
+  { bytes: WAIT_ENV_LAYOUT.bytes, align: 8 },
 ] as const;
 
 /** Parameters of the collective kernels: the SymmView blob, the plain input to copy in (0 when the input

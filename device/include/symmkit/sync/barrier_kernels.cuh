@@ -6,9 +6,9 @@
 // wrote before it (stream order) and acquires what every peer wrote before theirs. `phase` is the
 // fingerprint of the call it belongs to (sync/signal.cuh), the same on every rank.
 // check_fingerprints reads, in stream order after the NCCL all-gather that filled it, one fingerprint per
-// member of a communicator; the first that differs from this rank's is recorded as a mismatch (kind
-// kMismatch, naming the group rank base + stride x member) and the kernel traps, so that the call it
-// guards never runs on data another call's peers would mix in.
+// rank of the group; the first that differs from this rank's is recorded as a mismatch (kind kMismatch,
+// naming that rank) and the kernel traps, so that the call it guards never runs on data another call's
+// peers would mix in.
 #pragma once
 #include "symmkit/sync/barrier.cuh"
 
@@ -32,10 +32,10 @@ __global__ void barrier_hold(const __grid_constant__ SymmView v, u64 hold_ns, u3
   }
 }
 
-/** One thread: `got` holds `n` members' fingerprints of the call about to run; all must be `expected`. */
-__global__ void check_fingerprints(const u32* got, u32 n, u32 expected, u32 base, u32 stride, WaitEnv env) {
-  for (u32 i = 0; i < n; ++i)
-    if (got[i] != expected) give_up(env, base + stride * i, expected, 0, kMismatch, expected, got[i]);
+/** One thread: `got` holds the `world` ranks' fingerprints of the call about to run; all must be `expected`. */
+__global__ void check_fingerprints(const u32* got, u32 world, u32 expected, WaitEnv env) {
+  for (u32 r = 0; r < world; ++r)
+    if (got[r] != expected) give_up(env, r, expected, 0, kMismatch, expected, got[r]);
 }
 
 }  // namespace symmkit
