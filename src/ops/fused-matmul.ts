@@ -63,6 +63,7 @@ import {
   overlaps,
   sameSpan,
   symmkitGemmPlan,
+  TILE_GEMM_PLAN,
   type Span,
   type SymmkitGemmPlan,
 } from "./matmul.js";
@@ -244,7 +245,7 @@ export class FusedMatmul {
       this.#cublas(p, gathered, b, out, scales, s);
     } else if (algorithm === "sequential") {
       this.#ctx.allGather(aShard, gathered.view([p.m * p.k]), s);
-      this.#plainGemm(p, gathered, b, out, scales, s);
+      this.#tileGemm(p, gathered, b, out, scales, s);
     } else {
       const phase = this.#ctx.phase(
         { kind: `all-gather-matmul/${algorithm}` as CallKind, dtype: p.elem, count: aShard.numel },
@@ -299,7 +300,7 @@ export class FusedMatmul {
         this.#cublas(p, a, b, partial, scales, s);
         this.#ctx.comm.reduceScatter(partial, out.view([p.shardRows * p.n]), "sum", s);
       } else {
-        this.#plainGemm(p, a, b, partial, scales, s);
+        this.#tileGemm(p, a, b, partial, scales, s);
         this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s);
       }
       return out;
@@ -633,8 +634,14 @@ export class FusedMatmul {
   }
 
   /** symmkit's GEMM as matmul() runs it. */
+  /** The GEMM matmul() would run: the arithmetic of the fused GEMM + all-reduce. */
   #plainGemm(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
     launchSymmkitGemm(this.#ctx.group.device, p, gemmOperands(p, a, b, d, scales), s);
+  }
+
+  /** The unsplit tile GEMM: the arithmetic of the fused all-gather + GEMM and GEMM + reduce-scatter. */
+  #tileGemm(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
+    launchSymmkitGemm(this.#ctx.group.device, p, gemmOperands(p, a, b, d, scales), s, TILE_GEMM_PLAN);
   }
 
   #cublas(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {

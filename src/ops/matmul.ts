@@ -213,14 +213,21 @@ export function describePlan(plan: SymmkitGemmPlan): string {
   return `hopper${plan.narrow ? ", narrow ring" : ""}, ${slices}`;
 }
 
-/** symmkit's GEMM of `p` as matmul() runs it (symmkitGemmPlan). */
+/**
+ * The Hopper GEMM unsplit, one CTA per 128 x 256 tile over the whole of K: the arithmetic of the fused
+ * all-gather + GEMM and GEMM + reduce-scatter at every shape, so their sequential constructions run it
+ * too. matmul() gives the same bits wherever its plan is this one (no decode GEMM, no split-K).
+ */
+export const TILE_GEMM_PLAN: SymmkitGemmPlan = { kernel: "hopper", splits: 1, splitK: false, narrow: false };
+
+/** symmkit's GEMM of `p` as matmul() runs it (symmkitGemmPlan), or as `plan` says. */
 export function launchSymmkitGemm(
   device: Device,
   p: MatmulProblem,
   operands: ReturnType<typeof gemmOperands>,
   stream?: Stream,
+  plan: SymmkitGemmPlan = symmkitGemmPlan(device, p),
 ): void {
-  const plan = symmkitGemmPlan(device, p);
   const common = { ...operands, splits: plan.splits, ...(stream ? { stream } : {}) };
   if (plan.kernel === "decode") {
     const key = `${device.ordinal}/${p.elem}/${plan.cols}/${plan.wide}`;

@@ -431,7 +431,9 @@ __device__ __forceinline__ u32* exchange_flag(const FusionParams& f, u32 owner, 
 struct ScatterReduce {
   static constexpr bool kReduces = true;
   static constexpr u32 kUnitRows = 16;
-  static constexpr u32 kUnitsPerTile = kTileM / kUnitRows;
+  /** Units of one consumer's half (64 rows); a tile has two halves, each behind its own flags. */
+  static constexpr u32 kUnitsPerHalf = 64 / kUnitRows;
+  static constexpr u32 kUnitsPerTile = 2 * kUnitsPerHalf;
   /** What the CTA's warps share: the reduce units handed out, the epoch, and one mailbox per consumer. */
   struct Shared {
     u32 next_unit;
@@ -524,7 +526,7 @@ struct ScatterReduce {
   template <u32 kRows, bool kStopAtLastBand>
   static __device__ __forceinline__ void reduce(const GemmArgs& a, const FusionParams& f, u32* next, u32 lane,
                                                 u32 epoch) {
-    const u32 units = f.tiles_per_shard * 2 * kUnitsPerTile;
+    const u32 units = f.tiles_per_shard * kUnitsPerTile;
     const u32 band_tiles = a.group_m * a.tiles_n;
     const u32 last_band = (f.tiles_per_shard - 1) / band_tiles;
     const u64 slot = u64(f.shard_rows) * a.n;
@@ -538,7 +540,7 @@ struct ScatterReduce {
           j = *reinterpret_cast<volatile u32*>(next);
           for (;;) {
             const u32 g = blockIdx.x + gridDim.x * j;
-            if (g >= units || (g / (2 * kUnitsPerTile)) / band_tiles == last_band) {
+            if (g >= units || (g / kUnitsPerTile) / band_tiles == last_band) {
               j = ~0u;
               break;
             }
@@ -554,7 +556,7 @@ struct ScatterReduce {
       if (j == ~0u) return;
       const u32 g = blockIdx.x + gridDim.x * j;
       if (g >= units) return;
-      const u32 t = g / (2 * kUnitsPerTile), half = (g / kUnitsPerTile) % 2;
+      const u32 t = g / kUnitsPerTile, half = (g / kUnitsPerHalf) % 2;
       u32 tml, tn;
       grouped_step(t, f.tiles_per_shard / a.tiles_n, a.tiles_n, a.group_m, tml, tn);
       const u32 id = tml * a.tiles_n + tn;
@@ -569,7 +571,8 @@ struct ScatterReduce {
         }
       }
       __syncwarp();
-      const u32 row0 = tml * kTileM + half * 64 + (g % kUnitsPerTile) * kUnitRows;
+      // Within the half whose flags were awaited: a unit never reads rows another flag covers.
+      const u32 row0 = tml * kTileM + half * 64 + (g % kUnitsPerHalf) * kUnitRows;
       const u32 col = tn * kTileN + lane * 8;
       const u32 rows = row0 < f.shard_rows ? min(kUnitRows, f.shard_rows - row0) : 0;
       if (col >= a.n) continue;

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The GPU suite at one world size, in one call: every rank program of test/gpu/ranks on the first WORLD
+# GPUs (each timed, its output in $OUT), the fused ops' missing-rank timeouts, then the fault tests
+# (faults, fault-matrix: their rank programs at this world). Run from the repo root, after building and
+# staging, as
+#   SYMMKIT_GIT_REVISION=<rev> WORLD=4 .gpustage/boot.sh bash bench/gpu-suite.sh
+# PROGRAMS picks rank programs (default: all of them); FAULTS=0 skips the fault tests. Exits non-zero if
+# any step failed; $OUT/suite-w$WORLD.txt is the summary (program, status, seconds).
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+export NCCL_NVLS_ENABLE=0
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+world=${WORLD:-$gpus}
+if ((world > gpus)); then
+  echo "WORLD=$world needs $world GPUs; this machine has $gpus"
+  exit 2
+fi
+CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((world - 1)))
+export CUDA_VISIBLE_DEVICES
+programs=${PROGRAMS:-symmetric collectives collectives-large fused gemm-ar ar-norm exchange moe}
+summary="$out/suite-w$world.txt"
+: >"$summary"
+timed() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  step "$name" "$@"
+  local rc=$?
+  echo "$name $([ $rc = 0 ] && echo pass || echo FAIL) $((SECONDS - t0)) s" | tee -a "$summary"
+}
+ranks() {
+  local name=$1
+  shift
+  timed "$name-w$world" bash -c "$* node dist/src/cli.js run -n $world dist/test/gpu/ranks/$name.js 2>&1 | tee '$out/$name-w$world.txt'; exit \${PIPESTATUS[0]}"
+}
+step gpu nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+for p in $programs; do ranks "$p"; done
+for op in rs ar ag; do
+  timed "fused-timeout-$op-w$world" bash -c "SYMMKIT_SYNC_TIMEOUT_MS=3000 FUSED_OP=$op node dist/src/cli.js run -n $world dist/test/gpu/ranks/fused-timeout.js 2>&1 | tee -a '$out/fused-timeout-w$world.txt'; exit \${PIPESTATUS[0]}"
+done
+if [[ ${FAULTS:-1} != 0 ]]; then
+  for t in faults fault-matrix; do
+    timed "$t-test-w$world" bash -c "node --test --test-concurrency=1 --test-reporter=spec dist/test/gpu/$t.test.js 2>&1 | tee '$out/$t-tests-w$world.txt'; exit \${PIPESTATUS[0]}"
+  done
+fi
+cat "$summary"
+exit $status
