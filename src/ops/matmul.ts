@@ -258,6 +258,15 @@ export function launchSymmkitGemm(
 }
 
 export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tensor {
+  return runMatmul(a, b, options, undefined);
+}
+
+/** matmul() on the tile GEMM (TILE_GEMM_PLAN) at every shape: the fused matmuls' GEMM bits, for their tests. */
+export function tileMatmul(a: Tensor, b: Tensor, options: Omit<MatmulOptions, "impl"> = {}): Tensor {
+  return runMatmul(a, b, options, TILE_GEMM_PLAN);
+}
+
+function runMatmul(a: Tensor, b: Tensor, options: MatmulOptions, plan: SymmkitGemmPlan | undefined): Tensor {
   const device = a.device;
   for (const [name, t] of [
     ["b", b],
@@ -275,7 +284,8 @@ export function matmul(a: Tensor, b: Tensor, options: MatmulOptions = {}): Tenso
     options.out ??
     Tensor.empty([p.m, p.n], "bf16", { device, stream: options.stream ?? defaultStream(device) });
   const operands = gemmOperands(p, a, b, out, options);
-  if ((options.impl ?? "symmkit") === "symmkit") launchSymmkitGemm(device, p, operands, options.stream);
+  if ((options.impl ?? "symmkit") === "symmkit")
+    launchSymmkitGemm(device, p, operands, options.stream, plan ?? symmkitGemmPlan(device, p));
   else
     CublasLtMatmul.for(device).run({
       ...operands,

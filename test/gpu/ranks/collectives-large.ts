@@ -12,15 +12,18 @@ import type { TunedCollective } from "../../../src/ops/tune-table.js";
 import { encode, type RawArray } from "../../../src/runtime/dtype.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
 import { readEnvVar } from "../../../src/settings.js";
+import { sectionTimer } from "./guards.js";
 
 const MAX = readEnvVar("SYMMKIT_TEST_LARGE_MAX");
 const group = await init({ backend: "cuda", stagingBytes: MAX });
 const c = group.collectives;
 const { rank, worldSize: world } = group;
+const lap = sectionTimer(rank);
 const PERIOD = 64;
 const GUARD = 64;
 
-/** Rank r's element i: an integer in [-32, 32), period 64 in i; sums over 8 ranks stay exact in bf16. */
+/** Rank r's element i: an integer in [-32, 32), period 64 in i; sums over up to 8 ranks stay within
+ * [-256, 256], exact in bf16 in any order. */
 const value = (i: number, r: number): number => ((i * 37 + r * 101) % PERIOD) - 32;
 
 /** n bf16 elements of the periodic f (f(i) for i < 64 sets the period), built by doubling copies. */
@@ -106,6 +109,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   }
   whole.dispose();
   if (rank === 0) console.log(`${bytes} bytes: every algorithm exact`);
+  lap(`${bytes} bytes`);
 }
 
 await group.destroy();

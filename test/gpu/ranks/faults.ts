@@ -3,7 +3,7 @@
 //   CUDA graph) and waits at the store; the others must end with NcclTimeoutError naming it, within the
 //   deadline plus 5 s.
 // - nccl-kill: rank 1 kills itself (SIGKILL) before an NCCL all-reduce; run without the launcher (which
-//   would stop the job), rank 0 must end with NcclTimeoutError naming rank 1.
+//   would stop the job), every other rank must end with NcclTimeoutError naming rank 1.
 // - mismatch-size, -algorithm, -lamport, -ll, -copy-engine, -nccl: the last
 //   rank's call differs from the others' (element count of a one-shot all-reduce; one-shot against
 //   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather and NCCL's all-reduce,

@@ -7,7 +7,10 @@
 //   bf16 and fp8 with scales, B as [n, k] and [k, n], m from 1 (a decode step) to 300, K long enough for
 //   split-K (up to 8 slices) and not; outputs poisoned
 //   with guards; a CUDA graph replayed with the inputs changed in between; a rank delayed 50 ms; bad
-//   input a typed error with nothing written. Seeded, the seed printed.
+//   input a typed error with nothing written. Seeded, the seed printed. Shapes are the whole problem on
+//   every rank, so they hold at any world size. Every checked call of the main loop follows a call of the
+//   same shape on other operands (a decoy), so that a receive slot read before this call's partial landed
+//   holds another call's values and the check fails.
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
@@ -21,13 +24,14 @@ import { decodeToF32, rawArray, type DType, type RawArray } from "../../../src/r
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
-import { guardsIntact, poisoned } from "./guards.js";
+import { guardsIntact, poisoned, sectionTimer } from "./guards.js";
 
 const group = await init({ backend: "cuda", stagingBytes: 32 << 20 });
 const c = group.collectives;
 const { rank, worldSize: world, device } = group;
 const stream = defaultStream(device);
 const seed = await sharedSeed(group.store, rank);
+const lap = sectionTimer(rank);
 const ALGORITHMS: MatmulAllReduceAlgorithm[] = ["fused", "sequential", "nccl_cublaslt", "auto"];
 
 type Layout = "nk" | "kn";
@@ -44,6 +48,8 @@ const scaleA = Tensor.fromHost([0.5], "f32");
 const scaleB = Tensor.fromHost([1.5], "f32");
 const scalesFor = (dtype: DType) => (dtype === "fp8e4m3" ? { scaleA, scaleB } : {});
 const EPS = 1e-5;
+/** A decoy's operands: the case's salt plus this (no case's own salt comes near). */
+const DECOY = 100_000;
 
 const operand = (dtype: DType, shape: number[], r: number, salt: number, low = -1, high = 1): Tensor =>
   Tensor.rand(shape, dtype, {
@@ -74,17 +80,20 @@ interface Case {
   readonly n: number;
   readonly a: Tensor;
   readonly b: Tensor;
+  /** This rank's operands of the same shape, other values. */
+  readonly decoy: readonly [Tensor, Tensor];
   /** The rank-order sum of symmkit's partials, bf16. */
   readonly sum: RawArray;
 }
 
 function makeCase(combo: Combo, m: number, n: number, k: number, salt: number): Case {
   const { dtype, layout } = combo;
+  const bShape = layout === "nk" ? [n, k] : [k, n];
   const partials: RawArray[] = [];
   let mine: [Tensor, Tensor] | undefined;
   for (let r = 0; r < world; r++) {
     const a = operand(dtype, [m, k], r, salt);
-    const b = operand(dtype, layout === "nk" ? [n, k] : [k, n], r, salt + 1);
+    const b = operand(dtype, bShape, r, salt + 1);
     const p = matmul(a, b, { layoutB: layout, ...scalesFor(dtype) });
     partials.push(p.toHost());
     p.dispose();
@@ -100,9 +109,12 @@ function makeCase(combo: Combo, m: number, n: number, k: number, salt: number): 
     n,
     a: mine![0],
     b: mine![1],
+    decoy: [operand(dtype, [m, k], rank, salt + DECOY), operand(dtype, bShape, rank, salt + 1 + DECOY)],
     sum,
   };
 }
+
+const disposeCase = (x: Case): void => [x.a, x.b, ...x.decoy].forEach((t) => t.dispose());
 
 interface Norm {
   readonly weight: Tensor;
@@ -159,9 +171,12 @@ for (const combo of COMBOS)
     const nm = norm(n, m, (salt += 3));
     const [wantOut, wantRes] = normWant(x, nm);
     const [wantFp8] = normWant(x, nm, 0.25);
+    const decoyOut = Tensor.empty([m, n], "bf16");
     for (const algorithm of ALGORITHMS) {
       const opts = { algorithm, layoutB: combo.layout, ...scalesFor(combo.dtype) };
+      const decoy = (): unknown => c.matmulAllReduce(x.decoy[0], x.decoy[1], { ...opts, out: decoyOut });
       const [whole, out] = poisoned("bf16", [m, n]);
+      decoy();
       c.matmulAllReduce(x.a, x.b, { ...opts, out });
       const what = `${x.what} ${algorithm}`;
       if (algorithm === "nccl_cublaslt") close(out.toHost(), x.sum, what);
@@ -170,6 +185,7 @@ for (const combo of COMBOS)
       // With the norm: out the norm's output, residualOut the pre-norm sum.
       const [wholeN, outN] = poisoned("bf16", [m, n]);
       const [wholeR, resOut] = poisoned("bf16", [m, n]);
+      decoy();
       c.matmulAllReduce(x.a, x.b, {
         ...opts,
         out: outN,
@@ -183,6 +199,7 @@ for (const combo of COMBOS)
       guardsIntact(wholeN, `${what} rmsNorm`);
       guardsIntact(wholeR, `${what} rmsNorm residualOut`);
       if (algorithm !== "nccl_cublaslt") {
+        decoy();
         const fp8 = c.matmulAllReduce(x.a, x.b, {
           ...opts,
           rmsNorm: { weight: nm.weight, bias: nm.bias, residual: nm.residual, eps: EPS, outputScale: 0.25 },
@@ -193,12 +210,14 @@ for (const combo of COMBOS)
       }
       for (const t of [whole, wholeN, wholeR]) t.dispose();
     }
-    for (const t of [x.a, x.b, nm.weight, nm.bias, nm.residual]) t.dispose();
+    for (const t of [decoyOut, nm.weight, nm.bias, nm.residual]) t.dispose();
+    disposeCase(x);
   }
 if (rank === 0)
   console.log(
-    "matmulAllReduce: fused and sequential bit for bit with the rank-order reference, with and without the norm; nccl_cublaslt within rounding",
+    "matmulAllReduce: fused and sequential bit for bit with the rank-order reference, with and without the norm, each after a decoy call; nccl_cublaslt within rounding",
   );
+lap("every combo, shape and algorithm");
 
 // A CUDA graph of every algorithm, replayed with the inputs changed in between (each has run on this
 // stream before, as split-K needs).
@@ -221,11 +240,12 @@ if (rank === 0)
       if (algorithm === "nccl_cublaslt") close(outs[i]!.toHost(), x.sum, what);
       else assertSameBits(outs[i]!.toHost(), x.sum, what, seed);
     });
-    for (const t of [x.a, x.b]) t.dispose();
+    disposeCase(x);
   }
   graph.dispose();
   if (rank === 0) console.log("graph replays with changed inputs: exact");
 }
+lap("graph replays");
 
 // A straggler, then calls alternating shapes and algorithms.
 if (rank === world - 1) await sleep(50);
@@ -239,9 +259,11 @@ for (let i = 0; i < 30; i++) {
   });
   if (algorithm === "nccl_cublaslt") close(out.toHost(), x.sum, `call ${i}`);
   else assertSameBits(out.toHost(), x.sum, `call ${i} ${algorithm}`, seed);
-  for (const t of [x.a, x.b, out]) t.dispose();
+  out.dispose();
+  disposeCase(x);
 }
 if (rank === 0) console.log("straggler and 30 alternating calls: exact");
+lap("straggler, alternating calls");
 
 // Bad input: typed errors, nothing written.
 {
@@ -308,6 +330,7 @@ if (rank === 0) console.log("straggler and 30 alternating calls: exact");
   }
   guardsIntact(whole, "bad inputs");
 }
+lap("bad input");
 c.barrier();
 stream.synchronize();
 console.log(`gpu gemm-ar ok rank ${rank}`);

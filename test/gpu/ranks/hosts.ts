@@ -1,18 +1,17 @@
-// One rank of the several-hosts check (test/gpu/hosts.test.ts): a job started as two hosts
-// (symmkit run --nnodes 2), init({ acrossHosts: true }), and every HostsCollectives call against the
-// closed form. Inputs are small integers (a seeded shuffle per rank), so every sum is exact in every
-// dtype and the result must be exactly the closed form on every rank, whatever order NCCL adds in:
-// hierarchical, nccl and auto; sum, max and min; f32, bf16 and f16; sizes below, at and past a multiple
-// of the ranks per host; outputs poisoned inside guards; subgroups of one rank per host and of one host;
-// a CUDA graph replayed with the inputs changed in between; the fused matmuls on collectives.local
-// (host 1's local ranks are not its world ranks); send/recv around the ring and sendRecv
-// between pairs (peers on this host and on the other), allToAll, and the symmetric-memory ops refused
-// with UnsupportedError. HOSTS_FAULT=kill: the last rank kills itself
-// after init, and the others must not outlive it (the launchers stop them). HOSTS_FAULT=mismatch (with
-// SYMMKIT_CHECK_CALLS=1): host 1's ranks ask for max where host 0's ask for sum, in either algorithm
-// (HOSTS_ALGORITHM hierarchical or nccl; each host agrees within itself, so only the check between hosts
-// can tell), or (HOSTS_ALGORITHM=route) host 0 asks for hierarchical and host 1 for nccl, and every rank
-// must end with CollectiveMismatchError before the call runs.
+// One rank of the several-hosts check (test/gpu/hosts.test.ts): a job started as several hosts (symmkit run
+// --nnodes H, any number of ranks per host), init({ acrossHosts: true }), and every HostsCollectives call
+// against the closed form. Inputs are small integers (a seeded shuffle per rank), so every sum is exact in
+// every dtype and the result must be exactly the closed form on every rank, whatever order NCCL adds in:
+// hierarchical, nccl and auto; sum, max and min; f32, bf16 and f16; sizes below, at and past a multiple of
+// the ranks per host; outputs poisoned inside guards; subgroups of one rank per host and of one host; a CUDA
+// graph replayed with the inputs changed in between; the fused matmuls on collectives.local (host 1's local
+// ranks are not its world ranks); send/recv around the ring and sendRecv between pairs (peers on this host
+// and on another), allToAll, and the symmetric-memory ops refused with UnsupportedError. HOSTS_FAULT=kill:
+// the last rank kills itself after init, and the others must not outlive it (the launchers stop them).
+// HOSTS_FAULT=mismatch (with SYMMKIT_CHECK_CALLS=1): the other hosts' ranks ask for max where host 0's ask
+// for sum, in either algorithm (HOSTS_ALGORITHM hierarchical or nccl; each host agrees within itself, so only
+// the check between hosts can tell), or (HOSTS_ALGORITHM=route) host 0 asks for hierarchical and the others
+// for nccl, and every rank must end with CollectiveMismatchError before the call runs.
 import assert from "node:assert/strict";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
 import { init, type HostsProcessGroup } from "../../../src/init.js";
@@ -23,7 +22,7 @@ import { encode, type DType } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { Stream } from "../../../src/runtime/stream.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
-import { guardsIntact, poisoned } from "./guards.js";
+import { guardsIntact, poisoned, sectionTimer } from "./guards.js";
 
 const group = await init({ acrossHosts: true });
 const c = group.collectives;
@@ -32,6 +31,7 @@ const seed = await sharedSeed(group.store, rank);
 assert.ok(c.hosts >= 2, `this job should span hosts: ${c.hosts}`);
 assert.equal(c.hosts * c.perHost, world);
 if (rank === 0) console.log(`${c.hosts} hosts x ${c.perHost} ranks`);
+const lap = sectionTimer(rank);
 
 if (process.env.HOSTS_FAULT === "kill") {
   group.synchronize();
@@ -155,8 +155,10 @@ function everyCall(g: HostsProcessGroup, sizes: readonly number[]): number {
   return call - before;
 }
 
-// Sizes: one element (fewer than the ranks per host), odd, a multiple of the ranks per host, large.
-const SIZES = [1, 7, 4096, 4097, (1 << 16) + 3];
+// Sizes: one element (fewer than the ranks per host), odd, a multiple of the ranks per host (4096 when
+// that is a power of two) and one past it, large.
+const multiple = c.perHost * Math.ceil(4096 / c.perHost);
+const SIZES = [1, 7, multiple, multiple + 1, (1 << 16) + 3];
 const calls = everyCall(group, SIZES);
 // In place (output = input), every algorithm, with a tail past the equal parts.
 for (const algorithm of HOSTS_ALGORITHMS) {
@@ -172,6 +174,7 @@ for (const algorithm of HOSTS_ALGORITHMS) {
   for (const t of [input, whole]) t.dispose();
 }
 if (rank === 0) console.log(`every call exact on the world group: ${calls} calls`);
+lap("every call on the world group");
 
 // Point to point around the ring (the next rank is on this host or the next one), and all-to-all, every
 // algorithm; then the symmetric-memory ops, refused.
@@ -193,8 +196,14 @@ if (rank === 0) console.log(`every call exact on the world group: ${calls} calls
     }
     group.synchronize();
     checkInto(whole, out, values(prev, n, k), "f32", `send/recv ${algorithm}`);
-    // A peer on this host, then one on the other host (the same position there).
-    for (const peer of [rank ^ 1, (rank + group.localWorldSize) % world]) {
+    // A peer on this host, then one on another host (the same position there). Pairs must be mutual:
+    // local ranks 2i and 2i + 1, hosts 2j and 2j + 1; with an odd count the last one sits that pair out.
+    const [host, local] = [Math.floor(rank / c.perHost), rank % c.perHost];
+    const peers = [
+      ...((local ^ 1) < c.perHost ? [host * c.perHost + (local ^ 1)] : []),
+      ...((host ^ 1) < c.hosts ? [(host ^ 1) * c.perHost + local] : []),
+    ];
+    for (const peer of peers) {
       out.fill(Number.NaN);
       c.sendRecv(x, out, peer, { algorithm });
       group.synchronize();
@@ -222,6 +231,7 @@ if (rank === 0) console.log(`every call exact on the world group: ${calls} calls
     );
   if (rank === 0) console.log("send, recv, sendRecv and allToAll exact; the symmetric-memory ops refused");
 }
+lap("point to point, all-to-all");
 
 // A subgroup of one rank per host (the rails alone), and one of one host (no NCCL level).
 const perHost = group.localWorldSize;
@@ -245,7 +255,7 @@ if (host0) {
 }
 
 // The symmetric-memory ops on this host's group (collectives.local): its ranks are not the world's
-// (host 1's are world ranks 2 and 3), so every rank and peer index must be the local group's. The fused
+// (host 1's start at world rank perHost), so every rank and peer index must be the local group's. The fused
 // matmuls bit for bit against the unfused path, at a shape of the demo's kind and a small odd one.
 {
   const local = c.local;
@@ -278,6 +288,7 @@ if (host0) {
   }
   if (rank === 0) console.log("the fused matmuls on collectives.local: the same bits as the unfused path");
 }
+lap("subgroups, fused matmuls on collectives.local");
 
 // A graph of all three, hierarchical, replayed with the inputs changed in between.
 call = 20_000;
@@ -359,6 +370,7 @@ call = 20_000;
   for (const t of [x, xs, ar, ag, rs]) t.dispose();
   if (rank === 0) console.log("a CUDA graph of the three, replayed 4 times with the inputs changed: exact");
 }
+lap("graph");
 
 c.barrier();
 group.synchronize();

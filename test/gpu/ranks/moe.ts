@@ -20,13 +20,14 @@ import { decodeBF16, encode, encodeBF16, type DType } from "../../../src/runtime
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
-import { guardsIntact, poisoned } from "./guards.js";
+import { guardsIntact, poisoned, sectionTimer } from "./guards.js";
 
 const group = await init({ backend: "cuda", stagingBytes: 256 << 20 });
 const c = group.collectives;
 const { rank, worldSize: world } = group;
 const stream = defaultStream(group.device);
 const seed = await sharedSeed(group.store, rank);
+const lap = sectionTimer(rank);
 const typed = (e: unknown): boolean =>
   e instanceof InvalidArgumentError && e.code === "SYMMKIT_INVALID_ARGUMENT";
 
@@ -194,6 +195,7 @@ runCase("fp8 with scales", (r) => 40 - r, 64, 8, E[2]!, "fp8e4m3");
 runCase("maxRows", () => 21, 64, 2, E[1]!, "bf16", 5);
 runCase("reference shape", () => 512, 7168, 8, E[2]!, "bf16");
 if (rank === 0) console.log("dispatch and identity combine: bit for bit");
+lap("dispatch and identity combine");
 
 // combine of a non-trivial expert output, and in a graph replayed with it changed.
 {
@@ -261,12 +263,14 @@ if (rank === 0) console.log("dispatch and identity combine: bit for bit");
 }
 if (rank === 0)
   console.log("combine against the host reference, staged and in place, eager and in a graph: bit for bit");
+lap("combine");
 
 // A straggler, then repeated calls alternating shapes.
 if (rank === world - 1) await sleep(50);
 for (let i = 0; i < 40; i++)
   runCase(`repeat ${i}`, (r) => 1 + ((i * 7 + r) % 23), [7, 64][i % 2]!, 1 + (i % 3), E[i % 3]!, "bf16");
 if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
+lap("straggler, alternating calls");
 
 // Judged by the group: an id out of range on rank 0 only, then one rank's maxRows too small.
 {
@@ -466,6 +470,7 @@ if (rank === 0) console.log("straggler and 40 alternating calls: bit for bit");
   runCase("after device refusals", (r) => 5 + r, 64, 2, E[0]!, "bf16");
 }
 if (rank === 0) console.log("pull_device: in a replayed graph, refusals on every rank: bit for bit");
+lap("group-judged refusals, pull_device in a graph");
 
 // Bad input: typed errors before anything runs (every rank alike).
 {
@@ -487,6 +492,7 @@ if (rank === 0) console.log("pull_device: in a replayed graph, refusals on every
   ];
   for (const [what, call] of bad) assert.throws(call, typed, what);
 }
+lap("bad input");
 c.barrier();
 stream.synchronize();
 console.log(`gpu moe ok rank ${rank}`);

@@ -14,6 +14,7 @@ import { hostRandInt } from "../../../src/runtime/random.js";
 import { Stream } from "../../../src/runtime/stream.js";
 import { freshSeed, Tensor } from "../../../src/runtime/tensor.js";
 import { readEnvVar } from "../../../src/settings.js";
+import { sectionTimer } from "./guards.js";
 
 const group = await init({ backend: "cuda", stagingBytes: 16 << 20 });
 const c = group.collectives;
@@ -22,6 +23,7 @@ const calls = Number(process.env.SOAK_CALLS ?? 100_000);
 if (rank === 0) await group.store.set("seed", String(readEnvVar("SYMMKIT_TEST_SEED") ?? freshSeed()));
 const seed = BigInt((await group.store.get("seed")).toString());
 if (rank === 0) console.log(`seed ${seed} (replay with SYMMKIT_TEST_SEED=${seed})`);
+const lap = sectionTimer(rank);
 const stream = Stream.create(device);
 
 const COLLECTIVES = Object.keys(TUNABLE_ALGORITHMS) as CollectiveName[];
@@ -93,6 +95,7 @@ for (const col of COLLECTIVES)
       }
 group.synchronize(stream);
 await group.barrier();
+lap(`warm-up: ${cases.length} combinations, a graph each`);
 const fds = (): number => fs.readdirSync("/proc/self/fd").length;
 const before = { free: device.memoryInfo().freeBytes, fds: fds() };
 const t0 = Date.now();

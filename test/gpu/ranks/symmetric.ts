@@ -14,6 +14,7 @@ import { sharedModule } from "../../../src/runtime/module.js";
 import { hostRandInt, hostUniform } from "../../../src/runtime/random.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { freshSeed, Tensor } from "../../../src/runtime/tensor.js";
+import { sectionTimer } from "./guards.js";
 
 const group = await init();
 const { rank, worldSize: world, device } = group;
@@ -209,13 +210,19 @@ async function cycleCheck(): Promise<void> {
 }
 
 log(`rank ${rank}/${world} on ${device.props.name} (cuda:${device.ordinal}), seed ${seed}`);
+const lap = sectionTimer(rank);
 await exchangeCheck(1, 3);
 await exchangeCheck(4097, 20);
 await exchangeCheck(1_000_003, 3);
+lap("exchange");
 await barrierCheck();
+lap("barriers");
 await ncclCheck();
 await ncclCollectivesCheck();
+lap("nccl");
 await subgroupCheck();
+lap("subgroup");
 await cycleCheck();
+lap("alloc/free cycles");
 await group.destroy();
 log("all symmetric checks passed");
