@@ -1,11 +1,12 @@
 // sendRecv, send/recv, allToAll and allToAllV on the CPU backend, under the real launcher at world sizes 2
-// and 3: every dtype, uneven sizes, count matrices with zeros, poisoned outputs checked byte for byte,
-// group-judged errors thrown by every rank alike, local bad inputs; nothing left behind.
+// to 5 (even and odd, and past 3, where shapes sized for small worlds stop splitting): every dtype,
+// uneven sizes, count matrices with zeros, poisoned outputs checked byte for byte, group-judged errors
+// thrown by every rank alike, local bad inputs; nothing left behind.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { runJob } from "./support/cpu-job.js";
 
-for (const n of [2, 3]) {
+for (const n of [2, 3, 4, 5]) {
   test(`CPU sendRecv, allToAll, allToAllV at world size ${n}: exact data, group-judged and local errors`, () => {
     const r = runJob(n, "cpu-exchange-rank.js");
     assert.equal(r.status, 0, r.out);

@@ -176,19 +176,26 @@ export class GpuExchange {
 
   send(x: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
     if (algorithm === "put") return this.#put(x, peer, undefined, 0, stream);
-    if (algorithm === "copy_engine") return this.#ceSend(x, peer, stream);
+    if (algorithm === "copy_engine") {
+      this.#ceKernelReady();
+      return this.#ceSend(x, peer, stream);
+    }
     this.#ctx.comm.send(bytes(x, 0, x.nbytes), peer, stream);
   }
 
   recv(out: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
     if (algorithm === "put") return this.#put(undefined, 0, out, peer, stream);
-    if (algorithm === "copy_engine") return this.#ceRecv(out, peer, stream);
+    if (algorithm === "copy_engine") {
+      this.#ceKernelReady();
+      return this.#ceRecv(out, peer, stream);
+    }
     this.#ctx.comm.recv(bytes(out, 0, out.nbytes), peer, stream);
   }
 
   sendRecv(x: Tensor, out: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
     if (algorithm === "put") return this.#put(x, peer, out, peer, stream);
     if (algorithm === "copy_engine") {
+      this.#ceKernelReady();
       // Both directions at once (the receive on a side stream), so two ranks exchanging cannot deadlock.
       const side = this.#side();
       side.fork.record(stream);
@@ -204,6 +211,12 @@ export class GpuExchange {
       comm.send(bytes(x, 0, x.nbytes), peer, stream);
       comm.recv(bytes(out, 0, out.nbytes), peer, stream);
     });
+  }
+
+  /** copy_engine's signal kernel, resolved before a call enqueues anything: a first use compiles or loads
+   * the module, which waits for the GPU, and so for whatever this call had already enqueued. */
+  #ceKernelReady(): void {
+    this.#ctx.p2pSignalKernel();
   }
 
   /** copy_engine's message fingerprint (the pair's count, shared with put's: one order per pair). */
@@ -450,6 +463,9 @@ export class GpuExchange {
   allToAllVOnDevice(x: Tensor, out: Tensor, sendCounts: Tensor, recvCounts: Tensor, stream: Stream): void {
     const ctx = this.#ctx;
     const { world, staging, device } = ctx;
+    // Resolved before anything is enqueued: a first use compiles or loads the module, which waits for
+    // the GPU; behind this call's own barrier kernel that wait would be on the peers.
+    const kernel = ctx.a2avKernel();
     const { rowElems, rows } = rowsOf(x);
     const rowBytes = rowElems * x.elementBytes;
     const headerBytes = align16(4 * (A2AV_SIDE_FIXED + world));
@@ -464,17 +480,15 @@ export class GpuExchange {
     if (fits && x.nbytes > 0) copyDeviceToDevice(side + BigInt(headerBytes), x.ptr, x.nbytes, stream);
     ctx.groupBarrier(ctx.stagingView, stream, phase);
     const grid = Math.max(1, Math.min(2 * device.props.smCount, Math.ceil(out.nbytes / (64 << 10))));
-    ctx
-      .a2avKernel()
-      .launch(
-        { grid, block: A2AV_THREADS, stream },
-        ctx.stagingView,
-        out,
-        rowBytes,
-        headerBytes,
-        recvCounts,
-        ctx.refusalPtr,
-      );
+    kernel.launch(
+      { grid, block: A2AV_THREADS, stream },
+      ctx.stagingView,
+      out,
+      rowBytes,
+      headerBytes,
+      recvCounts,
+      ctx.refusalPtr,
+    );
     // Nobody restages while a peer may still read its buffer; on a refusal too.
     ctx.groupBarrier(ctx.stagingView, stream, phase + 1);
   }
