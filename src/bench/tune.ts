@@ -1,10 +1,11 @@
 // `symmkit run -n N -- symmkit tune`: measures every algorithm of every collective on this machine (the
-// benchmarks of bench/collectives.ts: validated, graph-timed, NCCL in the same run) and writes the table
-// `algorithm: "auto"` picks from (src/ops/tune-table.ts): per size, the fastest algorithm that a group
-// with the default mailbox can run.
+// benchmarks of bench/collectives.ts: validated, graph-timed, NCCL in the same run, for reference) and
+// writes the table `algorithm: "auto"` picks from (src/ops/tune-table.ts): per size, the fastest of auto's
+// candidates (for an op that sums over ranks, the algorithms that give the rank-order bits, never NCCL's
+// sums) that a group with the default mailbox can run.
 import fs from "node:fs";
 import path from "node:path";
-import { DEFAULT_MAILBOX_SLOT_BYTES, TUNABLE_ALGORITHMS } from "../ops/gpu-collectives.js";
+import { DEFAULT_MAILBOX_SLOT_BYTES, TUNE_KNOWN } from "../ops/gpu-collectives.js";
 import { mailboxBytesPerPeer } from "../ops/coll/registry.js";
 import {
   checkTuneTable,
@@ -14,11 +15,10 @@ import {
   type FusedRule,
   type FusedRules,
   type TunedCollective,
+  type TunedFused,
   type TuneRule,
   type TuneTable,
 } from "../ops/tune-table.js";
-import { FUSED_TUNABLE } from "../ops/fused-checks.js";
-import { AR_NORM_TUNABLE } from "../ops/ar-norm-checks.js";
 import { arNormRulesFrom, arNormStagingBytes, benchArNorm, type ArNormBenchResult } from "./ar-norm.js";
 import type { LtElem } from "../ops/cublaslt-matmul.js";
 import { benchFused, fusedStagingBytes, type FusedBenchResult } from "./fused.js";
@@ -54,13 +54,21 @@ export function rulesFrom(
   return rules;
 }
 
+/** What `symmkit tune` may write a rule for at `world` ranks: auto's candidates (TUNE_KNOWN: for the
+ * reductions, the rank-order algorithms) that fit the default mailbox slot at that size. */
+export function tuneUsable(world: number) {
+  return (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
+    TUNE_KNOWN[collective].includes(algorithm) &&
+    mailboxBytesPerPeer(collective, algorithm, bytes, world) <= DEFAULT_MAILBOX_SLOT_BYTES;
+}
+
 /** The fused matmuls' rules a benchmark's rows give: per m the fastest of the fused constructions, the
- * sequential path and NCCL + cuBLASLt (not the floors), runs of one merged. */
-export function fusedRulesFrom(result: FusedBenchResult): FusedRule[] {
+ * sequential path and NCCL + cuBLASLt (not the floors), among `allowed` when given, runs of one merged. */
+export function fusedRulesFrom(result: FusedBenchResult, allowed?: readonly string[]): FusedRule[] {
   const rules: FusedRule[] = [];
   for (const row of [...result.rows].sort((a, b) => a.m - b.m)) {
     const best = Object.entries(row.us)
-      .filter(([name]) => !name.endsWith("_alone"))
+      .filter(([name]) => !name.endsWith("_alone") && (!allowed || allowed.includes(name)))
       .sort((a, b) => a[1] - b[1])[0];
     if (!best) continue;
     const last = rules.at(-1);
@@ -135,18 +143,18 @@ export async function tune(options: {
     return undefined;
   const [ag, rs, ar] = fusedResults as FusedBenchResult[];
   const measured = results as CollectiveBenchResult[];
-  const usable = (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
-    mailboxBytesPerPeer(collective, algorithm, bytes, world) <= DEFAULT_MAILBOX_SLOT_BYTES;
+  const usable = tuneUsable(world);
   const rules = Object.fromEntries(
     TUNED_COLLECTIVES.map((c, i) => [c, rulesFrom(measured[i]!, usable)]),
   ) as Record<TunedCollective, TuneRule[]>;
   const env = measured[0]!.environment;
+  const fusedRules = (op: TunedFused, r: FusedBenchResult) => fusedRulesFrom(r, TUNE_KNOWN[op]);
   const fused: FusedRules = {
     gitRevision: env.gitRevision,
     date: env.date,
-    "all-gather-matmul": fusedRulesFrom(ag!),
-    "matmul-reduce-scatter": fusedRulesFrom(rs!),
-    ...(ar ? { "matmul-all-reduce": fusedRulesFrom(ar) } : {}),
+    "all-gather-matmul": fusedRules("all-gather-matmul", ag!),
+    "matmul-reduce-scatter": fusedRules("matmul-reduce-scatter", rs!),
+    ...(ar ? { "matmul-all-reduce": fusedRules("matmul-all-reduce", ar) } : {}),
   };
   const file = path.join(options.dir ?? userTuneDir(), tuneFileName(device, world));
   const table = checkTuneTable(
@@ -160,7 +168,7 @@ export async function tune(options: {
       fused,
       arNorm: { gitRevision: env.gitRevision, date: env.date, rules: arNormRulesFrom(arNorm) },
     },
-    { ...TUNABLE_ALGORITHMS, ...FUSED_TUNABLE, arNorm: AR_NORM_TUNABLE },
+    TUNE_KNOWN,
     file,
   );
   fs.mkdirSync(path.dirname(file), { recursive: true });

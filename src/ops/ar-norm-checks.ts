@@ -9,9 +9,10 @@ import { checkTensorArg } from "./validate.js";
  * `lamport` pushes x into every peer's mailbox and normalises each row as it lands (one kernel, no
  * barrier); `lamport_two_shot` sends each row to its owner, which reduces, normalises and pushes the
  * pre-norm sum back; `one_shot` and `two_shot` pull from the peers' staging buffers between barriers;
- * `sequential` is symmkit's all-reduce (auto) then the norm kernel; `nccl` NCCL's all-reduce then the same
- * norm kernel. All give the same bits (the norm's order is fixed: device/include/symmkit/fused/ar_rms_norm.cuh);
- * nccl's sum order is NCCL's, the same as the others' on 2 ranks.
+ * `sequential` is symmkit's all-reduce (auto, rank order at every size) then the norm kernel; `nccl`
+ * NCCL's all-reduce then the same norm kernel. All but nccl give the same bits, the rank-order reference's
+ * (the norm's order is fixed: device/include/symmkit/fused/ar_rms_norm.cuh); nccl sums in NCCL's order,
+ * the same on 2 ranks, within rounding beyond.
  */
 export const AR_NORM_ALGORITHMS = [
   "auto",
@@ -23,11 +24,40 @@ export const AR_NORM_ALGORITHMS = [
   "nccl",
 ] as const;
 export type ArNormAlgorithm = (typeof AR_NORM_ALGORITHMS)[number];
-/** What auto may pick (tune tables name these). */
+/** Every algorithm but auto: what `symmkit bench ar-norm` times. */
 export const AR_NORM_TUNABLE = AR_NORM_ALGORITHMS.filter((a) => a !== "auto");
+/** Whether each algorithm gives the rank-order reference's bits at every size and world (see
+ * AR_NORM_ALGORITHMS); auto picks only those. */
+export const AR_NORM_RANK_ORDER: Readonly<Record<Exclude<ArNormAlgorithm, "auto">, boolean>> = {
+  lamport: true,
+  lamport_two_shot: true,
+  one_shot: true,
+  two_shot: true,
+  sequential: true,
+  nccl: false,
+};
+/** What auto may pick (tune tables name these): the rank-order algorithms. */
+export const AR_NORM_AUTO = AR_NORM_TUNABLE.filter((a) => AR_NORM_RANK_ORDER[a]);
+/** What callers may name but auto never picks. */
+export const AR_NORM_BASELINES = AR_NORM_TUNABLE.filter((a) => !AR_NORM_RANK_ORDER[a]);
 /** The CPU backend computes the reference: the sequential construction. */
 export const CPU_AR_NORM_ALGORITHMS = ["auto", "sequential"] as const;
 export type CpuArNormAlgorithm = (typeof CPU_AR_NORM_ALGORITHMS)[number];
+
+/**
+ * How far the nccl algorithm's result may lie from the rank-order reference, as a relative Frobenius
+ * difference over the whole output (or residualOut) of `dtype` at `world` ranks. NCCL rounds each of its
+ * world - 1 partial sums to x's dtype, each by at most half an ulp (2^-8 of the value in bf16, 2^-11 in
+ * f16) where rank order rounds once; the norm divides by each row's rms, so those errors move the output
+ * by about as much, relatively. `world` ulps bounds world - 1 such roundings with room (their expected sum
+ * is about sqrt(world) half-ulps), and stays far below what a missing or doubled rank's x makes (about
+ * 1 / sqrt(world + 1)). An fp8e4m3 output may differ by an ulp of its own (2^-3) wherever the two sums
+ * round apart.
+ */
+export function ncclNormTolerance(dtype: DType, world: number): number {
+  if (dtype === "fp8e4m3") return 2 ** -3;
+  return world * (dtype === "bf16" ? 2 ** -7 : 2 ** -10);
+}
 
 /** Dtypes of x (and weight, bias, residual): accumulated and normalised in f32. */
 export const NORM_DTYPES: readonly DType[] = ["bf16", "f16"];

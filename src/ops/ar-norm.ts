@@ -1,7 +1,8 @@
 // allReduceRmsNorm on GPUs: checks (src/ops/ar-norm-checks.ts, shared with the CPU backend), then one
 // kernel of device/include/symmkit/fused/ar_rms_norm.cuh (lamport, lamport_two_shot: the group's Lamport
 // mailbox; one_shot, two_shot: its staging buffer between barriers), or symmkit's or NCCL's all-reduce
-// followed by the norm kernel (sequential, nccl). Kernels are resolved before anything is enqueued.
+// followed by the norm kernel (sequential, nccl). Kernels are resolved before anything is enqueued. Every
+// algorithm but nccl gives the rank-order bits at every size, and auto picks only those.
 import { InvalidArgumentError } from "../errors.js";
 import type { CallKind, CallShape } from "../distributed/fingerprint.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
@@ -14,6 +15,7 @@ import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import {
   AR_NORM_ALGORITHMS,
+  AR_NORM_RANK_ORDER,
   checkAllReduceRmsNorm,
   checkNormAliasing,
   type AllReduceRmsNormOptions,
@@ -62,8 +64,9 @@ export interface ArNormContext {
   readonly rules: readonly TuneRule[] | undefined;
   /** The call's fingerprint (and the group's checks before any call). */
   phase(shape: CallShape, stream: Stream): number;
-  /** symmkit's all-reduce of `input` (whose local tensor is `x`) into `output` with `algorithm` ("auto",
-   * "nccl"), fingerprinted as `kind`. */
+  /** symmkit's all-reduce of `input` (whose local tensor is `x`) into `output` with `algorithm`: "auto"
+   * (rank order at every size, in pieces where the staging buffer is too small) or "nccl"; fingerprinted
+   * as `kind`. */
   allReduce(
     input: Tensor | SymmetricTensor,
     x: Tensor,
@@ -207,7 +210,9 @@ export class ArNorm {
 
   /**
    * What auto picks for `bytes` of x per rank: the tune table's rule, else the built-in one, the first
-   * that fits this group's mailbox and staging buffer (`inPlace`: a symmetric x read in place).
+   * that fits this group's mailbox and staging buffer (`inPlace`: a symmetric x read in place); at the
+   * latest sequential, which always runs. Every pick gives the rank-order bits (a table may name nothing
+   * else: src/ops/tune-table.ts).
    */
   autoAlgorithm(bytes: number, rows: number, inPlace = false): Exclude<ArNormAlgorithm, "auto"> {
     const ctx = this.#ctx;
@@ -215,9 +220,9 @@ export class ArNorm {
       roomFor(a, bytes, rows, ctx.world, ctx.mailbox.slotBytes, ctx.staging.tensor.nbytes, inPlace) ===
       undefined;
     const tuned = ctx.rules && (pickRule(ctx.rules, bytes) as Exclude<ArNormAlgorithm, "auto"> | undefined);
-    if (tuned && fits(tuned)) return tuned;
+    if (tuned && AR_NORM_RANK_ORDER[tuned] && fits(tuned)) return tuned;
     for (const [a, max] of AUTO_ORDER) if (bytes <= max && fits(a)) return a;
-    return "nccl";
+    return "sequential";
   }
 
   #checkRoom(
@@ -287,12 +292,12 @@ const KERNELS = {
   two_shot: "pull_two_shot_ar_rms_norm",
 } as const satisfies Partial<Record<ArNormAlgorithm, ArNormKernel>>;
 
-/** auto's built-in rule: the first of these that fits, each up to its bytes of x. */
+/** auto's built-in rule: the first of these that fits, each up to its bytes of x (sequential's all-reduce
+ * runs at any size). */
 const AUTO_ORDER: readonly (readonly [Exclude<ArNormAlgorithm, "auto">, number])[] = [
   ["lamport", AR_NORM_LAMPORT_MAX_BYTES],
   ["lamport_two_shot", AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES],
   ["one_shot", Infinity],
-  ["sequential", Infinity],
 ];
 
 /** What `algorithm` needs that this group lacks (undefined: it can run): mailbox bytes per peer, or

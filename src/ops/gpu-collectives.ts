@@ -1,6 +1,7 @@
 // The collectives on GPU symmetric memory: validate (src/ops/validate.ts, shared with the CPU backend),
 // pick an algorithm (auto: the tune table's pick, else the registry's built-in rule, whichever can run
-// with this group's staging buffer and mailbox), and launch it through its record in
+// with this group's staging buffer and mailbox, among the algorithms that give the rank-order bits; a
+// reduction none of them can take whole runs in pieces), and launch it through its record in
 // src/ops/coll/registry.ts. Kernel handles are resolved once per (kernel, dtype, op) and kept, and the
 // staging buffer's SymmView is made once: an eager call builds no strings and allocates nothing but its
 // argument objects (and its output, when none is given).
@@ -36,8 +37,12 @@ import {
 } from "./coll/programs.js";
 import {
   algorithmRecord,
+  AUTO_ALGORITHMS,
+  BASELINE_ALGORITHMS,
   builtInPick,
   canRun,
+  pieceBytes,
+  REDUCE_SCATTER_PIECES,
   type Capacity,
   GPU_ALL_GATHER_ALGORITHMS,
   GPU_ALL_REDUCE_ALGORITHMS,
@@ -54,7 +59,7 @@ import {
   type GpuReduceScatterAlgorithm,
 } from "./coll/registry.js";
 import type { Collectives } from "./collectives.js";
-import { overlaps } from "./matmul.js";
+import { overlaps, sameSpan } from "./matmul.js";
 import { Memo3 } from "./memo.js";
 import {
   checkAlgorithm,
@@ -67,7 +72,7 @@ import {
   checkTensorArg,
   type ReduceOp,
 } from "./validate.js";
-import { loadTuneTable, pickRule, type LoadedTuneTable } from "./tune-table.js";
+import { loadTuneTable, pickRule, type LoadedTuneTable, type TuneKnown } from "./tune-table.js";
 import {
   FUSED_TUNABLE,
   type AllGatherMatmulAlgorithm,
@@ -78,7 +83,12 @@ import {
   type MatmulReduceScatterAlgorithm,
 } from "./fused-checks.js";
 import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
-import { AR_NORM_TUNABLE, type AllReduceRmsNormOptions, type ArNormAlgorithm } from "./ar-norm-checks.js";
+import {
+  AR_NORM_AUTO,
+  AR_NORM_BASELINES,
+  type AllReduceRmsNormOptions,
+  type ArNormAlgorithm,
+} from "./ar-norm-checks.js";
 import { ArNorm, type ArNormInput, type ArNormResult } from "./ar-norm.js";
 import {
   checkAllToAll,
@@ -122,6 +132,29 @@ export {
   type GpuAllGatherAlgorithm,
   type GpuAllReduceAlgorithm,
   type GpuReduceScatterAlgorithm,
+};
+
+/** The fused matmuls' construction that reduces through NCCL: for GEMM + reduce-scatter and GEMM +
+ * all-reduce a baseline (NCCL's order of summation); all-gather + GEMM's only moves bits through NCCL. */
+const FUSED_NCCL = "nccl_cublaslt";
+
+/**
+ * What a tune table may name, by op: auto's candidates, which for every op that sums over ranks are the
+ * algorithms giving the rank-order bits; and the baselines a table is refused for naming (NCCL's sums).
+ * `symmkit tune` writes its rules from the same lists.
+ */
+export const TUNE_KNOWN: TuneKnown = {
+  ...AUTO_ALGORITHMS,
+  "all-gather-matmul": FUSED_TUNABLE["all-gather-matmul"],
+  "matmul-reduce-scatter": FUSED_TUNABLE["matmul-reduce-scatter"].filter((a) => a !== FUSED_NCCL),
+  "matmul-all-reduce": FUSED_TUNABLE["matmul-all-reduce"].filter((a) => a !== FUSED_NCCL),
+  arNorm: AR_NORM_AUTO,
+  baselines: {
+    ...BASELINE_ALGORITHMS,
+    "matmul-reduce-scatter": [FUSED_NCCL],
+    "matmul-all-reduce": [FUSED_NCCL],
+    arNorm: AR_NORM_BASELINES,
+  },
 };
 
 /** Mailbox kernels run blocks of 128 threads while that takes at most one block per SM (more SMs
@@ -254,23 +287,10 @@ export class GpuCollectives implements Collectives<
       rules: tuned?.arNorm?.rules,
       phase: (shape, stream) => this.#phase(shape, stream),
       allReduce: (input, x, output, algorithm, kind, stream) => {
-        const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
-        const a =
-          algorithm === "auto"
-            ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes)
-            : algorithm;
-        this.#launch(
-          "all-reduce",
-          a,
-          "allReduceRmsNorm",
-          input,
-          x,
-          output,
-          "sum",
-          { stream },
-          undefined,
-          kind,
-        );
+        const what = "allReduceRmsNorm";
+        if (algorithm === "auto") this.#autoAllReduce(what, input, x, output, "sum", { stream }, kind);
+        else
+          this.#launch("all-reduce", algorithm, what, input, x, output, "sum", { stream }, undefined, kind);
       },
       local: (input, what) => this.#local(input, what),
       onDevice: (what, t) => this.#onDevice(what, t),
@@ -354,11 +374,7 @@ export class GpuCollectives implements Collectives<
       { buffers, view: buffers.deviceView(), state, slotBytes, stride },
       inbox,
       await group.nccl(),
-      loadTuneTable(group.device.props.name, world, {
-        ...TUNABLE_ALGORITHMS,
-        ...FUSED_TUNABLE,
-        arNorm: AR_NORM_TUNABLE,
-      }),
+      loadTuneTable(group.device.props.name, world, TUNE_KNOWN),
     );
   }
 
@@ -396,11 +412,8 @@ export class GpuCollectives implements Collectives<
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel);
     this.#onDevice(what, output);
-    // Two-shot on a symmetric input out of place takes the staging buffer as scratch of the input's size.
-    const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
-    const algorithm =
-      requested === "auto" ? this.autoAlgorithm("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes) : requested;
-    this.#launch("all-reduce", algorithm, what, input, x, output, op, options);
+    if (requested === "auto") this.#autoAllReduce(what, input, x, output, op, options);
+    else this.#launch("all-reduce", requested, what, input, x, output, op, options);
     return output;
   }
 
@@ -436,7 +449,7 @@ export class GpuCollectives implements Collectives<
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel * this.#group.worldSize);
     this.#onDevice(what, output);
-    this.#launch("all-gather", algorithm, what, input, x, output, "sum", options, flags);
+    this.#launch("all-gather", algorithm, what, input, x, output, "sum", options, flags ? { flags } : {});
     return output;
   }
 
@@ -458,16 +471,97 @@ export class GpuCollectives implements Collectives<
     checkDivisible(what, x, this.#group.worldSize);
     checkNumel(what, "output", output, x.numel / this.#group.worldSize);
     this.#onDevice(what, output);
-    const algorithm =
-      requested === "auto"
-        ? this.autoAlgorithm("reduce-scatter", output.nbytes, stagedBytes(input, x))
-        : requested;
-    this.#launch("reduce-scatter", algorithm, what, input, x, output, op, options);
+    if (requested === "auto") this.#autoReduceScatter(what, input, x, output, op, options);
+    else this.#launch("reduce-scatter", requested, what, input, x, output, op, options);
     return output;
   }
 
+  /**
+   * auto's all-reduce of `input` (local tensor `x`) into `output`: its pick for the whole call, or where no
+   * rank-order algorithm can take it whole (a plain input larger than the staging buffer), consecutive
+   * pieces of x, each a call of its own with auto's pick for its size (see pieceBytes): the same bits.
+   */
+  #autoAllReduce(
+    what: string,
+    input: CollectiveInput,
+    x: Tensor,
+    output: Tensor,
+    op: ReduceOp,
+    options: CollectiveOptions,
+    kind?: CallKind,
+  ): void {
+    // Two-shot on a symmetric input out of place takes the staging buffer as scratch of the input's size.
+    const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
+    const whole = this.#autoWhole("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes);
+    if (whole) return this.#launch("all-reduce", whole, what, input, x, output, op, options, undefined, kind);
+    // A piece's output must not be a later piece's input: x itself, or memory apart from it.
+    if (overlaps(output, x) && !sameSpan(output, x))
+      throw new InvalidArgumentError(
+        `${what}: the output overlaps the input without being it, and the call runs in pieces (the input is larger than the ${this.capacityBytes}-byte staging buffer); pass the input itself or memory apart from it as output`,
+      );
+    const step = this.#pieceElements("all-reduce", what, x.elementBytes);
+    const xs = x.view([x.numel]);
+    const outs = output.view([output.numel]);
+    for (let at = 0; at < x.numel; at += step) {
+      const end = Math.min(x.numel, at + step);
+      const piece = xs.slice(at, end);
+      // A plain piece as large as the staging buffer: two-shot at the latest takes it.
+      const a = this.#autoWhole("all-reduce", piece.nbytes, piece.nbytes)!;
+      this.#launch("all-reduce", a, what, piece, piece, outs.slice(at, end), op, options, undefined, kind);
+    }
+  }
+
+  /**
+   * auto's reduce-scatter: its pick for the whole call, or where no rank-order algorithm can take it whole
+   * (a plain input larger than the staging buffer), pieces of the output, each a copy-engine call that
+   * pushes every rank's piece from where it lies in the input (see pieceBytes): the same bits.
+   */
+  #autoReduceScatter(
+    what: string,
+    input: CollectiveInput,
+    x: Tensor,
+    output: Tensor,
+    op: ReduceOp,
+    options: CollectiveOptions,
+  ): void {
+    const whole = this.#autoWhole("reduce-scatter", output.nbytes, stagedBytes(input, x));
+    if (whole) return this.#launch("reduce-scatter", whole, what, input, x, output, op, options);
+    const chunk = output.numel;
+    // A piece's output must not be what a later piece pushes: memory apart from the input, or exactly one
+    // rank's chunk of it (each piece of a chunk is read before it is written).
+    const at = output.ptr - x.ptr;
+    const oneChunk = at >= 0n && at % BigInt(output.nbytes) === 0n;
+    if (overlaps(output, x) && !oneChunk)
+      throw new InvalidArgumentError(
+        `${what}: the output overlaps the input other than as one rank's chunk, and the call runs in pieces (the input is larger than the ${this.capacityBytes}-byte staging buffer); pass memory apart from the input as output`,
+      );
+    const step = this.#pieceElements("reduce-scatter", what, x.elementBytes);
+    const xs = x.view([x.numel]);
+    const outs = output.view([chunk]);
+    const tail = (this.#group.worldSize - 1) * chunk;
+    for (let from = 0; from < chunk; from += step) {
+      const end = Math.min(chunk, from + step);
+      // From rank 0's piece to the last rank's, chunk elements apart (CollectiveCall.chunkStride).
+      const piece = xs.slice(from, tail + end);
+      const out = outs.slice(from, end);
+      this.#launch("reduce-scatter", REDUCE_SCATTER_PIECES, what, piece, piece, out, op, options, {
+        chunkStride: output.nbytes,
+      });
+    }
+  }
+
+  /** Elements per piece of a call auto runs in pieces (see pieceBytes). */
+  #pieceElements(collective: CollectiveName, what: string, elementBytes: number): number {
+    const bytes = pieceBytes(collective, this.#capacity);
+    if (bytes === 0)
+      throw new InvalidArgumentError(
+        `${what}: the ${this.capacityBytes}-byte staging buffer holds no piece of this call; pass a larger stagingBytes to init()`,
+      );
+    return bytes / elementBytes;
+  }
+
   /** Runs `algorithm`'s record (which turns a mailbox or staging need it cannot meet into a typed
-   * error before anything runs). */
+   * error before anything runs). `extra`: all-gather's progress flags, a piece's chunk stride. */
   #launch(
     collective: CollectiveName,
     algorithm: string,
@@ -477,7 +571,7 @@ export class GpuCollectives implements Collectives<
     output: Tensor,
     op: ReduceOp,
     options: CollectiveOptions,
-    flags?: Tensor,
+    extra: { flags?: Tensor; chunkStride?: number } = {},
     kind: CallKind = `${collective}/${algorithm}` as CallKind,
   ): void {
     const stream = this.#stream(options);
@@ -490,7 +584,7 @@ export class GpuCollectives implements Collectives<
       },
       stream,
     );
-    const call = { what, input, x, output, op, stream, flags, phase };
+    const call: CollectiveCall = { what, input, x, output, op, stream, flags: extra.flags, phase, ...extra };
     algorithmRecord(collective, algorithm).launch(this.#ctx, call);
   }
 
@@ -909,15 +1003,32 @@ export class GpuCollectives implements Collectives<
   }
 
   /**
-   * What auto picks for `bytes` (per rank: all-reduce and all-gather input, reduce-scatter output):
-   * the tune table's pick, else the registry's built-in rule, else nccl, the first that can run here: a
-   * mailbox algorithm must fit the mailbox slot, and a staging one the staging buffer, which must hold
-   * `staged` bytes (a plain input's size; 0 for a symmetric input; the copy-engine reduce-scatter needs
-   * world x `bytes` either way). symmkit's own algorithms reduce in rank order; when auto picks nccl,
-   * NCCL's order applies.
+   * What auto runs for `bytes` (per rank: all-reduce and all-gather input, reduce-scatter output): the
+   * tune table's pick, else the registry's built-in rule, the first that can run here: a mailbox
+   * algorithm must fit the mailbox slot, and a staging one the staging buffer, which must hold `staged`
+   * bytes (a plain input's size; 0 for a symmetric input; the copy-engine reduce-scatter needs world x
+   * `bytes` either way). For all-reduce and reduce-scatter only algorithms that give the rank-order bits
+   * (f32 accumulation in rank order, one rounding) are auto's, never NCCL's; where none can take the call
+   * whole (a plain input larger than the staging buffer) auto runs it in pieces the staging buffer holds,
+   * each a call of its own, and this names the pieces' algorithm (all-reduce: auto's pick for a piece;
+   * reduce-scatter: copy_engine). All-gather moves bits, so NCCL is among its picks.
    */
   autoAlgorithm<C extends CollectiveName>(collective: C, bytes: number, staged = 0): GpuAlgorithm<C> {
+    const whole = this.#autoWhole(collective, bytes, staged);
+    if (whole) return whole;
+    if (collective === "reduce-scatter") return REDUCE_SCATTER_PIECES as GpuAlgorithm<C>;
+    const piece = Math.min(bytes, pieceBytes(collective, this.#capacity));
+    return this.#autoWhole(collective, piece, piece)!;
+  }
+
+  /** auto's pick for the whole call (see autoAlgorithm); undefined: none can take it whole. */
+  #autoWhole<C extends CollectiveName>(
+    collective: C,
+    bytes: number,
+    staged: number,
+  ): GpuAlgorithm<C> | undefined {
     const cap = this.#capacity;
+    // The table names rank-order algorithms only: its loader refuses a baseline (src/ops/tune-table.ts).
     const tuned = this.#tuned && pickRule(this.#tuned.rules[collective], bytes);
     if (tuned && canRun(collective, tuned, bytes, staged, cap)) return tuned as GpuAlgorithm<C>;
     return builtInPick(collective, bytes, staged, cap);

@@ -2,10 +2,12 @@
 // on one kind of GPU and world size (`symmkit tune` writes them, src/bench/tune.ts). A table is looked up
 // by (device name, world size): first the user's (SYMMKIT_TUNE_DIR, default ~/.cache/symmkit/tune), then
 // the ones shipped in tune/ (measured for this package). Without a table, auto follows the built-in
-// rules in src/ops/coll/registry.ts.
+// rules in src/ops/coll/registry.ts. A table names only what auto may pick: for an op that sums over
+// ranks, an algorithm that gives the rank-order bits; one naming a baseline (NCCL's sum) is refused, so
+// that auto's bits never depend on the size.
 import fs from "node:fs";
 import path from "node:path";
-import { SymmkitError } from "../errors.js";
+import { InvalidArgumentError } from "../errors.js";
 import { PACKAGE_ROOT } from "../paths.js";
 import { readEnvVar, type Env } from "../settings.js";
 
@@ -33,9 +35,18 @@ export type FusedRules = { readonly gitRevision: string; readonly date: string }
   Partial<Record<TunedFused, readonly FusedRule[]>>
 >;
 
-/** The algorithms a table may name, by collective and fused matmul. */
+/** Every op a table has rules for. */
+export type TunedOp = TunedCollective | TunedFused | "arNorm";
+
+/**
+ * The algorithms a table may name (auto's candidates), by collective, fused matmul and allReduceRmsNorm,
+ * and `baselines`: the ones callers may name but auto never picks (an op's NCCL construction where NCCL
+ * sums in its own order), which a table is refused for naming, with that reason.
+ */
 export type TuneKnown = Readonly<Record<TunedCollective, readonly string[]>> &
-  Readonly<Partial<Record<TunedFused | "arNorm", readonly string[]>>>;
+  Readonly<Partial<Record<TunedFused | "arNorm", readonly string[]>>> & {
+    readonly baselines?: Readonly<Partial<Record<TunedOp, readonly string[]>>>;
+  };
 
 /** allReduceRmsNorm's rules (by bytes of x per rank) and the run they come from (`bench ar-norm`). */
 export interface NormRules {
@@ -50,6 +61,8 @@ export interface TuneTable {
   readonly dtype: string;
   readonly gitRevision: string;
   readonly date: string;
+  /** What was changed by hand since the run that gitRevision and date name, and from which figures. */
+  readonly note?: string;
   /** Ascending maxBytes; sizes above the last rule take the last rule's algorithm. */
   readonly rules: Readonly<Record<TunedCollective, readonly TuneRule[]>>;
   /** Ascending maxRows, likewise; absent: auto follows fused-matmul.ts's built-in rules. */
@@ -87,46 +100,46 @@ export function pickFusedRule(rules: readonly FusedRule[], rows: number): string
   return (rules.find((r) => rows <= r.maxRows) ?? rules.at(-1))?.algorithm;
 }
 
-/** Checks a parsed table: every collective's rules ascending, with algorithms from `known`. */
+/** Checks a parsed table: every collective's rules ascending, with algorithms from `known` (a baseline of
+ * known.baselines, or a name nobody knows, is an InvalidArgumentError: no rule is skipped). */
 export function checkTuneTable(value: unknown, known: TuneKnown, file: string): TuneTable {
   const bad = (why: string): never => {
-    throw new SymmkitError(
-      "SYMMKIT_INVALID_ARGUMENT",
-      `tune table ${file}: ${why}; run symmkit tune again or delete the file`,
-    );
+    throw new InvalidArgumentError(`tune table ${file}: ${why}; run symmkit tune again or delete the file`);
   };
   const t = value as Partial<TuneTable> | null;
   if (typeof t !== "object" || t === null) return bad("not a JSON object");
   if (typeof t.device !== "string" || !Number.isInteger(t.worldSize)) bad("no device or worldSize");
   if (typeof t.rules !== "object" || t.rules === null) return bad("no rules");
   /** Rules: a non-empty array, `bound` ascending, algorithms from `allowed`. */
-  const checkRules = (
-    what: string,
-    rules: unknown,
-    bound: "maxBytes" | "maxRows",
-    allowed: readonly string[],
-  ) => {
-    if (!Array.isArray(rules) || rules.length === 0) bad(`no rules for ${what}`);
+  if (t.note !== undefined && typeof t.note !== "string") bad("note is not a string");
+  /** Rules: a non-empty array, `bound` ascending, algorithms from `known[op]`. */
+  const checkRules = (op: TunedOp, rules: unknown, bound: "maxBytes" | "maxRows") => {
+    if (!Array.isArray(rules) || rules.length === 0) bad(`no rules for ${op}`);
     let last = 0;
     for (const r of rules as Record<string, unknown>[]) {
       const x = r[bound];
       if (typeof x !== "number" || !Number.isSafeInteger(x) || x <= last)
-        bad(`${what}: ${bound} must be ascending positive integers`);
-      if (!allowed.includes(r.algorithm as string)) bad(`${what}: unknown algorithm ${String(r.algorithm)}`);
+        bad(`${op}: ${bound} must be ascending positive integers`);
+      const a = String(r.algorithm);
+      if (known.baselines?.[op]?.includes(a))
+        bad(
+          `${op}: ${a} is a baseline that sums in its own order, and auto picks only algorithms that give the rank-order bits at every size`,
+        );
+      if (!(known[op] ?? []).includes(a)) bad(`${op}: unknown algorithm ${a}`);
       last = x as number;
     }
   };
-  for (const c of TUNED_COLLECTIVES) checkRules(c, t.rules[c], "maxBytes", known[c]);
+  for (const c of TUNED_COLLECTIVES) checkRules(c, t.rules[c], "maxBytes");
   if (t.fused !== undefined) {
     if (typeof t.fused !== "object" || t.fused === null) bad("fused is not an object");
     for (const f of TUNED_FUSED) {
       const rules = t.fused?.[f];
-      if (rules !== undefined) checkRules(f, rules, "maxRows", known[f] ?? []);
+      if (rules !== undefined) checkRules(f, rules, "maxRows");
     }
   }
   if (t.arNorm !== undefined) {
     if (typeof t.arNorm !== "object" || t.arNorm === null) bad("arNorm is not an object");
-    checkRules("arNorm", t.arNorm?.rules, "maxBytes", known.arNorm ?? []);
+    checkRules("arNorm", t.arNorm?.rules, "maxBytes");
   }
   return t as TuneTable;
 }
@@ -145,15 +158,13 @@ export function loadTuneTable(
     try {
       parsed = JSON.parse(fs.readFileSync(file, "utf8"));
     } catch (e) {
-      throw new SymmkitError(
-        "SYMMKIT_INVALID_ARGUMENT",
+      throw new InvalidArgumentError(
         `tune table ${file}: not valid JSON (${(e as Error).message}); run symmkit tune again or delete the file`,
       );
     }
     const t = checkTuneTable(parsed, known, file);
     if (t.device !== device || t.worldSize !== worldSize)
-      throw new SymmkitError(
-        "SYMMKIT_INVALID_ARGUMENT",
+      throw new InvalidArgumentError(
         `tune table ${file} is for ${t.worldSize} x ${t.device}, not ${worldSize} x ${device}; delete it`,
       );
     return { ...t, file };

@@ -1,8 +1,8 @@
-// Every collective algorithm symmkit has, one record each: what it is, what it needs (staging buffer,
-// mailbox), when auto's built-in rule picks it, which backends run it, its kernels, and how it launches
-// on GPUs. The algorithm lists, auto, the tune table's candidates, the benchmarks' implementations, the
-// demo and the docs' table (algorithmTable) all come from here: adding an algorithm is one record plus
-// its kernel.
+// Every collective algorithm symmkit has, one record each: what it is, whether it gives the rank-order
+// bits, what it needs (staging buffer, mailbox), when auto's built-in rule picks it, which backends run
+// it, its kernels, and how it launches on GPUs. The algorithm lists, auto and its candidates, the tune
+// table's, the benchmarks' implementations, the demo and the docs' table (algorithmTable) all come from
+// here: adding an algorithm is one record plus its kernel.
 import { copyDeviceToDevice, memset, writeValue32 } from "../../runtime/memory.js";
 import type { DType } from "../../runtime/dtype.js";
 import type { Kernel } from "../../runtime/kernel.js";
@@ -38,6 +38,9 @@ export interface CollectiveCall {
   readonly stream: Stream;
   /** all-gather's progress flags (copy_engine only). */
   readonly flags: Tensor | undefined;
+  /** reduce-scatter, copy_engine only: bytes from one rank's chunk of `x` to the next (absent: the
+   * output's bytes). A call run in pieces passes the whole call's chunk, `x` starting at the piece. */
+  readonly chunkStride?: number;
   /** The call's fingerprint (src/distributed/fingerprint.ts), passed to kernels as their phase: their
    * signals carry it, so a peer in another call is caught at its first barrier. A second barrier in the
    * same call uses phase + 1. */
@@ -81,10 +84,16 @@ export interface CollectiveAlgorithm<C extends CollectiveName = CollectiveName> 
   readonly collective: C;
   /** One line for the docs' table. */
   readonly summary: string;
+  /**
+   * Its result is the reference's bits at every size and world: for a reduction, f32 accumulation in
+   * rank order rounded once to the dtype (src/ops/reduce.ts); an all-gather moves bits, so any is. Only
+   * such algorithms are auto's (built-in rule, tune tables); the others are baselines a caller names.
+   */
+  readonly rankOrder: boolean;
   /** The CPU backend runs it too (as the reference). */
   readonly cpu: boolean;
-  /** auto's built-in rule: the first algorithm (in record order) for which this holds and which can run
-   * is picked; without it, only a tune table makes auto pick it. */
+  /** auto's built-in rule: the first rank-order algorithm (in record order) for which this holds and
+   * which can run is picked; without it, only a tune table makes auto pick it. */
   readonly autoWhen?: (bytes: number, world: number) => boolean;
   /** The benchmark also times it on a plain input (copied in by the kernel). */
   readonly benchPlain?: boolean;
@@ -146,6 +155,7 @@ const ALL_REDUCE = {
   lamport: {
     collective: "all-reduce",
     summary: "one-shot by pushing into every peer's mailbox (coll/mailbox.cuh), no barrier",
+    rankOrder: true,
     cpu: false,
     autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
     mailboxThreadBytes: 16,
@@ -160,6 +170,7 @@ const ALL_REDUCE = {
   lamport_two_shot: {
     collective: "all-reduce",
     summary: "reduce-scatter then all-gather through the mailboxes, in one kernel, no barrier",
+    rankOrder: true,
     cpu: false,
     autoWhen: () => true,
     mailboxThreadBytes: 32,
@@ -175,6 +186,7 @@ const ALL_REDUCE = {
   one_shot: {
     collective: "all-reduce",
     summary: "every rank reads every peer's buffer between two barriers and reduces all of it",
+    rankOrder: true,
     cpu: true,
     autoWhen: (bytes, world) => bytes <= oneShotMaxBytes(world),
     benchPlain: true,
@@ -192,6 +204,7 @@ const ALL_REDUCE = {
   two_shot: {
     collective: "all-reduce",
     summary: "reduce-scatter by loads, then all-gather by loads, in one kernel",
+    rankOrder: true,
     cpu: true,
     autoWhen: () => true,
     benchPlain: true,
@@ -217,6 +230,9 @@ const ALL_REDUCE = {
   nccl: {
     collective: "all-reduce",
     summary: "NCCL (its own reduction order)",
+    // NCCL rounds to the dtype at every hop of its ring or tree: 1 ulp off the rank-order sum now and
+    // then from three ranks on.
+    rankOrder: false,
     cpu: false,
     mailboxBytesPerPeer: none,
     programs: [],
@@ -261,6 +277,7 @@ const ALL_GATHER = {
   ll: {
     collective: "all-gather",
     summary: "pushes flagged words into every peer's mailbox (coll/mailbox.cuh), no barrier",
+    rankOrder: true,
     cpu: false,
     autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
     mailboxThreadBytes: 8,
@@ -275,6 +292,7 @@ const ALL_GATHER = {
   copy_engine: {
     collective: "all-gather",
     summary: "one copy-engine copy per rank, rank-rotated, between barrier kernels, with progress flags",
+    rankOrder: true,
     cpu: false,
     autoWhen: (bytes, world) => bytes * world >= COPY_ENGINE_ALL_GATHER_MIN_BYTES,
     mailboxBytesPerPeer: none,
@@ -287,6 +305,7 @@ const ALL_GATHER = {
   pull: {
     collective: "all-gather",
     summary: "every rank copies every peer's buffer between two barriers",
+    rankOrder: true,
     cpu: true,
     autoWhen: () => true,
     mailboxBytesPerPeer: none,
@@ -303,6 +322,7 @@ const ALL_GATHER = {
   nccl: {
     collective: "all-gather",
     summary: "NCCL",
+    rankOrder: true,
     cpu: false,
     mailboxBytesPerPeer: none,
     programs: [],
@@ -326,6 +346,7 @@ function copyEngineReduceScatter(ctx: CollectiveContext, c: CollectiveCall): voi
   const { world, rank } = ctx;
   const { x, output, stream } = c;
   const chunk = output.nbytes;
+  const stride = c.chunkStride ?? chunk;
   checkCapacity(
     `${c.what} (copy-engine slots)`,
     chunk * world,
@@ -336,14 +357,14 @@ function copyEngineReduceScatter(ctx: CollectiveContext, c: CollectiveCall): voi
   for (let k = 1; k < world; k++) {
     const d = (rank + k) % world;
     const slot = ctx.staging.bufferPtrs[d]! + BigInt(rank * chunk);
-    copyDeviceToDevice(slot, x.ptr + BigInt(d * chunk), chunk, stream);
+    copyDeviceToDevice(slot, x.ptr + BigInt(d * stride), chunk, stream);
   }
   ctx.groupBarrier(ctx.stagingView, stream, c.phase + 1);
   const k = ctx.reducing("copy_engine_reduce_scatter", x.dtype, c.op);
   k.launch(
     { grid: ctx.blocks(chunk), block: THREADS, stream },
     ctx.staging.tensor.ptr,
-    x.ptr + BigInt(rank * chunk),
+    x.ptr + BigInt(rank * stride),
     output,
     output.numel,
     rank,
@@ -354,6 +375,7 @@ const REDUCE_SCATTER = {
   lamport: {
     collective: "reduce-scatter",
     summary: "pushes each peer its chunk into its mailbox (coll/mailbox.cuh), no barrier",
+    rankOrder: true,
     cpu: false,
     autoWhen: (bytes) => bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES,
     mailboxThreadBytes: 16,
@@ -368,6 +390,7 @@ const REDUCE_SCATTER = {
   pull: {
     collective: "reduce-scatter",
     summary: "every rank reads its chunk of every peer's buffer between two barriers and reduces it",
+    rankOrder: true,
     cpu: true,
     autoWhen: () => true,
     mailboxBytesPerPeer: none,
@@ -384,6 +407,7 @@ const REDUCE_SCATTER = {
   copy_engine: {
     collective: "reduce-scatter",
     summary: "the copy engines push each peer its chunk (rank-rotated), then a local reduce kernel",
+    rankOrder: true,
     cpu: false,
     mailboxBytesPerPeer: none,
     // It receives world chunks of its output size, whatever its input.
@@ -396,6 +420,7 @@ const REDUCE_SCATTER = {
   nccl: {
     collective: "reduce-scatter",
     summary: "NCCL (its own reduction order)",
+    rankOrder: false,
     cpu: false,
     mailboxBytesPerPeer: none,
     programs: [],
@@ -406,7 +431,7 @@ const REDUCE_SCATTER = {
   },
 } as const satisfies Record<string, CollectiveAlgorithm<"reduce-scatter">>;
 
-/** Every algorithm by collective, in auto's order of preference (nccl last: the fallback). */
+/** Every algorithm by collective, in auto's order of preference among the rank-order ones (nccl last). */
 export const COLLECTIVE_ALGORITHMS = {
   "all-reduce": ALL_REDUCE,
   "all-gather": ALL_GATHER,
@@ -424,28 +449,41 @@ export interface GpuAlgorithmsByCollective {
 }
 export type GpuAlgorithm<C extends CollectiveName> = Exclude<GpuAlgorithmsByCollective[C], "auto">;
 
-const names = <C extends CollectiveName>(c: C, cpu: boolean): GpuAlgorithm<C>[] =>
+const names = <C extends CollectiveName>(
+  c: C,
+  keep: (r: CollectiveAlgorithm) => boolean = () => true,
+): GpuAlgorithm<C>[] =>
   Object.entries(COLLECTIVE_ALGORITHMS[c])
-    .filter(([, r]) => !cpu || (r as CollectiveAlgorithm).cpu)
+    .filter(([, r]) => keep(r as CollectiveAlgorithm))
     .map(([n]) => n as GpuAlgorithm<C>);
+const onCpu = (r: CollectiveAlgorithm): boolean => r.cpu;
+const inRankOrder = (r: CollectiveAlgorithm): boolean => r.rankOrder;
 
-export const GPU_ALL_REDUCE_ALGORITHMS: readonly GpuAllReduceAlgorithm[] = [
-  "auto",
-  ...names("all-reduce", false),
-];
-export const GPU_ALL_GATHER_ALGORITHMS: readonly GpuAllGatherAlgorithm[] = [
-  "auto",
-  ...names("all-gather", false),
-];
+export const GPU_ALL_REDUCE_ALGORITHMS: readonly GpuAllReduceAlgorithm[] = ["auto", ...names("all-reduce")];
+export const GPU_ALL_GATHER_ALGORITHMS: readonly GpuAllGatherAlgorithm[] = ["auto", ...names("all-gather")];
 export const GPU_REDUCE_SCATTER_ALGORITHMS: readonly GpuReduceScatterAlgorithm[] = [
   "auto",
-  ...names("reduce-scatter", false),
+  ...names("reduce-scatter"),
 ];
-/** What auto, `symmkit tune` and `symmkit bench` may pick from, by collective: every algorithm. */
+/** Every algorithm by collective: what `symmkit tune` and `symmkit bench` measure (the baselines among
+ * them, for reference). */
 export const TUNABLE_ALGORITHMS: { readonly [C in CollectiveName]: readonly GpuAlgorithm<C>[] } = {
-  "all-reduce": names("all-reduce", false),
-  "all-gather": names("all-gather", false),
-  "reduce-scatter": names("reduce-scatter", false),
+  "all-reduce": names("all-reduce"),
+  "all-gather": names("all-gather"),
+  "reduce-scatter": names("reduce-scatter"),
+};
+/** What auto picks from, by collective, and what a tune table may name: the rank-order algorithms (for
+ * all-gather every one). */
+export const AUTO_ALGORITHMS: { readonly [C in CollectiveName]: readonly GpuAlgorithm<C>[] } = {
+  "all-reduce": names("all-reduce", inRankOrder),
+  "all-gather": names("all-gather", inRankOrder),
+  "reduce-scatter": names("reduce-scatter", inRankOrder),
+};
+/** The algorithms a caller may name but auto never picks, by collective: NCCL's reductions. */
+export const BASELINE_ALGORITHMS: { readonly [C in CollectiveName]: readonly GpuAlgorithm<C>[] } = {
+  "all-reduce": names("all-reduce", (r) => !r.rankOrder),
+  "all-gather": names("all-gather", (r) => !r.rankOrder),
+  "reduce-scatter": names("reduce-scatter", (r) => !r.rankOrder),
 };
 
 /** The names of the records the CPU backend runs too. */
@@ -456,15 +494,15 @@ export type CpuReduceScatterAlgorithm = "auto" | CpuNames<typeof REDUCE_SCATTER>
 /** The CPU backend's algorithms: the GPU ones it implements as their reference, and auto. */
 export const CPU_ALL_REDUCE_ALGORITHMS = [
   "auto",
-  ...names("all-reduce", true),
+  ...names("all-reduce", onCpu),
 ] as readonly CpuAllReduceAlgorithm[];
 export const CPU_ALL_GATHER_ALGORITHMS = [
   "auto",
-  ...names("all-gather", true),
+  ...names("all-gather", onCpu),
 ] as readonly CpuAllGatherAlgorithm[];
 export const CPU_REDUCE_SCATTER_ALGORITHMS = [
   "auto",
-  ...names("reduce-scatter", true),
+  ...names("reduce-scatter", onCpu),
 ] as readonly CpuReduceScatterAlgorithm[];
 
 /** The record of `algorithm` (not auto). */
@@ -504,20 +542,42 @@ export function canRun(
   );
 }
 
-/** auto's built-in rule: the first record whose autoWhen holds and which can run; else nccl. */
+/**
+ * auto's built-in rule, among the rank-order records only: the first whose autoWhen holds and which can
+ * run; else the first that needs neither mailbox nor staging buffer (all-gather: NCCL); else undefined,
+ * when no rank-order algorithm can take the call whole (a plain input larger than the staging buffer:
+ * GpuCollectives runs it in pieces, see pieceBytes).
+ */
 export function builtInPick<C extends CollectiveName>(
   collective: C,
   bytes: number,
   staged: number,
   cap: Capacity,
-): GpuAlgorithm<C> {
-  for (const [name, r] of Object.entries(COLLECTIVE_ALGORITHMS[collective]) as [
-    GpuAlgorithm<C>,
-    CollectiveAlgorithm,
-  ][]) {
+): GpuAlgorithm<C> | undefined {
+  const records = (
+    Object.entries(COLLECTIVE_ALGORITHMS[collective]) as [GpuAlgorithm<C>, CollectiveAlgorithm][]
+  ).filter(([, r]) => r.rankOrder);
+  for (const [name, r] of records)
     if (r.autoWhen?.(bytes, cap.world) && canRun(collective, name, bytes, staged, cap)) return name;
-  }
-  return "nccl" as GpuAlgorithm<C>;
+  for (const [name, r] of records)
+    if (r.stagingBytes === undefined && r.mailboxBytesPerPeer(bytes, cap.world) === 0) return name;
+  return undefined;
+}
+
+/** The reduce-scatter algorithm a call in pieces runs: it reads each rank's chunk where it lies
+ * (CollectiveCall.chunkStride), so a piece needs no copy of its input. */
+export const REDUCE_SCATTER_PIECES = "copy_engine" satisfies GpuAlgorithm<"reduce-scatter">;
+
+/**
+ * The bytes per rank of each piece (all-reduce: of the input, reduce-scatter: of the output) when auto
+ * runs a call in pieces: as much as the staging buffer holds (reduce-scatter: world pieces, the copy-engine
+ * slots), in whole 16-byte groups so that every piece keeps the kernels' vector alignment. Each piece is a
+ * call of its own; the sums are elementwise, so the pieces give the bits of the whole call. 0: the staging
+ * buffer holds no piece at all.
+ */
+export function pieceBytes(collective: CollectiveName, cap: Capacity): number {
+  const room = collective === "reduce-scatter" ? cap.stagingBytes / cap.world : cap.stagingBytes;
+  return Math.floor(room / 16) * 16;
 }
 
 /** Every GPU program the collectives use (for the catalog). */

@@ -12,6 +12,7 @@ import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
 import { reduceInto } from "../../../src/ops/reduce.js";
 import type { GpuAllReduceAlgorithm } from "../../../src/ops/gpu-collectives.js";
+import { AUTO_ALGORITHMS } from "../../../src/ops/coll/registry.js";
 import type { ReduceOp } from "../../../src/ops/validate.js";
 import { Device, deviceCount } from "../../../src/runtime/device.js";
 import { decodeToF32, dtypeInfo, encode, type DType, type RawArray } from "../../../src/runtime/dtype.js";
@@ -414,8 +415,18 @@ lap("1000 alternating calls");
       }),
     beyond,
   );
-  // auto takes what can run: NCCL, for a plain input larger than the staging buffer and the mailbox.
-  assert.equal(c.autoAlgorithm("all-reduce", 4 * over, 4 * over), "nccl");
+  // A plain input larger than the staging buffer and the mailbox: auto runs it in pieces, with a
+  // rank-order algorithm (never NCCL), and the sum is the rank-order one: small integers, exact.
+  assert.ok(AUTO_ALGORITHMS["all-reduce"].includes(c.autoAlgorithm("all-reduce", 16 * over, 16 * over)));
+  {
+    const n = 4 * over + 3;
+    const big = Tensor.full([n], rank + 1, "f32");
+    const sum = c.allReduce(big).toHost() as Float32Array;
+    const want = (world * (world + 1)) / 2;
+    const i = sum.findIndex((v) => v !== want);
+    assert.equal(i, -1, `auto all-reduce in pieces: element ${i} is ${sum[i]}, expected ${want}`);
+    big.dispose();
+  }
   // The copy-engine reduce-scatter receives world chunks into the staging buffer, even from a small input.
   const chunk = Math.ceil(STAGING / (4 * world)) + 4;
   const symIn = await group.symmetric.empty([chunk * world], "f32");
