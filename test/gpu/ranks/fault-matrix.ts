@@ -4,7 +4,8 @@
 //   graph; every call must succeed with the exact result (inputs rank + 1).
 // - skip / graph-skip: ALG ("collective/algorithm") is called by every rank but the last, which waits at
 //   the store (graph-skip: after one replay in step, the last rank stops replaying); the others must end
-//   with a typed error naming it (SymmTimeoutError, or NcclTimeoutError for nccl) within the deadline
+//   with a typed error naming it (SymmTimeoutError: for nccl too, from the fingerprint barrier before the
+//   NCCL call) within the deadline
 //   plus 5 s.
 // - kill: the last rank SIGKILLs itself in the middle of a stream of ALG calls; the launcher must stop
 //   the job and name it.

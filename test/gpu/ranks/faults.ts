@@ -1,7 +1,8 @@
 // One rank of the GPU fault cases (test/gpu/faults.test.ts), by FAULT:
 // - nccl-skip / nccl-graph-skip: the last rank never enters an NCCL all-reduce (eager, or replayed from a
-//   CUDA graph) and waits at the store; the others must end with NcclTimeoutError naming it, within the
-//   deadline plus 5 s.
+//   CUDA graph) and waits at the store; the others must end with SymmTimeoutError naming it, within the
+//   deadline plus 5 s: the barrier that carries the call's fingerprint before every NCCL call is where
+//   they wait for it (NcclTimeoutError is for a rank that dies inside NCCL: nccl-kill).
 // - nccl-kill: rank 1 kills itself (SIGKILL) before an NCCL all-reduce; run without the launcher (which
 //   would stop the job), every other rank must end with NcclTimeoutError naming rank 1.
 // - mismatch-size, -algorithm, -lamport, -ll, -copy-engine, -nccl: the last
@@ -16,6 +17,7 @@ import { exitFlushed } from "../../../src/exit.js";
 import { init } from "../../../src/init.js";
 import { CollectiveMismatchError } from "../../../src/distributed/fingerprint.js";
 import { NcclTimeoutError } from "../../../src/distributed/nccl-watchdog.js";
+import { SymmTimeoutError } from "../../../src/distributed/sync-watch.js";
 import { SymmkitError } from "../../../src/errors.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
@@ -39,6 +41,8 @@ function verdict(e: unknown, t0: number): string {
   const ms = Date.now() - t0;
   if (e instanceof NcclTimeoutError)
     return `NcclTimeoutError naming ${JSON.stringify(e.culprits)} after ${ms} ms (limit ${limit} ms): ${e.message.split(";")[0]}`;
+  if (e instanceof SymmTimeoutError)
+    return `SymmTimeoutError naming [${e.record.peer}] after ${ms} ms (limit ${limit} ms)`;
   if (e instanceof CollectiveMismatchError)
     return `CollectiveMismatchError rank ${e.rank} names rank ${e.peer} after ${ms} ms: ${e.differences.join("; ")}`;
   return `WRONG after ${ms} ms: ${String(e)}`;
