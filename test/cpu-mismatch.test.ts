@@ -1,6 +1,8 @@
 // Ranks out of step on the CPU backend: each field of a call's fingerprint in turn differs on one rank;
 // every rank must end with CollectiveMismatchError naming a peer and the field, refuse its next call,
-// and the job must still end cleanly with nothing left behind.
+// and the job must still end cleanly with nothing left behind. Then calls refused on one rank only, one
+// op of each family: the refused call takes its turn, so every rank ends in a typed error naming another
+// rank and none returns another call's data; and calls refused alike everywhere leave the group usable.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { assertNothingLeft, runJob } from "./support/cpu-job.js";
@@ -31,3 +33,58 @@ for (const [how, field] of Object.entries(FIELD)) {
     assertNothingLeft(r.out);
   });
 }
+
+/** Each line the ranks print: "refusal OP: rank R: <first call> | <second call> | <barrier>". */
+function refusalLines(op: string, world: number): string[] {
+  // A rank that waits for one that moved on ends by the deadline: short, so that the test is too.
+  const r = runJob(world, "cpu-mismatch-rank.js", { REFUSE: op, SYMMKIT_SYNC_TIMEOUT_MS: "2000" });
+  assert.equal(r.status, 0, r.out);
+  assert.doesNotMatch(r.out, /WRONG/);
+  const lines = r.out.split("\n").filter((l) => l.includes(`refusal ${op}: rank`));
+  assert.equal(lines.length, world, r.out);
+  assertNothingLeft(r.out);
+  return lines;
+}
+
+const REFUSED = /refused SYMMKIT_INVALID_ARGUMENT \(turn spent\)/;
+
+// Point-to-point between ranks 0 and 1; the collectives on 3 ranks, so that two go ahead together.
+const ONE_RANK: Record<string, number> = {
+  allReduce: 3,
+  reduceScatter: 3,
+  allGather: 3,
+  allToAll: 3,
+  allToAllV: 3,
+  allReduceRmsNorm: 3,
+  matmulReduceScatter: 3,
+  dispatch: 3,
+  send: 2,
+  recv: 2,
+  sendRecv: 2,
+};
+
+for (const [op, world] of Object.entries(ONE_RANK)) {
+  test(`${op} refused on rank 0 only: every rank ends in a typed error naming another, no wrong data`, () => {
+    const lines = refusalLines(op, world);
+    const rank0 = lines.find((l) => l.includes(": rank 0: "))!;
+    assert.match(rank0.split(": rank 0: ")[1]!.split(" | ")[0]!, REFUSED, rank0);
+    for (const l of lines) assert.match(l, /(mismatch|timeout) names rank \d/, l);
+    // A group call's numbers differ by the refused call's turn, and nothing else.
+    if (world === 3)
+      assert.ok(
+        lines.some((l) => /call number/.test(l)),
+        lines.join("\n"),
+      );
+  });
+}
+
+test("calls refused alike on every rank leave the group in step: the next calls are exact", () => {
+  const world = 3;
+  for (const l of refusalLines("everywhere", world)) {
+    const [allReduce, sendRecv, ...next] = l.split(/: rank \d: /)[1]!.split(" | ");
+    assert.match(allReduce!, REFUSED, l);
+    // Rank 2 has no pair in the exchange.
+    if (!l.includes(": rank 2: ")) assert.match(sendRecv!, REFUSED, l);
+    assert.deepEqual(next, ["ok", "ok", "ok"], l);
+  }
+});

@@ -12,7 +12,11 @@ import {
   fingerprint,
   fingerprintDifferences,
   SIGNAL_MARK,
+  SPENT_CALL,
+  takeTurns,
+  type Turns,
 } from "../src/distributed/fingerprint.js";
+import { InvalidArgumentError } from "../src/errors.js";
 
 test("every collective and fused algorithm has a call kind, and kinds fit their 6 bits", () => {
   const kinds = new Set<string>(CALL_KINDS);
@@ -66,6 +70,111 @@ test("CollectiveMismatchError names both ranks, both calls and what differed", (
   assert.match(e.message, /rank 0 and rank 1 are out of step/);
   assert.match(e.message, /all-reduce\/lamport f16 sum/);
   assert.deepEqual(e.differences.length, 1);
+});
+
+test("a difference in the call number alone says a rank skipped or refused a call", () => {
+  const shape = { kind: "all-reduce/two_shot", dtype: "bf16", op: "sum", count: 4096 } as const;
+  const e = new CollectiveMismatchError(0, 1, fingerprint(7, shape), fingerprint(6, shape));
+  assert.match(
+    e.message,
+    /differ in the call number only, call #7 against #6 \(mod 1024\): a rank skipped or refused a call\./,
+  );
+  const message = { kind: "send-recv", dtype: "f32", count: 16, peer: 1 } as const;
+  const m = new CollectiveMismatchError(0, 1, fingerprint(1, message), fingerprint(0, message));
+  assert.match(m.message, /send-recv f32 none, message #1 \(mod 1024\)/);
+  assert.match(
+    m.message,
+    /message number only, message #1 against #0 \(mod 1024\): a rank skipped or refused a send or recv/,
+  );
+  assert.match(m.differences[0]!, /^message number between the pair/);
+  // With other fields, each difference is listed.
+  const other = new CollectiveMismatchError(
+    0,
+    1,
+    fingerprint(7, shape),
+    fingerprint(6, { ...shape, count: 8 }),
+  );
+  assert.match(
+    other.message,
+    /call number \(a rank skipped, added or refused a call\): ours call #7 .*; element count/,
+  );
+});
+
+test("takeTurns: a call that throws before taking its turn takes it, once; the error says so", () => {
+  class Group {
+    seq = 0;
+    log: unknown[] = [];
+    /** Takes its turn, then throws when told to. */
+    call(a: number, b: string, c?: boolean, d?: object): number {
+      this.log.push([a, b, c, d]);
+      if (b === "refuse") throw new InvalidArgumentError("call: refused");
+      if (b === "mismatch")
+        throw new CollectiveMismatchError(0, 1, fingerprint(0, { kind: "barrier", count: 0 }), 0);
+      if (b === "type") throw new TypeError("not a tensor");
+      this.seq++;
+      if (b === "late") throw new InvalidArgumentError("call: refused after its turn");
+      return a * 2;
+    }
+    /** Calls `call` inside: a refusal there takes one turn, not two. */
+    outer(b: string): number {
+      return this.call(1, b);
+    }
+    /** A call with nothing to take (a peer that is no peer). */
+    nowhere(): void {
+      throw new InvalidArgumentError("nowhere: refused");
+    }
+  }
+  const turns: Turns<Group> = {
+    at: (g) => g.seq,
+    spend: (g) => {
+      g.seq++;
+      return SPENT_CALL;
+    },
+  };
+  takeTurns(Group.prototype, {
+    call: turns,
+    outer: turns,
+    nowhere: { at: (g) => g.seq, spend: () => undefined },
+  });
+  const g = new Group();
+  assert.equal(g.call(21, "ok"), 42, "arguments and result pass through");
+  assert.deepEqual(g.log, [[21, "ok", undefined, undefined]]);
+  assert.equal(g.seq, 1);
+  const refused = (() => {
+    try {
+      g.call(1, "refuse", true, { x: 1 });
+    } catch (e) {
+      return e as InvalidArgumentError;
+    }
+  })()!;
+  assert.equal(g.seq, 2, "the refused call took its turn");
+  assert.ok(refused instanceof InvalidArgumentError);
+  assert.equal(refused.code, "SYMMKIT_INVALID_ARGUMENT");
+  assert.equal(refused.message, `call: refused ${SPENT_CALL}`);
+  assert.ok(refused.stack!.includes(SPENT_CALL), "the stack shows the message as it is now");
+  assert.throws(
+    () => g.call(1, "late"),
+    (e: Error) => !e.message.includes(SPENT_CALL),
+  );
+  assert.equal(g.seq, 3, "a call that took its turn and then threw takes no other");
+  assert.throws(
+    () => g.outer("refuse"),
+    (e: Error) => e.message === `call: refused ${SPENT_CALL}`,
+  );
+  assert.equal(g.seq, 4, "nested, the innermost call takes the turn and the outer one takes none");
+  assert.throws(
+    () => g.call(1, "mismatch"),
+    (e: Error) => !e.message.includes(SPENT_CALL),
+  );
+  assert.throws(
+    () => g.call(1, "type"),
+    (e: Error) => e instanceof TypeError && e.message === "not a tensor",
+  );
+  assert.equal(g.seq, 6, "whatever it threw, the call took its turn; only a refusal says so");
+  assert.throws(
+    () => g.nowhere(),
+    (e: Error) => e.message === "nowhere: refused",
+  );
 });
 
 test("SymmTimeoutError says which call a signal wait was in (its fingerprint), or the kernel's phase", () => {

@@ -50,8 +50,12 @@ import { ACK_SLOTS, barrier, putSignal, READY_SLOTS, waitSignal, type CpuSyncEnv
 import {
   CollectiveMismatchError,
   fingerprint,
+  SPENT_CALL,
+  SPENT_MESSAGE,
+  takeTurns,
   type CallKind,
   type CallShape,
+  type Turns,
 } from "../distributed/fingerprint.js";
 import { SymmTimeoutError } from "../distributed/sync-watch.js";
 import { InvalidArgumentError } from "../errors.js";
@@ -126,9 +130,11 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
   /** The running call's fingerprint, and how many barriers it has met. */
   #phase = 0;
   #step = 0;
-  /** Messages sent to and received from each peer (send/recv's call numbers, per pair). */
+  /** Messages sent to and received from each peer (send/recv's call numbers, per pair), and their sum
+   * (what tells a point-to-point call that took its numbers from one that did not). */
   readonly #sent: number[];
   readonly #received: number[];
+  #messages = 0;
   /** The send whose acknowledgement our staging buffer waits for. */
   #pendingAck: { peer: number; phase: number } | undefined;
   /** The wait that failed: the pads are out of step since, so every later call is refused. */
@@ -454,12 +460,18 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
    * our staging buffer is reused only after the peer acknowledged, so ring exchanges cannot deadlock.
    */
   send(tensor: HostTensor, peer: number, options: { algorithm?: CpuExchangeAlgorithm } = {}): void {
-    const { rank, world, pads } = this.#sync;
+    const { rank, world } = this.#sync;
     checkTensorArg("send", "tensor", tensor);
     checkPeer("send", peer, world, rank);
     checkAlgorithm("send", options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
+    this.#send(tensor, peer, "send");
+  }
+
+  /** A checked send (of `what`: send or sendRecv). */
+  #send(tensor: HostTensor, peer: number, what: string): void {
+    const { rank, world, pads } = this.#sync;
     this.#usable();
-    this.#stage(tensor, "send");
+    this.#stage(tensor, what);
     const phase = this.#pairPhase(this.#sent, peer, rank, tensor);
     this.#guard(() => putSignal(this.#sync, pads[peer]!, READY_SLOTS * world + rank, peer, phase));
     this.#pendingAck = { peer, phase };
@@ -467,16 +479,35 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
 
   /** A message's fingerprint: its number between this pair (one way), its size, and its sender. */
   #pairPhase(counts: number[], peer: number, sender: number, t: HostTensor): number {
+    this.#messages++;
     const seq = counts[peer]!++;
     return fingerprint(seq, { kind: "send-recv", dtype: t.dtype, count: t.numel, peer: sender });
   }
 
+  /** Takes the numbers of a point-to-point call with `peer` that was refused (see takeTurns); false where
+   * `peer` names no pair. */
+  #skipMessages(peer: unknown, sends: boolean, receives: boolean): boolean {
+    const { rank, world } = this.#sync;
+    if (!Number.isInteger(peer) || (peer as number) < 0 || (peer as number) >= world || peer === rank)
+      return false;
+    this.#messages++;
+    if (sends) this.#sent[peer as number]!++;
+    if (receives) this.#received[peer as number]!++;
+    return true;
+  }
+
   recv(tensor: HostTensor, peer: number, options: { algorithm?: CpuExchangeAlgorithm } = {}): HostTensor {
-    const { rank, world, pads } = this.#sync;
+    const { rank, world } = this.#sync;
     checkTensorArg("recv", "tensor", tensor);
     checkPeer("recv", peer, world, rank);
     checkAlgorithm("recv", options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
     checkCapacity("recv", tensor.nbytes, this.capacityBytes);
+    return this.#recv(tensor, peer);
+  }
+
+  /** A checked recv. */
+  #recv(tensor: HostTensor, peer: number): HostTensor {
+    const { rank, world, pads } = this.#sync;
     this.#usable();
     const phase = this.#pairPhase(this.#received, peer, peer, tensor);
     this.#guard(() => waitSignal(this.#sync, pads[rank]!, READY_SLOTS * world + peer, peer, phase));
@@ -497,8 +528,9 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkPeer(what, peer, this.#sync.world, this.#sync.rank);
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
     checkCapacity(what, out.nbytes, this.capacityBytes);
-    this.send(x, peer);
-    return this.recv(out, peer);
+    // Both messages' numbers are taken, or neither (takeTurns spends both for a refused call).
+    this.#send(x, peer, what);
+    return this.#recv(out, peer);
   }
 
   /** Chunk j of `x` to rank j; chunk i of `out` from rank i (world equal chunks). */
@@ -802,5 +834,40 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     this.#begin({ kind: "barrier", count: 0 });
     this.#settleSend();
     this.#meet();
+  }
+
+  static {
+    // A call refused before it took its number takes it all the same (see takeTurns).
+    const call: Turns<CpuCollectives> = {
+      at: (o) => o.#seq,
+      spend: (o) => {
+        o.#seq++;
+        return SPENT_CALL;
+      },
+    };
+    const message = (sends: boolean, receives: boolean): Turns<CpuCollectives> => ({
+      at: (o) => o.#messages,
+      // The peer: send(x, peer), recv(out, peer), sendRecv(x, out, peer).
+      spend: (o, _a, b, c) =>
+        o.#skipMessages(sends && receives ? c : b, sends, receives) ? SPENT_MESSAGE : undefined,
+    });
+    takeTurns(CpuCollectives.prototype, {
+      allReduce: call,
+      allReduceRmsNorm: call,
+      allGather: call,
+      reduceScatter: call,
+      allGatherMatmul: call,
+      matmulReduceScatter: call,
+      matmulAllReduce: call,
+      broadcast: call,
+      allToAll: call,
+      allToAllV: call,
+      dispatch: call,
+      combine: call,
+      barrier: call,
+      send: message(true, false),
+      recv: message(false, true),
+      sendRecv: message(true, true),
+    });
   }
 }

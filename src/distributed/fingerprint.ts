@@ -2,7 +2,8 @@
 // value its signals carry (device/include/symmkit/sync/signal.cuh; the CPU backend's src/cpu/sync.ts).
 // A put writes the value, a wait expects it: a peer whose signal carries another value is out of step.
 // That is found at no extra round trip (the value rides on the signal the call sends anyway), and
-// CollectiveMismatchError decodes both values to say what differed.
+// CollectiveMismatchError decodes both values to say what differed. A call takes its number even when it
+// is refused before any signal (takeTurns), so that a refusal on some ranks only is found too.
 //
 // Bits: 0 the barrier step within the call (a kernel's second barrier adds 1), 1-10 the group's call
 // number mod 1024, 11-16 the operation (CALL_KINDS index), 17-19 the dtype, 20-21 the reduction, 22-30 a
@@ -127,6 +128,10 @@ export function fingerprint(seq: number, shape: CallShape): number {
 const DTYPE_NAMES = new Map(Object.entries(DTYPE_CODES).map(([n, c]) => [c, n]));
 const OP_NAMES = new Map(Object.entries(OP_CODES).map(([n, c]) => [c, n]));
 
+/** Whether a fingerprint is a point-to-point message's: its number counts the pair's messages one way,
+ * not the group's calls. */
+const isMessage = (v: number): boolean => (CALL_KINDS[field(v, "kind")] ?? "").startsWith("send-recv");
+
 /** One field of a fingerprint, in words. */
 function describeField(v: number, f: Field): string {
   const x = field(v, f);
@@ -134,7 +139,7 @@ function describeField(v: number, f: Field): string {
     case "step":
       return x === 0 ? "first barrier" : "second barrier";
     case "seq":
-      return `call #${x} (mod 1024)`;
+      return `${isMessage(v) ? "message" : "call"} #${x} (mod 1024)`;
     case "kind":
       return CALL_KINDS[x] ?? `unknown operation ${x}`;
     case "dtype":
@@ -148,18 +153,39 @@ function describeField(v: number, f: Field): string {
 
 const FIELD_WORDS: Readonly<Record<Field, string>> = {
   step: "barrier step",
-  seq: "call number (a rank skipped or added a collective call)",
+  seq: "call number (a rank skipped, added or refused a call)",
   kind: "operation or algorithm (check auto's inputs: every rank must pass the same size)",
   dtype: "dtype",
   op: "reduction",
   size: "element count or root/peer",
 };
 
+const MESSAGE_NUMBER_WORDS =
+  "message number between the pair (a rank skipped, added or refused a send or recv)";
+
 /** The fields in which two fingerprints differ, each with both values in words. */
 export function fingerprintDifferences(ours: number, theirs: number): string[] {
   return (Object.keys(FIELDS) as Field[])
     .filter((f) => field(ours, f) !== field(theirs, f))
-    .map((f) => `${FIELD_WORDS[f]}: ours ${describeField(ours, f)}, theirs ${describeField(theirs, f)}`);
+    .map((f) => {
+      const words = f === "seq" && isMessage(ours) ? MESSAGE_NUMBER_WORDS : FIELD_WORDS[f];
+      return `${words}: ours ${describeField(ours, f)}, theirs ${describeField(theirs, f)}`;
+    });
+}
+
+/** What differs between two fingerprints, as CollectiveMismatchError's message says it. */
+function describeDifferences(ours: number, theirs: number, differences: readonly string[]): string {
+  if (differences.length === 0) return "nothing decodable (a corrupted signal)";
+  // The same call but for its number: a rank made a call fewer or more (a refused call takes its turn,
+  // so a refusal on some ranks only ends here too).
+  if (differences.length === 1 && field(ours, "seq") !== field(theirs, "seq")) {
+    const [what, calls] = isMessage(ours) ? ["message", "send or recv"] : ["call", "call"];
+    return (
+      `the ${what} number only, ${what} #${field(ours, "seq")} against #${field(theirs, "seq")} (mod 1024): ` +
+      `a rank skipped or refused a ${calls}`
+    );
+  }
+  return differences.join("; ");
 }
 
 /** A fingerprint in words: what the call was. */
@@ -185,7 +211,7 @@ export class CollectiveMismatchError extends SymmkitError {
       "SYMMKIT_COLLECTIVE_MISMATCH",
       `rank ${rank} and rank ${peer} are out of step: rank ${rank} is in ${describeFingerprint(ours >>> 0)}, ` +
         `rank ${peer} signalled ${describeFingerprint(theirs >>> 0)}. They differ in ` +
-        `${differences.length ? differences.join("; ") : "nothing decodable (a corrupted signal)"}. ` +
+        `${describeDifferences(ours >>> 0, theirs >>> 0, differences)}. ` +
         `Every rank of a group must make the same collective calls, in the same order, with the same ` +
         `sizes, dtypes and options; this group cannot be used any more: destroy it.` +
         (options.note ? ` ${options.note}` : ""),
@@ -193,4 +219,76 @@ export class CollectiveMismatchError extends SymmkitError {
     );
     this.differences = differences;
   }
+}
+
+/**
+ * How a class's calls take their turns: the number a call's fingerprints carry (the group's call number,
+ * or a pair's message number) is read before the call and again if it throws.
+ */
+export interface Turns<T> {
+  /** What a call takes its turn from: unchanged after a call that threw, it took none. */
+  at(self: T): number;
+  /** Takes the turn a call that threw without one would have taken (its arguments as passed); returns the
+   * sentence its error gets, or undefined where there was none to take (a peer that is no peer). */
+  spend(self: T, a: unknown, b: unknown, c: unknown, d: unknown): string | undefined;
+}
+
+/** What a group call refused on this rank says. */
+export const SPENT_CALL =
+  "The call still took its turn in the group's order of calls: ranks whose call went ahead fail with " +
+  "CollectiveMismatchError at their next signal from this rank (SymmTimeoutError naming it, if it makes " +
+  "no further call), instead of pairing with its next call.";
+/** What a point-to-point call refused on this rank says. */
+export const SPENT_MESSAGE =
+  "The call still took its message number between this pair: a matching call that went ahead on the " +
+  "peer fails with CollectiveMismatchError (or SymmTimeoutError) at the pair's next message, instead of " +
+  "pairing with this rank's next call.";
+
+/** Errors that say the group is out of step already: a spent turn adds nothing to them. */
+const GROUP_FAILED = new Set<string>([
+  "SYMMKIT_SYMM_TIMEOUT",
+  "SYMMKIT_COLLECTIVE_MISMATCH",
+  "SYMMKIT_NCCL_TIMEOUT",
+  "SYMMKIT_KERNEL_STALL",
+]);
+
+/**
+ * Makes every method `turns` names take its turn even when it throws before taking one (an argument
+ * check, a capacity, a capture, ...): a call refused on some ranks only would otherwise leave their
+ * numbers behind the peers' whose call went ahead, and the refusing ranks' next call would carry the
+ * number of the call the peers are in, same shape and all, and pair with it on wrong data. With the turn
+ * taken, the numbers differ and every rank ends in a typed error at the first signal; a call refused
+ * alike on every rank leaves them all in step. Each method is wrapped once, here: a call costs a read
+ * of the counter and a try, no closure and no allocation.
+ */
+export function takeTurns<T extends object>(
+  proto: T,
+  turns: { readonly [K in keyof T as T[K] extends (...args: never[]) => unknown ? K : never]?: Turns<T> },
+): void {
+  type Method = (this: T, a: unknown, b: unknown, c: unknown, d: unknown) => unknown;
+  const methods = proto as unknown as Record<string, Method>;
+  for (const [name, t] of Object.entries(turns as Record<string, Turns<T>>)) {
+    // Four arguments pass through: no method wrapped takes more.
+    const method = methods[name]!;
+    methods[name] = function (this: T, a, b, c, d) {
+      const at = t.at(this);
+      try {
+        return method.call(this, a, b, c, d);
+      } catch (e) {
+        if (t.at(this) === at) {
+          const why = t.spend(this, a, b, c, d);
+          if (why !== undefined && e instanceof SymmkitError && !GROUP_FAILED.has(e.code)) say(e, why);
+        }
+        throw e;
+      }
+    };
+  }
+}
+
+/** Appends `sentence` to an error's message (and to its stack, which holds the message as made). */
+function say(e: Error, sentence: string): void {
+  const before = e.message;
+  if (before.endsWith(sentence)) return; // an error object thrown again
+  e.message = `${before} ${sentence}`;
+  if (e.stack?.includes(before)) e.stack = e.stack.replace(before, () => e.message);
 }

@@ -159,9 +159,12 @@ type P2p = Exclude<GpuSendRecvAlgorithm, "auto">;
 export class GpuExchange {
   readonly #ctx: ExchangeContext;
   readonly #inboxView: Uint8Array;
-  /** put's messages sent to and received from each peer (their fingerprints' numbers). */
+  /** put's and copy_engine's messages sent to and received from each peer (their fingerprints' numbers),
+   * and how many numbers were taken in all (what tells a call that took its numbers from one that did
+   * not: GpuCollectives' takeTurns). */
   readonly #sent: number[];
   readonly #received: number[];
+  #messages = 0;
   /** allToAllV's published sides (see allToAllV). */
   #sides: DeviceMemory | undefined;
   /** copy_engine sendRecv's receiving stream, forked from and joined to the caller's. */
@@ -172,6 +175,28 @@ export class GpuExchange {
     this.#inboxView = ctx.inbox.deviceView();
     this.#sent = new Array<number>(ctx.world).fill(0);
     this.#received = new Array<number>(ctx.world).fill(0);
+  }
+
+  /** How many message numbers this exchange has taken, in either direction with any peer. */
+  get messages(): number {
+    return this.#messages;
+  }
+
+  /** The next message's number in one direction of a pair: `count` is #sent or #received. */
+  #take(count: number[], peer: number): number {
+    this.#messages++;
+    return count[peer]!++;
+  }
+
+  /** Takes the numbers of a point-to-point call with `peer` that was refused before taking them (see
+   * takeTurns); false where `peer` names no pair. */
+  skip(peer: unknown, sends: boolean, receives: boolean): boolean {
+    const { rank, world } = this.#ctx;
+    if (!Number.isInteger(peer) || (peer as number) < 0 || (peer as number) >= world || peer === rank)
+      return false;
+    if (sends) this.#take(this.#sent, peer as number);
+    if (receives) this.#take(this.#received, peer as number);
+    return true;
   }
 
   send(x: Tensor, peer: number, algorithm: P2p, stream: Stream): void {
@@ -221,7 +246,7 @@ export class GpuExchange {
 
   /** copy_engine's message fingerprint (the pair's count, shared with put's: one order per pair). */
   #cePhase(t: Tensor, count: number[], peer: number, from: number): number {
-    return fingerprint(count[peer]!++, {
+    return fingerprint(this.#take(count, peer), {
       kind: "send-recv/copy_engine",
       dtype: t.dtype,
       count: t.numel,
@@ -295,10 +320,15 @@ export class GpuExchange {
     const sendBlocks = x ? p2pBlocks(x.nbytes) : 0;
     const recvBlocks = out ? p2pBlocks(out.nbytes) : 0;
     const sendPhase = x
-      ? fingerprint(this.#sent[to]!++, { kind: "send-recv", dtype: x.dtype, count: x.numel, peer: rank })
+      ? fingerprint(this.#take(this.#sent, to), {
+          kind: "send-recv",
+          dtype: x.dtype,
+          count: x.numel,
+          peer: rank,
+        })
       : 0;
     const recvPhase = out
-      ? fingerprint(this.#received[from]!++, {
+      ? fingerprint(this.#take(this.#received, from), {
           kind: "send-recv",
           dtype: out.dtype,
           count: out.numel,

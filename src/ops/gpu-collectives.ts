@@ -6,7 +6,15 @@
 // staging buffer's SymmView is made once: an eager call builds no strings and allocates nothing but its
 // argument objects (and its output, when none is given).
 import { InvalidArgumentError } from "../errors.js";
-import { fingerprint, type CallKind, type CallShape } from "../distributed/fingerprint.js";
+import {
+  fingerprint,
+  SPENT_CALL,
+  SPENT_MESSAGE,
+  takeTurns,
+  type CallKind,
+  type CallShape,
+  type Turns,
+} from "../distributed/fingerprint.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { ProcessGroup } from "../distributed/process-group.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
@@ -185,6 +193,20 @@ interface Mailbox {
   /** A slot's bytes in the buffer (the kernels' `cap`): the payload, then the call's header. */
   readonly stride: number;
 }
+
+/**
+ * A host's group's numbers, for HostsCollectives, whose calls run through it: its call number and its
+ * messages' count (what GpuCollectives' calls take their turns from), and how to take a turn of each
+ * for a call refused before it reached this group (see takeTurns). Not part of the package's API.
+ */
+export interface LocalTurns {
+  readonly calls: (c: GpuCollectives) => number;
+  readonly spendCall: (c: GpuCollectives) => void;
+  readonly messages: (c: GpuCollectives) => number;
+  readonly skipMessages: (c: GpuCollectives, peer: unknown, sends: boolean, receives: boolean) => boolean;
+}
+// Set by GpuCollectives' static block, which alone sees its private fields.
+export let localTurns: LocalTurns;
 
 /** The algorithms the GPU backend accepts, by operation. */
 export interface GpuAlgorithms {
@@ -1083,6 +1105,49 @@ export class GpuCollectives implements Collectives<
     await this.#mailbox.buffers.dispose();
     await this.#inbox.dispose();
     this.#mailbox.state.dispose();
+  }
+
+  static {
+    localTurns = {
+      calls: (c) => c.#seq,
+      spendCall: (c) => void c.#seq++,
+      messages: (c) => c.#exchange.messages,
+      skipMessages: (c, peer, sends, receives) => c.#exchange.skip(peer, sends, receives),
+    };
+    // A call refused before it took its number takes it all the same (see takeTurns). The fused
+    // matmuls, allReduceRmsNorm, the exchange and MoE take theirs through #phase, or through the calls
+    // below: whatever they refuse, the wrapper of the call that reached them sees.
+    const call: Turns<GpuCollectives> = {
+      at: localTurns.calls,
+      spend: (c) => {
+        localTurns.spendCall(c);
+        return SPENT_CALL;
+      },
+    };
+    // put and copy_engine number a pair's messages (nccl has no numbers: spending one is harmless).
+    const message = (sends: boolean, receives: boolean): Turns<GpuCollectives> => ({
+      at: localTurns.messages,
+      // The peer: send(x, peer), recv(out, peer), sendRecv(x, out, peer).
+      spend: (self, _a, b, c) =>
+        localTurns.skipMessages(self, sends && receives ? c : b, sends, receives) ? SPENT_MESSAGE : undefined,
+    });
+    takeTurns(GpuCollectives.prototype, {
+      allReduce: call,
+      allGather: call,
+      reduceScatter: call,
+      allGatherMatmul: call,
+      matmulReduceScatter: call,
+      matmulAllReduce: call,
+      allReduceRmsNorm: call,
+      allToAll: call,
+      allToAllV: call,
+      dispatch: call,
+      combine: call,
+      barrier: call,
+      send: message(true, false),
+      recv: message(false, true),
+      sendRecv: message(true, true),
+    });
   }
 }
 

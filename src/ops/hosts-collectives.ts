@@ -37,7 +37,14 @@
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import { WAIT_ENV_LAYOUT } from "../distributed/device-layouts.js";
 import { gatherValues } from "../distributed/agree.js";
-import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
+import {
+  fingerprint,
+  SPENT_CALL,
+  SPENT_MESSAGE,
+  takeTurns,
+  type CallShape,
+  type Turns,
+} from "../distributed/fingerprint.js";
 import { readEnvVar } from "../settings.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { memset } from "../runtime/memory.js";
@@ -49,7 +56,7 @@ import { Graph } from "../runtime/graph.js";
 import { copy2d, DeviceMemory } from "../runtime/memory.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
-import type { GpuCollectives } from "./gpu-collectives.js";
+import { localTurns, type GpuCollectives } from "./gpu-collectives.js";
 import { checkAllToAll, checkSendRecv } from "./exchange-checks.js";
 import { bytes, ncclExchange } from "./exchange.js";
 import { overlaps, sameSpan } from "./matmul.js";
@@ -535,5 +542,52 @@ export class HostsCollectives {
       for (let j = 0; j < cols; j++)
         copy2d(dst.ptr + BigInt(j * rows * b), b, src.ptr + BigInt(j * b), cols * b, b, rows, stream);
     }
+  }
+
+  static {
+    // A call refused before it took its turn takes it all the same (see takeTurns): the group's, and the
+    // host group's, whose calls the peers' hierarchical call went ahead with. Whether the call reached
+    // the host group is what tells: one refused there took that turn (GpuCollectives' own wrapper).
+    const call: Turns<HostsCollectives> = {
+      at: (h) => localTurns.calls(h.local.collectives),
+      spend: (h) => {
+        h.#calls++;
+        localTurns.spendCall(h.local.collectives);
+        return SPENT_CALL;
+      },
+    };
+    // A peer on this host is reached by the host group's put (its pair's numbers) unless nccl is named;
+    // between hosts NCCL matches a pair's calls by their order alone, with no number to take.
+    const message = (sends: boolean, receives: boolean): Turns<HostsCollectives> => ({
+      at: (h) => localTurns.messages(h.local.collectives),
+      // send(x, peer, options), recv(out, peer, options), sendRecv(x, out, peer, options).
+      spend: (h, _a, b, c, d) => {
+        const [peer, options] = sends && receives ? [c, d] : [b, c];
+        if ((options as HostsCallOptions | undefined)?.algorithm === "nccl") return undefined;
+        const g = h.#group;
+        const local = Number.isInteger(peer) ? h.local.ranks.indexOf(g.ranks[peer as number] ?? -1) : -1;
+        if (local < 0) return undefined;
+        return localTurns.skipMessages(h.local.collectives, local, sends, receives)
+          ? SPENT_MESSAGE
+          : undefined;
+      },
+    });
+    takeTurns(HostsCollectives.prototype, {
+      allReduce: call,
+      allGather: call,
+      reduceScatter: call,
+      allToAll: call,
+      barrier: call,
+      allGatherMatmul: call,
+      matmulReduceScatter: call,
+      matmulAllReduce: call,
+      allReduceRmsNorm: call,
+      allToAllV: call,
+      dispatch: call,
+      combine: call,
+      send: message(true, false),
+      recv: message(false, true),
+      sendRecv: message(true, true),
+    });
   }
 }
