@@ -100,6 +100,17 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Our output's reader went away (symmkit --help | head -1): nothing more can be said, so stop at once and
+ * quietly, with the status of a process killed by SIGPIPE (which Node ignores). `symmkit run` stops its
+ * ranks as it exits.
+ */
+function onOutputError(e: NodeJS.ErrnoException): void {
+  process.exit(e.code === "EPIPE" ? 128 + 13 : 1);
+}
+process.stdout.on("error", onOutputError);
+process.stderr.on("error", onOutputError);
+
 // Exit explicitly: a command that failed may leave connections open (the store, sockets), and a rank
 // that keeps running after its error would hold the whole job. Output is flushed first (src/exit.ts).
 void main(process.argv.slice(2)).then(exitFlushed);

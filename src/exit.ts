@@ -1,7 +1,9 @@
-// Exiting without losing output. A process whose stdout or stderr is a pipe or socket that Node made (a
-// rank under `symmkit run`, the launcher under a test) writes to it asynchronously, and process.exit()
-// drops whatever is still queued: a rank's last lines would never reach the launcher. This waits until
-// both streams have handed everything to the OS (bounded, in case no one reads them), then exits.
+// Exiting without losing output. A process whose stdout or stderr is a pipe or socket (the launcher piped
+// into another program or under a test, a rank that `symmkit run` started as a command) is written
+// asynchronously by Node, and process.exit() drops whatever is still queued: its last lines would be lost.
+// (A script `symmkit run` starts with Node has them written blocking: src/distributed/rank-stdio.ts.)
+// This waits until both streams have handed everything to the OS (bounded, in case no one reads them),
+// then exits.
 
 /** Milliseconds exitFlushed waits for the streams before exiting anyway. */
 export const EXIT_FLUSH_MS = 5000;

@@ -160,6 +160,64 @@ test("run --help says which scripts run with Node, and how to run anything else"
   assert.match(r.stdout, /symmkit run \[options\] -- <command> \[args\.\.\.\]/);
 });
 
+/** `symmkit args` whose stdout's reader goes away after `keepLines` lines (0: before it writes anything). */
+function symmkitCutOff(args: readonly string[], keepLines: number): Promise<Result & { lines: string[] }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [cli, ...args], { timeout: 60_000 });
+    const lines: string[] = [];
+    let stderr = "";
+    let buf = "";
+    if (keepLines === 0) p.stdout.destroy();
+    p.stdout.on("data", (d: Buffer) => {
+      buf += d.toString();
+      for (let nl = buf.indexOf("\n"); nl >= 0 && lines.length < keepLines; nl = buf.indexOf("\n")) {
+        lines.push(buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+      }
+      if (lines.length >= keepLines) p.stdout.destroy();
+    });
+    p.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    p.on("error", reject);
+    p.on("close", (status) => resolve({ args, status, stdout: lines.join("\n"), stderr, lines }));
+  });
+}
+
+test("output whose reader went away (symmkit --help | head -1): no stack, the status of SIGPIPE", async () => {
+  const [help, job] = await Promise.all([
+    symmkitCutOff(["--help"], 0),
+    // A job whose output is cut off is stopped, as a process killed by SIGPIPE would stop it.
+    symmkitCutOff(["run", "--", "sh", "-c", "echo pid $$; while :; do echo line; sleep 0.01; done"], 2),
+  ]);
+  for (const r of [help, job]) {
+    assert.equal(r.status, 141, show(r));
+    assert.equal(r.stderr, "", show(r));
+  }
+  const pid = Number(/^\[rank 0\] pid (\d+)$/.exec(job.lines[0] ?? "")?.[1]);
+  assert.ok(pid > 0, show(job));
+  let alive = true;
+  for (let i = 0; i < 100 && alive; i++) {
+    try {
+      process.kill(pid, 0);
+      await new Promise((r) => setTimeout(r, 20));
+    } catch {
+      alive = false;
+    }
+  }
+  assert.equal(alive, false, "the rank was stopped");
+  // As people type it.
+  const piped = await new Promise<Result>((resolve, reject) => {
+    const p = spawn("/bin/sh", ["-c", '"$0" "$1" --help | head -1', process.execPath, cli]);
+    let stdout = "";
+    let stderr = "";
+    p.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    p.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    p.on("error", reject);
+    p.on("close", (status) => resolve({ args: ["--help", "|", "head", "-1"], status, stdout, stderr }));
+  });
+  assert.equal(piped.stdout, "Usage: symmkit [options] [command]\n", show(piped));
+  assert.equal(piped.stderr, "", show(piped));
+});
+
 test("unknown commands, unknown options, extra arguments: one line, exit code 2", async () => {
   const cases: [string[], RegExp][] = [
     [["frobnicate"], /^symmkit: unknown command 'frobnicate'/],

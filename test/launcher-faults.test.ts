@@ -114,16 +114,29 @@ test("ranks that never call init() and exit 0 are a successful job", async () =>
   assert.deepEqual(r.stderr, []);
 });
 
-test("a rank that stays out of init(): the others fail after SYMMKIT_STORE_TIMEOUT_MS", async (t) => {
-  const r = await run(["-n", "2", fixture], { FAULT: "stay", SYMMKIT_STORE_TIMEOUT_MS: "1500" });
+test("a rank that stays out of init(): the others fail after SYMMKIT_STORE_TIMEOUT_MS, and they and the launcher name it", async (t) => {
+  const r = await run(["-n", "3", fixture], { FAULT: "stay", SYMMKIT_STORE_TIMEOUT_MS: "1500" });
   assert.equal(r.code, 1, all(r));
-  const failed = /\[rank 0\] init failed at (\d+): SYMMKIT_STORE_TIMEOUT: .*timed out after 1500 ms/.exec(
-    all(r),
-  );
+  const failed =
+    /\[rank ([02])\] init failed at (\d+): SYMMKIT_STORE_TIMEOUT: joining the group on rank \1 timed out after 1500 ms waiting for symmkit\/joined\/1; rank 1 never started joining \(has it called init\(\)\?\)/.exec(
+      all(r),
+    );
   assert.ok(failed, all(r));
-  const ms = Number(failed[1]) - Number(/\[rank 0\] joining at (\d+)/.exec(all(r))?.[1]);
-  assert.ok(ms >= 1400 && ms < 6000, `rank 0 failed ${ms} ms after it started joining`);
-  t.diagnostic(`rank 0 failed ${ms} ms after it started joining (SYMMKIT_STORE_TIMEOUT_MS=1500)`);
+  const joining = new RegExp(`\\[rank ${failed[1]}\\] joining at (\\d+)`).exec(all(r))?.[1];
+  const ms = Number(failed[2]) - Number(joining);
+  assert.ok(ms >= 1400 && ms < 6000, `rank ${failed[1]} failed ${ms} ms after it started joining`);
+  // The launcher names the rank that never joined, not the one that waited for it.
+  const pid1 = /\[rank 1\] pid (\d+)/.exec(all(r))?.[1];
+  assert.match(
+    r.stderr.join("\n"),
+    new RegExp(
+      `^symmkit run: rank 1 \\(pid ${pid1}\\) never joined the group \\(it had not called init\\(\\)\\); ` +
+        "rank [02] \\(pid \\d+\\) exited with code 1 after waiting 1500 ms for it; the other ranks were stopped$",
+      "m",
+    ),
+  );
+  assert.doesNotMatch(all(r), /exited with code 1 first/);
+  t.diagnostic(`rank ${failed[1]} failed ${ms} ms after it started joining (SYMMKIT_STORE_TIMEOUT_MS=1500)`);
 });
 
 /** An IPv4 address of this host other than loopback, if it has one. */
@@ -233,4 +246,50 @@ test("scripts: .cjs runs with Node; .ts with Node where it can, else says how; a
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("a script that is not there: one typed line before any rank starts; a command that is not: one line", async () => {
+  const missing = path.join(os.tmpdir(), `symmkit-missing-${process.pid}.js`);
+  const [script, command] = await Promise.all([
+    run(["-n", "2", missing]),
+    run(["-n", "3", "--", "symmkit-no-such-command"]),
+  ]);
+  assert.equal(script.code, 1, all(script));
+  assert.deepEqual(script.stdout, [], "no rank started");
+  assert.deepEqual(script.stderr, [
+    `symmkit run: ${missing} does not exist (looked for ${missing}): give the script each rank runs, or a ` +
+      "command after -- [SYMMKIT_INVALID_ARGUMENT]",
+  ]);
+  assert.equal(command.code, 127, all(command));
+  assert.deepEqual(command.stderr, [
+    "symmkit run: rank 0 could not start symmkit-no-such-command: ENOENT: no such file, nor command on PATH; " +
+      "no rank was started [SYMMKIT_OS_ERROR]",
+  ]);
+});
+
+test("out of file descriptors (ulimit -n 100, 60 ranks): one typed line, no stack; the ranks started are stopped", async () => {
+  const r = await new Promise<Run>((resolve) => {
+    const p = spawn(
+      "/bin/sh",
+      ["-c", 'ulimit -n 100 && exec "$0" "$1" run -n 60 --grace-ms 500 -- sleep 30', process.execPath, cli],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const r: Run = { code: null, stdout: [], stderr: [], endedAt: 0 };
+    p.stdout.on("data", (d: Buffer) => r.stdout.push(...d.toString().split("\n").filter(Boolean)));
+    p.stderr.on("data", (d: Buffer) => r.stderr.push(...d.toString().split("\n").filter(Boolean)));
+    const timer = setTimeout(() => p.kill("SIGKILL"), 20_000);
+    p.on("close", (code) => {
+      clearTimeout(timer);
+      r.code = code;
+      resolve(r);
+    });
+  });
+  assert.equal(r.code, 127, all(r));
+  const said = r.stderr.filter((l) => !/^symmkit run: stopping ranks [\d, ]+ \(SIGTERM/.test(l));
+  assert.equal(said.length, 1, all(r));
+  assert.match(
+    said[0]!,
+    /^symmkit run: rank \d+ could not start sleep: EMFILE: the launcher has too many files open .*\(ulimit -n, now 100\) or start fewer ranks per host; the ranks started before it were stopped \[SYMMKIT_OS_ERROR\]$/,
+  );
+  assert.doesNotMatch(all(r), /TypeError|Unhandled|^\s+at /m);
 });

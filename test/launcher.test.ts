@@ -174,6 +174,18 @@ test("a rank's last lines, written just before it exits, all reach the launcher'
   }
 });
 
+test("ranks that print 20000 lines and call process.exit() at once: every line arrives", async () => {
+  const r = await run(3, { 0: "exit-burst", 1: "exit-burst", 2: "exit-burst" });
+  assert.equal(r.code, 0, r.stderr.slice(-5).join("\n"));
+  for (const rank of [0, 1, 2]) {
+    const out = r.stdout.filter((l) => l.startsWith(`[rank ${rank}] exit-burst `));
+    const err = r.stderr.filter((l) => l.startsWith(`[rank ${rank}] exit-burst err `));
+    assert.equal(out.length, 20000, `rank ${rank}: ${out.length} of 20000 lines`);
+    assert.equal(out.at(-1), `[rank ${rank}] exit-burst 19999`);
+    assert.equal(err.length, 2000, `rank ${rank}: ${err.length} of 2000 lines on stderr`);
+  }
+});
+
 test("20 jobs whose ranks exit right after their last line: every line arrives", async () => {
   // process.exit() right after the write: the launcher sees "exit" while the pipes may still hold it.
   const script = 'process.stdout.write(`last ${process.env.RANK}\\n`); console.error("err"); process.exit(0)';

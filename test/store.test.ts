@@ -256,27 +256,38 @@ test("a frame begun must be finished within the frame deadline, counted from its
   }
 });
 
-test("connections beyond the caps are closed at once; token holders are still served", async () => {
+test("strangers beyond the cap make room, oldest first: they never keep a token holder out", async () => {
   const s = await StoreServer.start({
     token,
     maxUnauthenticated: 4,
     maxConnections: 6,
-    helloTimeoutMs: 1000,
+    helloTimeoutMs: 10_000,
   });
   try {
     const a = await connect(s);
-    const hostile = await Promise.all(Array.from({ length: 10 }, () => rawSocket(s)));
-    const early = await Promise.all(
-      hostile.map((h) => Promise.race([h.closedAt, sleep(500).then(() => -1)])),
+    // One at a time, so that the server has taken each before the next: the oldest go first.
+    const hostile = [];
+    for (let i = 0; i < 10; i++) {
+      hostile.push(await rawSocket(s));
+      await sleep(10);
+    }
+    const closed = await Promise.all(
+      hostile.map((h) => Promise.race([h.closedAt, sleep(300).then(() => -1)])),
     );
-    assert.equal(early.filter((ms) => ms >= 0).length, 6, "beyond 4 waiting for their hello, closed at once");
+    assert.deepEqual(
+      closed.map((ms) => ms >= 0),
+      [true, true, true, true, true, true, false, false, false, false],
+      "the 6 oldest closed, the 4 newest kept",
+    );
     await a.set("during", "the flood");
     assert.equal((await a.get("during")).toString(), "the flood");
-    // A newcomer is turned away while the 4 slots are held, and gets in once their hello deadline passes.
+    // Newcomers get in at once while the 4 slots are held: each closes the oldest stranger.
     const t0 = performance.now();
     const b = await connect(s);
-    assert.ok(performance.now() - t0 >= 300, "got in while the unauthenticated slots were full");
     const more = await Promise.all(Array.from({ length: 4 }, () => connect(s)));
+    assert.ok(performance.now() - t0 < 1000, `took ${performance.now() - t0} ms to get in`);
+    // Six token holders fill maxConnections: no stranger is left, and a seventh connection is turned away.
+    for (const h of hostile) assert.ok(h.sock.destroyed || (await h.closedAt) >= 0);
     await assert.rejects(connect(s, 500), StoreTimeoutError, "7 connections in all");
     b.close();
     const late = await connect(s);
@@ -286,6 +297,60 @@ test("connections beyond the caps are closed at once; token holders are still se
     await s.close();
   }
 });
+
+test("bad arguments of the store API: a typed error before anything is sent; the connection goes on", () =>
+  withServer(async (s) => {
+    const [c, peer] = await Promise.all([connect(s), connect(s)]);
+    const invalid = (what: RegExp) => (e: unknown) =>
+      e instanceof InvalidArgumentError && e.code === "SYMMKIT_INVALID_ARGUMENT" && what.test(e.message);
+    const timeout = /timeoutMs must be a whole number of milliseconds from 0 to 2147483647/;
+    for (const t of [NaN, -1, 2 ** 40, 1.5, Infinity, "100" as unknown as number]) {
+      await assert.rejects(c.get("k", { timeoutMs: t }), invalid(timeout), `get timeoutMs ${t}`);
+      await assert.rejects(c.wait(["k"], { timeoutMs: t }), invalid(timeout), `wait timeoutMs ${t}`);
+      await assert.rejects(c.barrier("b", 2, { timeoutMs: t }), invalid(timeout), `barrier timeoutMs ${t}`);
+      await assert.rejects(
+        StoreClient.connect({ host: "127.0.0.1", port: s.port, token }, { timeoutMs: t }),
+        invalid(timeout),
+      );
+    }
+    const long = "k".repeat(4097);
+    const keyTooLong = /makes a key of 4097 bytes \(UTF-8\), and the store takes keys of at most 4096/;
+    await assert.rejects(c.set(long, "v"), invalid(keyTooLong));
+    await assert.rejects(c.get(long), invalid(keyTooLong));
+    await assert.rejects(c.tryGet(long), invalid(keyTooLong));
+    await assert.rejects(c.add(long), invalid(keyTooLong));
+    await assert.rejects(c.compareSet(long, undefined, "v"), invalid(keyTooLong));
+    await assert.rejects(c.delete(long), invalid(keyTooLong));
+    await assert.rejects(c.wait(["ok", long]), invalid(keyTooLong));
+    // Multi-byte characters count as their UTF-8 bytes.
+    await assert.rejects(c.set("\u00e9".repeat(2049), "v"), invalid(/4098 bytes/));
+    await assert.rejects(c.barrier("b".repeat(4096), 2), invalid(/the barrier name makes a key of/));
+    await assert.rejects(c.set(7 as unknown as string, "v"), invalid(/the key must be a string, got 7/));
+    await assert.rejects(
+      c.set("k", 7 as unknown as string),
+      invalid(/value must be a string or a Uint8Array/),
+    );
+    await assert.rejects(c.compareSet("k", 1 as unknown as string, "v"), invalid(/expected must be/));
+    for (const d of [NaN, 1.5, 2 ** 53, 2n ** 63n, -(2n ** 63n) - 1n])
+      await assert.rejects(c.add("n", d), invalid(/delta must be a whole number/), `delta ${d}`);
+    await assert.rejects(c.wait("k" as unknown as string[]), invalid(/keys must be an array/));
+    for (const n of [0, -1, 1.5, NaN])
+      await assert.rejects(c.barrier("b", n), invalid(/count must be a whole number >= 1/), `count ${n}`);
+    await assert.rejects(
+      StoreClient.connect({ host: "127.0.0.1", port: 0, token }),
+      invalid(/port must be a whole number from 1 to 65535, got 0/),
+    );
+    // A value too large for one frame, refused before it is sent.
+    await assert.rejects(c.set("big", Buffer.alloc(64 * MiB)), invalid(/more than 67108864 bytes/));
+    // Nothing was sent: the connection and the barrier rounds are as they were.
+    assert.equal(await c.add("n", 2n ** 62n), 2n ** 62n);
+    await Promise.all([c.barrier("b", 2), peer.barrier("b", 2)]);
+    await c.set("k", "still served");
+    assert.equal((await peer.get("k", { timeoutMs: 0 })).toString(), "still served");
+    assert.equal((await c.get("k", { timeoutMs: 2 ** 31 - 1 })).toString(), "still served");
+    c.close();
+    peer.close();
+  }));
 
 test("barriers keep one key per name in the store, however many rounds", () =>
   withServer(async (s) => {

@@ -1,5 +1,5 @@
 // The rendezvous store under attack. A CPU job started by launch() in this process (which therefore
-// serves the store) runs rounds of a store barrier, an all-reduce and a store counter, each checked,
+// serves the store, from a thread of its own) runs rounds of a store barrier, an all-reduce and a store counter, each checked,
 // while this process throws hostile frames at the job's store: random bytes, huge declared lengths,
 // wrong and oversized tokens, requests without a hello, truncated frames, slow drips, connection floods,
 // and garbage after a valid hello (a rank with a bug). The job must finish with exit code 0.
@@ -255,7 +255,7 @@ class Fuzzer {
       return b;
     };
     if (kind === "flood") {
-      // Beyond the server's cap on connections awaiting their hello: the extra ones are closed at once.
+      // Beyond the server's cap on connections awaiting their hello: each newcomer closes the oldest.
       if (Date.now() - this.#lastFlood < 1000) kind = "random-bytes";
       else {
         this.#lastFlood = Date.now();
@@ -485,14 +485,15 @@ if (process.argv[1] === HERE) {
     const record = {
       description:
         "The rendezvous store under a fuzz (src/bench/store-fuzz.ts): a 2-rank CPU job started by launch() in " +
-        "this process, which serves the store, runs rounds of a store barrier, a store counter and a checked " +
+        "this process, which serves the store from a thread of its own (src/distributed/store/thread.ts), runs " +
+        "rounds of a store barrier, a store counter and a checked " +
         "all-reduce, while 16 concurrent workers throw 10 000 hostile frames at the store (random bytes, huge " +
         "declared lengths, wrong and oversized tokens, requests without a hello, truncated frames, slow drips, " +
         "floods beyond the unauthenticated cap, garbage after a valid hello), the ranks going on until the fuzz " +
         "ends; then the same number of rounds alone. Three such pairs (seeds seed, seed+1, seed+2). jobMs " +
         "includes start-up (about 1 s); msPerRound is rank 0's time per round. rssMiB is this process's (the " +
-        "store server and the fuzzer); heapAfterGcMiB its live heap after a full collection (run with node " +
-        "--expose-gc), which tells a leak from pages the allocator keeps. " +
+        "store's thread and the fuzzer); heapAfterGcMiB the main thread's live heap after a full collection " +
+        "(run with node --expose-gc; the launcher's and the fuzzer's, the store's thread has a heap of its own). " +
         `Replay with SYMMKIT_TEST_SEED=${seed}.`,
       ...hostEnvironment(loadBefore),
       median: {

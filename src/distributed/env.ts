@@ -78,3 +78,17 @@ export const JOINING_KEY = "symmkit/joining";
 export const joiningKey = (rank: number): string => `${JOINING_KEY}/${rank}`;
 /** Set by rank `rank` once it has joined. */
 export const joinedKey = (rank: number): string => `symmkit/joined/${rank}`;
+/**
+ * Set by rank `rank` when it gave up waiting for the others to join: `JoinVerdict` as JSON, which the
+ * launcher reads to name the ranks that never joined rather than the one that waited for them.
+ */
+export const joinTimeoutKey = (rank: number): string => `symmkit/join-timeout/${rank}`;
+
+/** What a rank that gave up waiting for the others to join leaves at joinTimeoutKey. */
+export interface JoinVerdict {
+  /** The ranks that had not joined at the deadline. */
+  readonly missing: readonly number[];
+  /** Of those, the ones that had not even started joining (had not called init()). */
+  readonly notStarted: readonly number[];
+  readonly timeoutMs: number;
+}

@@ -9,11 +9,23 @@ import { fileURLToPath } from "node:url";
 import { SymmkitError } from "../errors.js";
 import { libc, PR_SET_PDEATHSIG } from "../cuda/libc.js";
 import { readEnvVar } from "../settings.js";
-import { joinedKey, JOINING_KEY, joiningKey, readDistEnv, type DistEnv } from "./env.js";
+import {
+  joinedKey,
+  JOINING_KEY,
+  joiningKey,
+  joinTimeoutKey,
+  readDistEnv,
+  type DistEnv,
+  type JoinVerdict,
+} from "./env.js";
 import { FdExchange } from "./fd-exchange.js";
 import { ScopedStore } from "./scoped-store.js";
-import { StoreClient } from "./store/client.js";
+import { StoreClient, StoreTimeoutError } from "./store/client.js";
 import { StoreServer } from "./store/server.js";
+
+/** "rank 2" or "ranks 0, 1". */
+const ranksNamed = (ranks: readonly number[]): string =>
+  `${ranks.length === 1 ? "rank" : "ranks"} ${ranks.join(", ")}`;
 
 export interface Job {
   readonly env: DistEnv;
@@ -43,7 +55,48 @@ export async function joinJob(options: { storeTimeoutMs?: number } = {}): Promis
   const fds = await FdExchange.open(worldStore, env.rank, env.localRank, node);
   cleanup.push(() => fds.close(() => hostStore.barrier("fd-close")));
   await client.set(joinedKey(env.rank), "1");
+  try {
+    await waitForOthers(client, env, storeTimeoutMs);
+  } catch (e) {
+    // The job cannot go on: leave it without waiting for the ranks that are missing.
+    await fds.close(() => Promise.resolve()).catch(() => undefined);
+    client.close();
+    await stop();
+    throw e;
+  }
   return { env, client, storeTimeoutMs, worldStore, hostStore, fds, cleanup };
+}
+
+/**
+ * Every rank has joined: the first place a rank waits for the others, so that one missing is named here
+ * (and to the launcher, through joinTimeoutKey), not in some later wait on a key it never set.
+ */
+async function waitForOthers(client: StoreClient, env: DistEnv, timeoutMs: number): Promise<void> {
+  const ranks = Array.from({ length: env.worldSize }, (_, r) => r);
+  try {
+    await client.wait(ranks.map(joinedKey), { timeoutMs });
+  } catch (e) {
+    if (!(e instanceof StoreTimeoutError)) throw e;
+    const missing = ranks.filter((r) => e.keys.includes(joinedKey(r)));
+    const started = await Promise.all(missing.map((r) => client.tryGet(joiningKey(r))));
+    const notStarted = missing.filter((_, i) => started[i] === undefined);
+    const verdict: JoinVerdict = { missing, notStarted, timeoutMs };
+    // For the launcher to name them; the rank says it anyway.
+    await client.set(joinTimeoutKey(env.rank), JSON.stringify(verdict)).catch(() => undefined);
+    const late = missing.filter((r) => !notStarted.includes(r));
+    const why = [
+      notStarted.length > 0 &&
+        `${ranksNamed(notStarted)} never started joining (${notStarted.length === 1 ? "has it" : "have they"} called init()?)`,
+      late.length > 0 && `${ranksNamed(late)} started joining but did not finish`,
+    ].filter(Boolean);
+    throw new StoreTimeoutError(
+      `joining the group on rank ${env.rank}`,
+      e.keys,
+      timeoutMs,
+      `${why.join("; ")}. Every rank must call init(); if one is only slow to get there, raise ` +
+        "SYMMKIT_STORE_TIMEOUT_MS (or init({ storeTimeoutMs }))",
+    );
+  }
 }
 
 /** If the launcher dies, so does this rank (Linux parent-death signal). */
@@ -81,7 +134,9 @@ async function connectStore(
 
 async function startStoreProcess(env: DistEnv): Promise<{ child: ChildProcess; port: number }> {
   const script = path.join(path.dirname(fileURLToPath(import.meta.url)), "store", "standalone.js");
-  const child = spawn(process.execPath, [script], {
+  // A small young generation: a flood of strangers' connections then costs the store little memory, and
+  // briefly (src/distributed/store/thread.ts says the same of the launcher's).
+  const child = spawn(process.execPath, ["--max-semi-space-size=1", script], {
     stdio: ["pipe", "pipe", "inherit"],
     env: { ...process.env, MASTER_PORT: String(env.masterPort) },
   });

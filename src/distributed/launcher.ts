@@ -1,21 +1,23 @@
 // `symmkit run`: starts one process per local rank with the torchrun-style environment, serves the
-// rendezvous store (node 0), prefixes every output line with its rank, and tears the whole job down when
-// any rank fails (on any host of a multi-host job: JOB_FAILED_KEY), or exits 0 without joining while
-// others wait for it. Each rank runs in a process group
-// of its own, so that teardown reaches whatever it started; no process outlives the launcher.
+// rendezvous store (node 0, from a thread of its own), prefixes every output line with its rank, and tears
+// the whole job down when any rank fails (on any host of a multi-host job: JOB_FAILED_KEY), or exits 0
+// without joining while others wait for it; a rank that waited for one that never joined names that one.
+// Each rank runs in a process group of its own, so that teardown reaches whatever it started; no process
+// outlives the launcher.
 import { spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import readline from "node:readline";
-import type { Writable } from "node:stream";
+import { Writable } from "node:stream";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { Command, CommanderError, InvalidArgumentError as CommanderInvalidArgument } from "commander";
-import { InvalidArgumentError, SymmkitError, UnsupportedError } from "../errors.js";
+import { InvalidArgumentError, SymmkitError, UnsupportedError, type ErrorCode } from "../errors.js";
 import { readEnvVar } from "../settings.js";
-import { joinedKey, JOINING_KEY, joiningKey } from "./env.js";
+import { joinedKey, JOINING_KEY, joiningKey, joinTimeoutKey, type JoinVerdict } from "./env.js";
 import { StoreClient, StoreTimeoutError } from "./store/client.js";
-import { StoreServer } from "./store/server.js";
+import { startStoreThread, type StoreThread } from "./store/thread.js";
 
 export interface LaunchOptions {
   readonly nprocPerNode: number;
@@ -96,12 +98,41 @@ function nodeStripsTypes(): boolean {
   return major > 22 || (major === 22 && minor >= 6);
 }
 
-/** argv of each rank: a JavaScript file runs with this Node (TypeScript too, where Node can), anything else as a command. */
+/** Loaded first into a rank run with this Node: its stdout and stderr written blocking (see the file). */
+const RANK_STDIO = pathToFileURL(
+  path.join(path.dirname(fileURLToPath(import.meta.url)), "rank-stdio.js"),
+).href;
+
+/** A script that is not there fails now, once, rather than in every rank. */
+function checkScript(file: string): void {
+  let stat: fs.Stats | undefined;
+  try {
+    stat = fs.statSync(file);
+  } catch {
+    // Said below.
+  }
+  if (stat?.isFile()) return;
+  throw new InvalidArgumentError(
+    `symmkit run: ${file} ${stat ? "is not a file" : "does not exist"} (looked for ${path.resolve(file)}): ` +
+      "give the script each rank runs, or a command after --",
+  );
+}
+
+/**
+ * argv of each rank: a JavaScript file runs with this Node (TypeScript too, where Node can), its stdout and
+ * stderr written blocking, so that nothing it printed is lost when it calls process.exit(); anything else
+ * runs as a command.
+ */
 function rankArgv(command: readonly string[]): string[] {
   const [file, ...args] = command as [string, ...string[]];
-  if (/\.[cm]?js$/.test(file)) return [process.execPath, file, ...args];
+  const node = [process.execPath, "--import", RANK_STDIO];
+  if (/\.[cm]?js$/.test(file)) {
+    checkScript(file);
+    return [...node, file, ...args];
+  }
   if (/\.[cm]?ts$/.test(file)) {
-    if (nodeStripsTypes()) return [process.execPath, "--experimental-strip-types", file, ...args];
+    checkScript(file);
+    if (nodeStripsTypes()) return [...node, "--experimental-strip-types", file, ...args];
     throw new UnsupportedError(
       `symmkit run: ${file} is TypeScript, which Node ${process.version} cannot run: compile it (tsc) and ` +
         "give the .js, or use Node >= 22.6, where symmkit runs it with --experimental-strip-types",
@@ -110,18 +141,44 @@ function rankArgv(command: readonly string[]): string[] {
   return [file, ...args];
 }
 
+/** This process's limit on open files (the soft one), if Linux says. */
+function openFilesLimit(): string | undefined {
+  try {
+    return /^Max open files\s+(\S+)/m.exec(fs.readFileSync("/proc/self/limits", "utf8"))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
 /** Why a rank's command could not start, and what to do. */
 function startFailure(e: NodeJS.ErrnoException): string {
   if (e.code === "EACCES")
     return "EACCES: it is not executable; chmod +x it, or name its interpreter (symmkit run -- python3 script.py)";
   if (e.code === "ENOENT") return "ENOENT: no such file, nor command on PATH";
+  if (e.code === "EMFILE" || e.code === "ENFILE") {
+    const limit = openFilesLimit();
+    return (
+      `${e.code}: ${e.code === "EMFILE" ? "the launcher" : "the system"} has too many files open (each rank ` +
+      `holds up to 3 of the launcher's: its stdout, its stderr and its store connection): raise the limit ` +
+      `(ulimit -n${limit ? `, now ${limit}` : ""}) or start fewer ranks per host`
+    );
+  }
+  if (e.code === "EAGAIN")
+    return "EAGAIN: the system refused another process: raise ulimit -u, or start fewer ranks";
   return e.message;
 }
 
+/** The code a failure to start a rank is reported with. */
+const START_FAILURE_CODE: ErrorCode = "SYMMKIT_OS_ERROR";
+
 /** The store, served where the ranks are told it is; an address this host cannot serve fails now. */
-async function startStore(o: LaunchOptions, token: string): Promise<StoreServer> {
+async function startStore(
+  o: LaunchOptions,
+  token: string,
+  onLost: (why: string) => void,
+): Promise<StoreThread> {
   try {
-    return await StoreServer.start({ token, port: o.masterPort, host: o.masterAddr });
+    return await startStoreThread({ token, port: o.masterPort, host: o.masterAddr }, onLost);
   } catch (e) {
     if (e instanceof SymmkitError) throw e;
     const { code, message } = e as NodeJS.ErrnoException;
@@ -155,14 +212,22 @@ async function startStore(o: LaunchOptions, token: string): Promise<StoreServer>
  * then. Returns that pipe: ending it lets the shell go at once.
  */
 function removeWhenGone(dir: string): Writable {
-  const sentinel = spawn("/bin/sh", ["-c", 'read -r _; rm -rf -- "$0"', dir], {
-    detached: true,
-    stdio: ["pipe", "ignore", "ignore"],
-  });
   // Without it, the launcher's own removal at the end of the job is all there is.
+  const none = (): Writable => new Writable({ write: (_c, _e, done) => done() });
+  let sentinel: ChildProcess;
+  try {
+    sentinel = spawn("/bin/sh", ["-c", 'read -r _; rm -rf -- "$0"', dir], {
+      detached: true,
+      stdio: ["pipe", "ignore", "ignore"],
+    });
+  } catch {
+    return none();
+  }
   sentinel.on("error", () => undefined);
-  sentinel.stdin.on("error", () => undefined);
   sentinel.unref();
+  // No pipe when it could not start (out of file descriptors, say).
+  if (!sentinel.stdin) return none();
+  sentinel.stdin.on("error", () => undefined);
   return sentinel.stdin;
 }
 
@@ -184,6 +249,10 @@ const JOIN_WATCH_MS = 24 * 24 * 3600 * 1000;
 interface Failure {
   readonly exitCode: number;
   readonly what: string;
+  /** The error code it is reported with, if it is one of symmkit's. */
+  readonly code?: ErrorCode;
+  /** What became of the other ranks (default: they were stopped). */
+  readonly stopped?: string;
 }
 
 /** Runs the job; resolves with the launcher's exit code (the first failure's, or 0). */
@@ -193,14 +262,22 @@ export async function launch(o: LaunchOptions): Promise<number> {
   const err = o.stderr ?? ((l: string) => void process.stderr.write(l + "\n"));
   const token = jobToken(o);
   const argv = rankArgv(o.command);
-  const server = o.nodeRank === 0 ? await startStore(o, token) : undefined;
+  // The store going away mid-job (its thread ended) fails the job; `fail` exists once the ranks start.
+  let storeLost = (why: string): void => err(`symmkit run: the rendezvous store stopped: ${why}`);
+  const server = o.nodeRank === 0 ? await startStore(o, token, (why) => storeLost(why)) : undefined;
   const port = server?.port ?? o.masterPort;
   const world = o.nnodes * o.nprocPerNode;
   // Node 0 learns from its store which ranks started joining and which joined (src/distributed/job.ts).
-  const store =
-    server && world > 1
-      ? await StoreClient.connect({ host: o.masterAddr, port, token }, { timeoutMs: CONNECT_TIMEOUT_MS })
-      : undefined;
+  let store: StoreClient | undefined;
+  try {
+    store =
+      server && world > 1
+        ? await StoreClient.connect({ host: o.masterAddr, port, token }, { timeoutMs: CONNECT_TIMEOUT_MS })
+        : undefined;
+  } catch (e) {
+    await server?.close();
+    throw e;
+  }
   // Every host's launcher of a multi-host job watches the job's failure key and sets it when its own ranks
   // fail: two connections of its own (a connection answers in order, and the watch blocks one), made in
   // the background and as patiently as the ranks' own (node 0 may start long after this host).
@@ -266,6 +343,7 @@ export async function launch(o: LaunchOptions): Promise<number> {
           (e: unknown) => err(`symmkit run: could not tell the other hosts: ${(e as Error).message}`),
         );
   };
+  storeLost = (why) => fail({ exitCode: 1, what: `the rendezvous store stopped (${why})` });
   const watchHosts = async (client: StoreClient): Promise<void> => {
     for (;;) {
       try {
@@ -340,55 +418,123 @@ export async function launch(o: LaunchOptions): Promise<number> {
     });
   };
 
-  const exits = Array.from({ length: o.nprocPerNode }, (_, local) => {
-    const rank = o.nodeRank * o.nprocPerNode + local;
-    const proc = spawn(argv[0]!, argv.slice(1), {
-      detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: {
-        ...process.env,
-        RANK: String(rank),
-        WORLD_SIZE: String(world),
-        LOCAL_RANK: String(local),
-        LOCAL_WORLD_SIZE: String(o.nprocPerNode),
-        MASTER_ADDR: o.masterAddr,
-        MASTER_PORT: String(port),
-        SYMMKIT_JOB_TOKEN: token,
-        SYMMKIT_LAUNCHER_PID: String(process.pid),
-        SYMMKIT_FD_DIR: fdDir,
-        // NVLink multicast can take a shared host out of service: off unless the user says otherwise.
-        NCCL_NVLS_ENABLE: process.env.NCCL_NVLS_ENABLE ?? "0",
-        ...(o.shareGpus ? shareGpusEnv(rank) : {}),
-      },
+  // A rank that gave up waiting for others to join left its verdict in the store (src/distributed/job.ts):
+  // the ranks it names are the job's culprits, not the rank that waited for them.
+  const verdictStore: Promise<StoreClient | undefined> = store
+    ? Promise.resolve(store)
+    : (hosts?.then((h) => h.tell).catch(() => undefined) ?? Promise.resolve(undefined));
+  const neverJoined = async (e: RankExit): Promise<string | undefined> => {
+    const client = await verdictStore;
+    const found = await client?.tryGet(joinTimeoutKey(e.rank));
+    if (!found) return undefined;
+    const v = JSON.parse(found.toString()) as JoinVerdict;
+    const withPid = (r: number): string => {
+      const pid = children.find((c) => c.rank === r)?.proc.pid;
+      return pid === undefined ? String(r) : `${r} (pid ${pid})`;
+    };
+    const late = v.missing.filter((r) => !v.notStarted.includes(r));
+    const who = (ranks: readonly number[]): string => (v.missing.length === 1 ? "it" : ranksNamed(ranks));
+    const why = [
+      v.notStarted.length > 0 && `${who(v.notStarted)} had not called init()`,
+      late.length > 0 && `${who(late)} had started joining but not finished`,
+    ].filter(Boolean);
+    const them = v.missing.length === 1 ? "it" : "them";
+    return (
+      `${v.missing.length === 1 ? "rank" : "ranks"} ${v.missing.map(withPid).join(", ")} never joined the ` +
+      `group (${why.join("; ")}); ${describeExit(e)} after waiting ${v.timeoutMs} ms for ${them}`
+    );
+  };
+  /** How long the launcher looks for a failed rank's verdict before it reports the failure plainly. */
+  const VERDICT_WAIT_MS = 2000;
+  const failedExit = async (e: RankExit): Promise<void> => {
+    const culprits = await Promise.race([
+      neverJoined(e).catch(() => undefined),
+      new Promise<undefined>((done) => setTimeout(() => done(undefined), VERDICT_WAIT_MS).unref()),
+    ]);
+    fail({ exitCode: exitCodeOf(e), what: culprits ?? `${describeExit(e)} first` });
+  };
+
+  const env = (rank: number, local: number): NodeJS.ProcessEnv => ({
+    ...process.env,
+    RANK: String(rank),
+    WORLD_SIZE: String(world),
+    LOCAL_RANK: String(local),
+    LOCAL_WORLD_SIZE: String(o.nprocPerNode),
+    MASTER_ADDR: o.masterAddr,
+    MASTER_PORT: String(port),
+    SYMMKIT_JOB_TOKEN: token,
+    SYMMKIT_LAUNCHER_PID: String(process.pid),
+    SYMMKIT_FD_DIR: fdDir,
+    // NVLink multicast can take a shared host out of service: off unless the user says otherwise.
+    NCCL_NVLS_ENABLE: process.env.NCCL_NVLS_ENABLE ?? "0",
+    ...(o.shareGpus ? shareGpusEnv(rank) : {}),
+  });
+  const startFailed = (rank: number, e: NodeJS.ErrnoException): void => {
+    const others = children.some((c) => c.rank !== rank && c.proc.pid !== undefined);
+    fail({
+      exitCode: 127,
+      what: `rank ${rank} could not start ${argv[0]}: ${startFailure(e)}`,
+      code: START_FAILURE_CODE,
+      stopped: others ? "the ranks started before it were stopped" : "no rank was started",
     });
+  };
+  // Once one rank could not start, the rest are not started: the job is over.
+  let unstartable = false;
+  const start = (local: number): Promise<void> => {
+    const rank = o.nodeRank * o.nprocPerNode + local;
+    if (unstartable || firstFailure) return Promise.resolve();
+    let proc: ChildProcess;
+    try {
+      proc = spawn(argv[0]!, argv.slice(1), {
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: env(rank, local),
+      });
+    } catch (e) {
+      // Node throws what it cannot report as an "error" event (an argument list too long, say).
+      unstartable = true;
+      startFailed(rank, e as NodeJS.ErrnoException);
+      return Promise.resolve();
+    }
     const entry = { rank, proc, exited: false };
     children.push(entry);
-    readline.createInterface({ input: proc.stdout }).on("line", (l) => out(`[rank ${rank}] ${l}`));
-    readline.createInterface({ input: proc.stderr }).on("line", (l) => err(`[rank ${rank}] ${l}`));
+    // Without a pid the process never started (out of file descriptors or processes, no such file): the
+    // "error" event that follows says why, and it has no pipes to read.
+    const { stdout, stderr } = proc;
+    if (proc.pid === undefined || !stdout || !stderr) {
+      unstartable = true;
+      entry.exited = true;
+      stdout?.destroy();
+      stderr?.destroy();
+      return new Promise<void>((resolve) =>
+        proc.once("error", (e) => {
+          startFailed(rank, e);
+          resolve();
+        }),
+      );
+    }
+    readline.createInterface({ input: stdout }).on("line", (l) => out(`[rank ${rank}] ${l}`));
+    readline.createInterface({ input: stderr }).on("line", (l) => err(`[rank ${rank}] ${l}`));
     // The rank is done once it exited and its pipes closed: "exit" can come while the pipes still hold
     // its last lines. A process the rank started outside its group could hold them open after the rank
     // is gone: give them a moment to drain, then stop reading, so the launcher never waits on them.
     const drained = Promise.all(
-      [proc.stdout, proc.stderr].map((s) => new Promise<void>((done) => s.once("close", () => done()))),
+      [stdout, stderr].map((s) => new Promise<void>((done) => s.once("close", () => done()))),
     );
     const release = (): NodeJS.Timeout =>
       setTimeout(() => {
-        proc.stdout.destroy();
-        proc.stderr.destroy();
+        stdout.destroy();
+        stderr.destroy();
       }, 3000).unref();
     return new Promise<void>((resolve) => {
-      proc.on("error", (e) => {
-        entry.exited = true;
-        const what = `rank ${rank} could not start ${argv[0]}`;
-        if (!firstFailure) err(`symmkit run: ${what}: ${startFailure(e)}`);
-        fail({ exitCode: 127, what });
-        resolve();
-      });
+      // A process that started can still fail to be killed or waited for: nothing the job can act on.
+      proc.on("error", () => undefined);
       proc.on("exit", (code, signal) => {
         entry.exited = true;
         release();
         const e: RankExit = { rank, pid: proc.pid!, code, signal };
-        if (code !== 0 || signal) fail({ exitCode: exitCodeOf(e), what: `${describeExit(e)} first` });
+        let judged: Promise<void> | undefined;
+        if (code !== 0 || signal) judged = failedExit(e);
         else exitedClean(rank);
         // The rank itself is gone; anything it left in its group goes too.
         try {
@@ -396,10 +542,11 @@ export async function launch(o: LaunchOptions): Promise<number> {
         } catch {
           // nothing left
         }
-        void drained.then(() => resolve());
+        void Promise.all([drained, judged]).then(() => resolve());
       });
     });
-  });
+  };
+  const exits = Array.from({ length: o.nprocPerNode }, (_, local) => start(local));
 
   await Promise.all(exits);
   ended = true;
@@ -426,7 +573,8 @@ export async function launch(o: LaunchOptions): Promise<number> {
     return 128 + (SIGNAL_NUMBERS[interrupted] ?? 1);
   }
   if (firstFailure) {
-    err(`symmkit run: ${firstFailure.what}; the other ranks were stopped`);
+    const { what, code, stopped } = firstFailure;
+    err(`symmkit run: ${what}; ${stopped ?? "the other ranks were stopped"}${code ? ` [${code}]` : ""}`);
     return firstFailure.exitCode;
   }
   return 0;

@@ -6,6 +6,8 @@ import { SymmkitError } from "../../errors.js";
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
 export const MAX_KEY_BYTES = 4096;
 export const MAX_TOKEN_BYTES = 1024;
+/** The most keys one wait request names. */
+export const MAX_KEYS_PER_REQUEST = 65536;
 /**
  * The largest frame an unauthenticated connection may send: a hello (op byte, token length, token) fits;
  * anything longer is refused before its body is read, so nobody without the token can make the server
@@ -129,7 +131,7 @@ export class FrameReader {
 
   keys(): string[] {
     const n = this.u32();
-    if (n > 65536) throw new ProtocolError(`${n} keys in one request`);
+    if (n > MAX_KEYS_PER_REQUEST) throw new ProtocolError(`${n} keys in one request`);
     return Array.from({ length: n }, () => this.key());
   }
 

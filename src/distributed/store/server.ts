@@ -1,9 +1,10 @@
 // The rendezvous store's server: an in-memory key-value map behind a TCP port. A connection must first
 // present the job's token; each connection's requests are served in order (a blocking wait holds only
 // its own connection). A malformed or oversized frame closes that connection; the server keeps serving.
-// Whoever lacks the token can cost the server little: a connection may send only a small hello before it
-// authenticates, must do so within a deadline, and only so many may be waiting to; every connection has a
-// deadline to finish a frame it has begun.
+// Whoever lacks the token can cost the server little and can never keep a token holder out: a connection
+// may send only a small hello before it authenticates and must do so within a deadline; only so many may
+// be waiting to, and a newcomer beyond that closes the one that has waited longest rather than being
+// turned away. Every connection has a deadline to finish a frame it has begun.
 import crypto from "node:crypto";
 import net from "node:net";
 import { InvalidArgumentError } from "../../errors.js";
@@ -29,9 +30,15 @@ export interface StoreServerOptions {
   readonly helloTimeoutMs?: number;
   /** A connection that began a frame and has not sent all of it within this is closed (default 60 s). */
   readonly frameTimeoutMs?: number;
-  /** Connections yet to present the token, at most; beyond, new ones are closed at once (default 64). */
+  /**
+   * Connections yet to present the token, at most (default 64); a newcomer beyond closes the oldest of
+   * them, so that strangers cannot hold the store shut.
+   */
   readonly maxUnauthenticated?: number;
-  /** Connections in all, at most; beyond, new ones are closed at once (default 4096). */
+  /**
+   * Connections in all, at most (default 4096); a newcomer beyond closes the oldest connection yet to
+   * present the token, or, if every one has, is closed at once.
+   */
   readonly maxConnections?: number;
 }
 
@@ -60,7 +67,8 @@ export class StoreServer {
   readonly #data = new Map<string, Buffer>();
   readonly #waiters = new Set<Waiter>();
   readonly #sockets = new Set<net.Socket>();
-  #unauthenticated = 0;
+  /** Connections yet to present the token, oldest first. */
+  readonly #strangers = new Set<net.Socket>();
 
   private constructor(server: net.Server, token: Buffer, limits: typeof DEFAULTS) {
     this.#server = server;
@@ -85,10 +93,14 @@ export class StoreServer {
     const server = net.createServer();
     const store = new StoreServer(server, token, limits);
     server.on("connection", (s) => store.#serve(s));
+    // A failed accept (out of file descriptors, a connection reset before it was taken) costs only that
+    // connection: its client retries; the store goes on serving the others.
+    const listening = (): void => void server.on("error", () => undefined);
     return new Promise((resolve, reject) => {
       server.once("error", reject);
       server.listen(options.port ?? 0, options.host ?? "127.0.0.1", () => {
         server.off("error", reject);
+        listening();
         resolve(store);
       });
     });
@@ -115,37 +127,41 @@ export class StoreServer {
 
   #serve(socket: net.Socket): void {
     const { maxConnections, maxUnauthenticated, helloTimeoutMs, frameTimeoutMs } = this.#limits;
-    if (this.#sockets.size >= maxConnections || this.#unauthenticated >= maxUnauthenticated) {
+    // Strangers never keep a token holder out: when a cap is reached, the stranger that has waited longest
+    // makes room. Only authenticated connections alone filling maxConnections turn a newcomer away.
+    if (this.#strangers.size >= maxUnauthenticated) this.#evictOldestStranger();
+    if (this.#sockets.size >= maxConnections && !this.#evictOldestStranger()) {
       socket.destroy();
       return;
     }
     this.#sockets.add(socket);
-    this.#unauthenticated++;
     socket.setNoDelay(true);
-    const splitter = new FrameSplitter(MAX_HELLO_FRAME_BYTES);
+    // Until the hello, the splitter holds at most one hello's bytes (its limit), and nothing once it is
+    // refused: what a stranger costs is bounded, and freed when it goes.
+    let splitter: FrameSplitter | undefined = new FrameSplitter(MAX_HELLO_FRAME_BYTES);
     const waits = new Set<Waiter>();
     let authenticated = false;
-    let refused = false;
     let chain = Promise.resolve();
     let frameTimer: NodeJS.Timeout | undefined;
     const drop = (): void => void socket.destroy();
     const helloTimer = setTimeout(drop, helloTimeoutMs);
+    this.#strangers.add(socket);
     socket.on("error", drop);
     socket.on("close", () => {
       clearTimeout(helloTimer);
       clearTimeout(frameTimer);
       this.#sockets.delete(socket);
-      if (!authenticated) this.#unauthenticated--;
-      // Nobody is left to answer: the waits end now rather than at their deadlines.
+      this.#strangers.delete(socket);
+      splitter = undefined;
       // Nobody reads the answers now: end the waits with what is still missing.
       for (const w of waits) w.finish(w.keys.filter((k) => !this.#data.has(k)));
     });
     socket.on("data", (chunk: Buffer) => {
-      if (refused || socket.destroyed) return;
+      if (splitter === undefined || socket.destroyed) return;
       splitter.push(chunk);
       let completed = false;
       try {
-        for (let body = splitter.next(); body; body = splitter.next()) {
+        for (let body = splitter.next(); body; body = splitter?.next()) {
           completed = true;
           if (authenticated) {
             chain = chain.then(() => this.#answer(socket, body, waits));
@@ -156,7 +172,9 @@ export class StoreServer {
           const r = new FrameReader(body);
           const op = r.u8() as Op;
           if (op !== Op.Hello || !this.#tokenMatches(r.bytes(MAX_TOKEN_BYTES))) {
-            refused = true; // the hello deadline closes it if the peer does not
+            // Whatever else it sent is dropped unread; the hello deadline (or eviction) closes it if the
+            // peer does not, which lets the refusal reach a client that reads it.
+            splitter = undefined;
             const why =
               op === Op.Hello ? "wrong job token" : "the first request must be a hello with the job token";
             socket.end(new FrameWriter().u8(Status.Refused).str(why).frame());
@@ -164,7 +182,7 @@ export class StoreServer {
           }
           r.end();
           authenticated = true;
-          this.#unauthenticated--;
+          this.#strangers.delete(socket);
           clearTimeout(helloTimer);
           splitter.limit = MAX_FRAME_BYTES;
           socket.setKeepAlive(true, KEEPALIVE_DELAY_MS);
@@ -175,12 +193,23 @@ export class StoreServer {
         return drop();
       }
       // A frame under way must be finished within the bound, counted from its first byte.
-      if (completed || !splitter.partial) {
+      if (completed || !splitter?.partial) {
         clearTimeout(frameTimer);
         frameTimer = undefined;
       }
-      if (splitter.partial && frameTimer === undefined) frameTimer = setTimeout(drop, frameTimeoutMs);
+      if (splitter?.partial && frameTimer === undefined) frameTimer = setTimeout(drop, frameTimeoutMs);
     });
+  }
+
+  /** Closes the stranger that connected first, if any; whether there was one. */
+  #evictOldestStranger(): boolean {
+    const oldest = this.#strangers.values().next();
+    if (oldest.done) return false;
+    // Forgotten now, not at its "close": the newcomer takes its place at once.
+    this.#strangers.delete(oldest.value);
+    this.#sockets.delete(oldest.value);
+    oldest.value.destroy();
+    return true;
   }
 
   /** Serves one request of an authenticated connection; a malformed one closes the connection. */
