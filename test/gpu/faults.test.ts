@@ -65,6 +65,23 @@ for (const fault of [
   });
 }
 
+for (const fault of ["refused-lamport", "refused-one-shot"]) {
+  test(
+    `${fault}: a call refused on one rank ends every rank in a typed error, never wrong data`,
+    { skip },
+    () => {
+      const r = run(fault);
+      assert.equal(r.status, 0, r.out);
+      const got = lines(r.out, fault);
+      assert.equal(got.length, n, r.out);
+      for (const l of got) {
+        assert.match(l, /CollectiveMismatchError|SymmTimeoutError naming/, l);
+        withinDeadline(l);
+      }
+    },
+  );
+}
+
 test("destroy() releases a live graph that captured NCCL work and returns promptly", { skip }, () => {
   const r = run("destroy-graph");
   assert.equal(r.status, 0, r.out);

@@ -10,6 +10,9 @@
 //   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather and NCCL's all-reduce,
 //   of another size);
 //   every rank must end with CollectiveMismatchError naming a peer, long before the deadline.
+// - refused-lamport, refused-one-shot: rank 0's all-reduce is refused (output too small) and caught, the
+//   others' goes ahead; then every rank calls it again: every rank must end in CollectiveMismatchError or
+//   SymmTimeoutError naming a rank (the refused call took its turn), never wrong data.
 // - destroy-graph: a graph that captured a one-shot and an NCCL all-reduce stays alive; destroy() must
 //   release it and return promptly; replaying it then is a typed error.
 // Every rank prints one line "fault <FAULT>: <outcome>" and meets the others at the store at the end.
@@ -95,6 +98,24 @@ switch (fault) {
   case "mismatch-copy-engine": {
     const n = rank === last ? 4104 : 4096;
     outcome = attempt(() => c.allGather(x(n), x(n * world), { algorithm: "copy_engine" }));
+    break;
+  }
+  case "refused-lamport":
+  case "refused-one-shot": {
+    // Rank 0 refuses a call (its output too small) and goes on; the others' call went ahead. The refused
+    // call took its turn, so the next call's numbers differ: no rank may get wrong data.
+    const algorithm = fault === "refused-lamport" ? "lamport" : "one_shot";
+    if (rank === 0) {
+      try {
+        c.allReduce(x(4096), { algorithm, output: x(16) });
+      } catch {
+        // refused, as meant
+      }
+    } else c.allReduce(x(4096), { algorithm });
+    outcome = attempt(() => {
+      const got = c.allReduce(x(4096), { algorithm }).toHost({ decode: true });
+      if (got.some((v) => v !== world)) throw new Error(`wrong data: ${got[0]}, expected ${world}`);
+    });
     break;
   }
   case "destroy-graph": {
