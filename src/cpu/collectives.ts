@@ -52,7 +52,7 @@ import {
   fingerprint,
   SPENT_CALL,
   SPENT_MESSAGE,
-  takeTurns,
+  takeCollectiveTurns,
   type CallKind,
   type CallShape,
   type Turns,
@@ -851,23 +851,6 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
       spend: (o, _a, b, c) =>
         o.#skipMessages(sends && receives ? c : b, sends, receives) ? SPENT_MESSAGE : undefined,
     });
-    takeTurns(CpuCollectives.prototype, {
-      allReduce: call,
-      allReduceRmsNorm: call,
-      allGather: call,
-      reduceScatter: call,
-      allGatherMatmul: call,
-      matmulReduceScatter: call,
-      matmulAllReduce: call,
-      broadcast: call,
-      allToAll: call,
-      allToAllV: call,
-      dispatch: call,
-      combine: call,
-      barrier: call,
-      send: message(true, false),
-      recv: message(false, true),
-      sendRecv: message(true, true),
-    });
+    takeCollectiveTurns(CpuCollectives.prototype, call, message, ["broadcast"]);
   }
 }

@@ -285,6 +285,45 @@ export function takeTurns<T extends object>(
   }
 }
 
+/** The group calls both backends' collectives have (src/ops/collectives.ts), each taking the group's
+ * next number, and the point-to-point ones, each taking its pair's (whether it sends, receives). */
+export const GROUP_CALLS = [
+  "allReduce",
+  "allGather",
+  "reduceScatter",
+  "allGatherMatmul",
+  "matmulReduceScatter",
+  "matmulAllReduce",
+  "allReduceRmsNorm",
+  "allToAll",
+  "allToAllV",
+  "dispatch",
+  "combine",
+  "barrier",
+] as const;
+const PAIR_CALLS: Readonly<Record<string, readonly [boolean, boolean]>> = {
+  send: [true, false],
+  recv: [false, true],
+  sendRecv: [true, true],
+};
+
+/** takeTurns for a backend's collectives: `call` for every group call (and the backend's `extra` ones),
+ * `message(sends, receives)` for send, recv and sendRecv. */
+export function takeCollectiveTurns<T extends object>(
+  proto: T,
+  call: Turns<T>,
+  message: (sends: boolean, receives: boolean) => Turns<T>,
+  extra: readonly string[] = [],
+): void {
+  const turns: Record<string, Turns<T>> = {};
+  for (const name of [...GROUP_CALLS, ...extra]) turns[name] = call;
+  for (const [name, [sends, receives]] of Object.entries(PAIR_CALLS)) turns[name] = message(sends, receives);
+  for (const name of Object.keys(turns))
+    if (typeof (proto as Record<string, unknown>)[name] !== "function")
+      throw new Error(`takeCollectiveTurns: ${proto.constructor.name} has no method ${name}`);
+  takeTurns(proto, turns as Parameters<typeof takeTurns<T>>[1]);
+}
+
 /** Appends `sentence` to an error's message (and to its stack, which holds the message as made). */
 function say(e: Error, sentence: string): void {
   const before = e.message;

@@ -10,7 +10,7 @@ import {
   fingerprint,
   SPENT_CALL,
   SPENT_MESSAGE,
-  takeTurns,
+  takeCollectiveTurns,
   type CallKind,
   type CallShape,
   type Turns,
@@ -1131,23 +1131,7 @@ export class GpuCollectives implements Collectives<
       spend: (self, _a, b, c) =>
         localTurns.skipMessages(self, sends && receives ? c : b, sends, receives) ? SPENT_MESSAGE : undefined,
     });
-    takeTurns(GpuCollectives.prototype, {
-      allReduce: call,
-      allGather: call,
-      reduceScatter: call,
-      allGatherMatmul: call,
-      matmulReduceScatter: call,
-      matmulAllReduce: call,
-      allReduceRmsNorm: call,
-      allToAll: call,
-      allToAllV: call,
-      dispatch: call,
-      combine: call,
-      barrier: call,
-      send: message(true, false),
-      recv: message(false, true),
-      sendRecv: message(true, true),
-    });
+    takeCollectiveTurns(GpuCollectives.prototype, call, message);
   }
 }
 

@@ -41,7 +41,7 @@ import {
   fingerprint,
   SPENT_CALL,
   SPENT_MESSAGE,
-  takeTurns,
+  takeCollectiveTurns,
   type CallShape,
   type Turns,
 } from "../distributed/fingerprint.js";
@@ -572,22 +572,6 @@ export class HostsCollectives {
           : undefined;
       },
     });
-    takeTurns(HostsCollectives.prototype, {
-      allReduce: call,
-      allGather: call,
-      reduceScatter: call,
-      allToAll: call,
-      barrier: call,
-      allGatherMatmul: call,
-      matmulReduceScatter: call,
-      matmulAllReduce: call,
-      allReduceRmsNorm: call,
-      allToAllV: call,
-      dispatch: call,
-      combine: call,
-      send: message(true, false),
-      recv: message(false, true),
-      sendRecv: message(true, true),
-    });
+    takeCollectiveTurns(HostsCollectives.prototype, call, message);
   }
 }
