@@ -11,8 +11,9 @@ export function addReportCommand(program: CliCommand): void {
     .command("report")
     .summary("an HTML report of benchmark results, with charts")
     .description(
-      "Writes an HTML page of benchmark results (the JSON files --json writes) into --out: a chart per " +
-        "view of them, each also an SVG file. Prints the page's path.",
+      "Writes an HTML page of benchmark results (the JSON files symmkit bench and symmkit tune write with " +
+        "--json) into --out: charts of every kind of result, each also an SVG file, and the list of " +
+        "inputs with their digests. Prints the page's path.",
     )
     .addArgument(
       new Argument("[results...]", "result files, or directories searched for .json files").default(
@@ -27,7 +28,11 @@ export function addReportCommand(program: CliCommand): void {
       const { out, png } = cmd.opts<{ out: string; png: boolean }>();
       // Checked before the report's module (the chart renderer) loads.
       const missing = inputs.find((input) => !fs.existsSync(input));
-      if (missing === results) cmd.error("no results named, and this installation has no bench/results");
+      if (missing === results)
+        cmd.error(
+          "no results given, and this installation has none of its own: pass the JSON files that " +
+            "symmkit bench ... --json FILE wrote, or folders of them, e.g. symmkit report results/ --out report",
+        );
       if (missing !== undefined) cmd.error(`no such file or directory: ${missing}`);
       const { writeReport } = await import("../report/report.js");
       const { html } = await writeReport(inputs, { out, png });

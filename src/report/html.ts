@@ -1,8 +1,11 @@
 // The report page: one self-contained HTML file, every chart's SVG inline (no network, no scripts), a
 // heading per chart naming its machine, world size, revision and source file, then the results that
-// have no chart as tables and the files that gave nothing, each with the reason.
-import type { Chart } from "./charts.js";
-import type { Environment, TableResult, Unused } from "./inputs.js";
+// have no chart as tables, the files that gave nothing, each with the reason, and every input file with
+// its digest and what it gave (what the test of a committed report compares).
+import { machineParts, specDigest, type Chart } from "./chart-base.js";
+import type { InputFile, Unused } from "./inputs.js";
+import type { AnyEnvironment, TableResult } from "./results.js";
+import type { Section } from "./sections.js";
 
 /** Marks a page as this generator's, so that a new report may remove the old one's chart files. */
 export const GENERATOR = "symmkit report";
@@ -14,32 +17,17 @@ export interface RenderedChart {
   readonly files: readonly string[];
 }
 
-/** A part of the page: groups of charts under subheadings (a collective's world sizes), each group in
- * rows (a collective's charts of one result side by side). */
-export interface Section<C = RenderedChart> {
-  readonly id: string;
-  readonly title: string;
-  readonly groups: readonly { readonly title: string; readonly rows: readonly (readonly C[])[] }[];
-}
-
 const escape = (s: string): string =>
   s.replace(/[&<>"]/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[ch]!);
 
-function meta(e: Environment | undefined, label: string): string {
-  const parts = e
-    ? [
-        e.device,
-        `world size ${e.worldSize}${e.deviceCount > e.worldSize ? ` of ${e.deviceCount} GPUs` : ""}`,
-        `rev ${e.gitRevision}`,
-        ...(e.date ? [e.date.slice(0, 10)] : []),
-      ]
-    : [];
+function meta(e: AnyEnvironment, label: string): string {
+  const parts = [...machineParts(e), `rev ${e.gitRevision}`, ...(e.date ? [e.date.slice(0, 10)] : [])];
   return [...parts.map(escape), `<code>${escape(label)}</code>`].join(" · ");
 }
 
 function figure({ chart, svg, files }: RenderedChart): string {
   const links = files.map((f) => `<a href="${escape(f)}">${escape(f.split(".").at(-1)!.toUpperCase())}</a>`);
-  return `<figure id="${escape(chart.name)}">
+  return `<figure id="${escape(chart.name)}" data-spec="${specDigest(chart)}">
 <h4>${escape(chart.what)} <span class="meta">${meta(chart.environment, chart.source.label)}</span></h4>
 ${svg}
 <figcaption>${links.join(" · ")}</figcaption>
@@ -67,31 +55,45 @@ figcaption { font-size: 0.85em; }
 table { border-collapse: collapse; margin-bottom: 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; }`;
 
+/** What an input file gave, for the inputs' table. */
+function gave(f: InputFile, charts: number): string {
+  const unused = f.items.filter((x): x is Unused => x.kind === "unused");
+  const tables = f.items.filter((x) => x.kind === "table").length;
+  const parts = [
+    ...(charts ? [`${charts} chart${charts > 1 ? "s" : ""}`] : []),
+    ...(tables ? [`${tables} table${tables > 1 ? "s" : ""}`] : []),
+    ...unused.map((u) => `not charted: ${u.reason}`),
+  ];
+  return parts.join("; ") || "nothing";
+}
+
 export function page(o: {
   inputs: readonly string[];
-  sections: readonly Section[];
+  sections: readonly Section<RenderedChart>[];
   tables: readonly TableResult[];
   unused: readonly Unused[];
-  files: number;
+  files: readonly InputFile[];
 }): string {
-  const charts = o.sections.flatMap((s) => s.groups.flatMap((g) => g.rows.flat())).length;
+  const all = o.sections.flatMap((s) => s.groups.flatMap((g) => g.rows.flat()));
+  const perFile = new Map<string, number>();
+  for (const { chart } of all) perFile.set(chart.source.label, (perFile.get(chart.source.label) ?? 0) + 1);
   const nav = [
     ...o.sections.map((s) => [s.id, s.title] as const),
     ...(o.tables.length ? [["tables", "Results without a chart"] as const] : []),
     ...(o.unused.length ? [["unused", "Files not charted"] as const] : []),
+    ["inputs", "Inputs"] as const,
   ];
   const body = [
     `<h1>symmkit benchmark results</h1>`,
-    `<p>${charts} charts from ${o.files} files (${o.inputs.map((i) => `<code>${escape(i)}</code>`).join(", ")}).
-Times are GPU times of CUDA-graph replays (medians), each implementation validated first and measured in the
-same run as its baselines (see <code>src/bench/</code>). Bus bandwidth is nccl-tests': the size over the time,
-times 2(W-1)/W for all-reduce and (W-1)/W for all-gather and reduce-scatter on W ranks; sizes are
-nccl-tests' too (all-gather: the output, reduce-scatter: the input). Fused matmuls: TFLOP/s of the GEMM one
-rank computes, at each implementation's time.</p>`,
+    `<p>${all.length} charts from ${o.files.length} files (${o.inputs.map((i) => `<code>${escape(i)}</code>`).join(", ")}).
+GPU times are from CUDA-graph replays (medians) unless a section says otherwise, each implementation validated
+first and measured in the same run as its baselines (see <code>src/bench/</code>). Each chart names its machine,
+world size, git revision and file.</p>`,
     `<nav><ul>${nav.map(([id, t]) => `<li><a href="#${id}">${escape(t)}</a></li>`).join("")}</ul></nav>`,
     ...o.sections.map(
       (s) => `<section id="${s.id}">
 <h2>${escape(s.title)}</h2>
+<p>${s.note}</p>
 ${s.groups
   .map(
     (g) =>
@@ -116,6 +118,21 @@ ${o.unused.map((u) => `<li><code>${escape(u.source.label)}</code>: ${escape(u.re
 </section>`,
         ]
       : []),
+    `<section id="inputs">
+<h2>Inputs</h2>
+<p>Every file read, the first digits of its SHA-256 (all of them in the row's <code>data-sha256</code>) and what
+it gave.</p>
+<table>
+<tr><th>file</th><th>SHA-256</th><th>gave</th></tr>
+${o.files
+  .map(
+    (f) =>
+      `<tr data-sha256="${f.sha256}"><td><code>${escape(f.source.label)}</code></td>` +
+      `<td><code>${f.sha256.slice(0, 12)}</code></td><td>${escape(gave(f, perFile.get(f.source.label) ?? 0))}</td></tr>`,
+  )
+  .join("\n")}
+</table>
+</section>`,
   ];
   // prettier-ignore: the page is generated, and committed under docs/, which `prettier --check .` covers.
   return `<!doctype html>

@@ -8,25 +8,10 @@ import { Resvg } from "@resvg/resvg-js";
 import { parse, View } from "vega";
 import { compile } from "vega-lite";
 import { SymmkitError } from "../errors.js";
-import {
-  collectiveCharts,
-  colours,
-  eagerChart,
-  FONT,
-  fusedChart,
-  gemmChart,
-  linkChart,
-  type Chart,
-} from "./charts.js";
-import { GENERATOR, page, type RenderedChart, type Section } from "./html.js";
-import {
-  COLLECTIVES,
-  readInputs,
-  type CollectiveResult,
-  type Input,
-  type Recognised,
-  type Unused,
-} from "./inputs.js";
+import { FONT, type Chart } from "./chart-base.js";
+import { GENERATOR, page, type RenderedChart } from "./html.js";
+import { readInputFiles } from "./inputs.js";
+import { plan, type Section } from "./sections.js";
 
 /** The page's name in `out`. */
 const PAGE = "index.html";
@@ -78,59 +63,11 @@ function removeOldCharts(out: string, keep: ReadonlySet<string>): void {
   }
 }
 
-const byLabel = (a: { source: { label: string; slug: string } }, b: typeof a): number =>
-  a.source.label.localeCompare(b.source.label) || a.source.slug.localeCompare(b.source.slug);
-
-const of = <K extends Recognised["kind"]>(items: readonly Input[], kind: K) =>
-  items.filter((x): x is Extract<Recognised, { kind: K }> => x.kind === kind).sort(byLabel);
-
-/** The page's sections of charts, in order: each collective by world size, GEMM, fused, eager, link. */
-function sections(items: readonly Input[]): Section<Chart>[] {
-  const collectives = of(items, "collective");
-  const fused = of(items, "fused");
-  const c = colours([...collectives, ...fused].flatMap((r) => r.implementations));
-  const byWorld = (rs: readonly CollectiveResult[]) =>
-    [...new Set(rs.map((r) => r.environment.worldSize))]
-      .sort((a, b) => a - b)
-      .map((w) => ({
-        title: `World size ${w}`,
-        rows: rs.filter((r) => r.environment.worldSize === w).map((r) => collectiveCharts(r, c)),
-      }));
-  const all: Section<Chart>[] = [
-    ...COLLECTIVES.map((k) => ({
-      id: k,
-      title: k.charAt(0).toUpperCase() + k.slice(1),
-      groups: byWorld(collectives.filter((r) => r.collective === k)),
-    })),
-    {
-      id: "gemm",
-      title: "GEMM",
-      groups: [{ title: "", rows: [of(items, "gemm").map((r) => gemmChart(r, c))] }],
-    },
-    {
-      id: "fused",
-      title: "Fused matmuls",
-      groups: ["ag-gemm", "gemm-rs"].map((b) => ({
-        title: b,
-        rows: [fused.filter((r) => r.bench === b).map((r) => fusedChart(r, c))],
-      })),
-    },
-    {
-      id: "eager",
-      title: "Eager calls",
-      groups: [{ title: "", rows: [of(items, "eager").map(eagerChart)] }],
-    },
-    { id: "link", title: "NVLink", groups: [{ title: "", rows: [of(items, "link").map(linkChart)] }] },
-  ];
-  return all
-    .map((s) => ({ ...s, groups: s.groups.filter((g) => g.rows.some((r) => r.length > 0)) }))
-    .filter((s) => s.groups.length > 0);
-}
-
 /**
  * Reads the benchmark results in `inputs` (files, or folders searched for *.json) and writes into
  * `options.out` the page (index.html), one SVG per chart and, with `png`, one PNG per chart. Files that
- * are not results, or not readable, are listed on the page with the reason. `html` is the page's path,
+ * are not results, or not readable, are listed on the page with the reason, and every input with its
+ * SHA-256 (labels relative to the working directory). `html` is the page's path,
  * `files` the chart files' paths in the page's order. Throws SymmkitError: SYMMKIT_INVALID_ARGUMENT when
  * an input does not exist, SYMMKIT_OS_ERROR when a folder cannot be listed or `out` written.
  */
@@ -138,12 +75,13 @@ export async function writeReport(
   inputs: string[],
   options: { out: string; png: boolean },
 ): Promise<{ html: string; files: string[] }> {
-  const items = readInputs(inputs);
+  const files = readInputFiles(inputs);
+  const planned = plan(files);
   const out = path.resolve(options.out);
   onDisk(out, () => fs.mkdirSync(out, { recursive: true }));
   const write = (file: string, data: string | Buffer): void =>
     onDisk(file, () => fs.writeFileSync(file, data));
-  const files: string[] = [];
+  const written: string[] = [];
   const render = async (chart: Chart): Promise<RenderedChart> => {
     const svg = await toSvg(chart);
     const chartFiles = [`${chart.name}.svg`];
@@ -155,12 +93,12 @@ export async function writeReport(
         new Resvg(svg, { fitTo: { mode: "zoom", value: 2 } }).render().asPng(),
       );
     }
-    files.push(...chartFiles.map((f) => path.join(out, f)));
+    written.push(...chartFiles.map((f) => path.join(out, f)));
     return { chart, svg, files: chartFiles };
   };
-  const rendered: Section[] = [];
-  for (const s of sections(items)) {
-    const groups: Section["groups"][number][] = [];
+  const rendered: Section<RenderedChart>[] = [];
+  for (const s of planned.sections) {
+    const groups: Section<RenderedChart>["groups"][number][] = [];
     for (const g of s.groups) {
       const rows: RenderedChart[][] = [];
       for (const row of g.rows) {
@@ -172,17 +110,17 @@ export async function writeReport(
     }
     rendered.push({ ...s, groups });
   }
-  removeOldCharts(out, new Set(files.map((f) => path.basename(f))));
+  removeOldCharts(out, new Set(written.map((f) => path.basename(f))));
   const html = path.join(out, PAGE);
   write(
     html,
     page({
       inputs,
       sections: rendered,
-      tables: of(items, "table"),
-      unused: items.filter((x): x is Unused => x.kind === "unused"),
-      files: new Set(items.map((x) => x.source.label)).size,
+      tables: planned.tables,
+      unused: planned.unused,
+      files,
     }),
   );
-  return { html, files };
+  return { html, files: written };
 }
