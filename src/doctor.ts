@@ -1,6 +1,10 @@
-// `symmkit doctor`: what this machine offers symmkit. First a short answer (the backend `init()` picks
-// here, and what the GPU path has or lacks, one line per library), then each section in detail. Each
-// section reports its own failure so that one missing library does not hide what else is there.
+// `symmkit doctor`: what this machine offers symmkit. First the answer in one line (the backends that run
+// here, what the GPU path lacks), one line per library under it, then each section in brief (with
+// --verbose, every place each library was searched). Each section reports its own failure so that one
+// missing library does not hide what else is there.
+import os from "node:os";
+import { SharedRegion } from "./cpu/shared-memory.js";
+import { closeFd } from "./distributed/fd-channel.js";
 import { SymmkitError } from "./errors.js";
 import { driverLibraryPath } from "./cuda/driver.js";
 import { ptrOrZero } from "./cuda/native.js";
@@ -31,6 +35,9 @@ export type Section<T> =
 
 /** The short answer, printed first (and the `summary` field of `symmkit doctor --json`). */
 export interface DoctorSummary {
+  /** The backends that run here: cuda when the GPU path has a driver, GPUs and NVRTC; cpu when the
+   * CPU backend's shared memory works. Empty: symmkit cannot run here. */
+  readonly runs: readonly Backend[];
   /** What `init()` picks here, and why. */
   readonly backend: Backend;
   readonly reason: string;
@@ -48,6 +55,8 @@ export interface DoctorReport {
   readonly nvrtc: Section<{ version: string; library: string; headers: readonly string[] }>;
   readonly nccl: Section<{ version: string; library: string }>;
   readonly cublasLt: Section<{ version: string; library: string }>;
+  /** The CPU backend: shared memory between the rank processes (memfd, mapped). */
+  readonly cpu: Section<{ readonly sharedMemory: string; readonly cpus: number }>;
   /** What NCCL would use between hosts (a multi-host job's inter-host path). */
   readonly network: Section<HostNetwork>;
   /** The SYMMKIT_* variables set here, each checked (src/settings.ts). */
@@ -81,21 +90,40 @@ export function summarizeDoctor(
 ): DoctorSummary {
   const { backend, reason } = detected;
   const lacks = GPU_PATH.filter(([, , key]) => !r[key].ok).map(([name]) => name);
-  const width = Math.max(...GPU_PATH.map(([name, what]) => `${name} (${what})`.length));
-  const lines = [
-    backend === "cuda"
-      ? `backend available: cuda (${reason}); cpu too, with init({ backend: "cpu" })`
-      : `backend available: cpu (no GPU: ${reason})`,
-    lacks.length === 0 ? "the GPU path has everything it needs:" : `the GPU path lacks ${lacks.join(", ")}:`,
-    ...GPU_PATH.map(([name, what, key]) => {
-      const s = r[key];
-      const status = s.ok
-        ? `found: ${s.value.version}, ${s.value.library}`
-        : `MISSING: ${firstLine(s.error)}`;
-      return `  ${`${name} (${what})`.padEnd(width)}  ${status}`;
-    }),
+  const gpuRuns = r.driver.ok && r.gpus.ok && r.nvrtc.ok;
+  const runs: Backend[] = [...(gpuRuns ? ["cuda" as const] : []), ...(r.cpu.ok ? ["cpu" as const] : [])];
+  const gpuPath =
+    lacks.length === 0 ? "the GPU path has everything it needs" : `the GPU path lacks ${lacks.join(", ")}`;
+  const named = runs.map((b) =>
+    b === "cuda" ? `cuda (${reason})` : backend === "cpu" ? `cpu (no GPU: ${reason})` : "cpu",
+  );
+  const answer = r.cpu.ok
+    ? `runs here: ${named.join(" and ")}; ${gpuPath}`
+    : runs.length > 0
+      ? `runs here: ${named.join(" and ")} (the CPU backend fails: ${firstLine(r.cpu.error)})`
+      : `nothing runs here: the CPU backend fails (${firstLine(r.cpu.error)}) and ${gpuPath}`;
+  const status = (s: Section<{ version: string; library: string }>): string =>
+    s.ok ? `found: ${s.value.version}, ${s.value.library}` : `MISSING: ${firstLine(s.error)}`;
+  const rows: [string, string][] = [
+    ["CPU backend", r.cpu.ok ? `works: ${r.cpu.value.sharedMemory}` : `FAILS: ${firstLine(r.cpu.error)}`],
+    ...GPU_PATH.map(([name, what, key]): [string, string] => [`${name} (${what})`, status(r[key])]),
   ];
-  return { backend, reason, gpuPathLacks: lacks, text: lines.join("\n") };
+  const width = Math.max(...rows.map(([label]) => label.length));
+  const lines = [answer, ...rows.map(([label, said]) => `  ${label.padEnd(width)}  ${said}`)];
+  // init() picks cuda where GPUs are visible, even where the GPU path cannot run.
+  if (backend === "cuda" && !gpuRuns && r.cpu.ok)
+    lines.push(
+      `  init() picks cuda here (${reason}): pass { backend: "cpu" } until the GPU path has what it lacks`,
+    );
+  return { runs, backend, reason, gpuPathLacks: lacks, text: lines.join("\n") };
+}
+
+/** Whether the CPU backend runs here: a shared region made, mapped and let go, as its groups do. */
+function cpuBackend(): { sharedMemory: string; cpus: number } {
+  const { region, fd } = SharedRegion.create(4096, "symmkit-doctor");
+  region.close();
+  closeFd(fd);
+  return { sharedMemory: "memory shared between rank processes (memfd)", cpus: os.availableParallelism() };
 }
 
 export function gatherDoctorReport(): DoctorReport {
@@ -121,6 +149,7 @@ export function gatherDoctorReport(): DoctorReport {
     }),
     nccl: section(() => ({ version: ncclVersion(), library: ncclLibraryPath() })),
     cublasLt: section(() => ({ version: cublasLtVersion(), library: cublasLtLibraryPath() })),
+    cpu: section(cpuBackend),
     network: section(() => hostNetwork()),
     environment: checkEnvVars(),
   };
@@ -188,13 +217,26 @@ function peerLinks(devices: Device[]): { links: string[][]; linkTypeSource: stri
   return { links, linkTypeSource };
 }
 
-/** Human-readable report, the short answer first; returns whether symmkit can run its GPU path here. */
-export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean } {
+/** Human-readable report, the answer first; `verbose` adds every place each library was searched. `ok`:
+ * some backend runs here. */
+export function formatDoctorReport(
+  r: DoctorReport,
+  options: { readonly verbose?: boolean } = {},
+): { text: string; ok: boolean } {
   const lines: string[] = [r.summary.text, "", "details:"];
+  let cut = false;
   const show = <T>(title: string, s: Section<T>, fmt: (v: T) => string[]): void => {
     lines.push(`${title}:`);
-    if (s.ok) lines.push(...fmt(s.value).map((l) => `  ${l}`));
-    else lines.push(...s.error.split("\n").map((l, i) => (i === 0 ? `  MISSING: ${l}` : `  ${l}`)));
+    if (s.ok) {
+      lines.push(...fmt(s.value).map((l) => `  ${l}`));
+      return;
+    }
+    const [first = "", ...rest] = s.error.split("\n");
+    if (options.verbose) lines.push(`  MISSING: ${first}`, ...rest.map((l) => `  ${l}`));
+    else {
+      lines.push(`  MISSING: ${firstLine(first)}`);
+      cut ||= rest.length > 0;
+    }
   };
   show("driver", r.driver, (v) => [`version ${v.version}`, `library ${v.library}`]);
   show("gpus", r.gpus, (gs) =>
@@ -214,6 +256,7 @@ export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean
   ]);
   show("nccl", r.nccl, (v) => [`version ${v.version}`, `library ${v.library}`]);
   show("cublasLt", r.cublasLt, (v) => [`version ${v.version}`, `library ${v.library}`]);
+  show("cpu backend", r.cpu, (v) => [`${v.sharedMemory}; ${v.cpus} CPUs`]);
   show("between hosts (NCCL)", r.network, (n) => [
     `would use ${n.transport}`,
     ...n.ibPorts.map(
@@ -229,9 +272,6 @@ export function formatDoctorReport(r: DoctorReport): { text: string; ok: boolean
     lines.push(
       `  ${v.name}=${v.value}${v.problem === undefined ? "" : `  ${isEnvVarName(v.name) ? "INVALID" : "UNKNOWN"}: ${v.problem}`}`,
     );
-  const ok = r.driver.ok && r.gpus.ok && r.nvrtc.ok;
-  lines.push(
-    ok ? "symmkit's GPU path can run here." : "symmkit's GPU path cannot run here: see MISSING above.",
-  );
-  return { text: lines.join("\n"), ok };
+  if (cut) lines.push("(symmkit doctor --verbose lists every place each missing library was searched)");
+  return { text: lines.join("\n"), ok: r.summary.runs.length > 0 };
 }

@@ -13,6 +13,7 @@ export type ErrorCode =
   | "SYMMKIT_NO_DEVICE"
   | "SYMMKIT_INVALID_ARGUMENT"
   | "SYMMKIT_DISPOSED"
+  | "SYMMKIT_OUT_OF_MEMORY"
   | "SYMMKIT_UNSUPPORTED"
   | "SYMMKIT_STORE_TIMEOUT"
   | "SYMMKIT_STORE_CLOSED"
@@ -80,9 +81,17 @@ export class InvalidArgumentError extends SymmkitError {
   }
 }
 
+/** `what` was used after it was disposed; `todo` says what to use instead. */
 export class DisposedError extends SymmkitError {
-  constructor(what: string) {
-    super("SYMMKIT_DISPOSED", `${what} was already disposed; create a new one`);
+  constructor(what: string, todo = "create a new one") {
+    super("SYMMKIT_DISPOSED", `${what} was already disposed; ${todo}`);
+  }
+}
+
+/** Memory for a tensor could not be had (host or device); the message names the tensor and the size. */
+export class OutOfMemoryError extends SymmkitError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("SYMMKIT_OUT_OF_MEMORY", message, options);
   }
 }
 

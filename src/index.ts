@@ -16,8 +16,14 @@ export { MemoryPool } from "./runtime/memory-pool.js";
 export {
   Tensor,
   freshSeed,
+  type AnyTensor,
+  type DisposedLabel,
+  type HostNormalOptions,
+  type HostUniformOptions,
   type Shape,
+  type TensorFactory,
   type TensorOptions,
+  type ToHostOptions,
   type UniformOptions,
   type NormalOptions,
 } from "./runtime/tensor.js";
@@ -29,6 +35,8 @@ export {
   type DType,
   type DTypeInfo,
   type RawArray,
+  type RawArrayOf,
+  type RawArrays,
 } from "./runtime/dtype.js";
 export { Module, type ProgramSpec } from "./runtime/module.js";
 export {
@@ -56,8 +64,11 @@ export {
   init,
   detectBackend,
   type Backend,
+  type AnyCollectives,
   type AnyProcessGroup,
   type CudaProcessGroup,
+  type PortableAlgorithms,
+  type PortableGroup,
   type HostsProcessGroup,
   type InitOptions,
 } from "./init.js";
@@ -135,8 +146,8 @@ export { StoreServer, type StoreServerOptions } from "./distributed/store/server
 export { ScopedStore } from "./distributed/scoped-store.js";
 export { launch, parseRunArgs, type LaunchOptions } from "./distributed/launcher.js";
 export { DEVICE_INCLUDE_DIR, VERSION } from "./paths.js";
+export { matmul, type PortableMatmulOptions } from "./matmul.js";
 export {
-  matmul,
   checkMatmul,
   MATMUL_IMPLS,
   type MatmulImpl,

@@ -1,13 +1,16 @@
 // init(): joins the job on the backend that fits this machine: cuda where a GPU is visible, cpu
 // otherwise, or the one asked for.
+import type { CpuAlgorithms } from "./cpu/collectives.js";
 import { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
 import { maxSymmetricBytes } from "./cpu/symmetric.js";
-import { GpuCollectives } from "./ops/gpu-collectives.js";
+import type { AlgorithmNames, Collectives } from "./ops/collectives.js";
+import { GpuCollectives, type GpuAlgorithms } from "./ops/gpu-collectives.js";
 import { readDistEnv, stagingBytesFromEnv } from "./distributed/env.js";
 import { ProcessGroup, type InitOptions as CudaInitOptions } from "./distributed/process-group.js";
 import { InvalidArgumentError, LibraryNotFoundError, UnsupportedError } from "./errors.js";
 import { HostsCollectives } from "./ops/hosts-collectives.js";
 import { deviceCount } from "./runtime/device.js";
+import type { AnyTensor, TensorFactory } from "./runtime/tensor.js";
 
 export type Backend = "cuda" | "cpu";
 /** A cuda group with symmkit's collectives on symmetric memory. */
@@ -15,7 +18,27 @@ export type CudaProcessGroup = ProcessGroup<GpuCollectives>;
 /** A cuda group that may span hosts (init({ acrossHosts: true })): NCCL between hosts, symmkit inside
  * each (`collectives.local`). */
 export type HostsProcessGroup = ProcessGroup<HostsCollectives>;
-export type AnyProcessGroup = CudaProcessGroup | CpuProcessGroup;
+
+/** The algorithms both backends have, by operation: those a program for either backend may name. */
+export type PortableAlgorithms = {
+  readonly [K in keyof AlgorithmNames]: CpuAlgorithms[K] & GpuAlgorithms[K];
+};
+
+/** The collectives of a group whose backend the program does not fix: every call of both backends, on
+ * the tensors `group.tensors` makes (the types cannot tell one backend's tensors from the other's).
+ * Narrow on `group.backend` for a backend's own options (GPUs: `stream`). */
+export type AnyCollectives = Collectives<AnyTensor, AnyTensor, PortableAlgorithms>;
+
+/** A backend's group as a program that runs on either sees it: the group itself (narrow on `backend` for
+ * all of it), whose collectives also take AnyTensor and whose tensors are AnyTensor. */
+export type PortableGroup<G extends CudaProcessGroup | CpuProcessGroup> = G & {
+  readonly collectives: AnyCollectives;
+  readonly tensors: TensorFactory;
+};
+
+/** What `init()` returns when the backend is not fixed: either backend's group (narrow on `backend`), whose
+ * `collectives` take the tensors its `tensors` make, so one program type-checks for both. */
+export type AnyProcessGroup = PortableGroup<CudaProcessGroup> | PortableGroup<CpuProcessGroup>;
 
 /** Each rank's symmetric staging buffer on GPUs: the largest plain tensor a collective takes (default 64 MiB). */
 export const DEFAULT_GPU_STAGING_BYTES = 64 * 1024 * 1024;
@@ -41,6 +64,31 @@ export function detectBackend(): { backend: Backend; reason: string } {
       return { backend: "cpu", reason: "the NVIDIA driver (libcuda) is not installed" };
     return { backend: "cpu", reason: (e instanceof Error ? e.message : String(e)).split("\n")[0] ?? "" };
   }
+}
+
+/** Every option init() knows (the compiler keeps this in step with InitOptions). */
+const INIT_OPTION_NAMES: Readonly<Record<keyof InitOptions, true>> = {
+  backend: true,
+  storeTimeoutMs: true,
+  syncTimeoutMs: true,
+  stagingBytes: true,
+  mailboxSlotBytes: true,
+  acrossHosts: true,
+};
+
+/** An option init() does not know is refused: a misspelt one would otherwise be a default silently. */
+function checkOptionNames(o: unknown): asserts o is InitOptions {
+  if (typeof o !== "object" || o === null || Array.isArray(o))
+    throw new InvalidArgumentError(
+      `init: options must be an object, e.g. init({ backend: "cpu" }), got ${o === null ? "null" : typeof o}`,
+    );
+  const known = Object.keys(INIT_OPTION_NAMES);
+  const unknown = Object.keys(o).filter((k) => !known.includes(k));
+  if (unknown.length > 0)
+    throw new InvalidArgumentError(
+      `init: unknown option${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")}: the options are ` +
+        `${known.join(", ")}`,
+    );
 }
 
 /** Every option checked before anything is started, with a typed error naming it. */
@@ -86,7 +134,11 @@ export function init(
 ): Promise<CudaProcessGroup>;
 export function init(options?: InitOptions & { acrossHosts?: false }): Promise<AnyProcessGroup>;
 export function init(options: InitOptions): Promise<AnyProcessGroup | HostsProcessGroup>;
-export async function init(options: InitOptions = {}): Promise<AnyProcessGroup | HostsProcessGroup> {
+// The overloads above promise the portable view of the same group objects (see PortableGroup).
+export async function init(
+  options: InitOptions = {},
+): Promise<CudaProcessGroup | CpuProcessGroup | HostsProcessGroup> {
+  checkOptionNames(options);
   if (options.backend !== undefined && !["auto", "cuda", "cpu"].includes(options.backend))
     throw new InvalidArgumentError(`init: backend ${String(options.backend)} is not one of auto, cuda, cpu`);
   const backend = !options.backend || options.backend === "auto" ? detectBackend().backend : options.backend;

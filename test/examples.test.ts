@@ -1,6 +1,7 @@
-// Every example in examples/ runs as a user would run it (`symmkit run -n 2 examples/x.mjs`, importing
-// "symmkit" through the package's own exports) on a machine without a GPU: on the CPU backend, or saying
-// in one line that it needs a GPU. A new example needs an entry here.
+// Every example in examples/ (TypeScript, compiled by `npm run build` into dist/examples/, type-checked
+// against the package's own declarations on the way) runs as a user would run it, `symmkit run -n 2`,
+// importing "symmkit" through the package's exports, on a machine without a GPU: on the CPU backend, or
+// saying in one line that it needs a GPU. A new example needs an entry here.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -17,24 +18,35 @@ const gpu =
 
 /** What each rank prints without a GPU (rank r of WORLD). */
 const EXPECTED: Record<string, (r: number) => RegExp> = {
-  "quickstart.mjs": () => /^quickstart: needs an NVIDIA GPU \(.+\); skipped$/,
-  "symmetric.mjs": (r) =>
+  "mlp.ts": (r) =>
+    new RegExp(
+      `^rank ${r}: MLP block \\(all-gather \\+ GEMM, GELU, GEMM \\+ reduce-scatter\\) of ${32 * WORLD} tokens, ` +
+        `hidden 256, ffn ${128 * WORLD} on ${WORLD} cpu ranks: matches the unsplit block \\(largest difference .+\\)$`,
+    ),
+  "moe.ts": (r) =>
+    new RegExp(
+      `^rank ${r}: MoE layer \\(dispatch, 8 expert GEMMs per rank, combine\\) of 32 tokens per rank, top-2 of ` +
+        `${8 * WORLD} experts on ${WORLD} cpu ranks: matches the layer computed on one rank \\(largest difference .+\\)$`,
+    ),
+  "decode.ts": (r) =>
+    new RegExp(
+      `^rank ${r}: decode step \\(GEMM \\+ all-reduce \\+ residual \\+ RMSNorm\\) of 8 tokens, hidden 512, on ` +
+        `${WORLD} cpu ranks: the same bits as GEMM, then allReduceRmsNorm$`,
+    ),
+  "quickstart.ts": () => /^quickstart: needs an NVIDIA GPU \(.+\); skipped$/,
+  "symmetric.ts": (r) =>
     new RegExp(
       `^rank ${r} received \\[${Array.from({ length: WORLD }, (_, p) => 1000 * (p + 1) + r).join(", ")}\\]$`,
     ),
-  "moe.mjs": (r) =>
-    new RegExp(
-      `^rank ${r}: MoE dispatch -> 4 experts per rank -> combine of 8 tokens \\(top-2 of ${4 * WORLD}\\) on ${WORLD} cpu ranks matches the reference$`,
-    ),
-  "collectives.mjs": (r) =>
+  "collectives.ts": (r) =>
     new RegExp(
       `^rank ${r}: all-reduce \\(two_shot\\) and all-gather of 4096 bf16 values on ${WORLD} cpu ranks match the reference$`,
     ),
 };
 
-function run(example: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(script: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [cli, "run", "-n", String(WORLD), path.join("examples", example)], {
+    const p = spawn(process.execPath, [cli, "run", "-n", String(WORLD), script], {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
       timeout: 60_000,
@@ -48,14 +60,22 @@ function run(example: string): Promise<{ code: number | null; stdout: string; st
   });
 }
 
-test("every example has an expected output here", () => {
+test("every example has an expected output here, and is TypeScript built into dist/examples", () => {
   const examples = fs.readdirSync(path.join(root, "examples")).filter((f) => /\.[cm]?[jt]s$/.test(f));
   assert.deepEqual(examples.sort(), Object.keys(EXPECTED).sort());
+  for (const e of examples) {
+    assert.match(e, /\.ts$/, `${e}: examples are TypeScript`);
+    assert.ok(
+      fs.existsSync(path.join(root, "dist", "examples", e.replace(/\.ts$/, ".js"))),
+      `${e} not built`,
+    );
+  }
 });
 
 for (const [example, expected] of Object.entries(EXPECTED)) {
-  test(`symmkit run -n ${WORLD} examples/${example} without a GPU`, { skip: gpu }, async () => {
-    const r = await run(example);
+  const js = path.join("dist", "examples", example.replace(/\.ts$/, ".js"));
+  test(`symmkit run -n ${WORLD} ${js} (examples/${example}) without a GPU`, { skip: gpu }, async () => {
+    const r = await run(js);
     const what = `exit ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
     assert.equal(r.code, 0, what);
     assert.equal(r.stderr, "", what);

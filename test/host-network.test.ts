@@ -4,15 +4,19 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { hostNetwork, socketInterface, type HostView } from "../src/distributed/host-network.js";
+
+/** Every made-up machine's tree lives under this folder, removed when the tests are done. */
+const trees = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-net-"));
+after(() => fs.rmSync(trees, { recursive: true, force: true }));
 
 function machine(o: {
   ports?: { device: string; port: string; state: string; linkLayer: string }[];
   libs?: string[];
   env?: Record<string, string>;
 }): HostView {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-net-"));
+  const root = fs.mkdtempSync(path.join(trees, "machine-"));
   for (const p of o.ports ?? []) {
     const dir = path.join(root, "sys", "class", "infiniband", p.device, "ports", p.port);
     fs.mkdirSync(dir, { recursive: true });

@@ -1,7 +1,8 @@
 // The package as a user gets it: `npm pack` from a copy of the checkout's sources (what git tracks or
 // would: no dist/, so prepack builds it, as in a fresh clone), the tarball installed into an empty
-// project with its dependencies from the registry, then `npx symmkit demo` there. Packing a copy keeps
-// the build away from this checkout's dist/, which the other test files are running from.
+// project with its dependencies from the registry, then `npx symmkit demo` and a shipped example there.
+// Packing a copy keeps the build away from this checkout's dist/, which the other test files are running
+// from.
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -48,15 +49,22 @@ test(
     const files = packed.files.map((f) => f.path);
     for (const f of ["package.json", "LICENSE", "README.md", "dist/src/cli.js", "dist/src/index.d.ts"])
       assert.ok(files.includes(f), `${f} is not in the package`);
-    for (const dir of ["device/include/symmkit/", "tune/"])
+    for (const dir of ["device/include/symmkit/", "tune/", "examples/", "dist/examples/"])
       assert.ok(
         files.some((f) => f.startsWith(dir)),
         `${dir} is not in the package`,
       );
+    const examples = fs.readdirSync(path.join(root, "examples")).filter((f) => f.endsWith(".ts"));
+    for (const e of examples)
+      for (const f of [`examples/${e}`, `dist/examples/${e.replace(/\.ts$/, ".js")}`])
+        assert.ok(files.includes(f), `${f} is not in the package`);
     const extra = files.filter(
-      (f) => !/^(dist\/src|device\/include|tune)\/|^(package\.json|LICENSE|README\.md)$/.test(f),
+      (f) =>
+        !/^(dist\/src|dist\/examples|examples|device\/include|tune)\/|^(package\.json|LICENSE|README\.md)$/.test(
+          f,
+        ),
     );
-    assert.deepEqual(extra, [], "only what runs, no tests");
+    assert.deepEqual(extra, [], "only what runs and the examples, no tests");
 
     const app = path.join(tmp, "app");
     fs.mkdirSync(app);
@@ -72,5 +80,15 @@ test(
     assert.match(demo.stdout, /^symmkit demo: /, what);
     assert.match(demo.stdout, /\[rank 0\] +collective +algorithm +bytes +us/, what);
     assert.match(demo.stdout, /\[rank 0\] demo: every result matched its reference/, what);
+
+    // A shipped example, as README says to run one from the installed package.
+    const example = spawnSync(
+      "npx",
+      ["--no-install", "symmkit", "run", "-n", "2", "node_modules/symmkit/dist/examples/decode.js"],
+      { cwd: app, encoding: "utf8", timeout: 60_000 },
+    );
+    const said = `exit ${example.status}\nstdout:\n${example.stdout}\nstderr:\n${example.stderr}`;
+    assert.equal(example.status, 0, said);
+    assert.match(example.stdout, /\[rank 1\] rank 1: decode step .* the same bits as GEMM/, said);
   },
 );

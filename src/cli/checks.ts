@@ -32,15 +32,17 @@ export function addCheckCommands(program: CliCommand): void {
     .command("doctor")
     .summary("driver, GPUs, peer links, NVRTC/NCCL/cuBLASLt versions and paths")
     .description(
-      "Says what symmkit finds on this machine: the driver, GPUs, peer links, NVRTC, NCCL and cuBLASLt " +
-        "(versions and paths), the SYMMKIT_* variables set. Exits 1 when symmkit cannot run here.",
+      "Says what runs here (first line: the backends that run, what the GPU path lacks), then what symmkit " +
+        "finds: the driver, GPUs, peer links, NVRTC, NCCL and cuBLASLt (versions and paths), the CPU " +
+        "backend, the SYMMKIT_* variables set. Exits 0 when a backend runs here, 1 when none does.",
     )
-    .option("--json", "print the report as JSON")
+    .option("--json", "print the report as JSON (every place searched included)")
+    .option("--verbose", "also list every place each missing library was searched")
     .does(async (cmd) => {
-      const { json } = cmd.opts<{ json?: true }>();
+      const { json, verbose } = cmd.opts<{ json?: true; verbose?: true }>();
       const { gatherDoctorReport, formatDoctorReport } = await import("../doctor.js");
       const report = gatherDoctorReport();
-      const { text, ok } = formatDoctorReport(report);
+      const { text, ok } = formatDoctorReport(report, { verbose: verbose === true });
       process.stdout.write(json ? JSON.stringify(report, null, 2) + "\n" : text + "\n");
       return ok ? 0 : 1;
     });

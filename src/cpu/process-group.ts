@@ -10,6 +10,7 @@ import { joinJob } from "../distributed/job.js";
 import type { ScopedStore } from "../distributed/scoped-store.js";
 import { syncTimeoutFromEnv } from "../distributed/sync-watch.js";
 import { CpuCollectives } from "./collectives.js";
+import { HostTensor } from "./host-tensor.js";
 import { CpuSymmetricTensor } from "./symmetric.js";
 
 export const DEFAULT_CPU_STAGING_BYTES = 8 * 1024 * 1024;
@@ -54,6 +55,7 @@ export class CpuProcessGroup extends GroupBase<Shared, CpuCollectives> {
       syncTimeoutMs: options.syncTimeoutMs ?? syncTimeoutFromEnv(),
       stagingBytes,
       groupsMade: new Map(),
+      left: { value: false },
     };
     const ranks = Array.from({ length: job.env.worldSize }, (_, i) => i);
     return new CpuProcessGroup(shared, ranks, "world", job.worldStore).#open();
@@ -78,10 +80,14 @@ export class CpuProcessGroup extends GroupBase<Shared, CpuCollectives> {
     return (new CpuProcessGroup(this.shared, ranks, name, store) as this).#open();
   }
 
+  /** HostTensor's constructors: the tensors this group's collectives take. */
+  readonly tensors = HostTensor;
+
   readonly symmetric = {
     /** Collective: every member allocates the same shape and dtype, in the same order. */
-    empty: (shape: Shape, dtype: DType): Promise<CpuSymmetricTensor> =>
-      CpuSymmetricTensor.allocate(
+    empty: async (shape: Shape, dtype: DType): Promise<CpuSymmetricTensor> => {
+      this.checkAlive();
+      return CpuSymmetricTensor.allocate(
         {
           rank: this.rank,
           worldSize: this.worldSize,
@@ -89,11 +95,13 @@ export class CpuProcessGroup extends GroupBase<Shared, CpuCollectives> {
           store: this.store,
           fds: this.shared.fds,
           storeTimeoutMs: this.shared.storeTimeoutMs,
+          label: this.allocationLabel,
         },
         this.#allocations++,
         shape,
         dtype,
-      ),
+      );
+    },
   };
 
   /** Frees the staging buffer. */

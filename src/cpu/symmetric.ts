@@ -3,7 +3,7 @@
 // instead of CUDA VMM. The pad is zero before any peer can map it.
 import { DisposedError, InvalidArgumentError } from "../errors.js";
 import { dtypeInfo, type DType } from "../runtime/dtype.js";
-import { numelOf, type Shape } from "../runtime/tensor.js";
+import { numelOf, type DisposedLabel, type Shape } from "../runtime/tensor.js";
 import { closeFd } from "../distributed/fd-channel.js";
 import type { FdExchange } from "../distributed/fd-exchange.js";
 import type { ScopedStore } from "../distributed/scoped-store.js";
@@ -28,6 +28,9 @@ export interface CpuSymmetricContext {
   readonly store: ScopedStore;
   readonly fds: FdExchange;
   readonly storeTimeoutMs: number;
+  /** What the tensor is to the user when it is not one they made (the memory of a group's
+   * collectives): named when it is used after its disposal. */
+  readonly label?: DisposedLabel | undefined;
 }
 
 export class CpuSymmetricTensor implements AsyncDisposable {
@@ -91,8 +94,12 @@ export class CpuSymmetricTensor implements AsyncDisposable {
 
   /** Rank `r`'s buffer, mapped here, seen with `shape` and `dtype` (default: this tensor's). */
   peer(r: number, shape: Shape = this.tensor.shape, dtype: DType = this.tensor.dtype): HostTensor {
-    if (!this.#alive)
-      throw new DisposedError(`symmetric tensor ${JSON.stringify(this.tensor.shape)} ${this.tensor.dtype}`);
+    if (!this.#alive) {
+      const label = this.#ctx.label;
+      throw label
+        ? new DisposedError(label.what, label.todo)
+        : new DisposedError(`symmetric tensor ${JSON.stringify(this.tensor.shape)} ${this.tensor.dtype}`);
+    }
     const region = this.#regions[r];
     if (!region) throw new InvalidArgumentError(`rank ${r} is not in this group of ${this.worldSize}`);
     if (numelOf(shape) * dtypeInfo(dtype).bytes > this.#dataBytes) {
@@ -100,7 +107,7 @@ export class CpuSymmetricTensor implements AsyncDisposable {
         `${JSON.stringify(shape)} ${dtype} does not fit in ${this.#dataBytes} bytes`,
       );
     }
-    return HostTensor.over(region.buffer, 0, shape, dtype, () => this.#alive);
+    return HostTensor.over(region.buffer, 0, shape, dtype, () => this.#alive, this.#ctx.label);
   }
 
   get capacityBytes(): number {

@@ -1,7 +1,8 @@
 // What every backend's process group shares, written once: who this rank is in the group and in the
 // job, the store barrier, subgroups (newGroup), the collectives getter and the destroy order. A backend
 // (ProcessGroup on GPUs, CpuProcessGroup) adds its memory, its collectives and what it releases.
-import { InvalidArgumentError } from "../errors.js";
+import { DisposedError, InvalidArgumentError } from "../errors.js";
+import type { DisposedLabel, TensorFactory } from "../runtime/tensor.js";
 import type { Job } from "./job.js";
 import { ScopedStore, subgroup } from "./scoped-store.js";
 
@@ -9,6 +10,8 @@ import { ScopedStore, subgroup } from "./scoped-store.js";
 export interface GroupShared extends Job {
   /** Subgroups made so far, by parent name (newGroup numbers them). */
   readonly groupsMade: Map<string, number>;
+  /** Set when the world group is destroyed: the job is left, and every group of it is gone. */
+  readonly left: { value: boolean };
 }
 
 /** The process group's interface, the same on every backend (`C`: its collectives). */
@@ -24,6 +27,8 @@ export interface ProcessGroupLike<C> {
   readonly localRank: number;
   readonly localWorldSize: number;
   readonly collectives: C;
+  /** The tensor constructors of the group's backend: Tensor's on GPUs, HostTensor's on the CPU. */
+  readonly tensors: TensorFactory;
   barrier(): Promise<void>;
   newGroup(ranks: readonly number[]): Promise<ProcessGroupLike<C> | undefined>;
   destroy(): Promise<void>;
@@ -31,6 +36,7 @@ export interface ProcessGroupLike<C> {
 
 export abstract class GroupBase<S extends GroupShared, C> implements ProcessGroupLike<C> {
   abstract readonly backend: "cuda" | "cpu";
+  abstract readonly tensors: TensorFactory;
   readonly rank: number;
   readonly worldSize: number;
   readonly ranks: readonly number[];
@@ -39,6 +45,8 @@ export abstract class GroupBase<S extends GroupShared, C> implements ProcessGrou
   protected readonly name: string;
   #collectives: C | undefined;
   #destroyed = false;
+  /** While the collectives are being made: what the memory they allocate is to the user. */
+  #making: DisposedLabel | undefined;
 
   protected constructor(shared: S, ranks: readonly number[], name: string, store: ScopedStore) {
     this.shared = shared;
@@ -61,9 +69,29 @@ export abstract class GroupBase<S extends GroupShared, C> implements ProcessGrou
     return this.shared.env.localWorldSize;
   }
 
+  /** Throws DisposedError once the group, or the world group (the job), was destroyed. */
+  protected checkAlive(): void {
+    if (this.#destroyed)
+      throw new DisposedError(
+        `process group ${this.name}`,
+        "it was destroyed (destroy()): make a new one with init(), or newGroup() of a group still alive",
+      );
+    if (this.shared.left.value)
+      throw new DisposedError(
+        `process group ${this.name}`,
+        "the world group was destroyed (destroy()), which left the job: join again with init()",
+      );
+  }
+
+  /** What a symmetric allocation is to the user: while the collectives are made, their memory (named
+   * when collectives kept after destroy() are used); otherwise the tensor itself (undefined). */
+  protected get allocationLabel(): DisposedLabel | undefined {
+    return this.#making;
+  }
+
   /** The group's collectives, made when the group was. */
   get collectives(): C {
-    if (this.#destroyed) throw new InvalidArgumentError("this process group was destroyed");
+    this.checkAlive();
     if (!this.#collectives)
       throw new InvalidArgumentError(
         "this group has no collectives (made by initCuda(), or by newGroupWith without a factory): " +
@@ -74,14 +102,31 @@ export abstract class GroupBase<S extends GroupShared, C> implements ProcessGrou
 
   /** Collective: makes the group's collectives (if the backend has them), then meets the members. */
   protected async ready(makeCollectives: (() => Promise<C>) | undefined): Promise<this> {
-    if (makeCollectives) this.#collectives = await makeCollectives();
-    await this.barrier();
+    if (makeCollectives) {
+      this.#making = {
+        what: `the memory of process group ${this.name}'s collectives`,
+        todo:
+          "the group was destroyed (destroy()), and collectives kept from it cannot be used: make a new " +
+          "group with init() (or newGroup()) and use its collectives",
+      };
+      try {
+        this.#collectives = await makeCollectives();
+      } finally {
+        this.#making = undefined;
+      }
+    }
+    await this.#meet();
     return this;
   }
 
-  /** Every member reaches this point (through the store; device work is not waited for). */
-  barrier(): Promise<void> {
+  #meet(): Promise<void> {
     return this.store.barrier("barrier");
+  }
+
+  /** Every member reaches this point (through the store; device work is not waited for). */
+  async barrier(): Promise<void> {
+    this.checkAlive();
+    await this.#meet();
   }
 
   /**
@@ -97,6 +142,7 @@ export abstract class GroupBase<S extends GroupShared, C> implements ProcessGrou
   protected subgroupOf(
     ranks: readonly number[],
   ): { readonly ranks: number[]; readonly name: string; readonly store: ScopedStore } | undefined {
+    this.checkAlive();
     const sub = subgroup(
       { name: this.name, ranks: this.ranks, self: this.globalRank },
       ranks,
@@ -113,11 +159,12 @@ export abstract class GroupBase<S extends GroupShared, C> implements ProcessGrou
 
   /** Collective. Releases the group's resources; the world group also leaves the job. */
   async destroy(): Promise<void> {
-    if (this.#destroyed) return;
+    if (this.#destroyed || this.shared.left.value) return;
     this.#destroyed = true;
     await this.release(this.#collectives);
-    await this.barrier();
+    await this.#meet();
     if (this.name !== "world") return;
+    this.shared.left.value = true;
     for (const f of this.shared.cleanup.reverse()) await f();
   }
 }

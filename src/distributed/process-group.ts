@@ -6,7 +6,7 @@ import { Device, deviceCount } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Graph, type CaptureScope } from "../runtime/graph.js";
-import type { Shape } from "../runtime/tensor.js";
+import { Tensor, type Shape } from "../runtime/tensor.js";
 import { GroupBase, type GroupShared } from "./group-base.js";
 import { joinJob } from "./job.js";
 import { NcclComm } from "./nccl-comm.js";
@@ -121,10 +121,15 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
     if (scope !== undefined) this.#captures.add(scope);
   }
 
+  /** Tensor's constructors (on the group's GPU, the default device init() set): the tensors this group's
+   * collectives take. */
+  readonly tensors = Tensor;
+
   /** Symmetric allocations of this group. */
   readonly symmetric = {
     /** Collective: every member allocates the same shape and dtype, in the same order. */
-    empty: (shape: Shape, dtype: DType, options: SymmetricOptions = {}): Promise<SymmetricTensor> => {
+    empty: async (shape: Shape, dtype: DType, options: SymmetricOptions = {}): Promise<SymmetricTensor> => {
+      this.checkAlive();
       if (this.hosts.length > 1) {
         throw new InvalidArgumentError(
           "symmetric memory spans the GPUs of one host; this group spans several (use NCCL between hosts)",
@@ -140,6 +145,7 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
           fds: this.shared.fds,
           watch: this.shared.watch,
           storeTimeoutMs: this.shared.storeTimeoutMs,
+          label: this.allocationLabel,
         },
         this.#allocations++,
         shape,
@@ -195,7 +201,14 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
     Device.setDefault(device);
     const watch = SyncWatch.create(device, options.syncTimeoutMs ?? syncTimeoutFromEnv());
     job.cleanup.push(() => watch.dispose());
-    const shared: Shared<C> = { ...job, device, watch, groupsMade: new Map(), makeCollectives };
+    const shared: Shared<C> = {
+      ...job,
+      device,
+      watch,
+      groupsMade: new Map(),
+      left: { value: false },
+      makeCollectives,
+    };
     const ranks = Array.from({ length: env.worldSize }, (_, i) => i);
     return new ProcessGroup<C>(shared, ranks, "world", job.worldStore).#open();
   }

@@ -3,7 +3,7 @@
 // into its own address space, and so can load and store straight into them. Each allocation carries its
 // own signal pad (zeroed before any peer can map it), private to (group, allocation). Multicast objects
 // are never created.
-import { InvalidArgumentError, SymmkitError } from "../errors.js";
+import { DisposedError, InvalidArgumentError, SymmkitError } from "../errors.js";
 import {
   check,
   CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
@@ -17,7 +17,7 @@ import { dtypeInfo, type DType } from "../runtime/dtype.js";
 import { copyHostToDevice, DeviceMemory, memset, retryAfterRelease } from "../runtime/memory.js";
 import { readWriteAccess } from "../runtime/memory-pool.js";
 import { defaultStream } from "../runtime/stream.js";
-import { numelOf, Tensor, type Shape } from "../runtime/tensor.js";
+import { numelOf, Tensor, type DisposedLabel, type Shape } from "../runtime/tensor.js";
 import { closeFd } from "./fd-channel.js";
 import type { FdExchange } from "./fd-exchange.js";
 import type { ScopedStore } from "./scoped-store.js";
@@ -40,6 +40,9 @@ export interface SymmetricContext {
   readonly fds: FdExchange;
   readonly watch: SyncWatch;
   readonly storeTimeoutMs: number;
+  /** What the tensor is to the user when it is not one they made (the memory of a group's
+   * collectives): named when it is used after its disposal. */
+  readonly label?: DisposedLabel | undefined;
 }
 
 interface Mapping {
@@ -139,7 +142,7 @@ export class SymmetricTensor implements AsyncDisposable {
     this.bufferPtrs = mappings.map((m) => m.va);
     this.padPtrs = mappings.map((m) => m.va + BigInt(dataBytes));
     this.#memories = mappings.map((m) => DeviceMemory.external(ctx.device, m.va, size));
-    this.tensor = Tensor.fromMemory(this.#memories[ctx.rank]!, shape, dtype);
+    this.tensor = Tensor.fromMemory(this.#memories[ctx.rank]!, shape, dtype, 0, ctx.label);
     this.bufferPtrsDevice = DeviceMemory.alloc(8 * ctx.worldSize, ctx.device);
     this.padPtrsDevice = DeviceMemory.alloc(8 * ctx.worldSize, ctx.device);
     const stream = defaultStream(ctx.device);
@@ -231,7 +234,7 @@ export class SymmetricTensor implements AsyncDisposable {
   peer(r: number): Tensor {
     const m = this.#memories[r];
     if (!m) throw new InvalidArgumentError(`rank ${r} is not in this group of ${this.worldSize}`);
-    return Tensor.fromMemory(m, this.tensor.shape, this.tensor.dtype);
+    return Tensor.fromMemory(m, this.tensor.shape, this.tensor.dtype, 0, this.#ctx.label);
   }
 
   /** Slots in each pad: a kernel may use blocks [0, padSlots / worldSize). */
@@ -246,6 +249,13 @@ export class SymmetricTensor implements AsyncDisposable {
    * not modify it.
    */
   deviceView(): Uint8Array {
+    // After dispose the view's addresses are unmapped: a kernel given it would fault.
+    if (this.#disposed) {
+      const label = this.#ctx.label;
+      throw label
+        ? new DisposedError(label.what, label.todo)
+        : new DisposedError(`symmetric tensor ${JSON.stringify(this.tensor.shape)} ${this.tensor.dtype}`);
+    }
     return (this.#view ??= this.#makeView());
   }
 

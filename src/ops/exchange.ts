@@ -449,7 +449,7 @@ export class GpuExchange {
       for (let r = 0; r < world; r++)
         copyDeviceToDevice(all.ptr + BigInt(4 * side * r), staging.bufferPtrs[r]!, 4 * side, stream);
     }
-    const sides = decodeSides(all.toHost({ stream }) as Int32Array, world);
+    const sides = decodeSides(all.toHost({ stream }), world);
     const verdict = allToAllVVerdict(what, sides, ctx.capacityBytes);
     const received = sides.map((s) => s.sendCounts[rank]!);
     const recvAt = prefix(received);

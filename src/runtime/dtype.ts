@@ -144,10 +144,30 @@ const CODECS: Partial<Record<DType, FloatCodec>> = {
   fp8e5m2: { encode: (x) => encodeE5M2(x), decode: decodeE5M2 },
 };
 
-/** The typed array that holds a dtype's raw elements (bit patterns for the narrow floats). */
-export type RawArray = Float32Array | Uint16Array | Uint8Array | Int32Array | Uint32Array | BigInt64Array;
+/** The typed array that holds each dtype's raw elements (bit patterns for the narrow floats). */
+export interface RawArrays {
+  f32: Float32Array;
+  f16: Uint16Array;
+  bf16: Uint16Array;
+  fp8e4m3: Uint8Array;
+  fp8e5m2: Uint8Array;
+  i32: Int32Array;
+  u32: Uint32Array;
+  u8: Uint8Array;
+  i64: BigInt64Array;
+}
 
-export function rawArray(d: DType, n: number): RawArray {
+/** The typed array of dtype `D`'s raw elements; for `DType` itself, any of them. */
+export type RawArrayOf<D extends DType> = RawArrays[D];
+
+/** The typed array that holds a dtype's raw elements (bit patterns for the narrow floats). */
+export type RawArray = RawArrayOf<DType>;
+
+export function rawArray<D extends DType>(d: D, n: number): RawArrayOf<D> {
+  return makeRawArray(d, n) as RawArrayOf<D>;
+}
+
+function makeRawArray(d: DType, n: number): RawArray {
   switch (d) {
     case "f32":
       return new Float32Array(n);
@@ -168,7 +188,11 @@ export function rawArray(d: DType, n: number): RawArray {
 }
 
 /** Values as the dtype stores them: narrow floats rounded to nearest even, integers checked. */
-export function encode(d: DType, values: ArrayLike<number> | ArrayLike<bigint>): RawArray {
+export function encode<D extends DType>(d: D, values: ArrayLike<number> | ArrayLike<bigint>): RawArrayOf<D> {
+  return encodeRaw(d, values) as RawArrayOf<D>;
+}
+
+function encodeRaw(d: DType, values: ArrayLike<number> | ArrayLike<bigint>): RawArray {
   const n = values.length;
   const out = rawArray(d, n);
   const codec = CODECS[d];

@@ -57,7 +57,7 @@ function problem(m: number, n: number, k: number, elem: Elem, salt: number, scal
     k,
     ...scales,
   });
-  const bits = want.toHost() as Uint16Array;
+  const bits = want.toHost();
   if (!scale) {
     const cpu = hostMatmul(
       { elem, m, n, k, layoutB: "nk" },

@@ -21,7 +21,7 @@ export class Guarded {
     this.t = Tensor.fromMemory(this.mem, shape, dtype, GUARD);
   }
   check(what: string): void {
-    const all = Tensor.fromMemory(this.mem, [this.mem.bytes], "u8").toHost() as Uint8Array;
+    const all = Tensor.fromMemory(this.mem, [this.mem.bytes], "u8").toHost();
     const tail = this.mem.bytes - GUARD;
     for (let i = 0; i < GUARD; i++) {
       assert.equal(all[i], GUARD_BYTE, `${what}: guard byte ${i} before the output was overwritten`);

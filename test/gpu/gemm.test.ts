@@ -322,7 +322,7 @@ test("hook: signalling store into another buffer, and f32 accumulation", { skip 
   assert.deepEqual(other.t.toHost(), plain, "the signalling store wrote other values than the plain store");
   other.check("signalling store");
   assert.deepEqual(
-    [...(signals.toHost() as Uint32Array)],
+    [...signals.toHost()],
     Array(tilesM * tilesN).fill(2),
     "each tile signals once per launch",
   );
@@ -416,7 +416,7 @@ test(
       });
       assert.deepEqual(other.t.toHost(), plain, `${what}: signalling store with ${splits} slices`);
       assert.ok(
-        (signals.toHost() as Uint32Array).every((v) => v === 1),
+        signals.toHost().every((v) => v === 1),
         `${what}: each tile signals once`,
       );
       const acc = new Guarded([m, n], "f32", device);

@@ -142,7 +142,7 @@ test("rand on the device equals the host's Philox, bit for bit, for every dtype"
 test("randn agrees with the host to libm rounding and has the requested moments", { skip }, () => {
   const n = 200_001;
   using t = Tensor.randn([n], "f32", { seed, mean: 1, std: 2 });
-  const got = t.toHost() as Float32Array;
+  const got = t.toHost();
   const want = hostNormal(n, seed, 0, 1, 2);
   let worst = 0;
   for (let i = 0; i < n; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
@@ -169,15 +169,12 @@ test("fromHost/toHost round-trip every dtype; full, views and slices", { skip },
   });
   const rows = m.slice(1, 3);
   assert.deepEqual(rows.shape, [2, 3]);
-  assert.deepEqual([...(rows.toHost() as Float32Array)], [3, 4, 5, 6, 7, 8]);
+  assert.deepEqual([...rows.toHost()], [3, 4, 5, 6, 7, 8]);
   rows.fill(-1);
-  assert.deepEqual(
-    [...(m.view([12]).toHost() as Float32Array)],
-    [0, 1, 2, -1, -1, -1, -1, -1, -1, 9, 10, 11],
-  );
+  assert.deepEqual([...m.view([12]).toHost()], [0, 1, 2, -1, -1, -1, -1, -1, -1, 9, 10, 11]);
   assert.throws(() => m.view([5]), InvalidArgumentError);
   using big = Tensor.full([3], 2n ** 40n + 5n, "i64");
-  assert.deepEqual([...(big.toHost() as BigInt64Array)], [2n ** 40n + 5n, 2n ** 40n + 5n, 2n ** 40n + 5n]);
+  assert.deepEqual([...big.toHost()], [2n ** 40n + 5n, 2n ** 40n + 5n, 2n ** 40n + 5n]);
   const owner = Tensor.zeros([8], "f32");
   const v = owner.slice(2, 4);
   owner.dispose();
@@ -196,8 +193,8 @@ test(
     mod
       .kernel("reverse_in_shared", ["ptr", "ptr", "u32"])
       .launch({ grid: 1, block: 1024, sharedBytes: n * 4 }, out, input, n);
-    const a = input.toHost() as Float32Array;
-    const b = out.toHost() as Float32Array;
+    const a = input.toHost();
+    const b = out.toHost();
     assert.ok(b.every((v, i) => v === a[n - 1 - i]));
     assert.throws(
       () =>
@@ -210,7 +207,7 @@ test(
     using ranks = Tensor.zeros([8], "u32");
     mod.kernel("cluster_rank", ["ptr"]).launch({ grid: 8, block: 32, cluster: 4 }, ranks);
     assert.deepEqual(
-      [...(ranks.toHost() as Uint32Array)],
+      [...ranks.toHost()],
       [0, 1, 2, 3, 0, 1, 2, 3].map((r) => (4 << 16) | r),
     );
 
@@ -218,7 +215,7 @@ test(
     new Uint32Array(blob.buffer).forEach((_, i, arr) => (arr[i] = 1000 + i * i));
     using words = Tensor.zeros([32], "u32");
     mod.kernel("read_blob", [{ bytes: 128, align: 64 }, "ptr"]).launch({ grid: 1, block: 32 }, blob, words);
-    assert.deepEqual([...(words.toHost() as Uint32Array)], [...new Uint32Array(blob.buffer)]);
+    assert.deepEqual([...words.toHost()], [...new Uint32Array(blob.buffer)]);
 
     using pinned = PinnedMemory.alloc(64 * 4, { mapped: true });
     const stream = Stream.create(device);
@@ -249,7 +246,7 @@ test("events time GPU work; graph capture of 100 launches replays exactly", { sk
   end.synchronize();
   const ms = end.elapsedMsSince(start);
   assert.ok(ms > 0, `elapsed ${ms} ms`);
-  const v = x.toHost({ stream }) as Int32Array;
+  const v = x.toHost({ stream });
   assert.ok(
     v.every((e) => e === 300),
     `after 3 replays of 100 increments: ${v[0]}, ${v[v.length - 1]}`,
@@ -311,7 +308,7 @@ test(
     const seen: number[] = [];
     for (let i = 0; i < 200; i++) {
       const t = Tensor.full([(1 << 18) + i * 1024], i, "u32", { device, stream: s });
-      if (i % 50 === 49) seen.push(...new Set(t.toHost({ stream: s }) as Uint32Array));
+      if (i % 50 === 49) seen.push(...new Set(t.toHost({ stream: s })));
       t.dispose();
     }
     assert.deepEqual(seen, [49, 99, 149, 199]);
@@ -374,7 +371,7 @@ test(
     x.recordStream(s0);
     s0.synchronize();
     assert.ok(
-      (out.toHost({ stream: s1 }) as Float32Array).every((v) => v === 11),
+      out.toHost({ stream: s1 }).every((v) => v === 11),
       "GPU 0's kernel: 2 x 3 + 5 in GPU 1's pooled memory",
     );
     // The copy engines both ways between the pools.
@@ -384,11 +381,11 @@ test(
     back.recordStream(s0);
     s0.synchronize();
     assert.ok(
-      (back.toHost({ stream: s0 }) as Float32Array).every((v) => v === 11),
+      back.toHost({ stream: s0 }).every((v) => v === 11),
       "GPU 1's pool to GPU 0's",
     );
     assert.ok(
-      (x.toHost({ stream: s1 }) as Float32Array).every((v) => v === 5),
+      x.toHost({ stream: s1 }).every((v) => v === 5),
       "GPU 0's pool to GPU 1's",
     );
     for (const t of [x, y, out, back]) t.dispose();
@@ -413,7 +410,7 @@ test("copy2d copies rows between pitches, and refuses a pitch narrower than a ro
   );
   const dst = Tensor.full([20], 0xdeadbeef, "u32", { device });
   copy2d(dst.ptr, 16, src.ptr + 8n, 28, 12, 5, s);
-  const got = [...(dst.toHost({ stream: s }) as Uint32Array)];
+  const got = [...dst.toHost({ stream: s })];
   const want = Array.from({ length: 20 }, (_, i) =>
     i % 4 === 3 ? 0xdeadbeef : 7 * Math.floor(i / 4) + 2 + (i % 4),
   );

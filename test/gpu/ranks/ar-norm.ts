@@ -436,7 +436,7 @@ const OPTIONS = [
 // NaN and Inf stay in their rows.
 {
   const k: Case = { dtype: "bf16", rows: 8, hidden: 1024, bias: true, residual: true, salt: 800 };
-  const [nan, inf] = encode("bf16", [NaN, Infinity]) as Uint16Array;
+  const [nan, inf] = encode("bf16", [NaN, Infinity]);
   const inp = reference(k, {
     edit: (xs) => {
       (xs[0] as Uint16Array)[3 * k.hidden + 5] = nan!;

@@ -30,7 +30,7 @@ const value = (i: number, r: number): number => ((i * 37 + r * 101) % PERIOD) - 
 function periodic(n: number, f: (i: number) => number): Uint16Array {
   const tile = Array.from({ length: Math.min(n, PERIOD) }, (_, i) => f(i));
   const out = new Uint16Array(n);
-  out.set(encode("bf16", tile) as Uint16Array);
+  out.set(encode("bf16", tile));
   for (let have = PERIOD; have < n; have *= 2) out.copyWithin(have, 0, Math.min(have, n - have));
   return out;
 }

@@ -33,7 +33,7 @@ const typed = (e: unknown): boolean =>
 
 let draws = 0;
 const rand = (n: number, low: number, high: number): Int32Array =>
-  HostTensor.rand([n], "i32", { seed, offset: draws++, low, high }).raw as Int32Array;
+  HostTensor.rand([n], "i32", { seed, offset: draws++, low, high }).raw;
 
 interface Side {
   readonly tokens: number;
@@ -248,7 +248,7 @@ lap("dispatch and identity combine");
         (k) => me.weights[t * topk + k]!,
         (k, i) => {
           const owner = Math.floor(me.ids[t * topk + k]! / p.localExperts);
-          return (outs[owner]!.raw as Uint16Array)[rows[t * topk + k]! * hidden + i]!;
+          return outs[owner]!.raw[rows[t * topk + k]! * hidden + i]!;
         },
         want,
         t * hidden,

@@ -89,7 +89,7 @@ async function ncclCheck(): Promise<void> {
   const y = Tensor.empty([n], "f32");
   comm.allReduce(x, y, "sum");
   comm.synchronize();
-  const got = y.toHost() as Float32Array;
+  const got = y.toHost();
   const inputs = Array.from({ length: world }, (_, r) => hostUniform(n, seed, r, -1, 1));
   let worst = 0;
   for (let i = 0; i < n; i++) {
@@ -105,7 +105,7 @@ async function ncclCheck(): Promise<void> {
   );
   comm.allReduce(ints, ints, "sum");
   comm.synchronize();
-  const exact = ints.toHost() as Float32Array;
+  const exact = ints.toHost();
   exact.forEach((v, i) => {
     let s = 0;
     for (let r = 0; r < world; r++) s += ((i * 7 + r * 13) % 1000) - 500;
@@ -143,18 +143,16 @@ async function ncclCollectivesCheck(): Promise<void> {
     comm.recv(fromLeft, left);
   });
   comm.synchronize();
-  const g = gathered.toHost() as Float32Array;
+  const g = gathered.toHost();
   g.forEach((v, i) => assert.equal(v, value(Math.floor(i / n), i % n), `all-gather element ${i}`));
-  const sc = scattered.toHost() as Float32Array;
+  const sc = scattered.toHost();
   sc.forEach((v, i) => {
     let s = 0;
     for (let r = 0; r < world; r++) s += value(r, rank * n + i);
     assert.equal(v, s, `reduce-scatter element ${i}`);
   });
-  (bcast.toHost() as Float32Array).forEach((v, i) =>
-    assert.equal(v, value(root, i), `broadcast element ${i}`),
-  );
-  (fromLeft.toHost() as Float32Array).forEach((v, i) => assert.equal(v, value(left, i), `recv element ${i}`));
+  bcast.toHost().forEach((v, i) => assert.equal(v, value(root, i), `broadcast element ${i}`));
+  fromLeft.toHost().forEach((v, i) => assert.equal(v, value(left, i), `recv element ${i}`));
   for (const t of [mine, gathered, full, scattered, bcast, fromLeft]) t.dispose();
   log("nccl collectives ok: all-gather, reduce-scatter, broadcast, send/recv exact");
 }

@@ -1,25 +1,24 @@
 // The collectives on whichever backend init() finds: symmetric GPU memory when a GPU is visible, rank
 // processes sharing memory (the CPU backend) otherwise. Same calls, same results bit for bit. Run:
-//   symmkit run -n 4 examples/collectives.mjs
-import { encode, HostTensor, init, Tensor } from "symmkit";
+//   symmkit run -n 4 examples/collectives.ts
+import { encode, HostTensor, init } from "symmkit";
 
 const group = await init(); // init({ backend: "cpu" }) asks for the CPU backend on a GPU machine too
 const { rank, worldSize } = group;
-const Tensors = group.backend === "cpu" ? HostTensor : Tensor; // host or device memory, one API
 const n = 4096;
-const x = Tensors.rand([n], "bf16", { seed: 1n, offset: rank }); // offset: each rank its own stream
+const x = group.tensors.rand([n], "bf16", { seed: 1n, offset: rank }); // offset: each rank its own stream
 group.collectives.allReduce(x, { algorithm: "two_shot", output: x }); // in place; f32 in rank order
-const all = Tensors.empty([n * worldSize], "bf16");
+const all = group.tensors.empty([n * worldSize], "bf16");
 group.collectives.allGather(x, all);
 
 // The reference: every rank's input regenerated here, summed in f32 in rank order, rounded to bf16 once.
 const sum = new Float32Array(n);
 for (let r = 0; r < worldSize; r++) {
   const xr = HostTensor.rand([n], "bf16", { seed: 1n, offset: r }).toHost({ decode: true });
-  for (let i = 0; i < n; i++) sum[i] = Math.fround(sum[i] + xr[i]);
+  for (let i = 0; i < n; i++) sum[i] = Math.fround(sum[i]! + xr[i]!);
 }
 const want = encode("bf16", sum);
-const got = all.toHost();
+const got = all.toHost(); // Uint16Array: bf16's bits
 const wrong = got.findIndex((v, i) => v !== want[i % n]);
 console.log(
   wrong < 0

@@ -1,11 +1,11 @@
 // A kernel of your own on symmkit's runtime: compile CUDA C++ at run time, launch it on tensors, check
-// the result on the host. Run: node examples/quickstart.mjs (needs an NVIDIA GPU; without one it says
-// so and exits 0).
+// the result on the host. Run: node examples/quickstart.ts (needs an NVIDIA GPU; without one it says so
+// and exits 0).
 import { detectBackend, Device, Module, Tensor } from "symmkit";
 
 const { backend, reason } = detectBackend();
 if (backend !== "cuda") {
-  // One line, not a stack trace: examples/collectives.mjs shows the CPU backend instead.
+  // One line, not a stack trace: the other examples run on the CPU backend too.
   console.log(`quickstart: needs an NVIDIA GPU (${reason}); skipped`);
   process.exit(0);
 }
@@ -35,7 +35,7 @@ scaleAdd.launch({ grid: 264, block: 256 }, out, x, 2, 1, n);
 
 const xs = x.toHost({ decode: true });
 const ys = out.toHost({ decode: true });
-const worst = ys.reduce((m, y, i) => Math.max(m, Math.abs(y - (2 * xs[i] + 1))), 0);
+const worst = ys.reduce((m, y, i) => Math.max(m, Math.abs(y - (2 * xs[i]! + 1))), 0);
 console.log(
   `${device.props.name}: out = 2x + 1 on ${n} bf16 values, max error ${worst} (bf16 spacing near 3 is 2^-6)`,
 );
