@@ -12,22 +12,12 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { FrameWriter, Op } from "../src/distributed/store/protocol.js";
+import { freePort } from "./support/hosts.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, "..", "src", "cli.js");
 const fixture = path.join(here, "fixtures", "attack-rank.js");
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Whether something listens on `port` yet. */
 function listening(port: number): Promise<boolean> {
