@@ -4,9 +4,11 @@
 # (faults, fault-matrix: their rank programs at this world). Run from the repo root, after building and
 # staging, as
 #   SYMMKIT_GIT_REVISION=<rev> WORLD=4 .gpustage/boot.sh bash bench/gpu-suite.sh
-# PROGRAMS picks rank programs (default: all of them); FAULTS=0 skips the fault tests; EXAMPLES=0 skips
-# the shipped examples (dist/examples/*.js, each under symmkit run -n WORLD). Exits non-zero if any step
-# failed; $OUT/suite-w$WORLD.txt is the summary (program, status, seconds).
+# PROGRAMS picks rank programs (default: all of them); FAULTS picks the fault tests (default: faults
+# fault-matrix; 0: none); TIMEOUTS=0 skips the fused timeouts; EXAMPLES=0 skips the shipped examples
+# (dist/examples/*.js, each under symmkit run -n WORLD). The kernel cache is warmed first (many processes
+# at once). Exits non-zero if any step failed; $OUT/suite-w$WORLD.txt is the summary (program, status,
+# seconds).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 export NCCL_NVLS_ENABLE=0
@@ -35,8 +37,9 @@ ranks() {
   timed "$name-w$world" bash -c "$* node dist/src/cli.js run -n $world dist/test/gpu/ranks/$name.js 2>&1 | tee '$out/$name-w$world.txt'; exit \${PIPESTATUS[0]}"
 }
 step gpu nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+timed warm node bench/warm-kernels.mjs
 for p in $programs; do ranks "$p"; done
-for op in rs ar ag; do
+[[ ${TIMEOUTS:-1} == 0 ]] || for op in rs ar ag; do
   timed "fused-timeout-$op-w$world" bash -c "SYMMKIT_SYNC_TIMEOUT_MS=3000 FUSED_OP=$op node dist/src/cli.js run -n $world dist/test/gpu/ranks/fused-timeout.js 2>&1 | tee -a '$out/fused-timeout-w$world.txt'; exit \${PIPESTATUS[0]}"
 done
 if [[ ${EXAMPLES:-1} != 0 ]]; then
@@ -45,8 +48,8 @@ if [[ ${EXAMPLES:-1} != 0 ]]; then
     timed "example-$e-w$world" bash -c "node dist/src/cli.js run -n $world $js 2>&1 | tee '$out/example-$e-w$world.txt'; exit \${PIPESTATUS[0]}"
   done
 fi
-if [[ ${FAULTS:-1} != 0 ]]; then
-  for t in faults fault-matrix; do
+if [[ ${FAULTS:-} != 0 ]]; then
+  for t in ${FAULTS:-faults fault-matrix}; do
     timed "$t-test-w$world" bash -c "node --test --test-concurrency=1 --test-reporter=spec dist/test/gpu/$t.test.js 2>&1 | tee '$out/$t-tests-w$world.txt'; exit \${PIPESTATUS[0]}"
   done
 fi

@@ -128,9 +128,12 @@ export {
 export { NcclTimeoutError } from "./distributed/nccl-watchdog.js";
 export {
   CALL_KINDS,
+  CallTag,
   CollectiveMismatchError,
   describeFingerprint,
   fingerprint,
+  MAX_FINGERPRINT_COUNT,
+  SHAPES,
   type CallKind,
   type CallShape,
 } from "./distributed/fingerprint.js";

@@ -3,6 +3,8 @@ import { test } from "node:test";
 import { koffi } from "../src/cuda/native.js";
 import { ArgPacker, layoutParams } from "../src/runtime/kernel.js";
 import { InvalidArgumentError } from "../src/errors.js";
+import { CALL_TAG_LAYOUT, CALL_TAG_PARAM } from "../src/distributed/device-layouts.js";
+import { fingerprint } from "../src/distributed/fingerprint.js";
 
 test("parameters are laid out after the pointer array at natural alignment", () => {
   const { slots, bytes } = layoutParams(["i32", "ptr", "f32", { bytes: 128, align: 64 }, "u64"]);
@@ -41,6 +43,22 @@ test("packed values and the kernelParams pointers that point at them", () => {
   packer.free();
 });
 
+test("a by-value struct that writes itself (a CallTag) fills its blob parameter in place", () => {
+  const packer = new ArgPacker(["u32", CALL_TAG_PARAM] as const);
+  const tag = fingerprint(3, {
+    kind: "matmul-all-reduce/fused",
+    dtype: "bf16",
+    count: 2 ** 36 + 5,
+    dims: [8192, 14336],
+  });
+  const base = packer.pack([7, tag], "k");
+  const v = new DataView(packer.bytes.buffer, packer.bytes.byteOffset);
+  const at = Number(v.getBigUint64(8, true) - base);
+  assert.equal(v.getBigUint64(at + CALL_TAG_LAYOUT.word, true), tag.word);
+  assert.equal(v.getBigUint64(at + CALL_TAG_LAYOUT.shape, true), tag.shape);
+  packer.free();
+});
+
 test("wrong arguments are refused with the argument's position", () => {
   const packer = new ArgPacker(["ptr", "i32", "u64", { bytes: 8 }] as const);
   const ok: unknown[] = [1n, 1, 1, new Uint8Array(8)];
@@ -50,7 +68,12 @@ test("wrong arguments are refused with the argument's position", () => {
     [1, 1.5, /argument 1: expected an i32/],
     [2, -1, /argument 2: expected a u64/],
     [2, 2n ** 64n, /argument 2: expected a u64/],
-    [3, new Uint8Array(7), /argument 3: expected a Uint8Array of 8 bytes/],
+    [3, new Uint8Array(7), /argument 3: expected a Uint8Array or ParamStruct of 8 bytes/],
+    [
+      3,
+      { paramBytes: 16, writeParam: () => undefined },
+      /argument 3: expected a Uint8Array or ParamStruct of 8 bytes/,
+    ],
   ];
   for (const [i, value, msg] of bad) {
     const args = [...ok];

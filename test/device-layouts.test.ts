@@ -4,8 +4,13 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
+  BARRIER_THREADS,
+  CALL_TAG_LAYOUT,
+  CALL_TAG_PARAM,
   DEVICE_POINTER_BYTES,
+  MAILBOX_HEADER_BYTES,
   MAILBOX_STATE_LAYOUT,
+  PAD_BYTES_PER_BLOCK_AND_RANK,
   PIPELINE_WAITS,
   RECORD_KINDS,
   REFUSAL_LAYOUT,
@@ -18,7 +23,13 @@ import {
 } from "../src/distributed/device-layouts.js";
 import { assertedSize, checkLayout, constant, headers, structLayout } from "./support/c-layout.js";
 
-const sources = headers("sync/wait.cuh", "sync/barrier.cuh", "coll/mailbox.cuh", "sync/refusal.cuh");
+const sources = headers(
+  "sync/wait.cuh",
+  "sync/call_tag.cuh",
+  "sync/barrier.cuh",
+  "coll/mailbox.cuh",
+  "sync/refusal.cuh",
+);
 
 const TABLES = [
   ["SymmView", "sync/barrier.cuh", SYMM_VIEW_LAYOUT],
@@ -26,6 +37,7 @@ const TABLES = [
   ["WaitEnv", "sync/wait.cuh", WAIT_ENV_LAYOUT],
   ["MailboxState", "coll/mailbox.cuh", MAILBOX_STATE_LAYOUT],
   ["Refusal", "sync/refusal.cuh", REFUSAL_LAYOUT],
+  ["CallTag", "sync/call_tag.cuh", CALL_TAG_LAYOUT],
 ] as const;
 
 for (const [name, header, table] of TABLES) {
@@ -48,6 +60,21 @@ test("SymmView: the per-rank pointer arrays hold kMaxWorld pointers; the kernel 
     bytes: SYMM_VIEW_LAYOUT.bytes,
     align: structLayout(sources, "SymmView").align,
   });
+});
+
+test("CallTag as a parameter, the barrier's threads and pad slots, and the mailbox header are the headers'", () => {
+  assert.deepEqual(CALL_TAG_PARAM, {
+    bytes: CALL_TAG_LAYOUT.bytes,
+    align: structLayout(sources, "CallTag").align,
+  });
+  assert.equal(BARRIER_THREADS, constant(sources, "kBarrierThreads"));
+  // word_slot: a call word and a shape word, u64 each, per block and rank.
+  assert.match(
+    sources,
+    /word_slot\(u32 block, u32 world, u32 from\) \{ return 2ull \* \(block \* world \+ from\); \}/,
+  );
+  assert.equal(PAD_BYTES_PER_BLOCK_AND_RANK, 2 * 8);
+  assert.equal(MAILBOX_HEADER_BYTES, constant(sources, "kHeaderBytes"));
 });
 
 test("SyncWatch's block: the abort flag, the Refusal and the TimeoutRecord are aligned, apart and inside it", () => {
@@ -87,6 +114,7 @@ test("the record's kinds and the stalled waits' numbers are the headers' (sync/w
   assert.equal(RECORD_KINDS.gaveUp, constant(sources, "kGaveUp"));
   assert.equal(RECORD_KINDS.mismatch, constant(sources, "kMismatch"));
   assert.equal(RECORD_KINDS.stalled, constant(sources, "kStalled"));
+  assert.equal(RECORD_KINDS.shapeMismatch, constant(sources, "kShapeMismatch"));
   const tma = headers("gemm/tma.cuh");
   const waits = ["kStallStageEmpty", "kStallStageFull", "kStallHandoff"].map((n) => constant(tma, n));
   assert.deepEqual(waits, [1, 2, 3]);

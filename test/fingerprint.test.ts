@@ -1,5 +1,5 @@
-// Call fingerprints: every operation that signals has a code, fields decode to what differed, and the
-// value is never an idle slot.
+// Call fingerprints: every operation that signals has a code, every field is exact (no two calls that
+// differ share a tag), fields decode to what differed, and a word is never an idle slot.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
@@ -9,16 +9,23 @@ import { AR_NORM_TUNABLE } from "../src/ops/ar-norm-checks.js";
 import {
   CALL_KINDS,
   CollectiveMismatchError,
+  describeFingerprint,
   fingerprint,
   fingerprintDifferences,
-  SIGNAL_MARK,
+  MAX_FINGERPRINT_COUNT,
+  SHAPES,
+  shapeDifferences,
   SPENT_CALL,
   takeTurns,
+  type CallKind,
+  type CallShape,
+  type CallTag,
   type Turns,
 } from "../src/distributed/fingerprint.js";
+import { CALL_TAG_LAYOUT } from "../src/distributed/device-layouts.js";
 import { InvalidArgumentError } from "../src/errors.js";
 
-test("every collective and fused algorithm has a call kind, and kinds fit their 6 bits", () => {
+test("every collective and fused algorithm has a call kind, and kinds fit their 7 bits", () => {
   const kinds = new Set<string>(CALL_KINDS);
   const missing = [
     ...Object.entries(COLLECTIVE_ALGORITHMS).flatMap(([c, recs]) =>
@@ -28,60 +35,140 @@ test("every collective and fused algorithm has a call kind, and kinds fit their 
     ...AR_NORM_TUNABLE.map((a) => `all-reduce-rms-norm/${a}`),
   ].filter((k) => !kinds.has(k));
   assert.deepEqual(missing, [], "add these to CALL_KINDS (src/distributed/fingerprint.ts)");
-  assert.ok(CALL_KINDS.length <= 64);
+  assert.ok(CALL_KINDS.length <= 128);
 });
 
-test("a fingerprint is a u32 with the mark set and step bit clear; each field decodes on its own", () => {
-  const base = { kind: "all-reduce/one_shot", dtype: "bf16", op: "sum", count: 4096 } as const;
-  const v = fingerprint(5, base);
-  assert.ok(v >= SIGNAL_MARK && v <= 0xffff_ffff && (v & 1) === 0);
-  assert.equal(fingerprint(5 + 1024, base), v, "the call number is kept mod 1024");
+const BASE = { kind: "all-reduce/one_shot", dtype: "bf16", op: "sum", count: 4096 } as const;
+
+test("a call word has bit 63 set and its step bit clear; each field decodes on its own", () => {
+  const t = fingerprint(5, BASE);
+  assert.ok(t.word >= 1n << 63n && t.word < 1n << 64n && (t.word & (1n << 62n)) === 0n);
+  assert.equal(t.shape, 0n, "an all-reduce has no shape word");
+  assert.equal(fingerprint(5 + 1024, BASE).word, t.word, "the call number is kept mod 1024");
   const cases: [Parameters<typeof fingerprint>, RegExp][] = [
-    [[6, base], /call number.*#5.*#6/],
-    [[5, { ...base, kind: "all-reduce/two_shot" }], /operation or algorithm.*one_shot.*two_shot/],
-    [[5, { ...base, dtype: "f32" }], /dtype: ours bf16, theirs f32/],
-    [[5, { ...base, op: "max" }], /reduction: ours sum, theirs max/],
-    [[5, { ...base, count: 4104 }], /element count/],
-    [[5, { ...base, peer: 1 }], /element count or root\/peer/],
+    [[6, BASE], /call number.*#5.*#6/],
+    [[5, { ...BASE, kind: "all-reduce/two_shot" }], /operation or algorithm.*one_shot.*two_shot/],
+    [[5, { ...BASE, dtype: "f32" }], /dtype: ours bf16, theirs f32/],
+    [[5, { ...BASE, dtype: "i64", op: undefined }], /dtype: ours bf16, theirs i64/],
+    [[5, { ...BASE, op: "max" }], /reduction: ours sum, theirs max/],
+    [[5, { ...BASE, count: 4104 }], /element count: ours 4096 elements, theirs 4104 elements/],
+    [[5, { ...BASE, count: 4096 + 2 ** 38 }], /element count: ours 4096 elements, theirs 274877911040/],
   ];
   for (const [args, expected] of cases) {
-    const d = fingerprintDifferences(v, fingerprint(...args));
+    const d = fingerprintDifferences(t.word, fingerprint(...args).word).filter(
+      (x) => !(args[1].op === undefined && x.startsWith("reduction")),
+    );
     assert.equal(d.length, 1, `${JSON.stringify(args)}: ${d.join("; ")}`);
     assert.match(d[0]!, expected);
   }
-  assert.deepEqual(fingerprintDifferences(v, v + 1), [
+  assert.deepEqual(fingerprintDifferences(t.word, t.step(1).word), [
     "barrier step: ours first barrier, theirs second barrier",
   ]);
 });
 
-test("sizes that differ almost always differ in the fingerprint (9-bit hash)", () => {
-  const fp = (count: number): number => fingerprint(0, { kind: "all-gather/pull", dtype: "u8", count });
-  let same = 0;
-  const trials = 20000;
-  for (let i = 1; i <= trials; i++) if (fp(i) === fp(i + 1) || fp(i) === fp(2 * i)) same++;
-  assert.ok(same / (2 * trials) < 0.01, `${same} of ${2 * trials} neighbouring sizes collide`);
+test("the element count is exact: every two counts differ in the word, up to 2^39 - 1; larger is refused", () => {
+  // Pairs a hash of few bits would collide on (1 in 512 did, 3603 and 4096 among them), and random ones.
+  const word = (count: number): bigint => fingerprint(0, { ...BASE, count }).word;
+  for (const other of [3603, 1023, 4341, 5013, 8972, 4096 + 512, 4096 + 2 ** 32, 0, MAX_FINGERPRINT_COUNT])
+    assert.notEqual(word(other), word(4096), `count ${other}`);
+  let state = 12345;
+  const next = (): number => (state = (Math.imul(state, 1103515245) + 12345) >>> 0);
+  for (let i = 0; i < 10000; i++) {
+    const a = (next() * 128 + (next() & 127)) % (MAX_FINGERPRINT_COUNT + 1);
+    const b = (a + 1 + (next() % 2 ** 20)) % (MAX_FINGERPRINT_COUNT + 1);
+    assert.notEqual(word(a), word(b), `counts ${a} and ${b}`);
+  }
+  assert.throws(() => word(MAX_FINGERPRINT_COUNT + 1), InvalidArgumentError);
+  assert.throws(() => word(-1), InvalidArgumentError);
+  assert.throws(() => word(1.5), InvalidArgumentError);
+});
+
+test("shape words: exact for every op that has one, each value named where two differ", () => {
+  const n = (shape: Omit<CallShape, "count" | "dtype">, dims: number[], count = 4096): CallTag =>
+    fingerprint(3, { dtype: "bf16", count, ...shape, dims });
+  const ar = { kind: "matmul-reduce-scatter/fused" } as const;
+  const t = n(ar, [8192, 1024]);
+  assert.ok(t.shape >= 1n << 63n);
+  assert.equal(n(ar, [8192, 1024]).shape, t.shape);
+  // (m, n, k) = (4, 8192, 1024) against (8, 8192, 512): the same count, other shapes.
+  assert.notEqual(n(ar, [8192, 512]).shape, t.shape);
+  assert.deepEqual(shapeDifferences(t.word, t.shape, n(ar, [8192, 512]).shape), ["k: ours 1024, theirs 512"]);
+  assert.deepEqual(shapeDifferences(t.word, t.shape, n(ar, [4096, 1024]).shape), [
+    "n: ours 8192, theirs 4096",
+  ]);
+  // Random pairs of differing shapes, for every operation with one: never the same words.
+  let state = 99;
+  const next = (bits: number): number => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return state % 2 ** bits;
+  };
+  for (const [kind, names] of Object.entries(SHAPES)) {
+    const k = (CALL_KINDS as readonly string[]).find(
+      (c) => c === kind || c.startsWith(`${kind}/`),
+    ) as CallKind;
+    // Values as wide as the word holds them all (6 bits of length for each but the last).
+    const bits = Math.floor((63 - 6 * (names.length - 1)) / names.length) - 1;
+    for (let i = 0; i < 10000; i++) {
+      const a = names.map(() => next(bits));
+      const at = next(8) % a.length;
+      const b = a.map((v, j) => (j === at ? v + 1 + next(10) : v));
+      assert.notEqual(n({ kind: k }, a).shape, n({ kind: k }, b).shape, `${k}: ${a} and ${b}`);
+    }
+  }
+  // The widest values that fit, and one that does not.
+  const wide = n({ kind: "all-reduce-rms-norm/lamport" }, [Number.MAX_SAFE_INTEGER]);
+  assert.deepEqual(
+    shapeDifferences(wide.word, wide.shape, n({ kind: "all-reduce-rms-norm/lamport" }, [1]).shape),
+    [`hidden size: ours ${Number.MAX_SAFE_INTEGER}, theirs 1`],
+  );
+  assert.throws(() => n(ar, [2 ** 40, 2 ** 20]), /more than a call's fingerprint holds exactly/);
+  assert.throws(() => n(ar, [8192]), /takes 2 shape values/);
+  assert.throws(() => fingerprint(0, { ...BASE, dims: [1] }), /takes 0 shape values/);
+});
+
+test("a CallTag writes itself as CALL_TAG_LAYOUT: word, then shape, little-endian", () => {
+  const t = fingerprint(7, { kind: "broadcast", dtype: "f32", count: 2 ** 35 + 3, dims: [1] });
+  const v = new DataView(new ArrayBuffer(24));
+  t.writeParam(v, 8);
+  assert.equal(v.getBigUint64(8 + CALL_TAG_LAYOUT.word, true), t.word);
+  assert.equal(v.getBigUint64(8 + CALL_TAG_LAYOUT.shape, true), t.shape);
+  assert.equal(t.paramBytes, CALL_TAG_LAYOUT.bytes);
+  assert.match(describeFingerprint(t.word), /^broadcast f32 none of 34359738371 elements, call #7/);
 });
 
 test("CollectiveMismatchError names both ranks, both calls and what differed", () => {
   const ours = fingerprint(3, { kind: "all-reduce/lamport", dtype: "f16", op: "sum", count: 8 });
   const theirs = fingerprint(3, { kind: "all-reduce/lamport", dtype: "f16", op: "sum", count: 16 });
-  const e = new CollectiveMismatchError(0, 1, ours, theirs);
+  const e = new CollectiveMismatchError(0, 1, ours.word, theirs.word);
   assert.equal(e.code, "SYMMKIT_COLLECTIVE_MISMATCH");
   assert.match(e.message, /rank 0 and rank 1 are out of step/);
-  assert.match(e.message, /all-reduce\/lamport f16 sum/);
-  assert.deepEqual(e.differences.length, 1);
+  assert.match(e.message, /all-reduce\/lamport f16 sum of 8 elements/);
+  assert.deepEqual(e.differences, ["element count: ours 8 elements, theirs 16 elements"]);
+  const norm = (hidden: number): CallTag =>
+    fingerprint(3, {
+      kind: "all-reduce-rms-norm/one_shot",
+      dtype: "bf16",
+      op: "sum",
+      count: 8192,
+      dims: [hidden],
+    });
+  const s = new CollectiveMismatchError(1, 0, norm(4096).word, norm(4096).word, {
+    shapes: [norm(4096).shape, norm(2048).shape],
+  });
+  assert.match(s.message, /They differ in the shapes they passed: hidden size: ours 4096, theirs 2048\./);
+  assert.deepEqual(s.shapes, [norm(4096).shape, norm(2048).shape]);
 });
 
 test("a difference in the call number alone says a rank skipped or refused a call", () => {
   const shape = { kind: "all-reduce/two_shot", dtype: "bf16", op: "sum", count: 4096 } as const;
-  const e = new CollectiveMismatchError(0, 1, fingerprint(7, shape), fingerprint(6, shape));
+  const e = new CollectiveMismatchError(0, 1, fingerprint(7, shape).word, fingerprint(6, shape).word);
   assert.match(
     e.message,
     /differ in the call number only, call #7 against #6 \(mod 1024\): a rank skipped or refused a call\./,
   );
-  const message = { kind: "send-recv", dtype: "f32", count: 16, peer: 1 } as const;
-  const m = new CollectiveMismatchError(0, 1, fingerprint(1, message), fingerprint(0, message));
-  assert.match(m.message, /send-recv f32 none, message #1 \(mod 1024\)/);
+  const message = { kind: "send-recv", dtype: "f32", count: 16 } as const;
+  const m = new CollectiveMismatchError(0, 1, fingerprint(1, message).word, fingerprint(0, message).word);
+  assert.match(m.message, /send-recv f32 none of 16 elements, message #1 \(mod 1024\)/);
   assert.match(
     m.message,
     /message number only, message #1 against #0 \(mod 1024\): a rank skipped or refused a send or recv/,
@@ -91,8 +178,8 @@ test("a difference in the call number alone says a rank skipped or refused a cal
   const other = new CollectiveMismatchError(
     0,
     1,
-    fingerprint(7, shape),
-    fingerprint(6, { ...shape, count: 8 }),
+    fingerprint(7, shape).word,
+    fingerprint(6, { ...shape, count: 8 }).word,
   );
   assert.match(
     other.message,
@@ -109,7 +196,7 @@ test("takeTurns: a call that throws before taking its turn takes it, once; the e
       this.log.push([a, b, c, d]);
       if (b === "refuse") throw new InvalidArgumentError("call: refused");
       if (b === "mismatch")
-        throw new CollectiveMismatchError(0, 1, fingerprint(0, { kind: "barrier", count: 0 }), 0);
+        throw new CollectiveMismatchError(0, 1, fingerprint(0, { kind: "barrier", count: 0 }).word, 0n);
       if (b === "type") throw new TypeError("not a tensor");
       this.seq++;
       if (b === "late") throw new InvalidArgumentError("call: refused after its turn");
@@ -185,16 +272,21 @@ test("SymmTimeoutError says which call a signal wait was in (its fingerprint), o
     block: 2,
     thread: 3,
     waitedMs: 3000,
-    expected: 0,
-    got: 0,
+    expected: 0n,
+    got: 0n,
   };
-  const fp = fingerprint(5, { kind: "all-gather-matmul/fused_copy_engine", dtype: "bf16", count: 4096 });
-  const signal = new SymmTimeoutError({ ...record, phase: fp }, 3000);
+  const fp = fingerprint(5, {
+    kind: "all-gather-matmul/fused_copy_engine",
+    dtype: "bf16",
+    count: 4096,
+    dims: [512],
+  });
+  const signal = new SymmTimeoutError({ ...record, phase: fp.word }, 3000);
   assert.match(
     signal.message,
-    /^rank 0 \(block 2, thread 3\) waited 3000 ms for rank 1 in all-gather-matmul\/fused_copy_engine bf16 none, call #5 \(mod 1024\), which never signalled \(timeout 3000 ms\)/,
+    /^rank 0 \(block 2, thread 3\) waited 3000 ms for rank 1 in all-gather-matmul\/fused_copy_engine bf16 none of 4096 elements, call #5 \(mod 1024\), which never signalled \(timeout 3000 ms\)/,
   );
-  const tile = new SymmTimeoutError({ ...record, phase: 17 }, 3000);
+  const tile = new SymmTimeoutError({ ...record, phase: 17n }, 3000);
   assert.match(tile.message, /waited 3000 ms for rank 1 at phase 17, which never signalled/);
 });
 
@@ -205,10 +297,10 @@ test("KernelStallError names the wait and the stage that stalled, and blames no 
     peer: 0xffffffff,
     block: 7,
     thread: 128,
-    phase: (2 << 24) | 3,
+    phase: BigInt((2 << 24) | 3),
     waitedMs: 40000,
-    expected: 1,
-    got: 0,
+    expected: 1n,
+    got: 0n,
   });
   assert.equal(e.code, "SYMMKIT_KERNEL_STALL");
   assert.match(

@@ -48,12 +48,13 @@ import { hostMatmul } from "./matmul.js";
 import type { CpuSymmetricTensor } from "./symmetric.js";
 import { ACK_SLOTS, barrier, putSignal, READY_SLOTS, waitSignal, type CpuSyncEnv } from "./sync.js";
 import {
+  CallTag,
   CollectiveMismatchError,
   fingerprint,
   SPENT_CALL,
   SPENT_MESSAGE,
   takeCollectiveTurns,
-  type CallKind,
+  type CallAs,
   type CallShape,
   type Turns,
 } from "../distributed/fingerprint.js";
@@ -128,7 +129,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
   /** Collective calls made so far (the fingerprints' call number; every rank in step counts the same). */
   #seq = 0;
   /** The running call's fingerprint, and how many barriers it has met. */
-  #phase = 0;
+  #tag = new CallTag(0, 0);
   #step = 0;
   /** Messages sent to and received from each peer (send/recv's call numbers, per pair), and their sum
    * (what tells a point-to-point call that took its numbers from one that did not). */
@@ -136,7 +137,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
   readonly #received: number[];
   #messages = 0;
   /** The send whose acknowledgement our staging buffer waits for. */
-  #pendingAck: { peer: number; phase: number } | undefined;
+  #pendingAck: { peer: number; word: bigint } | undefined;
   /** The wait that failed: the pads are out of step since, so every later call is refused. */
   #failed: SymmTimeoutError | CollectiveMismatchError | undefined;
 
@@ -168,14 +169,14 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const ack = this.#pendingAck;
     if (ack === undefined) return;
     const { rank, world, pads } = this.#sync;
-    this.#guard(() => waitSignal(this.#sync, pads[rank]!, ACK_SLOTS * world + ack.peer, ack.peer, ack.phase));
+    this.#guard(() => waitSignal(this.#sync, pads[rank]!, ACK_SLOTS * world + ack.peer, ack.peer, ack.word));
     this.#pendingAck = undefined;
   }
 
   /** Starts a collective call: refused once a wait failed, else fingerprinted. */
   #begin(shape: CallShape): void {
     this.#usable();
-    this.#phase = fingerprint(this.#seq++, shape);
+    this.#tag = fingerprint(this.#seq++, shape);
     this.#step = 0;
   }
 
@@ -185,7 +186,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const note = "An earlier call of this group failed so; the group cannot be used any more.";
     throw e instanceof SymmTimeoutError
       ? new SymmTimeoutError(e.record, e.timeoutMs, { note })
-      : new CollectiveMismatchError(e.rank, e.peer, e.ours, e.theirs, { note });
+      : new CollectiveMismatchError(e.rank, e.peer, e.ours, e.theirs, { note, shapes: e.shapes });
   }
 
   /** Runs a wait; one that fails leaves the pads out of step, so it is remembered. */
@@ -200,8 +201,8 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
 
   /** A barrier of the running call: its signals carry the call's fingerprint, step by step. */
   #meet(): void {
-    const phase = this.#phase + (this.#step++ & 1);
-    this.#guard(() => barrier(this.#sync, phase));
+    const step = this.#step++ & 1;
+    this.#guard(() => barrier(this.#sync, this.#tag, step));
   }
 
   /** Sum (or max, min) of `input` over all ranks, into `output` (default: a new tensor). */
@@ -222,19 +223,18 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     return this.#allReduce(input, output, op, algorithm);
   }
 
-  /** The all-reduce of checked arguments; `kind` fingerprints it as part of another call. */
+  /** The all-reduce of checked arguments; `as` fingerprints it as part of another call. */
   #allReduce(
     input: HostTensor,
     output: HostTensor,
     op: ReduceOp,
     algorithm: CpuAllReduceAlgorithm,
-    kind?: CallKind,
-    peer?: number,
+    as?: CallAs,
   ): HostTensor {
     checkCapacity("allReduce", input.nbytes, this.capacityBytes);
     const twoShot = algorithm === "two_shot" || (algorithm === "auto" && input.nbytes > ONE_SHOT_MAX_BYTES);
-    kind ??= twoShot ? "all-reduce/two_shot" : "all-reduce/one_shot";
-    this.#begin({ kind, dtype: input.dtype, op, count: input.numel, peer });
+    const kind = as?.kind ?? (twoShot ? "all-reduce/two_shot" : "all-reduce/one_shot");
+    this.#begin({ kind, dtype: input.dtype, op, count: input.numel, dims: as?.dims });
     return twoShot ? this.#twoShot(input, output, op) : this.#oneShot(input, output, op);
   }
 
@@ -253,7 +253,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const output = options.output ?? HostTensor.empty(x.shape, x.dtype);
     checkNormAliasing(what, x, options, output, hostOverlaps, sameHostSpan);
     const sum = HostTensor.empty(x.shape, x.dtype);
-    this.#allReduce(x, sum, "sum", "auto", "all-reduce-rms-norm/sequential", p.hidden);
+    this.#allReduce(x, sum, "sum", "auto", { kind: "all-reduce-rms-norm/sequential", dims: [p.hidden] });
     const o = options;
     rmsNormRows(
       p,
@@ -306,10 +306,10 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     output: HostTensor,
     options: { algorithm?: CpuAllGatherAlgorithm } = {},
   ): HostTensor {
-    return this.#allGather(input, output, options.algorithm ?? "auto", "all-gather/pull");
+    return this.#allGather(input, output, options.algorithm ?? "auto", { kind: "all-gather/pull" });
   }
 
-  #allGather(input: HostTensor, output: HostTensor, algorithm: string, kind: CallKind): HostTensor {
+  #allGather(input: HostTensor, output: HostTensor, algorithm: string, as: CallAs): HostTensor {
     const what = "allGather";
     const { world } = this.#sync;
     checkTensorArg(what, "input", input);
@@ -318,7 +318,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkSameDtype(what, input, output);
     checkNumel(what, "output", output, input.numel * world);
     const n = input.numel;
-    this.#begin({ kind, dtype: input.dtype, count: n });
+    this.#begin({ ...as, dtype: input.dtype, count: n });
     this.#stage(input, what);
     this.#meet();
     for (let r = 0; r < world; r++)
@@ -333,13 +333,9 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     output: HostTensor,
     options: { op?: ReduceOp; algorithm?: CpuReduceScatterAlgorithm } = {},
   ): HostTensor {
-    return this.#reduceScatter(
-      input,
-      output,
-      options.op ?? "sum",
-      options.algorithm ?? "auto",
-      "reduce-scatter/pull",
-    );
+    return this.#reduceScatter(input, output, options.op ?? "sum", options.algorithm ?? "auto", {
+      kind: "reduce-scatter/pull",
+    });
   }
 
   #reduceScatter(
@@ -347,7 +343,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     output: HostTensor,
     op: ReduceOp,
     algorithm: string,
-    kind: CallKind,
+    as: CallAs,
   ): HostTensor {
     const what = "reduceScatter";
     checkTensorArg(what, "input", input);
@@ -359,7 +355,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkDivisible(what, input, world);
     checkNumel(what, "output", output, input.numel / world);
     const n = output.numel;
-    this.#begin({ kind, dtype: input.dtype, op, count: input.numel });
+    this.#begin({ ...as, dtype: input.dtype, op, count: input.numel });
     this.#stage(input, what);
     this.#meet();
     const all = Array.from({ length: world }, (_, r) => this.#staged(r, input, input.numel));
@@ -385,7 +381,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const p = checkAllGatherMatmul(what, this.#sync.world, aShard, b, options);
     const gathered = options.gathered ?? HostTensor.empty([p.m, p.k], p.elem);
     const out = options.out ?? HostTensor.empty([p.m, p.n], "bf16");
-    this.#allGather(aShard, gathered, "auto", "all-gather-matmul/sequential");
+    this.#allGather(aShard, gathered, "auto", { kind: "all-gather-matmul/sequential", dims: [p.k] });
     hostMatmul(p, gathered, b, out, options);
     return { out, gathered };
   }
@@ -408,7 +404,10 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     checkCapacity(what, p.m * p.n * 2, this.capacityBytes);
     const out = options.out ?? HostTensor.empty([p.shardRows, p.n], "bf16");
     const partial = hostMatmul(p, a, b, HostTensor.empty([p.m, p.n], "bf16"), options);
-    this.#reduceScatter(partial, out, "sum", "auto", "matmul-reduce-scatter/sequential");
+    this.#reduceScatter(partial, out, "sum", "auto", {
+      kind: "matmul-reduce-scatter/sequential",
+      dims: [p.n, p.k],
+    });
     return out;
   }
 
@@ -435,7 +434,10 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
       throw new InvalidArgumentError(`${what}: out or rmsNorm.residualOut overlaps an input`);
     const partial = hostMatmul(p, a, b, HostTensor.empty([p.m, p.n], "bf16"), options);
     if (options.rmsNorm === undefined)
-      return this.#allReduce(partial, out, "sum", "auto", "matmul-all-reduce/sequential");
+      return this.#allReduce(partial, out, "sum", "auto", {
+        kind: "matmul-all-reduce/sequential",
+        dims: [p.n, p.k],
+      });
     this.allReduceRmsNorm(partial, { ...options.rmsNorm, output: out });
     return out;
   }
@@ -447,7 +449,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const { rank, world } = this.#sync;
     if (root !== rank) checkPeer(what, root, world, rank);
     checkCapacity(what, tensor.nbytes, this.capacityBytes);
-    this.#begin({ kind: "broadcast", dtype: tensor.dtype, count: tensor.numel, peer: root });
+    this.#begin({ kind: "broadcast", dtype: tensor.dtype, count: tensor.numel, dims: [root] });
     if (rank === root) this.#stage(tensor, what);
     this.#meet();
     if (rank !== root) (tensor.raw as Uint8Array).set(this.#staged(root, tensor, tensor.numel) as Uint8Array);
@@ -472,16 +474,17 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const { rank, world, pads } = this.#sync;
     this.#usable();
     this.#stage(tensor, what);
-    const phase = this.#pairPhase(this.#sent, peer, rank, tensor);
-    this.#guard(() => putSignal(this.#sync, pads[peer]!, READY_SLOTS * world + rank, peer, phase));
-    this.#pendingAck = { peer, phase };
+    const word = this.#messageWord(this.#sent, peer, tensor);
+    this.#guard(() => putSignal(this.#sync, pads[peer]!, READY_SLOTS * world + rank, peer, word));
+    this.#pendingAck = { peer, word };
   }
 
-  /** A message's fingerprint: its number between this pair (one way), its size, and its sender. */
-  #pairPhase(counts: number[], peer: number, sender: number, t: HostTensor): number {
+  /** A message's call word: its number between this pair (one way) and its size (the pair needs no
+   * field: its slots are its own). */
+  #messageWord(counts: number[], peer: number, t: HostTensor): bigint {
     this.#messages++;
     const seq = counts[peer]!++;
-    return fingerprint(seq, { kind: "send-recv", dtype: t.dtype, count: t.numel, peer: sender });
+    return fingerprint(seq, { kind: "send-recv", dtype: t.dtype, count: t.numel }).word;
   }
 
   /** Takes the numbers of a point-to-point call with `peer` that was refused (see takeTurns); false where
@@ -509,10 +512,10 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
   #recv(tensor: HostTensor, peer: number): HostTensor {
     const { rank, world, pads } = this.#sync;
     this.#usable();
-    const phase = this.#pairPhase(this.#received, peer, peer, tensor);
-    this.#guard(() => waitSignal(this.#sync, pads[rank]!, READY_SLOTS * world + peer, peer, phase));
+    const word = this.#messageWord(this.#received, peer, tensor);
+    this.#guard(() => waitSignal(this.#sync, pads[rank]!, READY_SLOTS * world + peer, peer, word));
     (tensor.raw as Uint8Array).set(this.#staged(peer, tensor, tensor.numel) as Uint8Array);
-    this.#guard(() => putSignal(this.#sync, pads[peer]!, ACK_SLOTS * world + rank, peer, phase));
+    this.#guard(() => putSignal(this.#sync, pads[peer]!, ACK_SLOTS * world + rank, peer, word));
     return tensor;
   }
 
@@ -699,7 +702,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     // The header always fits where the group's does (E is the group's); the data may not, which every
     // rank then learns from the header and refuses alike.
     checkCapacity(what, at.ids, this.capacityBytes);
-    this.#begin({ kind: "moe-dispatch/pull", dtype: p.dtype, count: p.hidden * p.topk, peer: E });
+    this.#begin({ kind: "moe-dispatch/pull", dtype: p.dtype, count: p.hidden, dims: [p.topk, E] });
     this.#settleSend();
     const mine = this.#view(rank, "i32", 0, F + E) as Int32Array;
     mine.set(dispatchHeader(p, options.maxRows, at.end, this.capacityBytes));
@@ -800,7 +803,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     // The largest rank's rows: every rank judges the staging buffer's room alike.
     checkCapacity(what, stagedRows(handle) * p.hidden * 2, this.capacityBytes);
     const n = handle.received * p.hidden;
-    this.#begin({ kind: "moe-combine/pull", dtype: "bf16", count: p.hidden * p.topk, peer: p.numExperts });
+    this.#begin({ kind: "moe-combine/pull", dtype: "bf16", count: p.hidden, dims: [p.topk, p.numExperts] });
     this.#stage(
       HostTensor.over(expertOut.raw.buffer, expertOut.raw.byteOffset, [n], "bf16", () => true),
       what,

@@ -9,12 +9,12 @@ import type { FdExchange } from "../distributed/fd-exchange.js";
 import type { ScopedStore } from "../distributed/scoped-store.js";
 import { HostTensor } from "./host-tensor.js";
 import { SharedRegion } from "./shared-memory.js";
-import { SLOT_GROUPS } from "./sync.js";
+import { SLOT_BYTES, SLOT_GROUPS } from "./sync.js";
 
 const DATA_ALIGN = 64;
 
 /** Bytes of each rank's signal pad, after the data. */
-const padBytes = (worldSize: number): number => 4 * SLOT_GROUPS * worldSize;
+const padBytes = (worldSize: number): number => SLOT_BYTES * SLOT_GROUPS * worldSize;
 
 /** The largest symmetric tensor, in bytes, of a group of `worldSize`: data and pad share one region. */
 export function maxSymmetricBytes(worldSize: number): number {
@@ -38,7 +38,7 @@ export class CpuSymmetricTensor implements AsyncDisposable {
   readonly rank: number;
   readonly worldSize: number;
   /** Each rank's signal pad, mapped here. */
-  readonly pads: readonly Int32Array[];
+  readonly pads: readonly BigInt64Array[];
   readonly #regions: SharedRegion[];
   readonly #dataBytes: number;
   readonly #ctx: CpuSymmetricContext;
@@ -59,7 +59,7 @@ export class CpuSymmetricTensor implements AsyncDisposable {
     this.#dataBytes = dataBytes;
     this.rank = ctx.rank;
     this.worldSize = ctx.worldSize;
-    this.pads = regions.map((r) => new Int32Array(r.buffer, dataBytes, SLOT_GROUPS * ctx.worldSize));
+    this.pads = regions.map((r) => new BigInt64Array(r.buffer, dataBytes, SLOT_GROUPS * ctx.worldSize));
     this.tensor = this.peer(ctx.rank, shape, dtype);
   }
 

@@ -24,6 +24,12 @@ export const SYMM_VIEW_LAYOUT = {
 } as const;
 
 export const SYMM_VIEW_BYTES = SYMM_VIEW_LAYOUT.bytes;
+/** Threads a block needs to meet its peers at a barrier (kBarrierThreads in sync/barrier.cuh): a call word
+ * thread per peer in the first warp, a shape word thread per peer in the second. */
+export const BARRIER_THREADS = 40;
+/** Bytes of signal pad a block that meets its peers takes: a call word and a shape word (u64 each) per
+ * rank of the world (sync/barrier.cuh word_slot). */
+export const PAD_BYTES_PER_BLOCK_AND_RANK = 16;
 /** SymmView as a kernel parameter: its size, and the alignment of its widest member (a pointer). */
 export const SYMM_VIEW_PARAM = { bytes: SYMM_VIEW_BYTES, align: 8 } as const;
 
@@ -40,24 +46,36 @@ export const WAIT_ENV_LAYOUT = {
  * TimeoutRecord (device/include/symmkit/sync/wait.cuh): what the first thread that gives up a bounded
  * wait writes into host-mapped memory, and SyncWatch.record() reads. The device writes `flag` last
  * (after a system fence), so the host reads the other fields only once `flag` is non-zero; `flag` is
- * the kind (RECORD_KINDS). A mismatch also records the signal value waited for and the one found.
+ * the kind (RECORD_KINDS). `phase` (u64) is what the wait was for (a call word, or a kernel's own step);
+ * a mismatch also records the word waited for and the one found (u64 each).
  */
 export const TIMEOUT_RECORD_LAYOUT = {
   flag: 0,
   rank: 4,
   block: 8,
   peer: 12,
-  phase: 16,
-  thread: 20,
-  waitedNs: 24,
-  expected: 32,
-  got: 36,
-  bytes: 40,
+  thread: 16,
+  spare: 20,
+  phase: 24,
+  waitedNs: 32,
+  expected: 40,
+  got: 48,
+  bytes: 56,
 } as const;
 
-/** TimeoutRecord's kinds: kGaveUp, kMismatch, kStalled (sync/wait.cuh), and the NCCL watchdog's, written
- * by the host (src/distributed/nccl-watchdog-worker.ts; `phase` holds the watchdog's id). */
-export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3, stalled: 4 } as const;
+/** TimeoutRecord's kinds: kGaveUp, kMismatch, kStalled, kShapeMismatch (sync/wait.cuh), and the NCCL
+ * watchdog's, written by the host (src/distributed/nccl-watchdog-worker.ts; `phase` holds the watchdog's id). */
+export const RECORD_KINDS = { gaveUp: 1, mismatch: 2, ncclTimeout: 3, stalled: 4, shapeMismatch: 5 } as const;
+
+/** CallTag (device/include/symmkit/sync/call_tag.cuh), a kernel's by-value parameter: the call word every
+ * signal carries, then the shape word beside it on the call's first signals (0: none). */
+export const CALL_TAG_LAYOUT = {
+  word: 0,
+  shape: 8,
+  bytes: 16,
+} as const;
+/** CallTag as a kernel parameter. */
+export const CALL_TAG_PARAM = { bytes: CALL_TAG_LAYOUT.bytes, align: 8 } as const;
 
 /** A kStalled record's phase: which of a kernel's waits on itself (gemm/tma.cuh kStall*) in bits 24-31, the
  * pipeline stage (or consumer) below; `expected` holds the parity or count it waited for. */
@@ -83,13 +101,13 @@ export const REFUSAL_LAYOUT = {
 /**
  * SyncWatch's host-mapped block (host-only: kernels get the addresses through SymmView, WaitEnv or their
  * parameters). The abort flag (a u32 kernels poll), the Refusal and the TimeoutRecord (8-byte aligned,
- * for waited_ns) sit apart, in one 64-byte block.
+ * for its u64 fields) sit apart, in one 128-byte block.
  */
 export const SYNC_WATCH_LAYOUT = {
   abortFlag: 0,
   refusal: 4,
   record: 16,
-  bytes: 64,
+  bytes: 128,
 } as const;
 
 /**
@@ -105,6 +123,7 @@ export const MAILBOX_STATE_LAYOUT = {
   bytes: 48,
 } as const;
 
-/** The header at the end of every mailbox slot (kHeaderBytes in coll/mailbox.cuh): the sender's call
- * fingerprint. A slot's stride is the payload the host allows plus this. */
-export const MAILBOX_HEADER_BYTES = 16;
+/** The header at the end of every mailbox slot (kHeaderBytes in coll/mailbox.cuh): the sender's CallTag,
+ * its call word and its shape word in a 16-byte group (LL: line) each. A slot's stride is the payload the
+ * host allows plus this. */
+export const MAILBOX_HEADER_BYTES = 32;

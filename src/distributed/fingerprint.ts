@@ -1,15 +1,22 @@
-// A call's fingerprint: what every rank's call of a collective must agree on, packed into the 32-bit
-// value its signals carry (device/include/symmkit/sync/signal.cuh; the CPU backend's src/cpu/sync.ts).
-// A put writes the value, a wait expects it: a peer whose signal carries another value is out of step.
-// That is found at no extra round trip (the value rides on the signal the call sends anyway), and
-// CollectiveMismatchError decodes both values to say what differed. A call takes its number even when it
+// A call's fingerprint: what every rank's call of a collective must agree on, as the CallTag its kernels
+// take (device/include/symmkit/sync/call_tag.cuh; the CPU backend's src/cpu/sync.ts): the 64-bit call
+// word every signal of the call carries, and the shape word its first signals carry beside it. A put
+// writes a word, a wait expects it: a peer whose signal carries another word is out of step. That is
+// found at no extra round trip (the words ride on the signals the call sends anyway), and
+// CollectiveMismatchError decodes both words to say what differed. A call takes its number even when it
 // is refused before any signal (takeTurns), so that a refusal on some ranks only is found too.
 //
-// Bits: 0 the barrier step within the call (a kernel's second barrier adds 1), 1-10 the group's call
-// number mod 1024, 11-16 the operation (CALL_KINDS index), 17-19 the dtype, 20-21 the reduction, 22-30 a
-// hash of the element count and the root or peer, 31 always set (a slot holding 0 is idle).
-import { SymmkitError } from "../errors.js";
+// Every field is exact, so two calls that differ in what the ranks must agree on never share a tag.
+// Call word, from bit 0: the element count (39 bits: more elements than any GPU's memory holds bytes;
+// larger counts are refused), the reduction (2), the dtype (4), the operation (7: CALL_KINDS index), the
+// group's call number mod 1024 (10; a skipped or refused call is caught at its first signal, long before
+// numbers could wrap), the barrier step within the call (1: a kernel's second barrier sets it), and bit
+// 63, always set (a slot holding 0 is idle). Shape word: what else the ranks must pass alike for the
+// operation (SHAPES: a fused matmul's n and k, allReduceRmsNorm's hidden size, ...), its values packed
+// one after another behind their bit lengths, bit 63 set; 0 for operations whose count says it all.
+import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import type { DType } from "../runtime/dtype.js";
+import type { ParamStruct } from "../runtime/kernel.js";
 
 /**
  * Every operation whose signals carry a fingerprint, by code (its index): collective/algorithm as the
@@ -76,10 +83,29 @@ const DTYPE_CODES: Readonly<Record<DType, number>> = {
   i32: 5,
   u32: 6,
   u8: 7,
-  // i64 shares u8's code: the count hash still tells them apart in practice.
-  i64: 7,
+  i64: 8,
 };
+/** A call that moves no elements of any dtype (a barrier). */
+const NO_DTYPE = 15;
 const OP_CODES: Readonly<Record<string, number>> = { none: 0, sum: 1, max: 2, min: 3 };
+
+/**
+ * What else each operation's ranks must pass alike, beyond the element count, by kind or by operation (a
+ * kind's part before "/"): the values CallShape.dims holds, in this order. A fused matmul's count is its A's
+ * elements (m x k): k pins m, and n the other operand (the exchanged partials of reduce-scatter and
+ * all-reduce are m x n; all-gather's n stays on its rank).
+ */
+export const SHAPES: Readonly<Record<string, readonly string[]>> = {
+  broadcast: ["root"],
+  "all-gather-matmul": ["k"],
+  "matmul-reduce-scatter": ["n", "k"],
+  "matmul-all-reduce": ["n", "k"],
+  "all-reduce-rms-norm": ["hidden size"],
+  "moe-dispatch": ["topk", "experts"],
+  "moe-combine": ["topk", "experts"],
+  // Read in place: every rank must pass its own part of the same symmetric tensor.
+  "moe-combine/in-place": ["topk", "experts", "symmetric tensor"],
+};
 
 /** What a call's fingerprint is made of. */
 export interface CallShape {
@@ -87,94 +113,223 @@ export interface CallShape {
   readonly dtype?: DType | undefined;
   /** Reduction; none for a call that does not reduce. */
   readonly op?: "sum" | "max" | "min" | undefined;
-  /** Elements of the input (what the caller passed). */
+  /** Elements of the input (what the caller passed), below 2^39. */
   readonly count: number;
-  /** Root or peer of a rooted or point-to-point call; -1 for none. */
-  readonly peer?: number | undefined;
+  /** What else the ranks must agree on: SHAPES' values for the kind's operation (none for the others). */
+  readonly dims?: readonly number[] | undefined;
+}
+
+/** The fused call a collective runs for (a fused matmul's sequential construction, allReduceRmsNorm's):
+ * its fingerprint names that call and carries its shape instead of the collective's own. */
+export interface CallAs {
+  readonly kind: CallKind;
+  readonly dims?: readonly number[] | undefined;
 }
 
 const KIND_CODE = new Map<string, number>(CALL_KINDS.map((k, i) => [k, i]));
-export const SIGNAL_MARK = 0x8000_0000;
-const FIELDS = {
-  step: { shift: 0, bits: 1 },
-  seq: { shift: 1, bits: 10 },
-  kind: { shift: 11, bits: 6 },
-  dtype: { shift: 17, bits: 3 },
-  op: { shift: 20, bits: 2 },
-  size: { shift: 22, bits: 9 },
-} as const;
-type Field = keyof typeof FIELDS;
-const field = (v: number, f: Field): number => (v >>> FIELDS[f].shift) & ((1 << FIELDS[f].bits) - 1);
+/** The names of a kind's shape values (SHAPES). */
+const shapeNames = (kind: string): readonly string[] => SHAPES[kind] ?? SHAPES[kind.split("/", 1)[0]!] ?? [];
+/** How many values each kind's shape word holds. */
+const SHAPE_DIMS = new Map<string, number>(CALL_KINDS.map((k) => [k, shapeNames(k).length]));
 
-/** The fingerprint of call number `seq` (its step bit 0; the value as a u32). */
-export function fingerprint(seq: number, shape: CallShape): number {
-  // An FNV-style mix of count and peer folded to 9 bits: sizes that differ by any amount almost always
-  // differ here (1 in 512 collide).
-  let h = Math.imul((shape.count % 0x1_0000_0000) ^ 0x811c9dc5, 0x01000193);
-  h = Math.imul(h ^ Math.floor(shape.count / 0x1_0000_0000), 0x01000193);
-  h = Math.imul(h ^ ((shape.peer ?? -1) & 0xffff), 0x01000193);
-  h = (h ^ (h >>> 15) ^ (h >>> 24)) & 0x1ff;
-  return (
-    (SIGNAL_MARK |
-      ((seq & 0x3ff) << FIELDS.seq.shift) |
-      (KIND_CODE.get(shape.kind)! << FIELDS.kind.shift) |
-      ((shape.dtype === undefined ? 7 : DTYPE_CODES[shape.dtype]) << FIELDS.dtype.shift) |
-      (OP_CODES[shape.op ?? "none"]! << FIELDS.op.shift) |
-      (h << FIELDS.size.shift)) >>>
-    0
-  );
+/** Bits of the call word's high half (word bit 32 + i is bit i here); the count fills the low half and
+ * the high half's bits below op. */
+const FIELDS = {
+  op: { shift: 7, bits: 2 },
+  dtype: { shift: 9, bits: 4 },
+  kind: { shift: 13, bits: 7 },
+  seq: { shift: 20, bits: 10 },
+  step: { shift: 30, bits: 1 },
+} as const;
+type Field = keyof typeof FIELDS | "count";
+const MARK = 0x8000_0000;
+const COUNT_BITS = 39;
+const TWO_32 = 0x1_0000_0000;
+/** Bits of a shape word's length fields (each value's bit length, but the last's). */
+const LENGTH_BITS = 6;
+
+/** The most elements a call's fingerprint holds exactly. */
+export const MAX_FINGERPRINT_COUNT = 2 ** COUNT_BITS - 1;
+
+/**
+ * A call's fingerprint as its kernels take it (CallTag, sync/call_tag.cuh: CALL_TAG_LAYOUT): the call
+ * word and the shape word, each as 32-bit halves so that making one allocates no BigInt.
+ */
+export class CallTag implements ParamStruct {
+  constructor(
+    readonly hi: number,
+    readonly lo: number,
+    readonly shapeHi = 0,
+    readonly shapeLo = 0,
+  ) {}
+
+  get paramBytes(): number {
+    return 16;
+  }
+
+  /** The call word (what every signal carries). */
+  get word(): bigint {
+    return (BigInt(this.hi >>> 0) << 32n) | BigInt(this.lo >>> 0);
+  }
+
+  /** The shape word (0: none). */
+  get shape(): bigint {
+    return (BigInt(this.shapeHi >>> 0) << 32n) | BigInt(this.shapeLo >>> 0);
+  }
+
+  /** The tag of the call's barrier number `step` (0 or 1): its word's step bit set for 1. */
+  step(step: 0 | 1): CallTag {
+    return step === 0
+      ? this
+      : new CallTag((this.hi | (1 << FIELDS.step.shift)) >>> 0, this.lo, this.shapeHi, this.shapeLo);
+  }
+
+  writeParam(view: DataView, offset: number): void {
+    view.setUint32(offset, this.lo, true);
+    view.setUint32(offset + 4, this.hi, true);
+    view.setUint32(offset + 8, this.shapeLo, true);
+    view.setUint32(offset + 12, this.shapeHi, true);
+  }
+}
+
+const bitLength = (v: number): number =>
+  v < TWO_32 ? 32 - Math.clz32(v) : 64 - Math.clz32(Math.floor(v / TWO_32));
+
+function checkValue(what: string, v: number, limit: number): void {
+  if (!Number.isSafeInteger(v) || v < 0 || v > limit)
+    throw new InvalidArgumentError(
+      `${what} ${v} is not an integer from 0 to ${limit}: no call can be fingerprinted with it exactly`,
+    );
+}
+
+/** Packs `dims` into a shape word (high and low halves, mark set): each value but the last behind its bit
+ * length. Exact wherever it fits 63 bits, and refused (InvalidArgumentError) where it does not. */
+function shapeWord(kind: string, dims: readonly number[]): [number, number] {
+  let hi = 0;
+  let lo = 0;
+  let at = 0;
+  // Appends v (below 2^bits, bits <= 53) at bit `at`; the caller has checked that it fits.
+  const put = (v: number, bits: number): void => {
+    const low = Math.min(bits, Math.max(0, 32 - at));
+    if (low > 0) lo += (v % 2 ** low) * 2 ** at;
+    if (bits > low) hi += Math.floor(v / 2 ** low) * 2 ** (at + low - 32);
+    at += bits;
+  };
+  let bits = 0;
+  for (let i = 0; i < dims.length; i++) {
+    checkValue(`${kind}: ${shapeNames(kind)[i] ?? "value"}`, dims[i]!, Number.MAX_SAFE_INTEGER);
+    bits += bitLength(dims[i]!) + (i < dims.length - 1 ? LENGTH_BITS : 0);
+  }
+  if (bits > 63)
+    throw new InvalidArgumentError(
+      `${kind}: the shape ${dims.join(" x ")} takes ${bits} bits, more than a call's fingerprint holds exactly (63)`,
+    );
+  for (let i = 0; i < dims.length - 1; i++) put(bitLength(dims[i]!), LENGTH_BITS);
+  for (let i = 0; i < dims.length; i++) put(dims[i]!, i < dims.length - 1 ? bitLength(dims[i]!) : 63 - at);
+  return [(hi + MARK) >>> 0, lo >>> 0];
+}
+
+/** The fingerprint of call number `seq` (its barrier step 0). */
+export function fingerprint(seq: number, shape: CallShape): CallTag {
+  const kind = KIND_CODE.get(shape.kind);
+  if (kind === undefined) throw new InvalidArgumentError(`unknown call kind ${shape.kind}`);
+  const count = shape.count;
+  checkValue(`${shape.kind}: element count`, count, MAX_FINGERPRINT_COUNT);
+  const hi =
+    MARK |
+    ((seq & 0x3ff) << FIELDS.seq.shift) |
+    (kind << FIELDS.kind.shift) |
+    ((shape.dtype === undefined ? NO_DTYPE : DTYPE_CODES[shape.dtype]) << FIELDS.dtype.shift) |
+    (OP_CODES[shape.op ?? "none"]! << FIELDS.op.shift) |
+    Math.floor(count / TWO_32);
+  const dims = shape.dims ?? [];
+  if (dims.length !== SHAPE_DIMS.get(shape.kind))
+    throw new InvalidArgumentError(
+      `${shape.kind}: its fingerprint takes ${SHAPE_DIMS.get(shape.kind)} shape values (SHAPES), got ${dims.length}`,
+    );
+  if (dims.length === 0) return new CallTag(hi >>> 0, count >>> 0);
+  const [shapeHi, shapeLo] = shapeWord(shape.kind, dims);
+  return new CallTag(hi >>> 0, count >>> 0, shapeHi, shapeLo);
 }
 
 const DTYPE_NAMES = new Map(Object.entries(DTYPE_CODES).map(([n, c]) => [c, n]));
 const OP_NAMES = new Map(Object.entries(OP_CODES).map(([n, c]) => [c, n]));
 
-/** Whether a fingerprint is a point-to-point message's: its number counts the pair's messages one way,
- * not the group's calls. */
-const isMessage = (v: number): boolean => (CALL_KINDS[field(v, "kind")] ?? "").startsWith("send-recv");
+/** One field of a call word, as a number. */
+function field(word: bigint, f: Field): number {
+  if (f === "count") return Number(word & BigInt(MAX_FINGERPRINT_COUNT));
+  const { shift, bits } = FIELDS[f];
+  return Number((word >> BigInt(32 + shift)) & BigInt((1 << bits) - 1));
+}
 
-/** One field of a fingerprint, in words. */
-function describeField(v: number, f: Field): string {
-  const x = field(v, f);
+/** Whether a word is a point-to-point message's: its number counts the pair's messages one way, not the
+ * group's calls. */
+const isMessage = (word: bigint): boolean => (CALL_KINDS[field(word, "kind")] ?? "").startsWith("send-recv");
+
+/** One field of a call word, in words. */
+function describeField(word: bigint, f: Field): string {
+  const x = field(word, f);
   switch (f) {
     case "step":
       return x === 0 ? "first barrier" : "second barrier";
     case "seq":
-      return `${isMessage(v) ? "message" : "call"} #${x} (mod 1024)`;
+      return `${isMessage(word) ? "message" : "call"} #${x} (mod 1024)`;
     case "kind":
       return CALL_KINDS[x] ?? `unknown operation ${x}`;
     case "dtype":
-      return x === 7 ? "u8/i64/none" : (DTYPE_NAMES.get(x) ?? String(x));
+      return x === NO_DTYPE ? "no dtype" : (DTYPE_NAMES.get(x) ?? String(x));
     case "op":
       return OP_NAMES.get(x) ?? String(x);
-    case "size":
-      return `size/peer hash ${x}`;
+    case "count":
+      return `${x} elements`;
   }
 }
 
 const FIELD_WORDS: Readonly<Record<Field, string>> = {
-  step: "barrier step",
-  seq: "call number (a rank skipped, added or refused a call)",
-  kind: "operation or algorithm (check auto's inputs: every rank must pass the same size)",
-  dtype: "dtype",
+  count: "element count",
   op: "reduction",
-  size: "element count or root/peer",
+  dtype: "dtype",
+  kind: "operation or algorithm (check auto's inputs: every rank must pass the same size)",
+  seq: "call number (a rank skipped, added or refused a call)",
+  step: "barrier step",
 };
+const FIELD_ORDER: readonly Field[] = ["step", "seq", "kind", "dtype", "op", "count"];
 
 const MESSAGE_NUMBER_WORDS =
   "message number between the pair (a rank skipped, added or refused a send or recv)";
 
-/** The fields in which two fingerprints differ, each with both values in words. */
-export function fingerprintDifferences(ours: number, theirs: number): string[] {
-  return (Object.keys(FIELDS) as Field[])
-    .filter((f) => field(ours, f) !== field(theirs, f))
-    .map((f) => {
-      const words = f === "seq" && isMessage(ours) ? MESSAGE_NUMBER_WORDS : FIELD_WORDS[f];
-      return `${words}: ours ${describeField(ours, f)}, theirs ${describeField(theirs, f)}`;
-    });
+/** The fields in which two call words differ, each with both values in words. */
+export function fingerprintDifferences(ours: bigint, theirs: bigint): string[] {
+  return FIELD_ORDER.filter((f) => field(ours, f) !== field(theirs, f)).map((f) => {
+    const words = f === "seq" && isMessage(ours) ? MESSAGE_NUMBER_WORDS : FIELD_WORDS[f];
+    return `${words}: ours ${describeField(ours, f)}, theirs ${describeField(theirs, f)}`;
+  });
 }
 
-/** What differs between two fingerprints, as CollectiveMismatchError's message says it. */
-function describeDifferences(ours: number, theirs: number, differences: readonly string[]): string {
+/** A shape word's values (n of them), unpacked as shapeWord packed them. */
+function shapeValues(shape: bigint, n: number): bigint[] {
+  let at = 0n;
+  const take = (bits: bigint): bigint => {
+    const v = (shape >> at) & ((1n << bits) - 1n);
+    at += bits;
+    return v;
+  };
+  const lengths = Array.from({ length: Math.max(0, n - 1) }, () => take(BigInt(LENGTH_BITS)));
+  return [...lengths.map((l) => take(l)), take(63n - at)];
+}
+
+/** The values in which two shape words of a call (its word `word`) differ, with both in words. */
+export function shapeDifferences(word: bigint, ours: bigint, theirs: bigint): string[] {
+  const kind = CALL_KINDS[field(word, "kind")] ?? "";
+  const names = shapeNames(kind);
+  if (ours === 0n || theirs === 0n || names.length === 0)
+    return [`shape word: ours 0x${ours.toString(16)}, theirs 0x${theirs.toString(16)}`];
+  const [a, b] = [shapeValues(ours, names.length), shapeValues(theirs, names.length)];
+  return names.flatMap((name, i) => (a[i] === b[i] ? [] : [`${name}: ours ${a[i]}, theirs ${b[i]}`]));
+}
+
+/** What differs between two call words, as CollectiveMismatchError's message says it. */
+function describeDifferences(ours: bigint, theirs: bigint, differences: readonly string[]): string {
   if (differences.length === 0) return "nothing decodable (a corrupted signal)";
   // The same call but for its number: a rank made a call fewer or more (a refused call takes its turn,
   // so a refusal on some ranks only ends here too).
@@ -188,36 +343,48 @@ function describeDifferences(ours: number, theirs: number, differences: readonly
   return differences.join("; ");
 }
 
-/** A fingerprint in words: what the call was. */
-export function describeFingerprint(v: number): string {
-  return `${describeField(v, "kind")} ${describeField(v, "dtype")} ${describeField(v, "op")}, ${describeField(v, "seq")}`;
+/** A call word in words: what the call was. */
+export function describeFingerprint(word: bigint): string {
+  return (
+    `${describeField(word, "kind")} ${describeField(word, "dtype")} ${describeField(word, "op")} of ` +
+    `${describeField(word, "count")}, ${describeField(word, "seq")}`
+  );
 }
 
 /**
  * Two ranks made different collective calls at the same point (or one skipped a call): a peer's signal
- * carried another call's fingerprint. The group's signals are out of step from here on: destroy it.
+ * carried another call's word, or the same call's word with another shape word (`shapes`: ours, theirs).
+ * The group's signals are out of step from here on: destroy it.
  */
 export class CollectiveMismatchError extends SymmkitError {
   readonly differences: readonly string[];
+  /** For the same call with other shapes: the two shape words (ours, theirs). */
+  readonly shapes: readonly [bigint, bigint] | undefined;
   constructor(
     readonly rank: number,
     readonly peer: number,
-    readonly ours: number,
-    readonly theirs: number,
-    options: { note?: string; cause?: unknown } = {},
+    readonly ours: bigint,
+    readonly theirs: bigint,
+    options: { shapes?: readonly [bigint, bigint] | undefined; note?: string; cause?: unknown } = {},
   ) {
-    const differences = fingerprintDifferences(ours >>> 0, theirs >>> 0);
+    const shapes = options.shapes;
+    const differences = shapes
+      ? shapeDifferences(ours, shapes[0], shapes[1])
+      : fingerprintDifferences(ours, theirs);
+    const what = shapes
+      ? `the shapes they passed: ${differences.join("; ")}`
+      : describeDifferences(ours, theirs, differences);
     super(
       "SYMMKIT_COLLECTIVE_MISMATCH",
-      `rank ${rank} and rank ${peer} are out of step: rank ${rank} is in ${describeFingerprint(ours >>> 0)}, ` +
-        `rank ${peer} signalled ${describeFingerprint(theirs >>> 0)}. They differ in ` +
-        `${describeDifferences(ours >>> 0, theirs >>> 0, differences)}. ` +
+      `rank ${rank} and rank ${peer} are out of step: rank ${rank} is in ${describeFingerprint(ours)}, ` +
+        `rank ${peer} signalled ${describeFingerprint(theirs)}. They differ in ${what}. ` +
         `Every rank of a group must make the same collective calls, in the same order, with the same ` +
         `sizes, dtypes and options; this group cannot be used any more: destroy it.` +
         (options.note ? ` ${options.note}` : ""),
       { cause: options.cause },
     );
     this.differences = differences;
+    this.shapes = shapes;
   }
 }
 

@@ -61,7 +61,7 @@ async function fire(waitedMs: number): Promise<void> {
     record.setUint32(L.rank, config.rank, true);
     record.setUint32(L.block, 0, true);
     record.setUint32(L.peer, config.ranks.length, true);
-    record.setUint32(L.phase, config.id, true);
+    record.setBigUint64(L.phase, BigInt(config.id), true);
     record.setUint32(L.thread, 0, true);
     record.setBigUint64(L.waitedNs, BigInt(Math.round(waitedMs * 1e6)), true);
     record.setUint32(L.flag, RECORD_KINDS.ncclTimeout, true);

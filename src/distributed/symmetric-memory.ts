@@ -22,9 +22,10 @@ import { closeFd } from "./fd-channel.js";
 import type { FdExchange } from "./fd-exchange.js";
 import type { ScopedStore } from "./scoped-store.js";
 import type { SyncWatch } from "./sync-watch.js";
-import { DEVICE_POINTER_BYTES, SYMM_VIEW_LAYOUT } from "./device-layouts.js";
+import { DEVICE_POINTER_BYTES, PAD_BYTES_PER_BLOCK_AND_RANK, SYMM_VIEW_LAYOUT } from "./device-layouts.js";
 
-/** Default signal pad: 64 KiB = 16384 u32 slots, e.g. 4096 blocks at world size 4. */
+/** Default signal pad: 64 KiB = 8192 u64 slots, a call word's and a shape word's for each of 1024 blocks
+ * at world size 4 (sync/barrier.cuh). */
 export const DEFAULT_PAD_BYTES = 64 * 1024;
 export const MAX_SYMMETRIC_WORLD = 8;
 const DATA_ALIGN = 4096;
@@ -87,7 +88,7 @@ function unmap(m: Mapping, size: number): void {
 }
 
 export interface SymmetricOptions {
-  /** Signal pad bytes per rank (a multiple of 4). */
+  /** Signal pad bytes per rank (a multiple of 8: u64 signal slots). */
   readonly padBytes?: number;
 }
 
@@ -160,8 +161,8 @@ export class SymmetricTensor implements AsyncDisposable {
     options: SymmetricOptions = {},
   ): Promise<SymmetricTensor> {
     const padBytes = options.padBytes ?? DEFAULT_PAD_BYTES;
-    if (!Number.isInteger(padBytes) || padBytes < 4 || padBytes % 4 !== 0) {
-      throw new InvalidArgumentError(`padBytes ${padBytes} must be a positive multiple of 4`);
+    if (!Number.isInteger(padBytes) || padBytes < 8 || padBytes % 8 !== 0) {
+      throw new InvalidArgumentError(`padBytes ${padBytes} must be a positive multiple of 8`);
     }
     if (ctx.worldSize > MAX_SYMMETRIC_WORLD) {
       throw new InvalidArgumentError(
@@ -237,9 +238,22 @@ export class SymmetricTensor implements AsyncDisposable {
     return Tensor.fromMemory(m, this.tensor.shape, this.tensor.dtype, 0, this.#ctx.label);
   }
 
-  /** Slots in each pad: a kernel may use blocks [0, padSlots / worldSize). */
-  get padSlots(): number {
-    return this.padBytes / 4;
+  /** Blocks a kernel that meets its peers over this tensor's pads may run (sync/barrier.cuh: a call word
+   * and a shape word per block and rank). */
+  get barrierBlocks(): number {
+    return Math.floor(this.padBytes / (PAD_BYTES_PER_BLOCK_AND_RANK * this.worldSize));
+  }
+
+  /** Refuses (InvalidArgumentError) where a kernel of `blocks` blocks could not meet its peers over this
+   * tensor's pads: a symmetric input that symmkit's collectives read in place. */
+  checkBarrierRoom(what: string, blocks: number): void {
+    if (this.barrierBlocks < blocks)
+      throw new InvalidArgumentError(
+        `${what}: the symmetric tensor's ${this.padBytes}-byte signal pad holds barriers for ${this.barrierBlocks} ` +
+          `blocks, and the call runs up to ${blocks}; make it with padBytes of at least ` +
+          `${blocks * PAD_BYTES_PER_BLOCK_AND_RANK * this.worldSize} (the default, ${DEFAULT_PAD_BYTES}, holds ` +
+          `${Math.floor(DEFAULT_PAD_BYTES / (PAD_BYTES_PER_BLOCK_AND_RANK * this.worldSize))})`,
+      );
   }
 
   /**

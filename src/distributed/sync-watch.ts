@@ -14,7 +14,7 @@ import {
   SYNC_WATCH_LAYOUT,
   TIMEOUT_RECORD_LAYOUT,
 } from "./device-layouts.js";
-import { CollectiveMismatchError, describeFingerprint, SIGNAL_MARK } from "./fingerprint.js";
+import { CollectiveMismatchError, describeFingerprint } from "./fingerprint.js";
 
 export { DEFAULT_SYNC_TIMEOUT_MS } from "../settings.js";
 
@@ -24,26 +24,36 @@ export function syncTimeoutFromEnv(env: Env = process.env): number {
 }
 
 export interface TimeoutRecord {
-  /** Why the wait ended: the deadline (or the host's abort), a peer's signal from another call, the NCCL
-   * watchdog's deadline (`phase` then names the watchdog), or a kernel's wait on itself that outlived its
-   * bound (`phase` then names the wait: PIPELINE_WAITS). */
-  readonly kind: "gave-up" | "mismatch" | "nccl-timeout" | "stalled";
+  /** Why the wait ended: the deadline (or the host's abort), a peer's signal from another call (or from
+   * the same call with other shapes), the NCCL watchdog's deadline (`phase` then names the watchdog), or
+   * a kernel's wait on itself that outlived its bound (`phase` then names the wait: PIPELINE_WAITS). */
+  readonly kind: "gave-up" | "mismatch" | "shape-mismatch" | "nccl-timeout" | "stalled";
   readonly rank: number;
   readonly block: number;
   readonly peer: number;
-  readonly phase: number;
+  /** What the wait was for: a call word (src/distributed/fingerprint.ts), or a kernel's own step. */
+  readonly phase: bigint;
   readonly thread: number;
   readonly waitedMs: number;
-  /** For a mismatch: the signal value this rank waited for and the one it found (fingerprints). */
-  readonly expected: number;
-  readonly got: number;
+  /** For a mismatch: the word this rank waited for and the one it found (call words; for a shape
+   * mismatch, shape words). */
+  readonly expected: bigint;
+  readonly got: bigint;
 }
 
-/** What a wait's phase says: a signal's expected value is its call's fingerprint (bit 31 set); any other
- * value is the waiting kernel's own step (a GEMM tile, a ready count). */
-function waitingIn(phase: number): string {
-  return (phase & SIGNAL_MARK) !== 0 ? `in ${describeFingerprint(phase >>> 0)}` : `at phase ${phase}`;
+/** What a wait's phase says: a call word has bit 63 set; any other value is the waiting kernel's own
+ * step (a GEMM tile, a ready count). */
+function waitingIn(phase: bigint): string {
+  return phase >= 1n << 63n ? `in ${describeFingerprint(phase)}` : `at phase ${phase}`;
 }
+
+const RECORD_KIND_NAMES = new Map<number, TimeoutRecord["kind"]>([
+  [RECORD_KINDS.gaveUp, "gave-up"],
+  [RECORD_KINDS.mismatch, "mismatch"],
+  [RECORD_KINDS.shapeMismatch, "shape-mismatch"],
+  [RECORD_KINDS.ncclTimeout, "nccl-timeout"],
+  [RECORD_KINDS.stalled, "stalled"],
+]);
 
 /** A call a kernel refused (REFUSAL_LAYOUT): what it says, its meaning up to the op that wrote it. */
 export interface Refusal {
@@ -75,11 +85,12 @@ export class KernelStallError extends SymmkitError {
     readonly record: TimeoutRecord,
     options: { cause?: unknown; note?: string } = {},
   ) {
-    const what = PIPELINE_WAITS[record.phase >>> 24] ?? `wait ${record.phase >>> 24} at`;
+    const phase = Number(record.phase);
+    const what = PIPELINE_WAITS[phase >>> 24] ?? `wait ${phase >>> 24} at`;
     super(
       "SYMMKIT_KERNEL_STALL",
       `rank ${record.rank} (block ${record.block}, thread ${record.thread}) stalled ${record.waitedMs.toFixed(0)} ms in ` +
-        `${what} ${record.phase & 0xffffff} (waiting for ${record.expected}) of its GEMM pipeline, a wait no peer ` +
+        `${what} ${phase & 0xffffff} (waiting for ${record.expected}) of its GEMM pipeline, a wait no peer ` +
         "holds up: a deadlock inside the kernel, which is a bug in symmkit. Please report it with this message " +
         `and the call's shapes and dtypes.${options.note ? ` ${options.note}` : ""}`,
       { cause: options.cause },
@@ -191,22 +202,15 @@ export class SyncWatch implements Disposable {
     const flag = v.getUint32(o + L.flag, true);
     if (flag === 0) return undefined;
     return {
-      kind:
-        flag === RECORD_KINDS.mismatch
-          ? "mismatch"
-          : flag === RECORD_KINDS.ncclTimeout
-            ? "nccl-timeout"
-            : flag === RECORD_KINDS.stalled
-              ? "stalled"
-              : "gave-up",
+      kind: RECORD_KIND_NAMES.get(flag) ?? "gave-up",
       rank: v.getUint32(o + L.rank, true),
       block: v.getUint32(o + L.block, true),
       peer: v.getUint32(o + L.peer, true),
-      phase: v.getUint32(o + L.phase, true),
+      phase: v.getBigUint64(o + L.phase, true),
       thread: v.getUint32(o + L.thread, true),
       waitedMs: Number(v.getBigUint64(o + L.waitedNs, true)) / 1e6,
-      expected: v.getUint32(o + L.expected, true),
-      got: v.getUint32(o + L.got, true),
+      expected: v.getBigUint64(o + L.expected, true),
+      got: v.getBigUint64(o + L.got, true),
     };
   }
 
@@ -214,8 +218,14 @@ export class SyncWatch implements Disposable {
   #error(r: TimeoutRecord, note: string, cause?: unknown): SymmkitError {
     if (r.kind === "mismatch")
       return new CollectiveMismatchError(r.rank, r.peer, r.expected, r.got, { note, cause });
+    if (r.kind === "shape-mismatch")
+      return new CollectiveMismatchError(r.rank, r.peer, r.phase, r.phase, {
+        shapes: [r.expected, r.got],
+        note,
+        cause,
+      });
     if (r.kind === "stalled") return new KernelStallError(r, { note, cause });
-    const nccl = r.kind === "nccl-timeout" ? this.#ncclErrors.get(r.phase) : undefined;
+    const nccl = r.kind === "nccl-timeout" ? this.#ncclErrors.get(Number(r.phase)) : undefined;
     return nccl ? nccl(note, cause) : new SymmTimeoutError(r, this.timeoutMs, { note, cause });
   }
 

@@ -1,6 +1,6 @@
 // The kernels of allReduceRmsNorm (device/include/symmkit/fused/ar_rms_norm.cuh): one program per
 // (kernel, dtype), the communicating ones instantiated for world sizes 2..8, and the norm alone.
-import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
+import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import { DTYPES, type DType } from "../runtime/dtype.js";
 import type { ParamType } from "../runtime/kernel.js";
 import type { ProgramSpec } from "../runtime/module.js";
@@ -21,13 +21,13 @@ const SOURCE = '#include "symmkit/fused/ar_rms_norm.cuh"\n';
 const NORM_PARAMS = ["ptr", "ptr", "ptr", "ptr", "ptr", "u64", "u32", "f32", "f32"] as const;
 
 export const AR_NORM_PARAMS = {
-  /** Mailbox SymmView, x, MailboxState, slot bytes, phase. */
-  lamport_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32", ...NORM_PARAMS],
-  lamport_two_shot_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32", ...NORM_PARAMS],
-  /** The input's SymmView, the plain x to copy in (0: read in place), phase. */
-  pull_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "u32", ...NORM_PARAMS],
-  /** The input's SymmView, the scratch's, the plain x (or 0), phase. */
-  pull_two_shot_ar_rms_norm: [SYMM_VIEW_PARAM, SYMM_VIEW_PARAM, "ptr", "u32", ...NORM_PARAMS],
+  /** Mailbox SymmView, x, MailboxState, slot bytes, CallTag. */
+  lamport_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", CALL_TAG_PARAM, ...NORM_PARAMS],
+  lamport_two_shot_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", CALL_TAG_PARAM, ...NORM_PARAMS],
+  /** The input's SymmView, the plain x to copy in (0: read in place), CallTag. */
+  pull_ar_rms_norm: [SYMM_VIEW_PARAM, "ptr", CALL_TAG_PARAM, ...NORM_PARAMS],
+  /** The input's SymmView, the scratch's, the plain x (or 0), CallTag. */
+  pull_two_shot_ar_rms_norm: [SYMM_VIEW_PARAM, SYMM_VIEW_PARAM, "ptr", CALL_TAG_PARAM, ...NORM_PARAMS],
   /** The all-reduced sum. */
   rms_norm_rows: ["ptr", ...NORM_PARAMS],
 } as const satisfies Record<ArNormKernel, readonly ParamType[]>;

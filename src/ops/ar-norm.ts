@@ -4,7 +4,7 @@
 // followed by the norm kernel (sequential, nccl). Kernels are resolved before anything is enqueued. Every
 // algorithm but nccl gives the rank-order bits at every size, and auto picks only those.
 import { InvalidArgumentError } from "../errors.js";
-import type { CallKind, CallShape } from "../distributed/fingerprint.js";
+import type { CallAs, CallKind, CallShape, CallTag } from "../distributed/fingerprint.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { DeviceMemory } from "../runtime/memory.js";
 import type { Device } from "../runtime/device.js";
@@ -63,16 +63,16 @@ export interface ArNormContext {
   /** The tune table's rules for this op, if any. */
   readonly rules: readonly TuneRule[] | undefined;
   /** The call's fingerprint (and the group's checks before any call). */
-  phase(shape: CallShape, stream: Stream): number;
+  tag(shape: CallShape, stream: Stream): CallTag;
   /** symmkit's all-reduce of `input` (whose local tensor is `x`) into `output` with `algorithm`: "auto"
    * (rank order at every size, in pieces where the staging buffer is too small) or "nccl"; fingerprinted
-   * as `kind`. */
+   * `as` this op. */
   allReduce(
     input: Tensor | SymmetricTensor,
     x: Tensor,
     output: Tensor,
     algorithm: "auto" | "nccl",
-    kind: CallKind,
+    as: CallAs,
     stream: Stream,
   ): void;
   /** The local tensor of an input, checked to be this group's and on its GPU. */
@@ -154,23 +154,21 @@ export class ArNorm {
     const ctx = this.#ctx;
     const { x, p, output, inPlace, algorithm } = this.#prepare(input, o, what, stream);
     const norm = this.#normArgs(p, o, output);
+    // Its fingerprint: the algorithm, and the hidden size (the count alone does not pin the rows).
+    const as: CallAs = { kind: KINDS[algorithm], dims: [p.hidden] };
     const sequential = algorithm === "sequential" || algorithm === "nccl";
     if (ctx.world === 1 || sequential) {
       // The all-reduce's sum goes where the norm can read it in place (see #checkRoom); one rank has
       // nothing to reduce.
       const sum = ctx.world === 1 ? x : p.outDtype === p.dtype ? output : o.residualOut!;
       const k = normKernel(ctx.device, p.dtype, p.hidden);
-      if (ctx.world > 1)
-        ctx.allReduce(input, x, sum, algorithm === "nccl" ? "nccl" : "auto", KINDS[algorithm], stream);
+      if (ctx.world > 1) ctx.allReduce(input, x, sum, algorithm === "nccl" ? "nccl" : "auto", as, stream);
       launchNorm(k, sum, o, output, p.rows, p.hidden, p.eps, p.outScaleInv, stream);
       return { output, residualOut: o.residualOut };
     }
     const kernel = KERNELS[algorithm];
     const k = this.#kernels.get(kernel, p.dtype, normSlots(p.hidden)) as Kernel<ArNormParams[typeof kernel]>;
-    const phase = ctx.phase(
-      { kind: KINDS[algorithm], dtype: p.dtype, op: "sum", count: x.numel, peer: p.hidden },
-      stream,
-    );
+    const tag = ctx.tag({ ...as, dtype: p.dtype, op: "sum", count: x.numel }, stream);
     const sm = ctx.device.props.smCount;
     const cfg = { grid: Math.min(p.rows, sm), block: BLOCK, stream };
     const m = ctx.mailbox;
@@ -183,7 +181,7 @@ export class ArNorm {
         x,
         m.state,
         m.stride,
-        phase,
+        tag,
         ...norm,
       );
       return { output, residualOut: o.residualOut };
@@ -191,7 +189,7 @@ export class ArNorm {
     const [view, copyIn] =
       inPlace && !(input instanceof Tensor) ? [input.deviceView(), 0n] : [ctx.stagingView, x.ptr];
     if (kernel === "pull_ar_rms_norm") {
-      (k as Kernel<ArNormParams["pull_ar_rms_norm"]>).launch(cfg, view, copyIn, phase, ...norm);
+      (k as Kernel<ArNormParams["pull_ar_rms_norm"]>).launch(cfg, view, copyIn, tag, ...norm);
     } else {
       // The pre-norm rows go into every rank's scratch: the staged input itself, or the staging buffer
       // when x is read in place (a caller's symmetric tensor is never overwritten).
@@ -201,7 +199,7 @@ export class ArNorm {
         view,
         scratch,
         copyIn,
-        phase,
+        tag,
         ...norm,
       );
     }

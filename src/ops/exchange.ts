@@ -22,8 +22,8 @@
 // pulls this rank's rows, a barrier kernel; no host wait, so capturable. A refusal is recorded on the
 // device (SyncWatch's refusal record) and thrown by the next group.synchronize().
 import { InvalidArgumentError } from "../errors.js";
-import { fingerprint, type CallShape } from "../distributed/fingerprint.js";
-import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
+import { CallTag, fingerprint, type CallShape } from "../distributed/fingerprint.js";
+import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
 import { MAX_SYMMETRIC_WORLD, type SymmetricTensor } from "../distributed/symmetric-memory.js";
 import type { Device } from "../runtime/device.js";
@@ -59,8 +59,8 @@ export const P2P_PROGRAM: ProgramSpec = {
   nameExpressions: ["symmkit::p2p::p2p_put", "symmkit::p2p::p2p_ce_signal"],
 };
 /** p2p_ce_signal: the inbox's SymmView; the peer waited for and its slot, the peer signalled and its slot
- * (P2P_NONE: none), the phase. */
-export const P2P_SIGNAL_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u32", "u32", "u32"] as const;
+ * (P2P_NONE: none), the message's CallTag. */
+export const P2P_SIGNAL_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u32", "u32", CALL_TAG_PARAM] as const;
 /** p2p.cuh's kNone, and kAckBase: the ack slots follow every sender's ready slots (kMaxWorld of them). */
 const P2P_NONE = 0xffff_ffff;
 const P2P_ACK_BASE = MAX_SYMMETRIC_WORLD * P2P_MAX_BLOCKS * 2;
@@ -72,20 +72,20 @@ const ceSlot = (rank: number, parity: number): number => rank * P2P_MAX_BLOCKS *
 export function copyEngineChunk(capacityBytes: number): number {
   return Math.max(16, Math.floor(Math.min(capacityBytes / 2, 64 << 20) / 16) * 16);
 }
-/** p2p_put: the inbox's SymmView; x, its bytes, peer, blocks, phase; out, its bytes, peer, blocks, phase;
- * the chunk. */
+/** p2p_put: the inbox's SymmView; x, its bytes, peer, blocks, CallTag; out, its bytes, peer, blocks,
+ * CallTag; the chunk. */
 export const P2P_PARAMS = [
   SYMM_VIEW_PARAM,
   "ptr",
   "u64",
   "u32",
   "u32",
-  "u32",
+  CALL_TAG_PARAM,
   "ptr",
   "u64",
   "u32",
   "u32",
-  "u32",
+  CALL_TAG_PARAM,
   "u64",
 ] as const;
 
@@ -140,8 +140,8 @@ export type ExchangeContext = Pick<
   a2avKernel(): Kernel<typeof A2AV_PARAMS>;
   /** Where a kernel records a call it refused (SyncWatch.refusalPtr). */
   readonly refusalPtr: bigint;
-  /** The next group call's fingerprint, for its kernels' phase. */
-  phase(shape: CallShape, stream: Stream): number;
+  /** The next group call's fingerprint, for its kernels. */
+  tag(shape: CallShape, stream: Stream): CallTag;
 };
 
 /** What allToAll takes: a plain tensor, or a symmetric one read in place. */
@@ -155,6 +155,8 @@ export const bytes = (t: Tensor, at = 0, count = t.nbytes): NcclSpan => ({
 });
 
 type P2p = Exclude<GpuSendRecvAlgorithm, "auto">;
+/** The tag of p2p_put's side that does not run. */
+const NO_MESSAGE = new CallTag(0, 0);
 
 export class GpuExchange {
   readonly #ctx: ExchangeContext;
@@ -244,21 +246,22 @@ export class GpuExchange {
     this.#ctx.p2pSignalKernel();
   }
 
-  /** copy_engine's message fingerprint (the pair's count, shared with put's: one order per pair). */
-  #cePhase(t: Tensor, count: number[], peer: number, from: number): number {
-    return fingerprint(this.#take(count, peer), {
-      kind: "send-recv/copy_engine",
-      dtype: t.dtype,
-      count: t.numel,
-      peer: from,
-    });
+  /** A message's fingerprint: its number in the pair's count (#sent or #received, shared by put and
+   * copy_engine: one order per pair), its algorithm and size. The pair needs no field: its slots are its own. */
+  #messageTag(
+    kind: "send-recv" | "send-recv/copy_engine",
+    t: Tensor,
+    count: number[],
+    peer: number,
+  ): CallTag {
+    return fingerprint(this.#take(count, peer), { kind, dtype: t.dtype, count: t.numel });
   }
 
   /** copy_engine's signal step: wait for `waitPeer` at `waitSlot` of this rank's pad, then signal
    * `putPeer` at `putSlot` of its pad (P2P_NONE: skip). */
   #signal(
     stream: Stream,
-    phase: number,
+    tag: CallTag,
     waitPeer: number,
     waitSlot: number,
     putPeer: number,
@@ -266,41 +269,41 @@ export class GpuExchange {
   ): void {
     this.#ctx
       .p2pSignalKernel()
-      .launch({ grid: 1, block: 1, stream }, this.#inboxView, waitPeer, waitSlot, putPeer, putSlot, phase);
+      .launch({ grid: 1, block: 1, stream }, this.#inboxView, waitPeer, waitSlot, putPeer, putSlot, tag);
   }
 
   /** x to `peer` by copy_engine (see p2p.cuh): staged chunk by chunk in this rank's staging buffer, the
    * receiver's copy engine reads each; done once the receiver has acknowledged the last. */
   #ceSend(x: Tensor, peer: number, stream: Stream): void {
     const { rank, staging, capacityBytes } = this.#ctx;
-    const phase = this.#cePhase(x, this.#sent, peer, rank);
+    const tag = this.#messageTag("send-recv/copy_engine", x, this.#sent, peer);
     const chunk = copyEngineChunk(capacityBytes);
     const chunks = Math.max(1, Math.ceil(x.nbytes / chunk));
     const ack = (i: number): number => P2P_ACK_BASE + ceSlot(peer, i & 1);
     for (let i = 0; i < chunks; i++) {
       // Half i & 1 is free once chunk i - 2's ack came.
-      if (i >= 2) this.#signal(stream, phase, peer, ack(i), P2P_NONE, 0);
+      if (i >= 2) this.#signal(stream, tag, peer, ack(i), P2P_NONE, 0);
       const n = Math.min(chunk, x.nbytes - i * chunk);
       copyDeviceToDevice(staging.tensor.ptr + BigInt((i & 1) * chunk), x.ptr + BigInt(i * chunk), n, stream);
-      this.#signal(stream, phase, P2P_NONE, 0, peer, ceSlot(rank, i & 1));
+      this.#signal(stream, tag, P2P_NONE, 0, peer, ceSlot(rank, i & 1));
     }
     for (let i = Math.max(0, chunks - 2); i < chunks; i++)
-      this.#signal(stream, phase, peer, ack(i), P2P_NONE, 0);
+      this.#signal(stream, tag, peer, ack(i), P2P_NONE, 0);
   }
 
   /** Into `out` from `peer` by copy_engine: each chunk copied out of the sender's staging buffer once it
    * is ready, then acknowledged. */
   #ceRecv(out: Tensor, peer: number, stream: Stream): void {
     const { rank, staging, capacityBytes } = this.#ctx;
-    const phase = this.#cePhase(out, this.#received, peer, peer);
+    const tag = this.#messageTag("send-recv/copy_engine", out, this.#received, peer);
     const chunk = copyEngineChunk(capacityBytes);
     const chunks = Math.max(1, Math.ceil(out.nbytes / chunk));
     for (let i = 0; i < chunks; i++) {
       const n = Math.min(chunk, out.nbytes - i * chunk);
-      this.#signal(stream, phase, peer, ceSlot(peer, i & 1), P2P_NONE, 0);
+      this.#signal(stream, tag, peer, ceSlot(peer, i & 1), P2P_NONE, 0);
       const half = staging.bufferPtrs[peer]! + BigInt((i & 1) * chunk);
       copyDeviceToDevice(out.ptr + BigInt(i * chunk), half, n, stream);
-      this.#signal(stream, phase, P2P_NONE, 0, peer, P2P_ACK_BASE + ceSlot(rank, i & 1));
+      this.#signal(stream, tag, P2P_NONE, 0, peer, P2P_ACK_BASE + ceSlot(rank, i & 1));
     }
   }
 
@@ -316,25 +319,10 @@ export class GpuExchange {
 
   /** One p2p_put launch: a send side, a receive side, or both. */
   #put(x: Tensor | undefined, to: number, out: Tensor | undefined, from: number, stream: Stream): void {
-    const rank = this.#ctx.rank;
     const sendBlocks = x ? p2pBlocks(x.nbytes) : 0;
     const recvBlocks = out ? p2pBlocks(out.nbytes) : 0;
-    const sendPhase = x
-      ? fingerprint(this.#take(this.#sent, to), {
-          kind: "send-recv",
-          dtype: x.dtype,
-          count: x.numel,
-          peer: rank,
-        })
-      : 0;
-    const recvPhase = out
-      ? fingerprint(this.#take(this.#received, from), {
-          kind: "send-recv",
-          dtype: out.dtype,
-          count: out.numel,
-          peer: from,
-        })
-      : 0;
+    const sendTag = x ? this.#messageTag("send-recv", x, this.#sent, to) : NO_MESSAGE;
+    const recvTag = out ? this.#messageTag("send-recv", out, this.#received, from) : NO_MESSAGE;
     this.#ctx
       .p2pKernel()
       .launch(
@@ -344,12 +332,12 @@ export class GpuExchange {
         x?.nbytes ?? 0,
         to,
         sendBlocks,
-        sendPhase,
+        sendTag,
         out?.ptr ?? 0n,
         out?.nbytes ?? 0,
         from,
         recvBlocks,
-        recvPhase,
+        recvTag,
         P2P_CHUNK_BYTES,
       );
   }
@@ -372,7 +360,7 @@ export class GpuExchange {
     if (algorithm === "pull") {
       const plain = input instanceof Tensor;
       checkCapacity(what, plain ? x.nbytes : 0, ctx.capacityBytes);
-      const phase = ctx.phase({ kind: "all-to-all/pull", dtype: x.dtype, count: x.numel }, stream);
+      const tag = ctx.tag({ kind: "all-to-all/pull", dtype: x.dtype, count: x.numel }, stream);
       if (ctx.world === 1) return copyDeviceToDevice(out.ptr, x.ptr, x.nbytes, stream);
       ctx
         .allGatherKernel("all_to_all_pull")
@@ -382,7 +370,7 @@ export class GpuExchange {
           plain ? x.ptr : 0n,
           out,
           chunk,
-          phase,
+          tag,
         );
       return;
     }
@@ -424,12 +412,12 @@ export class GpuExchange {
     const needed = viaNccl || headerBytes + x.nbytes <= ctx.capacityBytes ? 0 : headerBytes + x.nbytes;
     const mine = encodeSide(rowsOf(out).rows, sendCounts, recvCounts, needed, rowsOf(x).rows);
     const count = rowsOf(x).rowElems;
-    const phase = ctx.phase(
+    const tag = ctx.tag(
       { kind: viaNccl ? "all-to-all-v/nccl" : "all-to-all-v/copy_engine", dtype: x.dtype, count },
       stream,
     );
-    const barrier = (p: number): void => {
-      if (world > 1) ctx.groupBarrier(ctx.stagingView, stream, p);
+    const barrier = (step: 0 | 1): void => {
+      if (world > 1) ctx.groupBarrier(ctx.stagingView, stream, tag, step);
     };
     // This rank's side and every rank's, in scratch kept between calls: each call is done with it once
     // toHost below has waited for the stream.
@@ -440,12 +428,12 @@ export class GpuExchange {
     if (viaNccl) {
       const local = Tensor.fromMemory(this.#sides, [side], "i32");
       copyHostToDevice(local.ptr, mine, stream);
-      barrier(phase);
+      barrier(0);
       comm.allGather(local, all, stream);
     } else {
       copyHostToDevice(staging.tensor.ptr, mine, stream);
       if (needed === 0) copyDeviceToDevice(staging.tensor.ptr + BigInt(headerBytes), x.ptr, x.nbytes, stream);
-      barrier(phase);
+      barrier(0);
       for (let r = 0; r < world; r++)
         copyDeviceToDevice(all.ptr + BigInt(4 * side * r), staging.bufferPtrs[r]!, 4 * side, stream);
     }
@@ -479,7 +467,7 @@ export class GpuExchange {
       }
     }
     // Nobody restages while a peer may still read its buffer; on a refusal too.
-    barrier(phase + 1);
+    barrier(1);
     if (verdict !== undefined) throw new InvalidArgumentError(verdict);
     return received;
   }
@@ -501,14 +489,14 @@ export class GpuExchange {
     const headerBytes = align16(4 * (A2AV_SIDE_FIXED + world));
     checkCapacity("allToAllV", headerBytes, ctx.capacityBytes);
     const fits = headerBytes + x.nbytes <= ctx.capacityBytes;
-    const phase = ctx.phase({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rowElems }, stream);
+    const tag = ctx.tag({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rowElems }, stream);
     const side = staging.tensor.ptr;
     const needed = fits ? 0 : headerBytes + x.nbytes;
     for (const [i, value] of [rows, rowsOf(out).rows, needed, rowBytes].entries())
       memset(side + BigInt(4 * i), clampI32(value), 4, 1, stream);
     copyDeviceToDevice(side + BigInt(4 * A2AV_SIDE_FIXED), sendCounts.ptr, 4 * world, stream);
     if (fits && x.nbytes > 0) copyDeviceToDevice(side + BigInt(headerBytes), x.ptr, x.nbytes, stream);
-    ctx.groupBarrier(ctx.stagingView, stream, phase);
+    ctx.groupBarrier(ctx.stagingView, stream, tag);
     const grid = Math.max(1, Math.min(2 * device.props.smCount, Math.ceil(out.nbytes / (64 << 10))));
     kernel.launch(
       { grid, block: A2AV_THREADS, stream },
@@ -520,7 +508,7 @@ export class GpuExchange {
       ctx.refusalPtr,
     );
     // Nobody restages while a peer may still read its buffer; on a refusal too.
-    ctx.groupBarrier(ctx.stagingView, stream, phase + 1);
+    ctx.groupBarrier(ctx.stagingView, stream, tag, 1);
   }
 
   #grow(bytes: number): DeviceMemory {
@@ -535,8 +523,8 @@ export class GpuExchange {
 
   /** A group-wide NCCL call's barrier kernel, its signals carrying the call's fingerprint. */
   #fingerprint(shape: CallShape, stream: Stream): void {
-    const phase = this.#ctx.phase(shape, stream);
-    if (this.#ctx.world > 1) this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
+    const tag = this.#ctx.tag(shape, stream);
+    if (this.#ctx.world > 1) this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag);
   }
 }
 

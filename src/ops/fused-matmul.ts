@@ -24,10 +24,11 @@
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
-import type { CallKind, CallShape } from "../distributed/fingerprint.js";
+import type { CallAs, CallKind, CallShape, CallTag } from "../distributed/fingerprint.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { SyncWatch } from "../distributed/sync-watch.js";
 import type { Device } from "../runtime/device.js";
+import { PAD_BYTES_PER_BLOCK_AND_RANK } from "../distributed/device-layouts.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import { Event } from "../runtime/event.js";
 import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runtime/memory.js";
@@ -72,8 +73,9 @@ import { launchNorm, normKernel } from "./rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
 import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
 
-/** Bytes at the start of the staging buffer's signal pad kept for barrier slots (block x world). */
-export const SCATTER_FLAGS_OFFSET_BYTES = 16 * 1024;
+/** Bytes at the start of the staging buffer's signal pad kept for barrier slots: 256 blocks at world 8
+ * (PAD_BYTES_PER_BLOCK_AND_RANK per block and rank; kernels run at most one block per SM). */
+export const SCATTER_FLAGS_OFFSET_BYTES = 256 * 8 * PAD_BYTES_PER_BLOCK_AND_RANK;
 /** The staging buffer's pad: barrier slots, then GEMM + reduce-scatter's tile flags (256 Ki of them). */
 export const STAGING_PAD_BYTES = SCATTER_FLAGS_OFFSET_BYTES + 1024 * 1024;
 /** SMs the pull producer of all-gather + GEMM takes from the GEMM. */
@@ -118,16 +120,15 @@ export interface FusionContext {
   /** The machine's tune table, if any: its fused rules come before the built-in ones. */
   readonly tuned: LoadedTuneTable | undefined;
   /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope), its
-   * signals carrying `phase`. */
-  barrier(view: Uint8Array, stream: Stream, phase: number): void;
-  /** The next call's fingerprint, for its kernels' phase (src/distributed/fingerprint.ts), its work
-   * enqueued on `stream`. */
-  phase(shape: CallShape, stream: Stream): number;
-  /** symmkit's all-gather and reduce-scatter, algorithm auto. */
-  allGather(input: Tensor, output: Tensor, stream: Stream): void;
-  reduceScatter(input: Tensor, output: Tensor, stream: Stream): void;
+   * signals carrying `tag`: the call's barrier number `step` (0, or 1 for its second). */
+  barrier(view: Uint8Array, stream: Stream, tag: CallTag, step?: 0 | 1): void;
+  /** The next call's fingerprint (src/distributed/fingerprint.ts), its work enqueued on `stream`. */
+  tag(shape: CallShape, stream: Stream): CallTag;
+  /** symmkit's all-gather and reduce-scatter, algorithm auto, fingerprinted `as` the fused call. */
+  allGather(input: Tensor, output: Tensor, stream: Stream, as: CallAs): void;
+  reduceScatter(input: Tensor, output: Tensor, stream: Stream, as: CallAs): void;
   /** The group's all-reduce (auto or NCCL's) and allReduceRmsNorm (auto, or NCCL's then the norm). */
-  allReduce(input: Tensor, output: Tensor, algorithm: "auto" | "nccl", stream: Stream): void;
+  allReduce(input: Tensor, output: Tensor, algorithm: "auto" | "nccl", stream: Stream, as: CallAs): void;
   allReduceRmsNorm(
     x: Tensor,
     options: AllReduceRmsNormOptions<Tensor>,
@@ -190,6 +191,7 @@ export class FusedMatmul {
     const aShard = input instanceof Tensor ? input : input.tensor;
     if (!(input instanceof Tensor) && (input.worldSize !== group.worldSize || input.rank !== group.rank))
       throw new InvalidArgumentError(`${what}: the symmetric shard belongs to another group`);
+    if (!(input instanceof Tensor)) input.checkBarrierRoom(what, PULL_BLOCKS);
     const requested = o.algorithm ?? "auto";
     checkAlgorithm(what, requested, ALL_GATHER_MATMUL_ALGORITHMS);
     this.#sameDevice(what, {
@@ -236,22 +238,30 @@ export class FusedMatmul {
     const s = o.stream;
     if (algorithm === "nccl_cublaslt") {
       // NCCL carries no fingerprint of ours: a barrier that does goes first (as the nccl collectives').
-      const phase = this.#ctx.phase(
-        { kind: "all-gather-matmul/nccl_cublaslt", dtype: p.elem, count: aShard.numel },
+      const tag = this.#ctx.tag(
+        { kind: "all-gather-matmul/nccl_cublaslt", dtype: p.elem, count: aShard.numel, dims: [p.k] },
         s,
       );
-      this.#ctx.barrier(this.#ctx.staging.deviceView(), s, phase);
+      this.#ctx.barrier(this.#ctx.staging.deviceView(), s, tag);
       this.#ctx.comm.allGather(aShard, gathered.view([p.m * p.k]), s);
       this.#cublas(p, gathered, b, out, scales, s);
     } else if (algorithm === "sequential") {
-      this.#ctx.allGather(aShard, gathered.view([p.m * p.k]), s);
+      this.#ctx.allGather(aShard, gathered.view([p.m * p.k]), s, {
+        kind: "all-gather-matmul/sequential",
+        dims: [p.k],
+      });
       this.#tileGemm(p, gathered, b, out, scales, s);
     } else {
-      const phase = this.#ctx.phase(
-        { kind: `all-gather-matmul/${algorithm}` as CallKind, dtype: p.elem, count: aShard.numel },
+      const tag = this.#ctx.tag(
+        {
+          kind: `all-gather-matmul/${algorithm}` as CallKind,
+          dtype: p.elem,
+          count: aShard.numel,
+          dims: [p.k],
+        },
         s,
       );
-      this.#fusedAllGather(input, aShard, p, b, gathered, out, scales, s, algorithm === "fused_pull", phase);
+      this.#fusedAllGather(input, aShard, p, b, gathered, out, scales, s, algorithm === "fused_pull", tag);
     }
     return { out, gathered };
   }
@@ -292,16 +302,19 @@ export class FusedMatmul {
     if (algorithm === "sequential" || algorithm === "nccl_cublaslt") {
       const partial = this.#partialScratch(p);
       if (algorithm === "nccl_cublaslt") {
-        const phase = this.#ctx.phase(
-          { kind: "matmul-reduce-scatter/nccl_cublaslt", dtype: p.elem, count: a.numel },
+        const tag = this.#ctx.tag(
+          { kind: "matmul-reduce-scatter/nccl_cublaslt", dtype: p.elem, count: a.numel, dims: [p.n, p.k] },
           s,
         );
-        this.#ctx.barrier(this.#ctx.staging.deviceView(), s, phase);
+        this.#ctx.barrier(this.#ctx.staging.deviceView(), s, tag);
         this.#cublas(p, a, b, partial, scales, s);
         this.#ctx.comm.reduceScatter(partial, out.view([p.shardRows * p.n]), "sum", s);
       } else {
         this.#tileGemm(p, a, b, partial, scales, s);
-        this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s);
+        this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s, {
+          kind: "matmul-reduce-scatter/sequential",
+          dims: [p.n, p.k],
+        });
       }
       return out;
     }
@@ -310,8 +323,11 @@ export class FusedMatmul {
     // GPU, which would otherwise wait for a peer inside the call.
     const gemm = this.#gemm(p, "sharded", "none", "scatter-reduce");
     // Every owner finished reading its receive buffer in the previous call.
-    const phase = this.#ctx.phase({ kind: "matmul-reduce-scatter/fused", dtype: p.elem, count: a.numel }, s);
-    this.#ctx.barrier(staging.deviceView(), s, phase);
+    const tag = this.#ctx.tag(
+      { kind: "matmul-reduce-scatter/fused", dtype: p.elem, count: a.numel, dims: [p.n, p.k] },
+      s,
+    );
+    this.#ctx.barrier(staging.deviceView(), s, tag);
     gemm.launch({
       ...gemmOperands(p, a, b, out, scales),
       stream: s,
@@ -401,7 +417,11 @@ export class FusedMatmul {
     if (norm) this.#ctx.checkAllReduceRmsNorm(partial, { ...norm, output: out }, inner);
     if (viaNccl) this.#cublas(p, a, b, partial, scales, s);
     else this.#plainGemm(p, a, b, partial, scales, s);
-    if (norm === undefined) this.#ctx.allReduce(partial, out, inner, s);
+    if (norm === undefined)
+      this.#ctx.allReduce(partial, out, inner, s, {
+        kind: viaNccl ? "matmul-all-reduce/nccl_cublaslt" : "matmul-all-reduce/sequential",
+        dims: [p.n, p.k],
+      });
     else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, inner, s);
   }
 
@@ -449,8 +469,11 @@ export class FusedMatmul {
     // And the split scratch (made outside a capture only): a refusal there leaves nothing enqueued.
     if (plan.splits > 1) SplitScratch.of(group.device).on(s);
     // Every rank finished reading its receive buffer in the previous call.
-    const phase = this.#ctx.phase({ kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel }, s);
-    this.#ctx.barrier(staging.deviceView(), s, phase);
+    const tag = this.#ctx.tag(
+      { kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel, dims: [p.n, p.k] },
+      s,
+    );
+    this.#ctx.barrier(staging.deviceView(), s, tag);
     launch();
     if (normed) {
       const q = normed.problem;
@@ -567,7 +590,7 @@ export class FusedMatmul {
     scales: Scales,
     s: Stream,
     pull: boolean,
-    phase: number,
+    tag: CallTag,
   ): void {
     const { group, staging } = this.#ctx;
     const { rank, worldSize: world } = group;
@@ -587,7 +610,7 @@ export class FusedMatmul {
     if (!pull) {
       if (input instanceof Tensor) copyDeviceToDevice(staging.tensor.ptr, aShard.ptr, shardBytes, s);
       // Every rank's shard is in its symmetric buffer before any copy engine reads it.
-      this.#ctx.barrier(source.deviceView(), s, phase);
+      this.#ctx.barrier(source.deviceView(), s, tag);
     }
     side.fork.record(s);
     s2.waitEvent(side.fork);
@@ -603,7 +626,7 @@ export class FusedMatmul {
         gathered,
         shardBytes,
         this.#flags,
-        phase,
+        tag,
       );
     } else {
       for (let k = 1; k < world; k++) {
@@ -612,7 +635,7 @@ export class FusedMatmul {
         writeValue32(this.#flags.ptr + BigInt(4 * r), 1, s2);
       }
       // Nobody restages its shard (the next call) while a peer's copy engine may still read it.
-      this.#ctx.barrier(source.deviceView(), s2, phase + 1);
+      this.#ctx.barrier(source.deviceView(), s2, tag, 1);
     }
     side.joins[0].record(s2);
     const { tilesM } = gemmTiles(p.m, p.n);

@@ -11,8 +11,10 @@ import {
   SPENT_CALL,
   SPENT_MESSAGE,
   takeCollectiveTurns,
+  type CallAs,
   type CallKind,
   type CallShape,
+  type CallTag,
   type Turns,
 } from "../distributed/fingerprint.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
@@ -32,6 +34,7 @@ import {
   allGatherExpr,
   allGatherProgram,
   BARRIER_HOLD_PARAMS,
+  BARRIER_KERNEL_THREADS,
   BARRIER_KERNELS,
   GROUP_BARRIER_PARAMS,
   REDUCING_PARAMS,
@@ -288,12 +291,12 @@ export class GpuCollectives implements Collectives<
       staging,
       comm,
       tuned,
-      barrier: (view, stream, phase) => this.#ctx.groupBarrier(view, stream, phase),
-      phase: (shape, stream) => this.#phase(shape, stream),
-      allGather: (input, output, stream) => void this.allGather(input, output, { stream }),
-      reduceScatter: (input, output, stream) => void this.reduceScatter(input, output, { stream }),
-      allReduce: (input, output, algorithm, stream) =>
-        void this.allReduce(input, { output, algorithm, stream }),
+      barrier: (view, stream, tag, step) => this.#ctx.groupBarrier(view, stream, tag, step),
+      tag: (shape, stream) => this.#tag(shape, stream),
+      allGather: (input, output, stream, as) => void this.#allGather(input, output, { stream }, as),
+      reduceScatter: (input, output, stream, as) => void this.#reduceScatter(input, output, { stream }, as),
+      allReduce: (input, output, algorithm, stream, as) =>
+        void this.#allReduce(input, { output, algorithm, stream }, as),
       allReduceRmsNorm: (x, options, algorithm, stream) =>
         void this.allReduceRmsNorm(x, { ...options, algorithm, stream }),
       checkAllReduceRmsNorm: (x, options, algorithm) =>
@@ -307,21 +310,20 @@ export class GpuCollectives implements Collectives<
       stagingView: this.#ctx.stagingView,
       mailbox,
       rules: tuned?.arNorm?.rules,
-      phase: (shape, stream) => this.#phase(shape, stream),
-      allReduce: (input, x, output, algorithm, kind, stream) => {
+      tag: (shape, stream) => this.#tag(shape, stream),
+      allReduce: (input, x, output, algorithm, as, stream) => {
         const what = "allReduceRmsNorm";
-        if (algorithm === "auto") this.#autoAllReduce(what, input, x, output, "sum", { stream }, kind);
-        else
-          this.#launch("all-reduce", algorithm, what, input, x, output, "sum", { stream }, undefined, kind);
+        if (algorithm === "auto") this.#autoAllReduce(what, input, x, output, "sum", { stream }, as);
+        else this.#launch("all-reduce", algorithm, what, input, x, output, "sum", { stream }, {}, as);
       },
       local: (input, what) => this.#local(input, what),
       onDevice: (what, t) => this.#onDevice(what, t),
     });
-    const phase = (shape: CallShape, stream: Stream): number => this.#phase(shape, stream);
+    const tag = (shape: CallShape, stream: Stream): CallTag => this.#tag(shape, stream);
     this.#exchange = new GpuExchange({
       ...this.#ctx,
       device: group.device,
-      phase,
+      tag,
       inbox,
       p2pKernel: () =>
         (this.#p2pKernel ??= sharedModule(P2P_PROGRAM, group.device).kernel(
@@ -352,7 +354,7 @@ export class GpuCollectives implements Collectives<
     this.#moe = new GpuMoe({
       ...this.#ctx,
       device: group.device,
-      phase,
+      tag,
       refusalPtr: group.watch.refusalPtr,
     });
   }
@@ -420,6 +422,15 @@ export class GpuCollectives implements Collectives<
     input: CollectiveInput,
     options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuAllReduceAlgorithm; output?: Tensor } = {},
   ): Tensor {
+    return this.#allReduce(input, options);
+  }
+
+  /** allReduce, fingerprinted `as` the fused call it runs for (if any). */
+  #allReduce(
+    input: CollectiveInput,
+    options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuAllReduceAlgorithm; output?: Tensor },
+    as?: CallAs,
+  ): Tensor {
     const what = "allReduce";
     checkTensorArg(what, "input", input);
     if (options.output !== undefined) checkTensorArg(what, "output", options.output);
@@ -434,8 +445,8 @@ export class GpuCollectives implements Collectives<
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel);
     this.#onDevice(what, output);
-    if (requested === "auto") this.#autoAllReduce(what, input, x, output, op, options);
-    else this.#launch("all-reduce", requested, what, input, x, output, op, options);
+    if (requested === "auto") this.#autoAllReduce(what, input, x, output, op, options, as);
+    else this.#launch("all-reduce", requested, what, input, x, output, op, options, {}, as);
     return output;
   }
 
@@ -449,6 +460,16 @@ export class GpuCollectives implements Collectives<
     input: CollectiveInput,
     output: Tensor,
     options: CollectiveOptions & { algorithm?: GpuAllGatherAlgorithm; progressFlags?: Tensor } = {},
+  ): Tensor {
+    return this.#allGather(input, output, options);
+  }
+
+  /** allGather, fingerprinted `as` the fused call it runs for (if any). */
+  #allGather(
+    input: CollectiveInput,
+    output: Tensor,
+    options: CollectiveOptions & { algorithm?: GpuAllGatherAlgorithm; progressFlags?: Tensor },
+    as?: CallAs,
   ): Tensor {
     const what = "allGather";
     checkTensorArg(what, "input", input);
@@ -471,7 +492,7 @@ export class GpuCollectives implements Collectives<
     checkSameDtype(what, x, output);
     checkNumel(what, "output", output, x.numel * this.#group.worldSize);
     this.#onDevice(what, output);
-    this.#launch("all-gather", algorithm, what, input, x, output, "sum", options, flags ? { flags } : {});
+    this.#launch("all-gather", algorithm, what, input, x, output, "sum", options, flags ? { flags } : {}, as);
     return output;
   }
 
@@ -480,6 +501,16 @@ export class GpuCollectives implements Collectives<
     input: CollectiveInput,
     output: Tensor,
     options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuReduceScatterAlgorithm } = {},
+  ): Tensor {
+    return this.#reduceScatter(input, output, options);
+  }
+
+  /** reduceScatter, fingerprinted `as` the fused call it runs for (if any). */
+  #reduceScatter(
+    input: CollectiveInput,
+    output: Tensor,
+    options: CollectiveOptions & { op?: ReduceOp; algorithm?: GpuReduceScatterAlgorithm },
+    as?: CallAs,
   ): Tensor {
     const what = "reduceScatter";
     checkTensorArg(what, "input", input);
@@ -493,8 +524,8 @@ export class GpuCollectives implements Collectives<
     checkDivisible(what, x, this.#group.worldSize);
     checkNumel(what, "output", output, x.numel / this.#group.worldSize);
     this.#onDevice(what, output);
-    if (requested === "auto") this.#autoReduceScatter(what, input, x, output, op, options);
-    else this.#launch("reduce-scatter", requested, what, input, x, output, op, options);
+    if (requested === "auto") this.#autoReduceScatter(what, input, x, output, op, options, as);
+    else this.#launch("reduce-scatter", requested, what, input, x, output, op, options, {}, as);
     return output;
   }
 
@@ -510,12 +541,12 @@ export class GpuCollectives implements Collectives<
     output: Tensor,
     op: ReduceOp,
     options: CollectiveOptions,
-    kind?: CallKind,
+    as?: CallAs,
   ): void {
     // Two-shot on a symmetric input out of place takes the staging buffer as scratch of the input's size.
     const inPlace = !(input instanceof Tensor) && output.ptr === x.ptr;
     const whole = this.#autoWhole("all-reduce", x.nbytes, inPlace ? 0 : x.nbytes);
-    if (whole) return this.#launch("all-reduce", whole, what, input, x, output, op, options, undefined, kind);
+    if (whole) return this.#launch("all-reduce", whole, what, input, x, output, op, options, {}, as);
     // A piece's output must not be a later piece's input: x itself, or memory apart from it.
     if (overlaps(output, x) && !sameSpan(output, x))
       throw new InvalidArgumentError(
@@ -529,7 +560,7 @@ export class GpuCollectives implements Collectives<
       const piece = xs.slice(at, end);
       // A plain piece as large as the staging buffer: two-shot at the latest takes it.
       const a = this.#autoWhole("all-reduce", piece.nbytes, piece.nbytes)!;
-      this.#launch("all-reduce", a, what, piece, piece, outs.slice(at, end), op, options, undefined, kind);
+      this.#launch("all-reduce", a, what, piece, piece, outs.slice(at, end), op, options, {}, as);
     }
   }
 
@@ -545,9 +576,10 @@ export class GpuCollectives implements Collectives<
     output: Tensor,
     op: ReduceOp,
     options: CollectiveOptions,
+    as?: CallAs,
   ): void {
     const whole = this.#autoWhole("reduce-scatter", output.nbytes, stagedBytes(input, x));
-    if (whole) return this.#launch("reduce-scatter", whole, what, input, x, output, op, options);
+    if (whole) return this.#launch("reduce-scatter", whole, what, input, x, output, op, options, {}, as);
     const chunk = output.numel;
     // A piece's output must not be what a later piece pushes: memory apart from the input, or exactly one
     // rank's chunk of it (each piece of a chunk is read before it is written).
@@ -566,9 +598,18 @@ export class GpuCollectives implements Collectives<
       // From rank 0's piece to the last rank's, chunk elements apart (CollectiveCall.chunkStride).
       const piece = xs.slice(from, tail + end);
       const out = outs.slice(from, end);
-      this.#launch("reduce-scatter", REDUCE_SCATTER_PIECES, what, piece, piece, out, op, options, {
-        chunkStride: output.nbytes,
-      });
+      this.#launch(
+        "reduce-scatter",
+        REDUCE_SCATTER_PIECES,
+        what,
+        piece,
+        piece,
+        out,
+        op,
+        options,
+        { chunkStride: output.nbytes },
+        as,
+      );
     }
   }
 
@@ -583,7 +624,8 @@ export class GpuCollectives implements Collectives<
   }
 
   /** Runs `algorithm`'s record (which turns a mailbox or staging need it cannot meet into a typed
-   * error before anything runs). `extra`: all-gather's progress flags, a piece's chunk stride. */
+   * error before anything runs). `extra`: all-gather's progress flags, a piece's chunk stride; `as`: the
+   * fused call this one runs for, whose kind and shape its fingerprint carries. */
   #launch(
     collective: CollectiveName,
     algorithm: string,
@@ -594,25 +636,26 @@ export class GpuCollectives implements Collectives<
     op: ReduceOp,
     options: CollectiveOptions,
     extra: { flags?: Tensor; chunkStride?: number } = {},
-    kind: CallKind = `${collective}/${algorithm}` as CallKind,
+    as?: CallAs,
   ): void {
     const stream = this.#stream(options);
-    const phase = this.#phase(
+    const tag = this.#tag(
       {
-        kind,
+        kind: as?.kind ?? (`${collective}/${algorithm}` as CallKind),
         dtype: x.dtype,
         op: collective === "all-gather" ? undefined : op,
         count: x.numel,
+        dims: as?.dims,
       },
       stream,
     );
-    const call: CollectiveCall = { what, input, x, output, op, stream, flags: extra.flags, phase, ...extra };
+    const call: CollectiveCall = { what, input, x, output, op, stream, flags: extra.flags, tag, ...extra };
     algorithmRecord(collective, algorithm).launch(this.#ctx, call);
   }
 
   /** The next collective call's fingerprint (src/distributed/fingerprint.ts), for work enqueued on
    * `stream`. A call on a group whose kernels already gave up is refused: its signals are out of step. */
-  #phase(shape: CallShape, stream: Stream): number {
+  #tag(shape: CallShape, stream: Stream): CallTag {
     this.#group.watch.throwIfFailed();
     this.#group.noteCapture(stream);
     return fingerprint(this.#seq++, shape);
@@ -947,10 +990,10 @@ export class GpuCollectives implements Collectives<
   barrier(options: CollectiveOptions & { holdNs?: number } = {}): void {
     const stream = this.#stream(options);
     this.#barrierHold.launch(
-      { grid: 1, block: 32, stream },
+      { grid: 1, block: BARRIER_KERNEL_THREADS, stream },
       this.#ctx.stagingView,
       options.holdNs ?? 0,
-      this.#phase({ kind: "barrier", count: 0 }, stream),
+      this.#tag({ kind: "barrier", count: 0 }, stream),
     );
   }
 
@@ -965,6 +1008,7 @@ export class GpuCollectives implements Collectives<
     ) {
       throw new InvalidArgumentError(`${what}: the symmetric tensor belongs to another group`);
     }
+    if (!(input instanceof Tensor)) input.checkBarrierRoom(what, this.#group.device.props.smCount);
     this.#onDevice(what, x);
     return x;
   }
@@ -1008,8 +1052,8 @@ export class GpuCollectives implements Collectives<
         }
         return k as Kernel<AllGatherParams[K]>;
       },
-      groupBarrier: (view, stream, phase) =>
-        this.#groupBarrier.launch({ grid: 1, block: 32, stream }, view, phase),
+      groupBarrier: (view, stream, tag, step = 0) =>
+        this.#groupBarrier.launch({ grid: 1, block: BARRIER_KERNEL_THREADS, stream }, view, tag, step),
       stage: (c, inPlaceOk = false) => {
         if (!(c.input instanceof Tensor)) {
           const aliased = overlaps(c.output, c.x);
@@ -1092,7 +1136,7 @@ export class GpuCollectives implements Collectives<
       n,
       m.state.ptr,
       m.stride,
-      c.phase,
+      c.tag,
     );
   }
 
@@ -1115,7 +1159,7 @@ export class GpuCollectives implements Collectives<
       skipMessages: (c, peer, sends, receives) => c.#exchange.skip(peer, sends, receives),
     };
     // A call refused before it took its number takes it all the same (see takeTurns). The fused
-    // matmuls, allReduceRmsNorm, the exchange and MoE take theirs through #phase, or through the calls
+    // matmuls, allReduceRmsNorm, the exchange and MoE take theirs through #tag, or through the calls
     // below: whatever they refuse, the wrapper of the call that reached them sees.
     const call: Turns<GpuCollectives> = {
       at: localTurns.calls,

@@ -35,7 +35,7 @@
 // calls between hosts are not checked (their pairs are matched by NCCL's order alone). The words it
 // gathers into are per stream, like the scratch.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
-import { WAIT_ENV_LAYOUT } from "../distributed/device-layouts.js";
+import { CALL_TAG_LAYOUT, WAIT_ENV_LAYOUT } from "../distributed/device-layouts.js";
 import { gatherValues } from "../distributed/agree.js";
 import {
   fingerprint,
@@ -43,6 +43,7 @@ import {
   SPENT_MESSAGE,
   takeCollectiveTurns,
   type CallShape,
+  type CallTag,
   type Turns,
 } from "../distributed/fingerprint.js";
 import { readEnvVar } from "../settings.js";
@@ -99,6 +100,8 @@ interface Scratch {
   captured: boolean;
 }
 
+/** A CallTag in u32 words (as SYMMKIT_CHECK_CALLS gathers it). */
+const TAG_WORDS = CALL_TAG_LAYOUT.bytes / 4;
 export class HostsCollectives {
   /** This host's members, with symmkit's collectives on their symmetric memory. */
   readonly local: ProcessGroup<GpuCollectives>;
@@ -115,8 +118,8 @@ export class HostsCollectives {
   #token: Tensor | undefined;
   /** Group-wide calls made so far (their fingerprints' number: every rank in step counts the same). */
   #calls = 0;
-  /** SYMMKIT_CHECK_CALLS: the check kernel, its WaitEnv, and per stream (as the scratch) the words
-   * [this rank's fingerprint, every member's]. */
+  /** SYMMKIT_CHECK_CALLS: the check kernel, its WaitEnv, and per stream (as the scratch) the tags
+   * [this rank's, every member's] as u32 words (CALL_TAG_LAYOUT). */
   readonly #check:
     | { kernel: Kernel<typeof CHECK_FINGERPRINTS_PARAMS>; env: Uint8Array; words: Map<Stream, Tensor> }
     | undefined;
@@ -155,7 +158,7 @@ export class HostsCollectives {
 
   /** The fingerprint of a group-wide call on `stream` (one per call: every rank of the group makes the
    * same ones); with SYMMKIT_CHECK_CALLS, also the stream's words, made before anything is enqueued. */
-  #fingerprint(shape: CallShape, stream: Stream): number {
+  #fingerprint(shape: CallShape, stream: Stream): CallTag {
     const c = this.#check;
     if (c && !c.words.has(stream)) {
       if (Graph.activeCapture(stream) !== undefined)
@@ -165,7 +168,10 @@ export class HostsCollectives {
         );
       // Not zeroed: a fill on another stream could land after this stream's first memset; every word is
       // written (the memset, the all-gather) before the kernel reads it.
-      c.words.set(stream, Tensor.empty([1 + this.#group.worldSize], "u32", { device: this.#group.device }));
+      c.words.set(
+        stream,
+        Tensor.empty([TAG_WORDS * (1 + this.#group.worldSize)], "u32", { device: this.#group.device }),
+      );
     }
     return fingerprint(this.#calls++, shape);
   }
@@ -176,15 +182,17 @@ export class HostsCollectives {
    * group's own communicator and compared on the device (see the module's comment). On one host the
    * calls are checked by symmkit's own signals.
    */
-  #verify(fp: number, stream: Stream): void {
+  #verify(tag: CallTag, stream: Stream): void {
     const c = this.#check;
     if (!c || !this.#rail) return;
     const world = this.#group.worldSize;
     const words = c.words.get(stream)!;
-    memset(words.ptr, fp, 4, 1, stream);
-    const gathered = words.slice(1, 1 + world);
-    this.#world.allGather(words.slice(0, 1), gathered, stream);
-    c.kernel.launch({ grid: 1, block: 1, stream }, gathered.ptr, world, fp, c.env);
+    [tag.lo, tag.hi, tag.shapeLo, tag.shapeHi].forEach((w, i) =>
+      memset(words.ptr + BigInt(4 * i), w, 4, 1, stream),
+    );
+    const gathered = words.slice(TAG_WORDS, TAG_WORDS * (1 + world));
+    this.#world.allGather(words.slice(0, TAG_WORDS), gathered, stream);
+    c.kernel.launch({ grid: 1, block: 1, stream }, gathered.ptr, world, tag, c.env);
   }
 
   /**

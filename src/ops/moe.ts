@@ -16,7 +16,7 @@
 // combine: the expert output's rows are staged, a barrier, moe_combine reads each pair's row from its
 // owner in slot order, a barrier: graph-capturable.
 import { InvalidArgumentError } from "../errors.js";
-import type { CallShape } from "../distributed/fingerprint.js";
+import type { CallShape, CallTag } from "../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
 import type { Device } from "../runtime/device.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
@@ -93,7 +93,6 @@ export function moePlanLayout(world: number, experts: number) {
   const received = bases + world * experts;
   return { bases, received, end: received + 1 };
 }
-/** moe_positions: ids, tokens, topk, experts, the staging buffer, the header's bytes, maxRows, bytes needed. */
 /** moe_positions: ids, tokens, topk, experts, staging, header bytes, maxRows, bytes needed; then the
  * weights, token rows and scales (0: none) it copies into the staging, a row's bytes, and the handle's
  * expert and weights tensors it copies the ids and weights into (pull_device; 0: none). */
@@ -164,8 +163,8 @@ export type MoeContext = Pick<
   readonly device: Device;
   /** Where moe_route records a refused dispatch (SyncWatch.refusalPtr). */
   readonly refusalPtr: bigint;
-  /** The next group call's fingerprint, for its kernels' phase. */
-  phase(shape: CallShape, stream: Stream): number;
+  /** The next group call's fingerprint, for its kernels. */
+  tag(shape: CallShape, stream: Stream): CallTag;
 };
 
 interface Kernels {
@@ -175,11 +174,11 @@ interface Kernels {
   readonly combine: Kernel<typeof COMBINE_PARAMS>;
 }
 
-/** What dispatch's staging step leaves for the routing: the header's bytes, a row's, the call's phase. */
+/** What dispatch's staging step leaves for the routing: the header's bytes, a row's, the call's tag. */
 interface Staged {
   readonly headerBytes: number;
   readonly rowBytes: number;
-  readonly phase: number;
+  readonly tag: CallTag;
 }
 
 /** Frees a dispatch result's tensors (one this call made and then refused). */
@@ -269,16 +268,8 @@ export class GpuMoe {
         );
     }
     if (algorithm === "pull") {
-      const { headerBytes, rowBytes, phase } = this.#stage(
-        p,
-        tokens,
-        topkIdx,
-        topkWeights,
-        o,
-        "pull",
-        stream,
-      );
-      return this.#routeOnHost(p, topkIdx, topkWeights, o, headerBytes, rowBytes, phase, stream);
+      const { headerBytes, rowBytes, tag } = this.#stage(p, tokens, topkIdx, topkWeights, o, "pull", stream);
+      return this.#routeOnHost(p, topkIdx, topkWeights, o, headerBytes, rowBytes, tag, stream);
     }
     // Rows received are known on the device only: the handle says maxRows, combine stages that many. Made
     // first, so that the positions kernel fills the handle's ids and weights.
@@ -290,7 +281,7 @@ export class GpuMoe {
       if (out !== o.into) disposeResult(out); // refused before anything was enqueued
       throw e;
     }
-    return this.#routeOnDevice(p, o.maxRows!, out, staged.headerBytes, staged.rowBytes, staged.phase, stream);
+    return this.#routeOnDevice(p, o.maxRows!, out, staged.headerBytes, staged.rowBytes, staged.tag, stream);
   }
 
   /** Stages this rank's header, ids, weights, tokens (and scales), writes the positions and counts (and
@@ -316,8 +307,8 @@ export class GpuMoe {
     checkCapacity("dispatch", headerBytes, capacity);
     const fits = headerBytes + at.end <= capacity;
     const k = this.#k();
-    const phase = this.#ctx.phase(
-      { kind: `moe-dispatch/${algorithm}`, dtype: p.dtype, count: p.hidden * p.topk, peer: E },
+    const tag = this.#ctx.tag(
+      { kind: `moe-dispatch/${algorithm}`, dtype: p.dtype, count: p.hidden, dims: [p.topk, E] },
       stream,
     );
     const [, , maxRows, needed] = dispatchHeader(p, o.maxRows, headerBytes + at.end, capacity);
@@ -340,8 +331,8 @@ export class GpuMoe {
       handle?.expert ?? 0n,
       handle?.weights ?? 0n,
     );
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
-    return { headerBytes, rowBytes, phase };
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag);
+    return { headerBytes, rowBytes, tag };
   }
 
   /** Tensors of a dispatch's result, made on `stream`: `rows` rows, with the handle's (and pull_device's
@@ -391,7 +382,7 @@ export class GpuMoe {
     out: DispatchResult<Tensor>,
     headerBytes: number,
     rowBytes: number,
-    phase: number,
+    tag: CallTag,
     stream: Stream,
   ): DispatchResult<Tensor> {
     const { device, staging } = this.#ctx;
@@ -413,7 +404,7 @@ export class GpuMoe {
       this.#ctx.refusalPtr,
     );
     this.#gather(p, out, route.ptr, rowBytes, headerBytes, maxRows, 2 * device.props.smCount, stream);
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
     return out;
   }
 
@@ -424,7 +415,7 @@ export class GpuMoe {
     o: DispatchOptions<Tensor>,
     headerBytes: number,
     rowBytes: number,
-    phase: number,
+    tag: CallTag,
     stream: Stream,
   ): DispatchResult<Tensor> {
     const what = "dispatch";
@@ -453,7 +444,7 @@ export class GpuMoe {
     );
     if (verdict !== undefined) {
       // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
-      this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
+      this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
       throw new InvalidArgumentError(verdict);
     }
     const rowsOut = o.maxRows ?? total[rank]!;
@@ -475,7 +466,7 @@ export class GpuMoe {
     out.handle.expert.copyFrom(topkIdx, stream);
     out.handle.weights.copyFrom(topkWeights, stream);
     this.#gather(p, out, planMemory.ptr, rowBytes, headerBytes, rowsOut, grid, stream);
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
     return out;
   }
 
@@ -533,15 +524,15 @@ export class GpuMoe {
     for (const t of [handle.expert, handle.row, handle.weights]) t.recordStream(stream);
     const k = this.#k();
     // The kind tells a rank that reads in place from one that stages (CollectiveMismatchError).
-    // In place, the count also carries the symmetric tensor's number: ranks that pass different tensors
+    // In place, the shape also carries the symmetric tensor's number: ranks that pass different tensors
     // of the group would read stale rows from each other.
-    const count = p.hidden * p.topk;
-    const phase = this.#ctx.phase(
+    const dims = [p.topk, p.numExperts];
+    const tag = this.#ctx.tag(
       {
         kind: inPlace ? "moe-combine/in-place" : "moe-combine/pull",
         dtype: "bf16",
-        count: inPlace ? count * 2 ** 20 + input.id : count,
-        peer: p.numExperts,
+        count: p.hidden,
+        dims: inPlace ? [...dims, input.id] : dims,
       },
       stream,
     );
@@ -550,7 +541,7 @@ export class GpuMoe {
       copyDeviceToDevice(staging.tensor.ptr, expertOut.ptr, bytes, stream);
     }
     // Every rank's expert output is complete (staged, or written in place before the call).
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag);
     const vectors = p.hidden % 8 === 0 && out.ptr % 16n === 0n ? 1 : 0;
     if (p.tokens > 0)
       k.combine.launch(
@@ -566,7 +557,7 @@ export class GpuMoe {
         p.localExperts,
         vectors,
       );
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, phase + 1);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
     return out;
   }
 

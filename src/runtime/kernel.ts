@@ -17,6 +17,13 @@ import { defaultStream, type Stream } from "./stream.js";
 export type ParamType =
   "ptr" | "i32" | "u32" | "i64" | "u64" | "f32" | "f64" | { readonly bytes: number; readonly align?: number };
 
+/** A by-value parameter that writes itself into a blob parameter of its size (a CallTag, say), so that
+ * passing one allocates nothing. */
+export interface ParamStruct {
+  readonly paramBytes: number;
+  writeParam(view: DataView, offset: number): void;
+}
+
 /** Anything with a device address: a Tensor, DeviceMemory, or a raw address. */
 export type Pointerish = Ptr | { readonly ptr: Ptr };
 
@@ -26,7 +33,7 @@ export type ArgFor<P extends ParamType> = P extends "ptr"
     ? number
     : P extends "i64" | "u64"
       ? bigint | number
-      : Uint8Array;
+      : Uint8Array | ParamStruct;
 
 export type ArgsFor<Ps extends readonly ParamType[]> = { [K in keyof Ps]: ArgFor<Ps[K]> };
 
@@ -108,9 +115,16 @@ function writerFor(p: ParamType): Slot["write"] {
       };
     default: {
       const bytes = p.bytes;
-      return (_v, u, o, x, i) => {
-        if (!(x instanceof Uint8Array) || x.length !== bytes) fail(i, `a Uint8Array of ${bytes} bytes`, x);
-        u.set(x as Uint8Array, o);
+      return (v, u, o, x, i) => {
+        if (x instanceof Uint8Array && x.length === bytes) u.set(x, o);
+        else if (
+          typeof x === "object" &&
+          x !== null &&
+          "writeParam" in x &&
+          (x as ParamStruct).paramBytes === bytes
+        )
+          (x as ParamStruct).writeParam(v, o);
+        else fail(i, `a Uint8Array or ParamStruct of ${bytes} bytes`, x);
       };
     }
   }

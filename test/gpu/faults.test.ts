@@ -47,21 +47,32 @@ for (const fault of ["nccl-skip", "nccl-graph-skip"]) {
   });
 }
 
-for (const fault of [
-  "mismatch-size",
-  "mismatch-algorithm",
-  "mismatch-lamport",
-  "mismatch-ll",
-  "mismatch-copy-engine",
-  "mismatch-nccl",
-]) {
+/** Each mismatch case, and what every rank's error must name. */
+const MISMATCHES: Readonly<Record<string, RegExp>> = {
+  "mismatch-size": /element count/,
+  "mismatch-algorithm": /operation or algorithm/,
+  "mismatch-lamport": /element count/,
+  "mismatch-ll": /element count/,
+  "mismatch-copy-engine": /element count/,
+  "mismatch-nccl": /element count/,
+  "collision-one-shot": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
+  "collision-lamport": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
+  "collision-ll": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
+  "shape-fused": /: k: ours (512|256), theirs (512|256)$/,
+  "shape-norm-lamport": /: hidden size: ours (1024|512), theirs (1024|512)$/,
+  "shape-norm-one-shot": /: hidden size: ours (1024|512), theirs (1024|512)$/,
+};
+
+for (const [fault, names] of Object.entries(MISMATCHES)) {
   test(`${fault}: every rank ends with CollectiveMismatchError at the first signal`, { skip }, () => {
     const r = run(fault);
     assert.equal(r.status, 0, r.out);
     const got = lines(r.out, fault).filter((l) => l.includes("CollectiveMismatchError"));
     assert.equal(got.length, n, r.out);
-    for (const l of got)
+    for (const l of got) {
       assert.ok(Number(/after (\d+) ms/.exec(l)?.[1]) < LIMIT_MS, `by the deadline, not the signal: ${l}`);
+      assert.match(l, names, l);
+    }
   });
 }
 

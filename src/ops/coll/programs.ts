@@ -4,7 +4,12 @@
 // (the registry, ./registry.ts, lists which programs each algorithm uses).
 // A rank compiles only the programs it uses; CI compiles all of them (src/catalog.ts). The group barrier
 // kernels the collectives enqueue between copy-engine steps (sync/barrier_kernels.cuh) are here too.
-import { SYMM_VIEW_PARAM, WAIT_ENV_LAYOUT } from "../../distributed/device-layouts.js";
+import {
+  BARRIER_THREADS,
+  CALL_TAG_PARAM,
+  SYMM_VIEW_PARAM,
+  WAIT_ENV_LAYOUT,
+} from "../../distributed/device-layouts.js";
 import { DTYPES, type DType } from "../../runtime/dtype.js";
 import type { ParamType } from "../../runtime/kernel.js";
 import type { ProgramSpec } from "../../runtime/module.js";
@@ -63,25 +68,35 @@ export const BARRIER_KERNELS: ProgramSpec = {
   source: '#include "symmkit/sync/barrier_kernels.cuh"\n',
   nameExpressions: ["symmkit::group_barrier", "symmkit::barrier_hold", "symmkit::check_fingerprints"],
 };
-export const GROUP_BARRIER_PARAMS = [SYMM_VIEW_PARAM, "u32"] as const;
-export const BARRIER_HOLD_PARAMS = [SYMM_VIEW_PARAM, "u64", "u32"] as const;
-/** check_fingerprints: the gathered words, their count (the group's ranks), this rank's, then WaitEnv by
+/** The barrier kernels' block: the threads a block needs to meet its peers (BARRIER_THREADS), in warps. */
+export const BARRIER_KERNEL_THREADS = Math.ceil(BARRIER_THREADS / 32) * 32;
+/** group_barrier: the SymmView, the call's CallTag, the barrier's step within the call. */
+export const GROUP_BARRIER_PARAMS = [SYMM_VIEW_PARAM, CALL_TAG_PARAM, "u32"] as const;
+export const BARRIER_HOLD_PARAMS = [SYMM_VIEW_PARAM, "u64", CALL_TAG_PARAM] as const;
+/** check_fingerprints: the gathered tags, their count (the group's ranks), this rank's, then WaitEnv by
  * value (WAIT_ENV_LAYOUT). */
 export const CHECK_FINGERPRINTS_PARAMS = [
   "ptr",
   "u32",
-  "u32",
+  CALL_TAG_PARAM,
   { bytes: WAIT_ENV_LAYOUT.bytes, align: 8 },
 ] as const;
 
 /** Parameters of the collective kernels: the SymmView blob, the plain input to copy in (0 when the input
- * is the symmetric buffer itself), the output, the element count, the phase. */
-export const COLL_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32"] as const;
+ * is the symmetric buffer itself), the output, the element count, the call's CallTag. */
+export const COLL_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", CALL_TAG_PARAM] as const;
 /** two_shot_all_reduce also takes the SymmView of its scratch buffers, after the input's. */
-export const TWO_SHOT_PARAMS = [SYMM_VIEW_PARAM, SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32"] as const;
+export const TWO_SHOT_PARAMS = [
+  SYMM_VIEW_PARAM,
+  SYMM_VIEW_PARAM,
+  "ptr",
+  "ptr",
+  "u64",
+  CALL_TAG_PARAM,
+] as const;
 /** Parameters of the mailbox kernels (coll/mailbox.cuh): the mailbox's SymmView, the input, the output,
- * the element count, the MailboxState, the bytes per slot, the phase. */
-export const MAILBOX_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "ptr", "u64", "u32"] as const;
+ * the element count, the MailboxState, the bytes per slot, the CallTag. */
+export const MAILBOX_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "ptr", "u64", CALL_TAG_PARAM] as const;
 /** The reduce stage of the copy-engine reduce-scatter: the staging slots, this rank's own input chunk,
  * the output, the element count, the rank. */
 export const COPY_ENGINE_REDUCE_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32"] as const;

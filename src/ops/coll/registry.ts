@@ -10,6 +10,7 @@ import type { ProgramSpec } from "../../runtime/module.js";
 import type { Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
 import type { NcclComm } from "../../distributed/nccl-comm.js";
+import type { CallTag } from "../../distributed/fingerprint.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { checkCapacity, REDUCE_DTYPES, REDUCE_OPS, type ReduceOp } from "../validate.js";
 import type { TunedCollective } from "../tune-table.js";
@@ -41,10 +42,9 @@ export interface CollectiveCall {
   /** reduce-scatter, copy_engine only: bytes from one rank's chunk of `x` to the next (absent: the
    * output's bytes). A call run in pieces passes the whole call's chunk, `x` starting at the piece. */
   readonly chunkStride?: number;
-  /** The call's fingerprint (src/distributed/fingerprint.ts), passed to kernels as their phase: their
-   * signals carry it, so a peer in another call is caught at its first barrier. A second barrier in the
-   * same call uses phase + 1. */
-  readonly phase: number;
+  /** The call's fingerprint (src/distributed/fingerprint.ts), passed to its kernels: their signals carry
+   * it, so a peer in another call is caught at its first barrier. */
+  readonly tag: CallTag;
 }
 
 /** What a GPU launch may use of the group's collectives (GpuCollectives implements it). */
@@ -61,8 +61,8 @@ export interface CollectiveContext {
   /** An all-gather kernel for this group's world size, resolved once. */
   allGatherKernel<K extends AllGatherKernel>(kernel: K): Kernel<AllGatherParams[K]>;
   /** A one-block barrier kernel over `view`'s pads (release/acquire, system scope), its signals carrying
-   * `phase`. */
-  groupBarrier(view: Uint8Array, stream: Stream, phase: number): void;
+   * `tag`: the call's barrier number `step` (0, or 1 for its second). */
+  groupBarrier(view: Uint8Array, stream: Stream, tag: CallTag, step?: 0 | 1): void;
   /** The SymmView a pull kernel reads and the plain tensor it copies in first (0n: a symmetric input,
    * read in place). A symmetric input that the output overlaps is copied in like a plain one (peers
    * may still read it while this rank writes its output), unless the kernel is made for that
@@ -146,9 +146,9 @@ function trivial(ctx: CollectiveContext, c: CollectiveCall): boolean {
 
 /** NCCL carries no signal of ours: a barrier kernel whose signals carry the call's fingerprint goes first,
  * so that a rank in another call is caught there (CollectiveMismatchError) instead of NCCL mixing two
- * calls' data or hanging. It costs the call one small kernel (docs/perf-notes.md, session 7). */
+ * calls' data or hanging. It costs the call one small kernel (docs/perf-notes.md). */
 function fingerprintNccl(ctx: CollectiveContext, c: CollectiveCall): void {
-  if (ctx.world > 1) ctx.groupBarrier(ctx.stagingView, c.stream, c.phase);
+  if (ctx.world > 1) ctx.groupBarrier(ctx.stagingView, c.stream, c.tag);
 }
 
 const ALL_REDUCE = {
@@ -198,7 +198,7 @@ const ALL_REDUCE = {
       const [view, input] = ctx.stage(c);
       const k = ctx.reducing("one_shot_all_reduce", c.x.dtype, c.op);
       const grid = ctx.blocks(c.x.nbytes);
-      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.numel, c.phase);
+      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.numel, c.tag);
     },
   },
   two_shot: {
@@ -224,7 +224,7 @@ const ALL_REDUCE = {
       const k = ctx.reducing("two_shot_all_reduce", c.x.dtype, c.op);
       const grid = ctx.blocks(Math.ceil(c.x.nbytes / ctx.world));
       const cfg = { grid, block: THREADS, stream: c.stream };
-      k.launch(cfg, view, scratch, input, c.output, c.x.numel, c.phase);
+      k.launch(cfg, view, scratch, input, c.output, c.x.numel, c.tag);
     },
   },
   nccl: {
@@ -264,13 +264,13 @@ function copyEngineAllGather(ctx: CollectiveContext, c: CollectiveCall): void {
     view = source.deviceView();
   }
   if (flags) memset(flags.ptr, 0, 4, world, stream);
-  ctx.groupBarrier(view, stream, c.phase);
+  ctx.groupBarrier(view, stream, c.tag);
   for (let k = 0; k < world; k++) {
     const r = (rank + k) % world;
     copyDeviceToDevice(output.ptr + BigInt(r * x.nbytes), source.bufferPtrs[r]!, x.nbytes, stream);
     if (flags) writeValue32(flags.ptr + BigInt(4 * r), 1, stream);
   }
-  ctx.groupBarrier(view, stream, c.phase + 1);
+  ctx.groupBarrier(view, stream, c.tag, 1);
 }
 
 const ALL_GATHER = {
@@ -316,7 +316,7 @@ const ALL_GATHER = {
       const [view, input] = ctx.stage(c);
       const k = ctx.allGatherKernel("all_gather_pull");
       const grid = ctx.blocks(c.x.nbytes * ctx.world);
-      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.nbytes, c.phase);
+      k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.nbytes, c.tag);
     },
   },
   nccl: {
@@ -353,13 +353,13 @@ function copyEngineReduceScatter(ctx: CollectiveContext, c: CollectiveCall): voi
     ctx.capacityBytes,
     "pass a larger stagingBytes to init(), or use another algorithm",
   );
-  ctx.groupBarrier(ctx.stagingView, stream, c.phase);
+  ctx.groupBarrier(ctx.stagingView, stream, c.tag);
   for (let k = 1; k < world; k++) {
     const d = (rank + k) % world;
     const slot = ctx.staging.bufferPtrs[d]! + BigInt(rank * chunk);
     copyDeviceToDevice(slot, x.ptr + BigInt(d * stride), chunk, stream);
   }
-  ctx.groupBarrier(ctx.stagingView, stream, c.phase + 1);
+  ctx.groupBarrier(ctx.stagingView, stream, c.tag, 1);
   const k = ctx.reducing("copy_engine_reduce_scatter", x.dtype, c.op);
   k.launch(
     { grid: ctx.blocks(chunk), block: THREADS, stream },
@@ -401,7 +401,7 @@ const REDUCE_SCATTER = {
       const [view, input] = ctx.stage(c);
       const k = ctx.reducing("reduce_scatter_pull", c.x.dtype, c.op);
       const cfg = { grid: ctx.blocks(c.output.nbytes), block: THREADS, stream: c.stream };
-      k.launch(cfg, view, input, c.output, c.output.numel, c.phase);
+      k.launch(cfg, view, input, c.output, c.output.numel, c.tag);
     },
   },
   copy_engine: {

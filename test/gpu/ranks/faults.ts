@@ -10,6 +10,10 @@
 //   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather and NCCL's all-reduce,
 //   of another size);
 //   every rank must end with CollectiveMismatchError naming a peer, long before the deadline.
+// - collision-one-shot, -lamport, -ll: 3603 f32 elements on the last rank against 4096 (sizes a 9-bit
+//   hash of the count once let pass): CollectiveMismatchError naming the element count.
+// - shape-fused, shape-norm-lamport, shape-norm-one-shot: the same element count in another shape (a
+//   fused GEMM + reduce-scatter's k, allReduceRmsNorm's hidden size): CollectiveMismatchError naming it.
 // - refused-lamport, refused-one-shot: rank 0's all-reduce is refused (output too small) and caught, the
 //   others' goes ahead; then every rank calls it again: every rank must end in CollectiveMismatchError or
 //   SymmTimeoutError naming a rank (the refused call took its turn), never wrong data.
@@ -98,6 +102,45 @@ switch (fault) {
   case "mismatch-copy-engine": {
     const n = rank === last ? 4104 : 4096;
     outcome = attempt(() => c.allGather(x(n), x(n * world), { algorithm: "copy_engine" }));
+    break;
+  }
+  // Sizes a hashed count let pass for each other, and shapes with the same element count: the call word
+  // holds the count exactly, the shape word what else the ranks must agree on.
+  case "collision-one-shot":
+  case "collision-lamport":
+  case "collision-ll": {
+    const n = rank === last ? 3603 : 4096;
+    const f32 = (count: number): Tensor => Tensor.full([count], 1, "f32");
+    outcome =
+      fault === "collision-ll"
+        ? attempt(() => c.allGather(f32(n), f32(n * world), { algorithm: "ll" }))
+        : attempt(() =>
+            c.allReduce(f32(n), { algorithm: fault === "collision-lamport" ? "lamport" : "one_shot" }),
+          );
+    break;
+  }
+  case "shape-fused": {
+    // a [m, k] and b [n, k] with m x k alike: k 512 against 256.
+    const k = rank === last ? 256 : 512;
+    const a = Tensor.full([(65536 * world) / k, k], 1, "bf16");
+    outcome = attempt(() =>
+      c.matmulReduceScatter(a, Tensor.full([256, k], 1, "bf16"), { algorithm: "fused" }),
+    );
+    break;
+  }
+  case "shape-norm-lamport":
+  case "shape-norm-one-shot": {
+    // [rows, hidden] with rows x hidden alike: hidden 1024 against 512.
+    const hidden = rank === last ? 512 : 1024;
+    const algorithm = fault === "shape-norm-lamport" ? "lamport" : "one_shot";
+    outcome = attempt(
+      () =>
+        void c.allReduceRmsNorm(Tensor.full([8192 / hidden, hidden], 1, "bf16"), {
+          weight: Tensor.full([hidden], 1, "bf16"),
+          eps: 1e-5,
+          algorithm,
+        }),
+    );
     break;
   }
   case "refused-lamport":

@@ -11,7 +11,11 @@ import { timeoutOutcome } from "../../support/timeout-outcome.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
 import { fingerprint } from "../../../src/distributed/fingerprint.js";
 import { sharedModule } from "../../../src/runtime/module.js";
-import { BARRIER_KERNELS, GROUP_BARRIER_PARAMS } from "../../../src/ops/coll/programs.js";
+import {
+  BARRIER_KERNEL_THREADS,
+  BARRIER_KERNELS,
+  GROUP_BARRIER_PARAMS,
+} from "../../../src/ops/coll/programs.js";
 
 const group = await init({ backend: "cuda" });
 const c = group.collectives;
@@ -34,12 +38,14 @@ if (rank === skipper) {
       : op === "ar"
         ? "matmul-all-reduce/fused"
         : "all-gather-matmul/fused_copy_engine";
-  const phase = fingerprint(0, { kind, dtype: "bf16", count: a.numel });
+  // The fused ops' shapes: k for all-gather + GEMM, n and k for the others (b is [n, k]).
+  const [n, k] = b.shape as [number, number];
+  const tag = fingerprint(0, { kind, dtype: "bf16", count: a.numel, dims: op === "ag" ? [k] : [n, k] });
   const barrier = sharedModule(BARRIER_KERNELS, group.device).kernel(
     "symmkit::group_barrier",
     GROUP_BARRIER_PARAMS,
   );
-  barrier.launch({ grid: 1, block: 32 }, c.staging.deviceView(), phase);
+  barrier.launch({ grid: 1, block: BARRIER_KERNEL_THREADS }, c.staging.deviceView(), tag, 0);
 } else if (op === "rs") c.matmulReduceScatter(a, b, { algorithm: "fused" });
 else if (op === "ar") c.matmulAllReduce(a, b, { algorithm: "fused" });
 else c.allGatherMatmul(a, b, { algorithm: "fused_copy_engine" });

@@ -146,25 +146,25 @@ __device__ __forceinline__ void store_group(T* dst, u64 i, const float (&f)[Vec1
 __device__ __forceinline__ u64 ceil_div(u64 a, u64 b) { return (a + b - 1) / b; }
 
 /** The start barrier: releases this block's copy-in when there was one (see the contract). */
-__device__ __forceinline__ void start_barrier(const SymmView& v, bool copied_in, u32 phase) {
-  if (copied_in) symm_sync<true, true>(v, flat_block(), phase);
-  else symm_sync<false, true>(v, flat_block(), phase);
+__device__ __forceinline__ void start_barrier(const SymmView& v, bool copied_in, const CallTag& tag) {
+  if (copied_in) symm_sync<true, true>(v, flat_block(), tag, 0);
+  else symm_sync<false, true>(v, flat_block(), tag, 0);
 }
 
 template <typename T, typename Op, u32 W>
-__global__ void one_shot_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, u32 phase) {
+__global__ void one_shot_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, const CallTag tag) {
   const u64 groups = ceil_div(n, Vec16<T>::N);
   if (in) {
     T* own = static_cast<T*>(v.buffers[v.rank]);
     for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(own, in, i, n);
   }
-  start_barrier(v, in != nullptr, phase);
+  start_barrier(v, in != nullptr, tag);
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     float f[Vec16<T>::N];
     const u32 c = reduce_group<T, Op, W>(v, 0, i, n, f);
     store_group(out, i, f, c);
   }
-  symm_sync<true, false>(v, flat_block(), phase + 1);
+  symm_sync<true, false>(v, flat_block(), tag, 1);
 }
 
 /** The first tile at or after `from` that belongs to this block: tile t belongs to block t % grid. */
@@ -175,7 +175,7 @@ __device__ __forceinline__ u64 first_tile(u64 from) {
 
 template <typename T, typename Op, u32 W>
 __global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __grid_constant__ SymmView scratch, const T* in,
-                                    T* out, u64 n, u32 phase) {
+                                    T* out, u64 n, const CallTag tag) {
   // Groups go in tiles of blockDim.x; tile t belongs to block t % grid on every rank, in the copy-in and
   // in both phases (barriers pair blocks of the same index only).
   const u64 tile = blockDim.x;
@@ -188,7 +188,7 @@ __global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __
       if (i < groups) copy_group(own, in, i, n);
     }
   }
-  start_barrier(v, in != nullptr, phase);
+  start_barrier(v, in != nullptr, tag);
   const u64 chunk = ceil_div(groups, W);
   const u64 begin = min(groups, chunk * v.rank);
   const u64 end = min(groups, begin + chunk);
@@ -200,7 +200,7 @@ __global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __
 #pragma unroll
     for (u32 r = 0; r < W; ++r) store_group(static_cast<T*>(scratch.buffers[r]), i, f, c);
   }
-  symm_sync<true, true>(v, flat_block(), phase + 1);
+  symm_sync<true, true>(v, flat_block(), tag, 1);
   const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   if (out == mine) return;
   for (u64 t = flat_block(); t * tile < groups; t += blocks) {
@@ -211,19 +211,19 @@ __global__ void two_shot_all_reduce(const __grid_constant__ SymmView v, const __
 
 /** out[r * n_bytes ...] = rank r's buffer[0, n_bytes): any dtype, as bytes. */
 template <u32 W>
-__global__ void all_gather_pull(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 n_bytes, u32 phase) {
+__global__ void all_gather_pull(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 n_bytes, const CallTag tag) {
   const u64 groups = ceil_div(n_bytes, 16);
   if (in) {
     u8* own = static_cast<u8*>(v.buffers[v.rank]);
     for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(own, in, i, n_bytes);
   }
-  start_barrier(v, in != nullptr, phase);
+  start_barrier(v, in != nullptr, tag);
 #pragma unroll
   for (u32 r = 0; r < W; ++r) {
     const u8* src = static_cast<const u8*>(v.buffers[r]);
     for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(out + r * n_bytes, src, i, n_bytes);
   }
-  symm_sync<true, false>(v, flat_block(), phase + 1);
+  symm_sync<true, false>(v, flat_block(), tag, 1);
 }
 
 /**
@@ -236,7 +236,7 @@ __global__ void all_gather_pull(const __grid_constant__ SymmView v, const u8* in
  * and the reads of all W sources spread over the whole grid.
  */
 template <u32 W>
-__global__ void all_to_all_pull(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 chunk, u32 phase) {
+__global__ void all_to_all_pull(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 chunk, const CallTag tag) {
   const u64 cg = ceil_div(chunk, 16);
   const u64 threads = grid_threads();
   if (in) {
@@ -246,18 +246,18 @@ __global__ void all_to_all_pull(const __grid_constant__ SymmView v, const u8* in
       copy_group(own + j * chunk, in + j * chunk, q % cg, chunk);
     }
   }
-  start_barrier(v, in != nullptr, phase);
+  start_barrier(v, in != nullptr, tag);
   for (u64 q = global_thread(); q < W * cg; q += threads) {
     const u32 r = static_cast<u32>((v.rank + W - q / cg) % W);
     const u8* src = static_cast<const u8*>(v.buffers[r]) + v.rank * chunk;
     copy_group(out + r * chunk, src, q % cg, chunk);
   }
-  symm_sync<true, false>(v, flat_block(), phase + 1);
+  symm_sync<true, false>(v, flat_block(), tag, 1);
 }
 
 /** out[0, n) = op over ranks of buffer[rank * n, (rank + 1) * n); the input is W * n elements. */
 template <typename T, typename Op, u32 W>
-__global__ void reduce_scatter_pull(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, u32 phase) {
+__global__ void reduce_scatter_pull(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, const CallTag tag) {
   const u64 groups = ceil_div(n, Vec16<T>::N);
   if (in) {
     T* own = static_cast<T*>(v.buffers[v.rank]);
@@ -266,14 +266,14 @@ __global__ void reduce_scatter_pull(const __grid_constant__ SymmView v, const T*
       for (u64 i = global_thread(); i < groups; i += grid_threads()) copy_group(own + s * n, in + s * n, i, n);
     }
   }
-  start_barrier(v, in != nullptr, phase);
+  start_barrier(v, in != nullptr, tag);
   const u64 base = static_cast<u64>(v.rank) * n;
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     float f[Vec16<T>::N];
     const u32 c = reduce_group<T, Op, W>(v, base, i, n, f);
     store_group(out, i, f, c);
   }
-  symm_sync<true, false>(v, flat_block(), phase + 1);
+  symm_sync<true, false>(v, flat_block(), tag, 1);
 }
 
 /**

@@ -33,13 +33,14 @@
 // and differs between calls k and k + 2, which share buffer k % 2: no refill is ever needed. Two buffers
 // suffice for the reason above (a peer is at most one call ahead).
 //
-// Header: the sender's call fingerprint (`phase`, src/distributed/fingerprint.ts), written by its first
-// thread into every slot it fills, before its payload. The receiver's first thread waits for every peer's header before
-// anything else and compares it with its own call's: a peer in another call (another size, dtype, op,
-// algorithm, or a skipped call) makes it give up with a kMismatch record (sync/wait.cuh), instead of
-// reducing or copying what that call sent. Lamport writes the fingerprint 15 bits per 16-bit half, so
-// that no half is a sentinel, and refills the header with the payload; LL carries it as a flagged line.
-//
+// Header: the sender's CallTag (sync/call_tag.cuh: its call word, then its shape word), written by its
+// first thread into every slot it fills, before its payload, as two 16-byte groups (Lamport) or two lines
+// (LL). The receiver's first thread waits for every peer's header before anything else and compares it
+// with its own call's: a peer in another call (another size, dtype, op, algorithm, or a skipped call)
+// makes it give up with a kMismatch record (kShapeMismatch for the same call with other shapes;
+// sync/wait.cuh), instead of reducing or copying what that call sent. Lamport writes each word 15 bits
+// per 16-bit half, so that no half is a sentinel, and refills the header with the payload; LL carries
+// each word as a flagged line.
 // Every poll is bounded (sync/wait.cuh) and names the peer it still waits for.
 #pragma once
 #include "symmkit/coll/collectives.cuh"
@@ -116,7 +117,7 @@ __device__ __forceinline__ u32x4 load_group(const T* src, u64 i, u64 n) {
 /** Polls every peer until arrived(r) holds for each (arrived loads peer r's data and checks it), all
  * peers in each round so that their loads are in flight together; a timeout names a peer still missing. */
 template <u32 W, typename Arrived>
-__device__ __forceinline__ void wait_for_peers(const SymmView& v, const WaitEnv& env, u32 phase, Arrived arrived) {
+__device__ __forceinline__ void wait_for_peers(const SymmView& v, const WaitEnv& env, u64 phase, Arrived arrived) {
   u32 waiting = v.rank;
   bounded_wait(env, waiting, phase, [&] {
     bool all = true;
@@ -136,42 +137,53 @@ __device__ __forceinline__ u8* lamport_slot(const SymmView& v, u32 owner, u32 bu
   return static_cast<u8*>(v.buffers[owner]) + (static_cast<u64>(buf) * W + src) * cap;
 }
 
-/** MAILBOX_HEADER_BYTES in src/distributed/device-layouts.ts. */
-constexpr u64 kHeaderBytes = 16;
+/** MAILBOX_HEADER_BYTES in src/distributed/device-layouts.ts: the call word's group (line), then the shape word's. */
+constexpr u64 kHeaderBytes = 32;
 
-/** A fingerprint as a Lamport header group: 15 bits per 16-bit half, so that no half, and no word, is the
+/** A 64-bit word as a Lamport header group: 15 bits per 16-bit half, so that no half, and no word, is the
  * sentinel of any element type. */
-__device__ __forceinline__ u32x4 lamport_header(u32 phase) {
-  return u32x4{(phase & 0x7fffu) | (((phase >> 15) & 0x7fffu) << 16), phase >> 30, 0u, 0u};
+__device__ __forceinline__ u32x4 lamport_header(u64 w) {
+  const auto half = [&](u32 i) { return static_cast<u32>(w >> (15 * i)) & 0x7fffu; };
+  return u32x4{half(0) | half(1) << 16, half(2) | half(3) << 16, half(4), 0u};
 }
 
-__device__ __forceinline__ u32 header_phase(const u32x4& h) {
-  return (h.x & 0x7fffu) | (((h.x >> 16) & 0x7fffu) << 15) | (h.y << 30);
+__device__ __forceinline__ u64 header_word(const u32x4& h) {
+  const auto half = [](u32 x, u32 i) { return static_cast<u64>(x >> (16 * i) & 0x7fffu); };
+  return half(h.x, 0) | half(h.x, 1) << 15 | half(h.y, 0) << 30 | half(h.y, 1) << 45 | half(h.z, 0) << 60;
 }
 
 /** The first thread's part of sending: our header into slot `rank` of every peer's buffer `buf`. */
 template <u32 W>
-__device__ __forceinline__ void send_headers(const SymmView& v, u32 buf, u64 cap, u32 phase) {
+__device__ __forceinline__ void send_headers(const SymmView& v, u32 buf, u64 cap, const CallTag& tag) {
   if (global_thread() != 0) return;
 #pragma unroll
-  for (u32 k = 1; k < W; ++k)
-    st_volatile_128(lamport_slot<W>(v, (v.rank + k) % W, buf, v.rank, cap) + cap - kHeaderBytes, lamport_header(phase));
+  for (u32 k = 1; k < W; ++k) {
+    u8* header = lamport_slot<W>(v, (v.rank + k) % W, buf, v.rank, cap) + cap - kHeaderBytes;
+    st_volatile_128(header, lamport_header(tag.word));
+    st_volatile_128(header + 16, lamport_header(tag.shape));
+  }
+}
+
+/** Gives up if peer r's call word or shape word is not ours (see the contract). */
+__device__ __forceinline__ void check_tag(const WaitEnv& env, u32 r, const CallTag& tag, u64 word, u64 shape) {
+  if (word != tag.word) give_up(env, r, tag.word, 0, kMismatch, tag.word, word);
+  if (shape != tag.shape) give_up(env, r, tag.word, 0, kShapeMismatch, tag.shape, shape);
 }
 
 /** The first thread, before any payload: every peer's header has arrived and names this call. */
 template <typename T, u32 W>
-__device__ __forceinline__ void check_headers(const SymmView& v, const WaitEnv& env, u32 buf, u64 cap, u32 phase) {
+__device__ __forceinline__ void check_headers(const SymmView& v, const WaitEnv& env, u32 buf, u64 cap, const CallTag& tag) {
   if (global_thread() != 0) return;
-  u32x4 h[W];
-  wait_for_peers<W>(v, env, phase, [&](u32 r) {
-    h[r] = ld_volatile_128(lamport_slot<W>(v, v.rank, buf, r, cap) + cap - kHeaderBytes);
-    return !Sentinel<T>::any(h[r]);
+  u32x4 h[W][2];
+  wait_for_peers<W>(v, env, tag.word, [&](u32 r) {
+    const u8* header = lamport_slot<W>(v, v.rank, buf, r, cap) + cap - kHeaderBytes;
+    h[r][0] = ld_volatile_128(header);
+    h[r][1] = ld_volatile_128(header + 16);
+    return !Sentinel<T>::any(h[r][0]) && !Sentinel<T>::any(h[r][1]);
   });
 #pragma unroll
-  for (u32 r = 0; r < W; ++r) {
-    if (r != v.rank && header_phase(h[r]) != phase)
-      give_up(env, r, phase, 0, kMismatch, phase | kSignalMark, header_phase(h[r]) | kSignalMark);
-  }
+  for (u32 r = 0; r < W; ++r)
+    if (r != v.rank) check_tag(env, r, tag, header_word(h[r][0]), header_word(h[r][1]));
 }
 
 /** Refills with the sentinel what the previous call received, header included (see the contract).
@@ -185,14 +197,17 @@ __device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s,
     if (r == rank) continue;
     u8* slot = lamport_slot<W>(v, rank, prev, r, cap);
     for (u64 j = global_thread(); j < stale; j += grid_threads()) st_128(slot + 16 * j, ones);
-    if (global_thread() == 0) st_128(slot + cap - kHeaderBytes, ones);
+    if (global_thread() == 0) {
+      st_128(slot + cap - kHeaderBytes, ones);
+      st_128(slot + cap - kHeaderBytes + 16, ones);
+    }
   }
 }
 
 /** Waits until every peer's group at byte `at` of its slot in our buffer `buf` has arrived, then reduces
  * them and ours (`mine`) in rank order into f. */
 template <typename T, typename Op, u32 W>
-__device__ __forceinline__ void reduce_arrived(const SymmView& v, const WaitEnv& env, u32 phase, u32 buf, u64 cap, u64 at,
+__device__ __forceinline__ void reduce_arrived(const SymmView& v, const WaitEnv& env, u64 phase, u32 buf, u64 cap, u64 at,
                                                const u32x4& mine, float (&f)[Vec16<T>::N]) {
   u32x4 raw[W];
   wait_for_peers<W>(v, env, phase, [&](u32 r) {
@@ -208,13 +223,13 @@ __device__ __forceinline__ void reduce_arrived(const SymmView& v, const WaitEnv&
  * otherwise every rank gets all n (all-reduce). */
 template <typename T, typename Op, u32 W, bool Scatter>
 __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T* out, u64 n, MailboxState* s, u64 cap,
-                                               u32 phase) {
+                                               const CallTag& tag) {
   const u64 call = read_calls(s, kLamport);
   const u32 buf = static_cast<u32>(call % 3);
   const u32 prev = static_cast<u32>((call + 2) % 3);
   const u32 rank = v.rank;
   const u64 groups = ceil_div(n, Vec16<T>::N);
-  send_headers<W>(v, buf, cap, phase);
+  send_headers<W>(v, buf, cap, tag);
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     u32x4 x;
     if constexpr (!Scatter) x = Sentinel<T>::clean(load_group(in, i, n));
@@ -227,11 +242,11 @@ __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T
   }
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, phase);
+  check_headers<T, W>(v, env, buf, cap, tag);
   const T* own = in + (Scatter ? rank * n : 0);
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     float f[Vec16<T>::N];
-    reduce_arrived<T, Op, W>(v, env, phase, buf, cap, 16 * i, Sentinel<T>::clean(load_group(own, i, n)), f);
+    reduce_arrived<T, Op, W>(v, env, tag.word, buf, cap, 16 * i, Sentinel<T>::clean(load_group(own, i, n)), f);
     store_group(out, i, f, group_size<T>(i, n));
   }
   end_call(s, kLamport, buf, groups * 16);
@@ -239,15 +254,15 @@ __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T
 
 template <typename T, typename Op, u32 W>
 __global__ void lamport_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, MailboxState* s, u64 cap,
-                                   u32 phase) {
-  lamport_reduce<T, Op, W, false>(v, in, out, n, s, cap, phase);
+                                   const CallTag tag) {
+  lamport_reduce<T, Op, W, false>(v, in, out, n, s, cap, tag);
 }
 
 /** out[0, n) = op over ranks of in[rank n, rank n + n); the input is W n elements. */
 template <typename T, typename Op, u32 W>
 __global__ void lamport_reduce_scatter(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, MailboxState* s,
-                                       u64 cap, u32 phase) {
-  lamport_reduce<T, Op, W, true>(v, in, out, n, s, cap, phase);
+                                       u64 cap, const CallTag tag) {
+  lamport_reduce<T, Op, W, true>(v, in, out, n, s, cap, tag);
 }
 
 /**
@@ -261,7 +276,7 @@ __global__ void lamport_reduce_scatter(const __grid_constant__ SymmView v, const
  */
 template <typename T, typename Op, u32 W>
 __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, MailboxState* s,
-                                            u64 cap, u32 phase) {
+                                            u64 cap, const CallTag tag) {
   const u64 call = read_calls(s, kLamport);
   const u32 buf = static_cast<u32>(call % 3);
   const u32 prev = static_cast<u32>((call + 2) % 3);
@@ -269,7 +284,7 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
   const u64 groups = ceil_div(n, Vec16<T>::N);
   const u64 chunk = ceil_div(groups, W);
   const u64 ag = 16 * chunk;  // where the all-gather half of a slot starts
-  send_headers<W>(v, buf, cap, phase);
+  send_headers<W>(v, buf, cap, tag);
   for (u64 j = global_thread(); j < chunk; j += grid_threads()) {
 #pragma unroll
     for (u32 k = 1; k < W; ++k) {
@@ -280,11 +295,11 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
   }
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, phase);
+  check_headers<T, W>(v, env, buf, cap, tag);
   for (u64 j = global_thread(); j < chunk && rank * chunk + j < groups; j += grid_threads()) {
     const u64 i = rank * chunk + j;
     float f[Vec16<T>::N];
-    reduce_arrived<T, Op, W>(v, env, phase, buf, cap, 16 * j, Sentinel<T>::clean(load_group(in, i, n)), f);
+    reduce_arrived<T, Op, W>(v, env, tag.word, buf, cap, 16 * j, Sentinel<T>::clean(load_group(in, i, n)), f);
     // What every rank stores: the rounded group, cleaned of the sentinel like any other sent value.
     const u32x4 sum = Sentinel<T>::clean(Vec16<T>::pack(f));
 #pragma unroll
@@ -299,7 +314,7 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
       if (r == rank || i >= groups) continue;
       u32x4 got;
       const u8* from = lamport_slot<W>(v, rank, buf, r, cap) + ag + 16 * j;
-      bounded_wait(env, r, phase, [&] {
+      bounded_wait(env, r, tag.word, [&] {
         got = ld_volatile_128(from);
         return !Sentinel<T>::any(got);
       });
@@ -332,20 +347,21 @@ __device__ __forceinline__ void store_line(u8* dst, u64 i, u64 n, u64 d) {
 /** out[r n_bytes, (r + 1) n_bytes) = rank r's input: any dtype, as bytes. */
 template <u32 W>
 __global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, u8* out, u64 n_bytes, MailboxState* s,
-                              u64 cap, u32 phase) {
+                              u64 cap, const CallTag tag) {
   const u64 call = read_calls(s, kLL);
   const u64 flag = (1 + call % 0xffffffffull) << 32;
   const u32 rank = v.rank;
   u8* const region = static_cast<u8*>(v.buffers[rank]) + 3 * W * cap;
   const u64 slots = (call % 2) * W;
   const u64 lines = ceil_div(n_bytes, 8);
-  // The header: the last line of each slot, the fingerprint as its payload (see the contract).
+  // The header: the last two lines of each slot, the call word and the shape word as their payload.
   const u64 header = 2 * cap - kHeaderBytes;
   if (global_thread() == 0) {
 #pragma unroll
     for (u32 k = 1; k < W; ++k) {
       u8* slot = static_cast<u8*>(v.buffers[(rank + k) % W]) + 3 * W * cap + (slots + rank) * 2 * cap;
-      st_volatile_2x64(slot + header, flag | phase, flag);
+      st_volatile_2x64(slot + header, flag | (tag.word & 0xffffffffu), flag | (tag.word >> 32));
+      st_volatile_2x64(slot + header + 16, flag | (tag.shape & 0xffffffffu), flag | (tag.shape >> 32));
     }
   }
   for (u64 i = global_thread(); i < lines; i += grid_threads()) {
@@ -360,20 +376,24 @@ __global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, 
   }
   const WaitEnv env = v.wait_env();
   if (global_thread() == 0) {
-    u64 lo[W], hi[W];
-    wait_for_peers<W>(v, env, phase, [&](u32 r) {
-      ld_volatile_2x64(region + (slots + r) * 2 * cap + header, lo[r], hi[r]);
-      return (lo[r] & ~0xffffffffull) == flag && (hi[r] & ~0xffffffffull) == flag;
-    });
+    u64 lo[W][2], hi[W][2];
+    wait_for_peers<W>(v, env, tag.word, [&](u32 r) {
+      bool arrived = true;
 #pragma unroll
-    for (u32 r = 0; r < W; ++r) {
-      const u32 got = static_cast<u32>(lo[r]);
-      if (r != rank && got != phase) give_up(env, r, phase, 0, kMismatch, phase | kSignalMark, got | kSignalMark);
-    }
+      for (u32 j = 0; j < 2; ++j) {
+        ld_volatile_2x64(region + (slots + r) * 2 * cap + header + 16 * j, lo[r][j], hi[r][j]);
+        arrived = arrived && (lo[r][j] & ~0xffffffffull) == flag && (hi[r][j] & ~0xffffffffull) == flag;
+      }
+      return arrived;
+    });
+    const auto word = [&](u32 r, u32 j) { return (lo[r][j] & 0xffffffffu) | (hi[r][j] << 32); };
+#pragma unroll
+    for (u32 r = 0; r < W; ++r)
+      if (r != rank) check_tag(env, r, tag, word(r, 0), word(r, 1));
   }
   for (u64 i = global_thread(); i < lines; i += grid_threads()) {
     u64 lo[W], hi[W];
-    wait_for_peers<W>(v, env, phase, [&](u32 r) {
+    wait_for_peers<W>(v, env, tag.word, [&](u32 r) {
       ld_volatile_2x64(region + (slots + r) * 2 * cap + 16 * i, lo[r], hi[r]);
       return (lo[r] & ~0xffffffffull) == flag && (hi[r] & ~0xffffffffull) == flag;
     });

@@ -8,7 +8,8 @@
 // of the `blocks` a side runs (both sides compute the same count from the size) moves stripe b of each
 // chunk: bytes [b x stripe, (b + 1) x stripe), stripe = the first chunk's bytes / blocks rounded up to a
 // multiple of 16 (chunk / blocks for a message of a chunk or more). Signals
-// (sync/signal.cuh, one-slot, carrying the message's fingerprint as phase) in each rank's inbox pad:
+// (sync/signal.cuh, one-slot, carrying the message's call word, sync/call_tag.cuh; messages have no shape
+// word) in each rank's inbox pad:
 //   ready[s][b][parity] at ((s x kMaxBlocks) + b) x 2 + parity: sender s put stripe b of a chunk here;
 //   ack[r][b][parity] at kAckBase + the same: receiver r copied it out.
 // Sender, per block: before writing chunk i >= 2 it waits for the ack of chunk i - 2 (same buffer);
@@ -65,45 +66,45 @@ __device__ __forceinline__ u64 chunk_count(u64 bytes, u64 chunk) { return bytes 
 
 /** Block b's part of sending x (`bytes`) to `peer`. */
 __device__ __forceinline__ void send_part(const SymmView& v, const u8* x, u64 bytes, u32 peer, u32 b, u32 blocks, u64 chunk,
-                                          u32 phase) {
+                                          u64 word) {
   const WaitEnv env = v.wait_env();
   const u64 stripe = stripe_of(bytes, chunk, blocks);
   const u64 chunks = chunk_count(bytes, chunk);
   u8* inbox = static_cast<u8*>(v.buffers[peer]) + 2 * static_cast<u64>(v.rank) * chunk;
-  u32* ack = v.pads[v.rank] + kAckBase;
+  u64* ack = v.pads[v.rank] + kAckBase;
   for (u64 i = 0; i < chunks; ++i) {
     const u32 parity = static_cast<u32>(i & 1);
     if (i >= 2) {
-      if (threadIdx.x == 0) wait_signal<Order::Acquire>(ack + slot(peer, b, parity), env, peer, phase);
+      if (threadIdx.x == 0) wait_signal<Order::Acquire>(ack + slot(peer, b, parity), env, peer, word);
       __syncthreads();
     }
     u64 at;
     const u64 n = stripe_bytes(bytes, chunk, stripe, i, b, &at);
     block_copy(inbox + parity * chunk + b * stripe, x + at, n);
     __syncthreads();
-    if (threadIdx.x == 0) put_signal<Order::Release>(v.pads[peer] + slot(v.rank, b, parity), env, peer, phase);
+    if (threadIdx.x == 0) put_signal<Order::Release>(v.pads[peer] + slot(v.rank, b, parity), env, peer, word);
   }
   if (threadIdx.x == 0)
     for (u64 i = chunks >= 2 ? chunks - 2 : 0; i < chunks; ++i)
-      wait_signal<Order::Acquire>(ack + slot(peer, b, static_cast<u32>(i & 1)), env, peer, phase);
+      wait_signal<Order::Acquire>(ack + slot(peer, b, static_cast<u32>(i & 1)), env, peer, word);
 }
 
 /** Block b's part of receiving into out (`bytes`) from `peer`. */
 __device__ __forceinline__ void recv_part(const SymmView& v, u8* out, u64 bytes, u32 peer, u32 b, u32 blocks, u64 chunk,
-                                          u32 phase) {
+                                          u64 word) {
   const WaitEnv env = v.wait_env();
   const u64 stripe = stripe_of(bytes, chunk, blocks);
   const u64 chunks = chunk_count(bytes, chunk);
   const u8* inbox = static_cast<const u8*>(v.buffers[v.rank]) + 2 * static_cast<u64>(peer) * chunk;
   for (u64 i = 0; i < chunks; ++i) {
     const u32 parity = static_cast<u32>(i & 1);
-    if (threadIdx.x == 0) wait_signal<Order::Acquire>(v.pads[v.rank] + slot(peer, b, parity), env, peer, phase);
+    if (threadIdx.x == 0) wait_signal<Order::Acquire>(v.pads[v.rank] + slot(peer, b, parity), env, peer, word);
     __syncthreads();
     u64 at;
     const u64 n = stripe_bytes(bytes, chunk, stripe, i, b, &at);
     block_copy(out + at, inbox + parity * chunk + b * stripe, n);
     __syncthreads();
-    if (threadIdx.x == 0) put_signal<Order::Release>(v.pads[peer] + kAckBase + slot(v.rank, b, parity), env, peer, phase);
+    if (threadIdx.x == 0) put_signal<Order::Release>(v.pads[peer] + kAckBase + slot(v.rank, b, parity), env, peer, word);
   }
 }
 
@@ -113,13 +114,13 @@ __device__ __forceinline__ void recv_part(const SymmView& v, u8* out, u64 bytes,
  * side empty or both (sendRecv's two sides run at once, so two ranks exchanging cannot deadlock).
  */
 __global__ void __launch_bounds__(kThreads) p2p_put(const __grid_constant__ SymmView v, const u8* x, u64 send_bytes,
-                                                    u32 send_peer, u32 send_blocks, u32 send_phase, u8* out,
-                                                    u64 recv_bytes, u32 recv_peer, u32 recv_blocks, u32 recv_phase,
-                                                    u64 chunk) {
+                                                    u32 send_peer, u32 send_blocks, const CallTag send_tag, u8* out,
+                                                    u64 recv_bytes, u32 recv_peer, u32 recv_blocks,
+                                                    const CallTag recv_tag, u64 chunk) {
   if (blockIdx.x < send_blocks) {
-    send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_phase);
+    send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_tag.word);
   } else {
-    recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_phase);
+    recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_tag.word);
   }
 }
 
@@ -129,10 +130,10 @@ constexpr u32 kNone = 0xffffffffu;
 /** One thread: waits for wait_peer's signal in this rank's pad at wait_slot (acquire), then puts one in
  * put_peer's pad at put_slot (release); either may be kNone. Algorithm copy_engine's steps. */
 __global__ void p2p_ce_signal(const __grid_constant__ SymmView v, u32 wait_peer, u32 wait_slot, u32 put_peer, u32 put_slot,
-                              u32 phase) {
+                              const CallTag tag) {
   const WaitEnv env = v.wait_env();
-  if (wait_peer != kNone) wait_signal<Order::Acquire>(v.pads[v.rank] + wait_slot, env, wait_peer, phase);
-  if (put_peer != kNone) put_signal<Order::Release>(v.pads[put_peer] + put_slot, env, put_peer, phase);
+  if (wait_peer != kNone) wait_signal<Order::Acquire>(v.pads[v.rank] + wait_slot, env, wait_peer, tag.word);
+  if (put_peer != kNone) put_signal<Order::Release>(v.pads[put_peer] + put_slot, env, put_peer, tag.word);
 }
 
 }  // namespace p2p

@@ -63,18 +63,18 @@ __device__ __forceinline__ void st_sys(u32* p, u32 v) {
   else asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-/** Compare-and-swap at system scope; returns the value found. */
+/** Compare-and-swap of a 64-bit word (a signal slot: sync/signal.cuh) at system scope; returns the value found. */
 template <Order O>
-__device__ __forceinline__ u32 cas_sys(u32* p, u32 expected, u32 desired) {
-  u32 found;
+__device__ __forceinline__ u64 cas_sys(u64* p, u64 expected, u64 desired) {
+  u64 found;
   if constexpr (O == Order::Relaxed)
-    asm volatile("atom.relaxed.sys.global.cas.b32 %0, [%1], %2, %3;" : "=r"(found) : "l"(p), "r"(expected), "r"(desired) : "memory");
+    asm volatile("atom.relaxed.sys.global.cas.b64 %0, [%1], %2, %3;" : "=l"(found) : "l"(p), "l"(expected), "l"(desired) : "memory");
   else if constexpr (O == Order::Acquire)
-    asm volatile("atom.acquire.sys.global.cas.b32 %0, [%1], %2, %3;" : "=r"(found) : "l"(p), "r"(expected), "r"(desired) : "memory");
+    asm volatile("atom.acquire.sys.global.cas.b64 %0, [%1], %2, %3;" : "=l"(found) : "l"(p), "l"(expected), "l"(desired) : "memory");
   else if constexpr (O == Order::Release)
-    asm volatile("atom.release.sys.global.cas.b32 %0, [%1], %2, %3;" : "=r"(found) : "l"(p), "r"(expected), "r"(desired) : "memory");
+    asm volatile("atom.release.sys.global.cas.b64 %0, [%1], %2, %3;" : "=l"(found) : "l"(p), "l"(expected), "l"(desired) : "memory");
   else
-    asm volatile("atom.acq_rel.sys.global.cas.b32 %0, [%1], %2, %3;" : "=r"(found) : "l"(p), "r"(expected), "r"(desired) : "memory");
+    asm volatile("atom.acq_rel.sys.global.cas.b64 %0, [%1], %2, %3;" : "=l"(found) : "l"(p), "l"(expected), "l"(desired) : "memory");
   return found;
 }
 

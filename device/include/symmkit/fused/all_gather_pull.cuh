@@ -19,10 +19,10 @@
 namespace symmkit {
 
 __global__ void __launch_bounds__(512) all_gather_pull_flagged(const __grid_constant__ SymmView v, u8* gathered,
-                                                                 u64 shard_bytes, u32* flags, u32 phase) {
+                                                                 u64 shard_bytes, u32* flags, const CallTag tag) {
   constexpr u32 kUnroll = 4;
   const u32 b = blockIdx.x;
-  symm_sync<false, true>(v, b, phase);
+  symm_sync<false, true>(v, b, tag, 0);
   const u64 vectors = shard_bytes / 16;
   const u64 per_block = (vectors + gridDim.x - 1) / gridDim.x;
   const u64 lo = min(vectors, u64(b) * per_block);
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(512) all_gather_pull_flagged(const __grid_cons
     __syncthreads();
     if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(flags + r) : "memory");
   }
-  symm_sync<true, false>(v, b, phase + 1);
+  symm_sync<true, false>(v, b, tag, 1);
 }
 
 }  // namespace symmkit

@@ -180,7 +180,7 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
  * every peer's has arrived, reduced in rank order with ours (mine[j]) into f[j]. While it takes few
  * registers (slots x ranks <= 4) every group of every peer is polled at once; else slot after slot. */
 template <typename T, u32 W, u32 S>
-__device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env, u32 phase, u32 buf, u64 cap, u64 at0,
+__device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env, u64 phase, u32 buf, u64 cap, u64 at0,
                                            u32 gpr, const u32x4 (&mine)[S], float (&f)[S][8]) {
   if constexpr (S * W <= 4) {
     u32x4 raw[S][W];
@@ -231,7 +231,7 @@ __device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64
 
 template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
-                                                                    MailboxState* s, u64 cap, u32 phase,
+                                                                    MailboxState* s, u64 cap, const CallTag tag,
                                                                     SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
   const u64 groups = rows * gpr;
-  send_headers<W>(v, buf, cap, phase);
+  send_headers<W>(v, buf, cap, tag);
   // Sending spreads over the whole grid (one SM pushing a row alone is slow); S groups loaded at a time.
   const u64 n = rows * hidden;
   for (u64 base = global_thread(); base < groups; base += S * grid_threads()) {
@@ -261,13 +261,13 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
   }
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, phase);
+  check_headers<T, W>(v, env, buf, cap, tag);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
     const RowOperands<T, S> ops(io, row, true);
     u32x4 mine[S], hr[S];
     own_groups(in, io, row, mine);
     float f[S][8];
-    gather_row<T, W, S>(v, env, phase, buf, cap, row * gpr * 16ull, gpr, mine, f);
+    gather_row<T, W, S>(v, env, tag.word, buf, cap, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) hr[j] = add_residual(io, ops, j, f[j]);
     finish_row(io, row, hr, ops, red);
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
 template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(const __grid_constant__ SymmView v,
                                                                              const T* in, MailboxState* s, u64 cap,
-                                                                             u32 phase, SYMMKIT_NORM_PARAMS(T)) {
+                                                                             const CallTag tag, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
   const u64 call = read_calls(s, kLamport);
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
   const u64 chunk = ceil_div(rows, W);  // rows per owner
   const u64 row_bytes = 16ull * gpr;
   const u64 ag = chunk * row_bytes;  // where the all-gather half of a slot starts
-  send_headers<W>(v, buf, cap, phase);
+  send_headers<W>(v, buf, cap, tag);
   // Each peer's chunk, spread over the whole grid; S groups loaded at a time.
   const u64 n = rows * hidden;
   for (u64 base = global_thread(); base < chunk * gpr; base += S * grid_threads()) {
@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
   }
   refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, phase);
+  check_headers<T, W>(v, env, buf, cap, tag);
   const u64 first = min(rows, rank * chunk);
   const u64 last = min(rows, first + chunk);
   // Owned rows first: peers wait for them.
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
     own_groups(in, io, row, mine);
     float f[S][8];
     const u64 at0 = (row - first) * row_bytes;
-    gather_row<T, W, S>(v, env, phase, buf, cap, at0, gpr, mine, f);
+    gather_row<T, W, S>(v, env, tag.word, buf, cap, at0, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
     const u8* from = lamport_slot<W>(v, rank, buf, owner, cap) + ag + (row - owner * chunk) * row_bytes;
     const RowOperands<T, S> ops(io, row, false);
     u32x4 hr[S];
-    bounded_wait(env, owner, phase, [&] {
+    bounded_wait(env, owner, tag.word, [&] {
       bool all = true;
 #pragma unroll
       for (u32 j = 0; j < S; ++j) {
@@ -402,24 +402,24 @@ __device__ __forceinline__ void norm_rows(const NormIo<T>& io, float* red, Sum s
 
 template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
-                                                                 u32 phase, SYMMKIT_NORM_PARAMS(T)) {
+                                                                 const CallTag tag, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
   if (in) copy_rows_in<T, W>(v, in, io);
-  start_barrier(v, in != nullptr, phase);
+  start_barrier(v, in != nullptr, tag);
   norm_rows<T, S>(io, red, [&](u64 row, u32 gi, float(&f)[8]) { pull_group<T, W>(v, io, row, gi, f); });
-  symm_sync<true, false>(v, flat_block(), phase + 1);
+  symm_sync<true, false>(v, flat_block(), tag, 1);
 }
 
 template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const __grid_constant__ SymmView v,
                                                                           const __grid_constant__ SymmView scratch,
-                                                                          const T* in, u32 phase,
+                                                                          const T* in, const CallTag tag,
                                                                           SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
   if (in) copy_rows_in<T, W>(v, in, io);
-  start_barrier(v, in != nullptr, phase);
+  start_barrier(v, in != nullptr, tag);
   const u32 gpr = io.groups();
   const u64 chunk = ceil_div(rows, W);
   const u64 first = min(rows, v.rank * chunk);
@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
       for (u32 r = 0; r < W; ++r) st_128(static_cast<T*>(scratch.buffers[r]) + row * hidden + 8ull * gi, h);
     }
   }
-  symm_sync<true, true>(v, flat_block(), phase + 1);
+  symm_sync<true, true>(v, flat_block(), tag, 1);
   const T* mine = static_cast<const T*>(scratch.buffers[v.rank]);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
     const RowOperands<T, S> ops(io, row, false);

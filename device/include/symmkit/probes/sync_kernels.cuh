@@ -44,12 +44,13 @@ __global__ void ping_pong(const __grid_constant__ SymmView v, u32 iterations) {
   const WaitEnv env = v.wait_env();
   const u32 other = 1 - v.rank;
   for (u32 it = 0; it < iterations; ++it) {
+    const u64 word = kSignalMark | it;
     if (v.rank == 0) {
-      put_signal<Order::Release>(v.pads[other], env, other, it);
-      wait_signal<Order::Acquire>(v.pads[v.rank], env, other, it);
+      put_signal<Order::Release>(v.pads[other], env, other, word);
+      wait_signal<Order::Acquire>(v.pads[v.rank], env, other, word);
     } else {
-      wait_signal<Order::Acquire>(v.pads[v.rank], env, other, it);
-      put_signal<Order::Release>(v.pads[other], env, other, it);
+      wait_signal<Order::Acquire>(v.pads[v.rank], env, other, word);
+      put_signal<Order::Release>(v.pads[other], env, other, word);
     }
   }
 }

@@ -9,28 +9,29 @@
 // the kernel stops instead of hanging, the host sees the launch fail and turns the record into
 // SymmTimeoutError naming the peer (src/distributed/sync-watch.ts; the record's layout is
 // TIMEOUT_RECORD_LAYOUT in src/distributed/device-layouts.ts). A wait that finds a peer's signal
-// carrying another call's fingerprint gives up the same way with kind kMismatch and both values
-// (CollectiveMismatchError). A trap ends the CUDA context, as a dead peer ends the job.
+// carrying another call's fingerprint gives up the same way with kind kMismatch (or kShapeMismatch) and
+// both values (CollectiveMismatchError). A trap ends the CUDA context, as a dead peer ends the job.
 // Nothing here writes device memory, so a wait is safe to replay under CUDA graphs.
 #pragma once
 #include "symmkit/core/memory.cuh"
 
 namespace symmkit {
 
-/** Written by the first thread that gives up; read by the host. Layout shared with the host (32 bytes,
+/** Written by the first thread that gives up; read by the host. Layout shared with the host (56 bytes,
  * TIMEOUT_RECORD_LAYOUT in src/distributed/device-layouts.ts). */
 struct TimeoutRecord {
-  u32 flag;  // 0 until written, then the kind: kGaveUp, kMismatch, kStalled (or the NCCL watchdog's)
+  u32 flag;  // 0 until written, then the kind: kGaveUp, kMismatch, kShapeMismatch, kStalled (or the NCCL watchdog's)
   u32 rank;
   u32 block;
   u32 peer;
-  u32 phase;
   u32 thread;
+  u32 spare;
+  u64 phase;     // what the wait was for: a signal's call word (sync/call_tag.cuh), or a kernel's own step
   u64 waited_ns;
-  u32 expected;  // kMismatch: the signal value this rank waited for
-  u32 got;       // kMismatch: the value the peer's signal carried
+  u64 expected;  // kMismatch: the call word this rank waited for; kShapeMismatch: its shape word
+  u64 got;       // the word the peer's signal carried
 };
-static_assert(sizeof(TimeoutRecord) == 40,
+static_assert(sizeof(TimeoutRecord) == 56,
               "TimeoutRecord layout is shared with the host (src/distributed/device-layouts.ts, test/device-layouts.test.ts)");
 
 struct WaitEnv {
@@ -43,10 +44,13 @@ static_assert(sizeof(WaitEnv) == 32,
               "WaitEnv layout is shared with the host (WAIT_ENV_LAYOUT in src/distributed/device-layouts.ts)");
 
 constexpr u32 kGaveUp = 1;
+/** A peer's signal carried another call word: another call (`expected`, `got`: the two words). */
 constexpr u32 kMismatch = 2;
 // (3 is the host's NCCL watchdog's.) A kernel's wait on itself (a GEMM's pipeline) outlived its bound: a
 // deadlock inside the kernel, no peer to blame; `peer` is kNoPeer, `phase` says which wait.
 constexpr u32 kStalled = 4;
+/** The same call word, another shape word (`phase`: the call word; `expected`, `got`: the shape words). */
+constexpr u32 kShapeMismatch = 5;
 constexpr u32 kNoPeer = 0xffffffffu;
 
 /** Which thread of this module writes the record: claimed in device memory (an atomic on the host-mapped
@@ -56,8 +60,8 @@ constexpr u32 kNoPeer = 0xffffffffu;
  * allocate the GEMMs' registers). */
 __device__ u32 g_give_up_claim = 0;
 
-__device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u64 waited_ns, u32 kind = kGaveUp,
-                                     u32 expected = 0, u32 got = 0) {
+__device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u64 phase, u64 waited_ns, u32 kind = kGaveUp,
+                                     u64 expected = 0, u64 got = 0) {
   volatile TimeoutRecord* r = env.record;
   // No record where a plain GEMM was first launched inside a capture (src/ops/hopper-gemm.ts writeWaitEnv).
   if (r != nullptr) {
@@ -87,7 +91,7 @@ __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u32 phase, u6
 }
 
 template <typename Done>
-__device__ __forceinline__ void bounded_wait(const WaitEnv& env, const u32& peer, u32 phase, Done done) {
+__device__ __forceinline__ void bounded_wait(const WaitEnv& env, const u32& peer, u64 phase, Done done) {
   if (done()) return;
   const u64 start = global_timer_ns();
   for (u32 polls = 1;; ++polls) {
