@@ -112,7 +112,7 @@ test("shape words: exact for every op that has one, each value named where two d
       const a = names.map(() => next(bits));
       const at = next(8) % a.length;
       const b = a.map((v, j) => (j === at ? v + 1 + next(10) : v));
-      assert.notEqual(n({ kind: k }, a).shape, n({ kind: k }, b).shape, `${k}: ${a} and ${b}`);
+      assert.notEqual(n({ kind: k }, a).shape, n({ kind: k }, b).shape, `${k}: ${a.join()} and ${b.join()}`);
     }
   }
   // The widest values that fit, and one that does not.
