@@ -3,8 +3,9 @@
 //   CUDA graph) and waits at the store; the others must end with SymmTimeoutError naming it, within the
 //   deadline plus 5 s: the barrier that carries the call's fingerprint before every NCCL call is where
 //   they wait for it (NcclTimeoutError is for a rank that dies inside NCCL: nccl-kill).
-// - nccl-kill: rank 1 kills itself (SIGKILL) before an NCCL all-reduce; run without the launcher (which
-//   would stop the job), every other rank must end with NcclTimeoutError naming rank 1.
+// - nccl-kill: rank 1 kills itself (SIGKILL) before an all-reduce on the group's NCCL communicator itself;
+//   run without the launcher (which would stop the job), every other rank must end with NcclTimeoutError
+//   naming rank 1.
 // - mismatch-size, -algorithm, -lamport, -ll, -copy-engine, -nccl: the last
 //   rank's call differs from the others' (element count of a one-shot all-reduce; one-shot against
 //   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather and NCCL's all-reduce,
@@ -78,10 +79,16 @@ switch (fault) {
     outcome = rank === last ? "skipped" : attempt(() => g.launch());
     break;
   }
-  case "nccl-kill":
+  case "nccl-kill": {
+    // The communicator itself: no fingerprint barrier goes first (through group.collectives the others
+    // would wait for the dead rank there, and SymmTimeoutError would name it), so the survivors wait
+    // inside NCCL, where only the watchdog ends the wait.
+    const comm = await group.nccl();
     if (rank === 1) process.kill(process.pid, "SIGKILL");
-    outcome = attempt(() => c.allReduce(x(1 << 20), { algorithm: "nccl" }));
+    const t = x(1 << 20);
+    outcome = attempt(() => comm.allReduce(t, t));
     break;
+  }
   case "mismatch-size":
     outcome = attempt(() => c.allReduce(x(rank === last ? 8200 : 8192), { algorithm: "one_shot" }));
     break;
