@@ -1,4 +1,4 @@
-// The CPU backend's fault suite (issue 16), under the real launcher: for each collective (all-reduce
+// The CPU backend's fault suite, under the real launcher: for each collective (all-reduce
 // one-shot and two-shot, all-gather, reduce-scatter, broadcast, a send/recv exchange, barrier, and the
 // sequential fused matmuls) at world 2 and 3, a rank
 //   - SIGKILLed before its first call, during a stream of calls, and after its last call: the launcher

@@ -1,4 +1,4 @@
-// The launcher under faults that used to hang a job or leave things behind (issue 16): a rank that exits
+// The launcher under faults that could hang a job or leave things behind: a rank that exits
 // 0 without joining, a store address not of this host, the launcher killed by SIGKILL, scripts that are
 // not executables. Each is reported at once, with a typed error or a message that names what to do.
 import assert from "node:assert/strict";

@@ -64,7 +64,7 @@ export function decodeSharedBytes(s: DecodeShape): number {
 
 /** The tile for m rows of A: the narrowest of DECODE_COLS that covers them, one consumer, up to 192 rows;
  * beyond, 128 rows of A by 128 of B (two consumers, two tile-rows), which beat one consumer's m64n256
- * MMAs (bench/decode-shapes.mjs; docs/perf-notes.md, session 15). */
+ * MMAs (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM). */
 export function decodeShape(m: number): DecodeShape {
   const cols = DECODE_COLS.find((c) => c >= m);
   return cols === undefined ? { cols: 128, wide: true } : { cols, wide: false };

@@ -99,7 +99,7 @@ export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRul
     { maxRows: 512, algorithm: "sequential" },
     { maxRows: 2 ** 31, algorithm: "fused" },
   ],
-  // Not yet measured on two GPUs (docs/perf-notes.md, session 10): a tune table's rules come first.
+  // A tune table's rules come first (docs/perf-notes.md: GEMM + all-reduce).
   "matmul-all-reduce": [{ maxRows: 2 ** 31, algorithm: "sequential" }],
 };
 

@@ -204,18 +204,54 @@ __device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s,
   }
 }
 
-/** Waits until every peer's group at byte `at` of its slot in our buffer `buf` has arrived, then reduces
- * them and ours (`mine`) in rank order into f. */
+/**
+ * One call of a Lamport mailbox kernel (T: its element type, for the sentinel), its life as the contract
+ * has it, written once for every kernel that speaks the protocol: made at the kernel's start (the buffer
+ * the call's count picks, and the one the previous call used), open() sends this rank's header into every
+ * peer's slot, the kernel pushes its payload to(p), arrived() refills the previous call's slots and waits
+ * for every peer's header (another call's gives up), the kernel reads from(r) as groups arrive, and
+ * close(used) counts the call once every block is done, with the bytes per slot it wrote (the next-but-one
+ * call refills them).
+ */
+template <typename T, u32 W>
+struct LamportCall {
+  const SymmView& v;
+  MailboxState* s;
+  u64 cap;
+  CallTag tag;
+  u32 buf;
+  u32 prev;
+
+  __device__ __forceinline__ LamportCall(const SymmView& view, MailboxState* state, u64 slot_bytes, const CallTag& t)
+      : v(view), s(state), cap(slot_bytes), tag(t) {
+    const u64 call = read_calls(state, kLamport);
+    buf = static_cast<u32>(call % 3);
+    prev = static_cast<u32>((call + 2) % 3);
+  }
+  /** This rank's slot in peer `owner`'s buffer: what it sends `owner` in this call. */
+  __device__ __forceinline__ u8* to(u32 owner) const { return lamport_slot<W>(v, owner, buf, v.rank, cap); }
+  /** Rank `src`'s slot in this rank's buffer: what `src` sends this rank. */
+  __device__ __forceinline__ const u8* from(u32 src) const { return lamport_slot<W>(v, v.rank, buf, src, cap); }
+  __device__ __forceinline__ void open() const { send_headers<W>(v, buf, cap, tag); }
+  __device__ __forceinline__ void arrived(const WaitEnv& env) const {
+    refill<W>(v, s, v.rank, prev, cap);
+    check_headers<T, W>(v, env, buf, cap, tag);
+  }
+  __device__ __forceinline__ void close(u64 used) const { end_call(s, kLamport, buf, used); }
+};
+
+/** Waits until every peer's group at byte `at` of its slot in our buffer has arrived, then reduces them and
+ * ours (`mine`) in rank order into f. */
 template <typename T, typename Op, u32 W>
-__device__ __forceinline__ void reduce_arrived(const SymmView& v, const WaitEnv& env, u64 phase, u32 buf, u64 cap, u64 at,
-                                               const u32x4& mine, float (&f)[Vec16<T>::N]) {
+__device__ __forceinline__ void reduce_arrived(const LamportCall<T, W>& c, const WaitEnv& env, u64 at, const u32x4& mine,
+                                               float (&f)[Vec16<T>::N]) {
   u32x4 raw[W];
-  wait_for_peers<W>(v, env, phase, [&](u32 r) {
-    raw[r] = ld_volatile_128(lamport_slot<W>(v, v.rank, buf, r, cap) + at);
+  wait_for_peers<W>(c.v, env, c.tag.word, [&](u32 r) {
+    raw[r] = ld_volatile_128(c.from(r) + at);
     return !Sentinel<T>::any(raw[r]);
   });
 #pragma unroll
-  for (u32 r = 0; r < W; ++r) raw[r] = r == v.rank ? mine : raw[r];
+  for (u32 r = 0; r < W; ++r) raw[r] = r == c.v.rank ? mine : raw[r];
   reduce_ranks<T, Op, W>(raw, f);
 }
 
@@ -224,12 +260,10 @@ __device__ __forceinline__ void reduce_arrived(const SymmView& v, const WaitEnv&
 template <typename T, typename Op, u32 W, bool Scatter>
 __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T* out, u64 n, MailboxState* s, u64 cap,
                                                const CallTag& tag) {
-  const u64 call = read_calls(s, kLamport);
-  const u32 buf = static_cast<u32>(call % 3);
-  const u32 prev = static_cast<u32>((call + 2) % 3);
+  const LamportCall<T, W> c(v, s, cap, tag);
   const u32 rank = v.rank;
   const u64 groups = ceil_div(n, Vec16<T>::N);
-  send_headers<W>(v, buf, cap, tag);
+  c.open();
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     u32x4 x;
     if constexpr (!Scatter) x = Sentinel<T>::clean(load_group(in, i, n));
@@ -237,19 +271,18 @@ __device__ __forceinline__ void lamport_reduce(const SymmView& v, const T* in, T
     for (u32 k = 1; k < W; ++k) {
       const u32 p = (rank + k) % W;
       if constexpr (Scatter) x = Sentinel<T>::clean(load_group(in + p * n, i, n));
-      st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * i, x);
+      st_volatile_128(c.to(p) + 16 * i, x);
     }
   }
-  refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, tag);
+  c.arrived(env);
   const T* own = in + (Scatter ? rank * n : 0);
   for (u64 i = global_thread(); i < groups; i += grid_threads()) {
     float f[Vec16<T>::N];
-    reduce_arrived<T, Op, W>(v, env, tag.word, buf, cap, 16 * i, Sentinel<T>::clean(load_group(own, i, n)), f);
+    reduce_arrived<T, Op, W>(c, env, 16 * i, Sentinel<T>::clean(load_group(own, i, n)), f);
     store_group(out, i, f, group_size<T>(i, n));
   }
-  end_call(s, kLamport, buf, groups * 16);
+  c.close(groups * 16);
 }
 
 template <typename T, typename Op, u32 W>
@@ -277,33 +310,30 @@ __global__ void lamport_reduce_scatter(const __grid_constant__ SymmView v, const
 template <typename T, typename Op, u32 W>
 __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, const T* in, T* out, u64 n, MailboxState* s,
                                             u64 cap, const CallTag tag) {
-  const u64 call = read_calls(s, kLamport);
-  const u32 buf = static_cast<u32>(call % 3);
-  const u32 prev = static_cast<u32>((call + 2) % 3);
+  const LamportCall<T, W> c(v, s, cap, tag);
   const u32 rank = v.rank;
   const u64 groups = ceil_div(n, Vec16<T>::N);
   const u64 chunk = ceil_div(groups, W);
   const u64 ag = 16 * chunk;  // where the all-gather half of a slot starts
-  send_headers<W>(v, buf, cap, tag);
+  c.open();
   for (u64 j = global_thread(); j < chunk; j += grid_threads()) {
 #pragma unroll
     for (u32 k = 1; k < W; ++k) {
       const u32 p = (rank + k) % W;
       const u64 i = p * chunk + j;
-      if (i < groups) st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * j, Sentinel<T>::clean(load_group(in, i, n)));
+      if (i < groups) st_volatile_128(c.to(p) + 16 * j, Sentinel<T>::clean(load_group(in, i, n)));
     }
   }
-  refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, tag);
+  c.arrived(env);
   for (u64 j = global_thread(); j < chunk && rank * chunk + j < groups; j += grid_threads()) {
     const u64 i = rank * chunk + j;
     float f[Vec16<T>::N];
-    reduce_arrived<T, Op, W>(v, env, tag.word, buf, cap, 16 * j, Sentinel<T>::clean(load_group(in, i, n)), f);
+    reduce_arrived<T, Op, W>(c, env, 16 * j, Sentinel<T>::clean(load_group(in, i, n)), f);
     // What every rank stores: the rounded group, cleaned of the sentinel like any other sent value.
     const u32x4 sum = Sentinel<T>::clean(Vec16<T>::pack(f));
 #pragma unroll
-    for (u32 k = 1; k < W; ++k) st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + ag + 16 * j, sum);
+    for (u32 k = 1; k < W; ++k) st_volatile_128(c.to((rank + k) % W) + ag + 16 * j, sum);
     Vec16<T>::unpack(sum, f);
     store_group(out, i, f, group_size<T>(i, n));
   }
@@ -313,7 +343,7 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
       const u64 i = r * chunk + j;
       if (r == rank || i >= groups) continue;
       u32x4 got;
-      const u8* from = lamport_slot<W>(v, rank, buf, r, cap) + ag + 16 * j;
+      const u8* from = c.from(r) + ag + 16 * j;
       bounded_wait(env, r, tag.word, [&] {
         got = ld_volatile_128(from);
         return !Sentinel<T>::any(got);
@@ -323,7 +353,7 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
       store_group(out, i, f, group_size<T>(i, n));
     }
   }
-  end_call(s, kLamport, buf, 2 * ag);
+  c.close(2 * ag);
 }
 
 /** Bytes [8 i, 8 i + 8) of src, zero past n. */

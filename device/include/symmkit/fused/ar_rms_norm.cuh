@@ -176,16 +176,17 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
 #define SYMMKIT_NORM_IO(T) \
   const NormIo<T> io { bias, residual, residual_out, weight, out, rows, hidden, eps, out_scale_inv }
 
-/** This thread's groups of a row (slot j at byte at0 + 16 gi of each peer's slot in our buffer `buf`), once
+/** This thread's groups of a row (slot j at byte at0 + 16 gi of each peer's slot in our buffer), once
  * every peer's has arrived, reduced in rank order with ours (mine[j]) into f[j]. While it takes few
  * registers (slots x ranks <= 4) every group of every peer is polled at once; else slot after slot. */
 template <typename T, u32 W, u32 S>
-__device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env, u64 phase, u32 buf, u64 cap, u64 at0,
-                                           u32 gpr, const u32x4 (&mine)[S], float (&f)[S][8]) {
+__device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const WaitEnv& env, u64 at0, u32 gpr,
+                                           const u32x4 (&mine)[S], float (&f)[S][8]) {
+  const SymmView& v = c.v;
   if constexpr (S * W <= 4) {
     u32x4 raw[S][W];
     u32 waiting = v.rank;
-    bounded_wait(env, waiting, phase, [&] {
+    bounded_wait(env, waiting, c.tag.word, [&] {
       bool all = true;
 #pragma unroll
       for (u32 j = 0; j < S; ++j) {
@@ -194,7 +195,7 @@ __device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env
 #pragma unroll
         for (u32 r = 0; r < W; ++r) {
           if (r == v.rank) continue;
-          raw[j][r] = ld_volatile_128(lamport_slot<W>(v, v.rank, buf, r, cap) + at0 + 16ull * gi);
+          raw[j][r] = ld_volatile_128(c.from(r) + at0 + 16ull * gi);
           if (Sentinel<T>::any(raw[j][r])) {
             all = false;
             waiting = r;
@@ -214,7 +215,7 @@ __device__ __forceinline__ void gather_row(const SymmView& v, const WaitEnv& env
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
-      if (gi < gpr) reduce_arrived<T, OpSum, W>(v, env, phase, buf, cap, at0 + 16ull * gi, mine[j], f[j]);
+      if (gi < gpr) reduce_arrived<T, OpSum, W>(c, env, at0 + 16ull * gi, mine[j], f[j]);
     }
   }
 }
@@ -235,13 +236,11 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
                                                                     SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
-  const u64 call = read_calls(s, kLamport);
-  const u32 buf = static_cast<u32>(call % 3);
-  const u32 prev = static_cast<u32>((call + 2) % 3);
+  const LamportCall<T, W> c(v, s, cap, tag);
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
   const u64 groups = rows * gpr;
-  send_headers<W>(v, buf, cap, tag);
+  c.open();
   // Sending spreads over the whole grid (one SM pushing a row alone is slow); S groups loaded at a time.
   const u64 n = rows * hidden;
   for (u64 base = global_thread(); base < groups; base += S * grid_threads()) {
@@ -256,23 +255,22 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
       const u64 i = base + j * grid_threads();
       if (i >= groups) continue;
 #pragma unroll
-      for (u32 k = 1; k < W; ++k) st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + 16 * i, x[j]);
+      for (u32 k = 1; k < W; ++k) st_volatile_128(c.to((rank + k) % W) + 16 * i, x[j]);
     }
   }
-  refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, tag);
+  c.arrived(env);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
     const RowOperands<T, S> ops(io, row, true);
     u32x4 mine[S], hr[S];
     own_groups(in, io, row, mine);
     float f[S][8];
-    gather_row<T, W, S>(v, env, tag.word, buf, cap, row * gpr * 16ull, gpr, mine, f);
+    gather_row<T, W, S>(c, env, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) hr[j] = add_residual(io, ops, j, f[j]);
     finish_row(io, row, hr, ops, red);
   }
-  end_call(s, kLamport, buf, groups * 16);
+  c.close(groups * 16);
 }
 
 template <typename T, u32 W, u32 S>
@@ -281,15 +279,13 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
                                                                              const CallTag tag, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
-  const u64 call = read_calls(s, kLamport);
-  const u32 buf = static_cast<u32>(call % 3);
-  const u32 prev = static_cast<u32>((call + 2) % 3);
+  const LamportCall<T, W> c(v, s, cap, tag);
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
   const u64 chunk = ceil_div(rows, W);  // rows per owner
   const u64 row_bytes = 16ull * gpr;
   const u64 ag = chunk * row_bytes;  // where the all-gather half of a slot starts
-  send_headers<W>(v, buf, cap, tag);
+  c.open();
   // Each peer's chunk, spread over the whole grid; S groups loaded at a time.
   const u64 n = rows * hidden;
   for (u64 base = global_thread(); base < chunk * gpr; base += S * grid_threads()) {
@@ -307,13 +303,12 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
       for (u32 j = 0; j < S; ++j) {
         const u64 jj = base + j * grid_threads();
         if (jj < chunk * gpr && p * chunk * gpr + jj < rows * gpr)
-          st_volatile_128(lamport_slot<W>(v, p, buf, rank, cap) + 16 * jj, x[j]);
+          st_volatile_128(c.to(p) + 16 * jj, x[j]);
       }
     }
   }
-  refill<W>(v, s, rank, prev, cap);
   const WaitEnv env = v.wait_env();
-  check_headers<T, W>(v, env, buf, cap, tag);
+  c.arrived(env);
   const u64 first = min(rows, rank * chunk);
   const u64 last = min(rows, first + chunk);
   // Owned rows first: peers wait for them.
@@ -323,7 +318,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
     own_groups(in, io, row, mine);
     float f[S][8];
     const u64 at0 = (row - first) * row_bytes;
-    gather_row<T, W, S>(v, env, tag.word, buf, cap, at0, gpr, mine, f);
+    gather_row<T, W, S>(c, env, at0, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
@@ -331,7 +326,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
       hr[j] = Sentinel<T>::clean(add_residual(io, ops, j, f[j]));
 #pragma unroll
       for (u32 k = 1; k < W; ++k)
-        st_volatile_128(lamport_slot<W>(v, (rank + k) % W, buf, rank, cap) + ag + at0 + 16ull * gi, hr[j]);
+        st_volatile_128(c.to((rank + k) % W) + ag + at0 + 16ull * gi, hr[j]);
     }
     finish_row(io, row, hr, ops, red);
   }
@@ -340,7 +335,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
   for (u64 o = blockIdx.x; o < others; o += gridDim.x) {
     const u64 row = o < first ? o : o + (last - first);
     const u32 owner = static_cast<u32>(row / chunk);
-    const u8* from = lamport_slot<W>(v, rank, buf, owner, cap) + ag + (row - owner * chunk) * row_bytes;
+    const u8* from = c.from(owner) + ag + (row - owner * chunk) * row_bytes;
     const RowOperands<T, S> ops(io, row, false);
     u32x4 hr[S];
     bounded_wait(env, owner, tag.word, [&] {
@@ -356,7 +351,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
     });
     finish_row(io, row, hr, ops, red);
   }
-  end_call(s, kLamport, buf, 2 * ag);
+  c.close(2 * ag);
 }
 
 template <typename T, u32 W>

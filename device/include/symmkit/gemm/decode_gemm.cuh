@@ -45,7 +45,10 @@
 // multiple of 8 (host), so a 16-byte chunk of a row lies wholly inside or outside D. Every wait is
 // bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch.
 #pragma once
-#include "symmkit/gemm/hopper_gemm.cuh"
+#include "symmkit/gemm/fusion.cuh"
+#include "symmkit/gemm/tma.cuh"
+#include "symmkit/gemm/wgmma.cuh"
+#include "symmkit/sync/barrier.cuh"
 
 namespace symmkit {
 namespace gemm {

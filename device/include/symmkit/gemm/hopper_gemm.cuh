@@ -38,6 +38,7 @@
 // no state outlives it beyond what the Epilogue writes (ScatterReduce leaves its flags zero again), so
 // graph replays are independent.
 #pragma once
+#include "symmkit/gemm/fusion.cuh"
 #include "symmkit/gemm/tma.cuh"
 #include "symmkit/gemm/wgmma.cuh"
 #include "symmkit/sync/barrier.cuh"
@@ -47,7 +48,6 @@ namespace gemm {
 
 constexpr u32 kTileM = 128;
 constexpr u32 kTileN = 256;
-constexpr u32 kTileKBytes = 128;  // one 128-byte swizzle row of K per tile row
 constexpr u32 kStages = 4;
 constexpr u32 kThreads = 384;
 constexpr u32 kStageBytes = (kTileM + kTileN) * kTileKBytes;
@@ -328,77 +328,6 @@ struct AccumulateF32 : PlainEpilogue {
   }
 };
 
-/** This call's epoch (ScatterReduce, AllReduceTiles, the decode GEMM's all-reduce): `epoch` counts calls in device memory,
- * so graph replays count too. Thread 0 of every CTA reads it at the start; the last to read advances it. */
-__device__ __forceinline__ u32 call_epoch(u32* epoch) {
-  const u32 e = *reinterpret_cast<volatile u32*>(epoch) + 1;
-  u32 readers;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(readers) : "l"(epoch + 1) : "memory");
-  if (readers == gridDim.x - 1) {
-    epoch[1] = 0;
-    epoch[0] = e;
-  }
-  return e;
-}
-
-/** A share's all-reduce handshake (AllReduceTiles, the decode GEMM's all-reduce), by one thread after its
- * pushes are complete and fenced: raises the share's flag `flag(p, rank)` to `epoch` on every rank p (a
- * release at system scope), then waits (acquire, bounded, naming the rank) for every rank's flag of the
- * same share in this rank's array, `flag(rank, src)`. */
-template <class FlagOf>
-__device__ __forceinline__ void raise_and_await_shares(const WaitEnv& env, u32 world, u32 rank, u32 epoch, u32 tile,
-                                                       FlagOf flag) {
-  fence_acq_rel_sys();
-  for (u32 p = 0; p < world; ++p) st_sys<Order::Relaxed>(flag(p, rank), epoch);
-  for (u32 src = 0; src < world; ++src) {
-    const u32* fl = flag(rank, src);
-    bounded_wait(env, src, tile, [&] {
-      if (ld_sys<Order::Acquire>(fl) == epoch) return true;
-      __nanosleep(64);
-      return false;
-    });
-  }
-}
-
-/** One step of the GEMM + all-reduce's deterministic sum: 8 bf16 of the next rank in rank order added to
- * the f32 sums (the first rank's set them). */
-__device__ __forceinline__ void add_rank_bf16x8(float (&sum)[8], const uint4& v, bool first) {
-  const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (u32 e = 0; e < 4; ++e) {
-    const float2 x = __bfloat1622float2(x2[e]);
-    sum[2 * e] = first ? x.x : sum[2 * e] + x.x;
-    sum[2 * e + 1] = first ? x.y : sum[2 * e + 1] + x.y;
-  }
-}
-
-/** The sums rounded once to bf16. */
-__device__ __forceinline__ uint4 round_bf16x8(const float (&sum)[8]) {
-  uint4 o;
-  __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&o);
-#pragma unroll
-  for (u32 e = 0; e < 4; ++e) h2[e] = __floats2bfloat162_rn(sum[2 * e], sum[2 * e + 1]);
-  return o;
-}
-
-/** The sum over `world` ranks, in rank order in f32 and rounded once, of 8 bf16 at `at` of each rank's
- * slot (`slot` elements apart) of a receive buffer: the deterministic sum of the GEMM + all-reduce. Two
- * ranks' loads in flight at a time: more would take registers for little. */
-__device__ __forceinline__ uint4 sum_ranks_bf16x8(const __nv_bfloat16* recv, u64 slot, u64 at, u32 world) {
-  float sum[8];
-  for (u32 src = 0; src < world; src += 2) {
-    uint4 v[2];
-    v[0] = __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + at));
-    if (src + 1 < world) v[1] = __ldcg(reinterpret_cast<const uint4*>(recv + (src + 1) * slot + at));
-#pragma unroll
-    for (u32 h = 0; h < 2; ++h) {
-      if (src + h >= world) break;
-      add_rank_bf16x8(sum, v[h], src + h == 0);
-    }
-  }
-  return round_bf16x8(sum);
-}
-
 /** Flag of (source rank, tile, consumer half) in `owner`'s flag array. */
 __device__ __forceinline__ u32* exchange_flag(const FusionParams& f, u32 owner, u32 src, u32 id, u32 half) {
   return f.flags[owner] + (u64(src) * f.tiles_per_shard + id) * 2 + half;
@@ -674,12 +603,6 @@ struct AllReduceTiles {
 };
 
 // ---- Split-K ----------------------------------------------------------------------------------------
-
-/** The first k-block of slice `split` of `kblocks` cut into 2^log2 slices (every slice non-empty while
- * 2^log2 <= kblocks). */
-__device__ __forceinline__ u32 split_begin(u32 kblocks, u32 log2, u32 split) {
-  return u32((u64(kblocks) * split) >> log2);
-}
 
 /**
  * The last CTA's sum of a tile of few rows: the 256 consumer threads take the tile's valid rows by float4

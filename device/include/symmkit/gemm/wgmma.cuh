@@ -14,6 +14,9 @@
 namespace symmkit {
 namespace gemm {
 
+/** K bytes of a tile row: one 128-byte swizzle row. */
+constexpr u32 kTileKBytes = 128;
+
 /** Descriptor of a K-major, 128B-swizzled tile starting at shared address `smem` (1024-byte aligned
  * for the first k-step; later k-steps add 32 bytes within the atom, as the hardware expects). */
 __device__ __forceinline__ u64 kmajor_sw128_desc(u32 smem) {
