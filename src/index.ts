@@ -85,7 +85,7 @@ export { CpuCollectives, type CpuAlgorithms } from "./cpu/collectives.js";
 export { CpuSymmetricTensor } from "./cpu/symmetric.js";
 export { HostTensor } from "./cpu/host-tensor.js";
 export { REDUCE_OPS, REDUCE_DTYPES, type ReduceOp as CollectiveReduceOp } from "./ops/validate.js";
-export type { Collectives, AlgorithmNames } from "./ops/collectives.js";
+export type { Collectives, AlgorithmNames, GroupCollectives } from "./ops/collectives.js";
 export {
   GpuCollectives,
   DEFAULT_MAILBOX_SLOT_BYTES,

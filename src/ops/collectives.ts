@@ -1,7 +1,8 @@
-// The one interface both backends' collectives implement (GpuCollectives on symmetric GPU memory,
-// CpuCollectives on shared host memory), so that the compiler holds them to the same calls, defaults and
-// return values. A backend names its own tensor types, the algorithms it has, and its extra options
-// (GPUs: the stream).
+// The interfaces the collectives implement, so that the compiler holds them to the same calls, defaults and
+// return values: Collectives for both backends on symmetric memory (GpuCollectives on GPU memory,
+// CpuCollectives on shared host memory), GroupCollectives (its calls that need no symmetric memory) for a
+// group across hosts (HostsCollectives), which refuses the rest. A backend names its own tensor types, the
+// algorithms it has, and its extra options (GPUs: the stream).
 import type { AllGatherMatmulOptions, FusedMatmulOptions, MatmulAllReduceOptions } from "./fused-checks.js";
 import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
 import type { ReduceOp } from "./validate.js";
@@ -24,13 +25,18 @@ export interface AlgorithmNames {
   readonly moe: string;
 }
 
+/** The algorithm names of the calls every group has, across hosts too (GroupCollectives). */
+export type GroupAlgorithmNames = Pick<
+  AlgorithmNames,
+  "allReduce" | "allGather" | "reduceScatter" | "sendRecv" | "allToAll"
+>;
+
 /**
- * `T`: the backend's tensor; `In`: what a collective takes as input (GPUs: a plain or a symmetric
- * tensor); `A`: its algorithms; `X`: options every call takes (GPUs: `stream`).
+ * The calls every group's collectives have, also a group across hosts (HostsCollectives). `T`: the
+ * backend's tensor; `In`: what a collective takes as input (GPUs: a plain or a symmetric tensor); `A`: its
+ * algorithms; `X`: options every call takes (GPUs: `stream`).
  */
-export interface Collectives<T, In, A extends AlgorithmNames, X extends object = object> {
-  /** Bytes of the group's staging buffer: the largest plain input a staging algorithm takes. */
-  readonly capacityBytes: number;
+export interface GroupCollectives<T, In, A extends GroupAlgorithmNames, X extends object = object> {
   /** Sum (or max, min) of `input` over all ranks, into `output`; without one, into a new tensor. Returns
    * the output. */
   allReduce(input: In, options?: X & { op?: ReduceOp; algorithm?: A["allReduce"]; output?: T }): T;
@@ -38,6 +44,40 @@ export interface Collectives<T, In, A extends AlgorithmNames, X extends object =
   allGather(input: In, output: T, options?: X & { algorithm?: A["allGather"] }): T;
   /** Chunk `rank` of the reduction of every rank's `input` (world x output elements), into `output`. */
   reduceScatter(input: In, output: T, options?: X & { op?: ReduceOp; algorithm?: A["reduceScatter"] }): T;
+  /** `x` to `peer`, which calls recv (or sendRecv) with a tensor of the same bytes; ordered per pair. */
+  send(x: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): void;
+  /** Into `out`, what `peer` sent (send or sendRecv). Returns `out`. */
+  recv(out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
+  /** `x` to `peer` and `out` from it in one call on both ranks (sizes may differ). Returns `out`. */
+  sendRecv(x: T, out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
+  /** Chunk j of `x` to rank j; chunk i of `out` from rank i (world equal chunks). Returns `out`. */
+  allToAll(x: In, out: T, options?: X & { algorithm?: A["allToAll"] }): T;
+  /** Every rank meets here (GPUs: in stream order, on the device). */
+  barrier(options?: X): void;
+}
+
+/** The calls that need memory symmetric over the whole group: a group across hosts refuses them. */
+export type SymmetricCall =
+  | "allGatherMatmul"
+  | "matmulReduceScatter"
+  | "matmulAllReduce"
+  | "allReduceRmsNorm"
+  | "allToAllV"
+  | "dispatch"
+  | "combine";
+
+/** What a group without such memory has in place of those calls: calls that refuse with a typed error. */
+export type Refused<K extends string> = { readonly [P in K]: (...args: unknown[]) => never };
+
+/** Every call of a group on symmetric memory (GpuCollectives, CpuCollectives). */
+export interface Collectives<
+  T,
+  In,
+  A extends AlgorithmNames,
+  X extends object = object,
+> extends GroupCollectives<T, In, A, X> {
+  /** Bytes of the group's staging buffer: the largest plain input a staging algorithm takes. */
+  readonly capacityBytes: number;
   /** gather(aShard) x b^T, and the gathered A (see GpuCollectives.allGatherMatmul). */
   allGatherMatmul(
     aShard: In,
@@ -61,14 +101,6 @@ export interface Collectives<T, In, A extends AlgorithmNames, X extends object =
     x: In,
     options: X & AllReduceRmsNormOptions<T> & { algorithm?: A["allReduceRmsNorm"] },
   ): { output: T; residualOut: T | undefined };
-  /** `x` to `peer`, which calls recv (or sendRecv) with a tensor of the same bytes; ordered per pair. */
-  send(x: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): void;
-  /** Into `out`, what `peer` sent (send or sendRecv). Returns `out`. */
-  recv(out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
-  /** `x` to `peer` and `out` from it in one call on both ranks (sizes may differ). Returns `out`. */
-  sendRecv(x: T, out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
-  /** Chunk j of `x` to rank j; chunk i of `out` from rank i (world equal chunks). Returns `out`. */
-  allToAll(x: In, out: T, options?: X & { algorithm?: A["allToAll"] }): T;
   /** Uneven all-to-all by rows of x's first dimension (see CpuCollectives.allToAllV). */
   allToAllV(
     x: T,
@@ -93,6 +125,4 @@ export interface Collectives<T, In, A extends AlgorithmNames, X extends object =
   ): DispatchResult<T>;
   /** MoE combine: the experts' output back to the dispatched tokens, weighted, summed in slot order. */
   combine(expertOut: T, handle: MoeHandle<T>, options?: X & CombineOptions<T> & { algorithm?: A["moe"] }): T;
-  /** Every rank meets here (GPUs: in stream order, on the device). */
-  barrier(options?: X): void;
 }

@@ -37,6 +37,7 @@
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import { CALL_TAG_LAYOUT, WAIT_ENV_LAYOUT } from "../distributed/device-layouts.js";
 import { gatherValues } from "../distributed/agree.js";
+import type { GroupAlgorithmNames, GroupCollectives, Refused, SymmetricCall } from "./collectives.js";
 import {
   fingerprint,
   SPENT_CALL,
@@ -102,7 +103,12 @@ interface Scratch {
 
 /** A CallTag in u32 words (as SYMMKIT_CHECK_CALLS gathers it). */
 const TAG_WORDS = CALL_TAG_LAYOUT.bytes / 4;
-export class HostsCollectives {
+/** The algorithms of a group across hosts, by call. */
+type HostsAlgorithms = { readonly [K in keyof GroupAlgorithmNames]: HostsAlgorithm };
+
+export class HostsCollectives
+  implements GroupCollectives<Tensor, Tensor, HostsAlgorithms, { stream?: Stream }>, Refused<SymmetricCall>
+{
   /** This host's members, with symmkit's collectives on their symmetric memory. */
   readonly local: ProcessGroup<GpuCollectives>;
   /** Hosts the group spans, and members per host. */
@@ -387,37 +393,6 @@ export class HostsCollectives {
     return out;
   }
 
-  /** The ops that need symmetric memory over the whole group: not across hosts. */
-  allGatherMatmul(..._args: unknown[]): never {
-    return this.#insideHostOnly("allGatherMatmul");
-  }
-  matmulReduceScatter(..._args: unknown[]): never {
-    return this.#insideHostOnly("matmulReduceScatter");
-  }
-  matmulAllReduce(..._args: unknown[]): never {
-    return this.#insideHostOnly("matmulAllReduce");
-  }
-  allReduceRmsNorm(..._args: unknown[]): never {
-    return this.#insideHostOnly("allReduceRmsNorm");
-  }
-  allToAllV(..._args: unknown[]): never {
-    return this.#insideHostOnly("allToAllV");
-  }
-  dispatch(..._args: unknown[]): never {
-    return this.#insideHostOnly("dispatch");
-  }
-  combine(..._args: unknown[]): never {
-    return this.#insideHostOnly("combine");
-  }
-
-  #insideHostOnly(what: string): never {
-    throw new UnsupportedError(
-      `${what} across hosts is not built: it runs on symmetric memory, which ends at a host. Call it inside ` +
-        `one host, on collectives.local (this host's ${this.perHost} ranks), or compose it from allReduce, ` +
-        "allGather and reduceScatter, which run across hosts",
-    );
-  }
-
   /** Checks a point-to-point call; its stream, and the peer's rank in the local group if the call goes
    * through symmkit's put (the peer is on this host, and the algorithm allows it). */
   #pointToPoint(
@@ -432,6 +407,37 @@ export class HostsCollectives {
     const stream = this.#stream(what, options, tensors);
     const local = this.local.ranks.indexOf(this.#group.ranks[peer]!);
     return [stream, requested === "nccl" || local < 0 ? undefined : local];
+  }
+
+  /** The calls that need symmetric memory over the whole group (SymmetricCall): not across hosts. */
+  allGatherMatmul(): never {
+    return this.#insideHostOnly("allGatherMatmul");
+  }
+  matmulReduceScatter(): never {
+    return this.#insideHostOnly("matmulReduceScatter");
+  }
+  matmulAllReduce(): never {
+    return this.#insideHostOnly("matmulAllReduce");
+  }
+  allReduceRmsNorm(): never {
+    return this.#insideHostOnly("allReduceRmsNorm");
+  }
+  allToAllV(): never {
+    return this.#insideHostOnly("allToAllV");
+  }
+  dispatch(): never {
+    return this.#insideHostOnly("dispatch");
+  }
+  combine(): never {
+    return this.#insideHostOnly("combine");
+  }
+
+  #insideHostOnly(what: SymmetricCall): never {
+    throw new UnsupportedError(
+      `${what} across hosts is not built: it runs on symmetric memory, which ends at a host. Call it inside ` +
+        `one host, on collectives.local (this host's ${this.perHost} ranks), or compose it from allReduce, ` +
+        "allGather and reduceScatter, which run across hosts",
+    );
   }
 
   /** Every rank of the group meets here, in stream order on the device (an NCCL all-reduce of one word). */
