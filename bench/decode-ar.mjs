@@ -2,7 +2,7 @@
 // GEMM + all-reduce's exchange costs a GEMM when there is no peer to wait for (the one partial is pushed to
 // this rank's receive buffer, flagged, and summed back into D). Run from the repo root on a Hopper GPU:
 //   node bench/decode-ar.mjs [M,M,...] [N] [K]
-import { DecodeGemm, decodeShape, decodeSplitsFor, soloExchange } from "../dist/src/ops/decode-gemm.js";
+import { DecodeGemm, decodeShape, decodeSplitsFor, soloExchange } from "../dist/src/ops/gemm/decode-gemm.js";
 import { device, operands, time } from "./gemm-kit.mjs";
 
 const rows = (process.argv[2] ?? "1,32,128,160,192,256").split(",").map(Number);

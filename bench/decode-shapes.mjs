@@ -1,8 +1,8 @@
 // The decode GEMM's tile shapes against each other and cuBLASLt at m = 129 to 256 (graph-timed, µs): the
-// measurements behind decodeShape() and DECODE_MAX_ROWS in src/ops/decode-gemm.ts. Run from the repo root
+// measurements behind decodeShape() and DECODE_MAX_ROWS in src/ops/gemm/decode-gemm.ts. Run from the repo root
 // on a Hopper GPU:
 //   node bench/decode-shapes.mjs [M,M,...] [N] [K] [bf16|fp8e4m3]
-import { DecodeGemm } from "../dist/src/ops/decode-gemm.js";
+import { DecodeGemm } from "../dist/src/ops/gemm/decode-gemm.js";
 import { cublas, device, operands, time } from "./gemm-kit.mjs";
 
 const rows = (process.argv[2] ?? "129,136,144,160,176,192,208,224,240,256").split(",").map(Number);

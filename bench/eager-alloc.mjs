@@ -6,7 +6,7 @@
 import { Device } from "../dist/src/runtime/device.js";
 import { Stream } from "../dist/src/runtime/stream.js";
 import { Tensor } from "../dist/src/runtime/tensor.js";
-import { matmul } from "../dist/src/ops/matmul.js";
+import { matmul } from "../dist/src/ops/gemm/matmul.js";
 
 const device = Device.get(0);
 const stream = Stream.create(device);

@@ -3,8 +3,8 @@
 import { Device } from "../dist/src/runtime/device.js";
 import { Stream } from "../dist/src/runtime/stream.js";
 import { Tensor } from "../dist/src/runtime/tensor.js";
-import { HopperGemm } from "../dist/src/ops/hopper-gemm.js";
-import { CublasLtMatmul } from "../dist/src/ops/cublaslt-matmul.js";
+import { HopperGemm } from "../dist/src/ops/gemm/hopper-gemm.js";
+import { CublasLtMatmul } from "../dist/src/ops/gemm/cublaslt-matmul.js";
 import { graphTimeUs } from "../dist/src/bench/report.js";
 
 export const device = Device.get(0);

@@ -1,9 +1,9 @@
 // symmkit's GEMMs at decode sizes with the split-K count forced, HopperGemm on the wide and the narrow
 // ring and the decode GEMM (A and B swapped) at its tile width, beside cuBLASLt (graph-timed, µs): the
-// measurements behind splitsFor() and gemmKernelFor() in src/ops/hopper-gemm.ts and decodeSplitsFor()
-// and DECODE_MAX_ROWS in src/ops/decode-gemm.ts. Run from the repo root on a Hopper GPU:
+// measurements behind splitsFor() and gemmKernelFor() in src/ops/gemm/hopper-gemm.ts and decodeSplitsFor()
+// and DECODE_MAX_ROWS in src/ops/gemm/decode-gemm.ts. Run from the repo root on a Hopper GPU:
 //   node bench/gemm-split-sweep.mjs [MxNxK,...]
-import { DecodeGemm, decodeShape } from "../dist/src/ops/decode-gemm.js";
+import { DecodeGemm, decodeShape } from "../dist/src/ops/gemm/decode-gemm.js";
 import { parseShapes } from "../dist/src/bench/gemm.js";
 import { cublas, device, operands, splitStoreGemm, time } from "./gemm-kit.mjs";
 

@@ -4,13 +4,13 @@
 // w<slices> (the wide ring) or n<slices> (the narrow ring). Run from the repo root on a Hopper GPU, a few
 // times over (an intermittent fault needs several processes):
 //   node bench/gemm-stress.mjs [w1,w2,w4,n1,n2,n4] [graph]
-// It caught the idle consumer's lost mbarrier phase (docs/perf-notes.md, session 13): before the fix, "n2
+// It caught the idle consumer's lost mbarrier phase (docs/perf-notes.md, Split-K): before the fix, "n2
 // graph" timed out (CUDA_ERROR_LAUNCH_FAILED after 10 s) in about one process in three on one H100; after
 // it, none in 30.
 import { Tensor } from "../dist/src/runtime/tensor.js";
 import { Graph } from "../dist/src/runtime/graph.js";
 import { copyDeviceToDevice } from "../dist/src/runtime/memory.js";
-import { SplitScratch } from "../dist/src/ops/split-scratch.js";
+import { SplitScratch } from "../dist/src/ops/gemm/split-scratch.js";
 import { device, operands, splitStoreGemm, stream } from "./gemm-kit.mjs";
 
 const steps = (process.argv[2] ?? "w1,w2,w4,n1,n2,n4").split(",");

@@ -7,12 +7,12 @@ import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
 import { LINK_PROBE, FAIL_CONTEXT, SYNC_KERNELS } from "./distributed/sync-kernels.js";
 import { ALL_TO_ALL_PROGRAM, BARRIER_KERNELS } from "./ops/coll/programs.js";
 import { collectivePrograms } from "./ops/coll/registry.js";
-import { GEMM_PROGRAMS } from "./ops/gemm-programs.js";
-import { DECODE_PROGRAMS } from "./ops/decode-gemm.js";
-import { FUSED_PROGRAMS } from "./ops/fused-programs.js";
-import { arNormPrograms } from "./ops/ar-norm-programs.js";
-import { MOE_PROGRAM } from "./ops/moe.js";
-import { A2AV_PROGRAM, P2P_PROGRAM } from "./ops/exchange.js";
+import { GEMM_PROGRAMS } from "./ops/gemm/programs.js";
+import { DECODE_PROGRAMS } from "./ops/gemm/decode-gemm.js";
+import { FUSED_PROGRAMS } from "./ops/fused/programs.js";
+import { arNormPrograms } from "./ops/norm/programs.js";
+import { MOE_PROGRAM } from "./ops/moe/moe.js";
+import { A2AV_PROGRAM, P2P_PROGRAM } from "./ops/exchange/exchange.js";
 
 export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,

@@ -7,7 +7,7 @@ import { SymmkitError } from "./errors.js";
 import type { CpuProcessGroup } from "./cpu/process-group.js";
 import { HostTensor } from "./cpu/host-tensor.js";
 import type { CudaProcessGroup } from "./init.js";
-import type { AllGatherMatmulAlgorithm, MatmulReduceScatterAlgorithm } from "./ops/fused-checks.js";
+import type { AllGatherMatmulAlgorithm, MatmulReduceScatterAlgorithm } from "./ops/fused/checks.js";
 import { decodeToF32 } from "./runtime/dtype.js";
 import { Module } from "./runtime/module.js";
 import { Stream } from "./runtime/stream.js";

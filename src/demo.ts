@@ -10,7 +10,7 @@ import { HostTensor } from "./cpu/host-tensor.js";
 import { readDistEnv } from "./distributed/env.js";
 import { launch } from "./distributed/launcher.js";
 import { detectBackend, init, type AnyProcessGroup, type CudaProcessGroup } from "./init.js";
-import { reduceInto } from "./ops/reduce.js";
+import { reduceInto } from "./ops/coll/reduce.js";
 import { CPU_ALL_REDUCE_ALGORITHMS, TUNABLE_ALGORITHMS } from "./ops/coll/registry.js";
 import { decodeToF32, encode, type DType, type RawArray } from "./runtime/dtype.js";
 import { hostUniform } from "./runtime/random.js";

@@ -157,9 +157,14 @@ export {
   type MatmulOptions,
   type BLayout,
   type MatmulProblem,
-} from "./ops/matmul.js";
-export { HopperGemm, HopperLauncher, gemmTiles, type GemmLaunch } from "./ops/hopper-gemm.js";
-export { DecodeGemm, DECODE_VARIANTS, type DecodeLaunch, type DecodeVariant } from "./ops/decode-gemm.js";
+} from "./ops/gemm/matmul.js";
+export { HopperGemm, HopperLauncher, gemmTiles, type GemmLaunch } from "./ops/gemm/hopper-gemm.js";
+export {
+  DecodeGemm,
+  DECODE_VARIANTS,
+  type DecodeLaunch,
+  type DecodeVariant,
+} from "./ops/gemm/decode-gemm.js";
 export {
   ALL_GATHER_MATMUL_ALGORITHMS,
   MATMUL_REDUCE_SCATTER_ALGORITHMS,
@@ -172,13 +177,13 @@ export {
   type MatmulReduceScatterAlgorithm,
   type AllGatherMatmulOptions,
   type FusedMatmulOptions,
-} from "./ops/fused-checks.js";
+} from "./ops/fused/checks.js";
 export {
   AR_NORM_ALGORITHMS,
   CPU_AR_NORM_ALGORITHMS,
   type ArNormAlgorithm,
   type AllReduceRmsNormOptions,
-} from "./ops/ar-norm-checks.js";
+} from "./ops/norm/checks.js";
 export { rmsNorm } from "./norm.js";
 export {
   CPU_EXCHANGE_ALGORITHMS,
@@ -189,7 +194,7 @@ export {
   type GpuAllToAllAlgorithm,
   type GpuAllToAllVAlgorithm,
   type GpuSendRecvAlgorithm,
-} from "./ops/exchange-checks.js";
+} from "./ops/exchange/checks.js";
 export {
   CPU_MOE_ALGORITHMS,
   MOE_TOKEN_DTYPES,
@@ -199,10 +204,10 @@ export {
   type DispatchResult,
   type MoeHandle,
   type MoeProblem,
-} from "./ops/moe-checks.js";
-export { GPU_MOE_ALGORITHMS, type GpuMoeAlgorithm } from "./ops/moe.js";
-export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm-programs.js";
-export { CublasLtMatmul, type LtMatmul } from "./ops/cublaslt-matmul.js";
+} from "./ops/moe/checks.js";
+export { GPU_MOE_ALGORITHMS, type GpuMoeAlgorithm } from "./ops/moe/moe.js";
+export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm/programs.js";
+export { CublasLtMatmul, type LtMatmul } from "./ops/gemm/cublaslt-matmul.js";
 export { CublasError } from "./cuda/cublaslt.js";
 export { encodeTensorMap2d, type TensorMap2d } from "./runtime/tensor-map.js";
 export {

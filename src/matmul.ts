@@ -1,4 +1,4 @@
-// matmul on either backend's tensors: a GPU Tensor runs symmkit's GEMM or cuBLASLt (src/ops/matmul.ts), a
+// matmul on either backend's tensors: a GPU Tensor runs symmkit's GEMM or cuBLASLt (src/ops/gemm/matmul.ts), a
 // HostTensor the CPU backend's reference GEMM (src/cpu/matmul.ts), after the same checks of shapes,
 // dtypes and layouts, so a program written once for both backends (AnyTensor) runs on either.
 import { HostTensor, hostOverlaps } from "./cpu/host-tensor.js";
@@ -10,7 +10,7 @@ import {
   matmulShapes,
   type BLayout,
   type MatmulOptions,
-} from "./ops/matmul.js";
+} from "./ops/gemm/matmul.js";
 import { Tensor, type AnyTensor } from "./runtime/tensor.js";
 
 /** The options matmul takes on either backend (GPUs add `impl` and `stream`: MatmulOptions). */

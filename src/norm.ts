@@ -1,16 +1,12 @@
 // rmsNorm on either backend's tensors: the norm of allReduceRmsNorm on one device, without communication
 // (bias and residual added first, the pre-norm sum written to residualOut). A GPU tensor runs the norm
-// kernel (src/ops/rms-norm-op.ts), a host tensor the host reference (src/ops/rms-norm.ts); both give the
+// kernel (src/ops/norm/rms-norm-op.ts), a host tensor the host reference (src/ops/norm/rms-norm.ts); both give the
 // fused op's bits.
 import { HostTensor, hostOverlaps, sameHostSpan } from "./cpu/host-tensor.js";
-import {
-  checkAllReduceRmsNorm,
-  checkNormAliasing,
-  type AllReduceRmsNormOptions,
-} from "./ops/ar-norm-checks.js";
-import { overlaps, sameSpan } from "./ops/matmul.js";
-import { rmsNormRows } from "./ops/rms-norm.js";
-import { launchNorm, normKernel } from "./ops/rms-norm-op.js";
+import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "./ops/norm/checks.js";
+import { overlaps, sameSpan } from "./ops/gemm/matmul.js";
+import { rmsNormRows } from "./ops/norm/rms-norm.js";
+import { launchNorm, normKernel } from "./ops/norm/rms-norm-op.js";
 import { defaultStream, type Stream } from "./runtime/stream.js";
 import { Tensor } from "./runtime/tensor.js";
 

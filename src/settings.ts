@@ -5,7 +5,6 @@
 // the variable and its value, says what it takes, and how to fix it. README's table lists the same
 // variables (test/settings.test.ts checks both against the sources).
 import path from "node:path";
-import { DEFAULT_STORE_TIMEOUT_MS } from "./distributed/store/client.js";
 import { SymmkitError } from "./errors.js";
 import { userCacheDir } from "./paths.js";
 
@@ -33,6 +32,8 @@ export interface EnvVar<T> {
 
 /** Deadline of every bounded wait inside symmkit's kernels (and the CPU backend's signal waits). */
 export const DEFAULT_SYNC_TIMEOUT_MS = 30_000;
+/** How long a store call waits by default (SYMMKIT_STORE_TIMEOUT_MS; StoreClient). */
+export const DEFAULT_STORE_TIMEOUT_MS = 300_000;
 /** Largest size the GPU tests' large-collectives check runs (bytes per rank). */
 export const DEFAULT_TEST_LARGE_MAX = 1 << 30;
 /** A job token longer than this is refused by the store (its hello reads at most 1024 bytes). */

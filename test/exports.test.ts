@@ -31,22 +31,22 @@ const INTERNAL: Readonly<Record<string, string>> = {
   FrameWriter: "the store protocol's frame encoder, used by StoreClient and StoreServer only",
   FrameReader: "the store protocol's frame decoder, used by StoreClient and StoreServer only",
   FrameSplitter: "splits the store's TCP stream into frames, inside StoreClient and StoreServer",
-  // src/ops/fused-matmul.ts
+  // src/ops/fused/fused-matmul.ts
   FusedMatmul:
     "GpuCollectives' engine for the fused matmuls, built from its private context; users call " +
     "collectives.allGatherMatmul / matmulReduceScatter, and collectives.fusedMatmul is typed as a Pick",
   // src/ops/memo.ts
   Memo3: "a cache of kernel handles by key triple for the collectives' eager call paths, internal to src/ops",
-  // src/ops/ar-norm.ts
+  // src/ops/norm/ar-norm.ts
   ArNorm:
     "GpuCollectives' engine for allReduceRmsNorm, built from its private context; users call " +
     "collectives.allReduceRmsNorm",
-  // src/ops/exchange.ts, src/ops/moe.ts
+  // src/ops/exchange/exchange.ts, src/ops/moe/moe.ts
   GpuExchange:
     "GpuCollectives' engine for send/recv, sendRecv, allToAll and allToAllV, built from its private " +
     "context; users call those on collectives",
   GpuMoe: "GpuCollectives' engine for MoE dispatch and combine; users call collectives.dispatch / combine",
-  // src/ops/split-scratch.ts
+  // src/ops/gemm/split-scratch.ts
   SplitScratch: "split-K's per-stream scratch that HopperGemm and DecodeGemm share; users only see launches",
   // src/distributed/group-base.ts
   GroupBase:

@@ -4,8 +4,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
 import { KernelStallError, SymmTimeoutError } from "../src/distributed/sync-watch.js";
-import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
-import { AR_NORM_TUNABLE } from "../src/ops/ar-norm-checks.js";
+import { FUSED_TUNABLE } from "../src/ops/fused/checks.js";
+import { AR_NORM_TUNABLE } from "../src/ops/norm/checks.js";
 import {
   CALL_KINDS,
   CollectiveMismatchError,

@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "../src/errors.js";
-import { checkMatmul } from "../src/ops/matmul.js";
-import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm-programs.js";
-import { gemmKernelFor, gemmTiles, splitsFor } from "../src/ops/hopper-gemm.js";
+import { checkMatmul } from "../src/ops/gemm/matmul.js";
+import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm/programs.js";
+import { gemmKernelFor, gemmTiles, splitsFor } from "../src/ops/gemm/hopper-gemm.js";
 import { PROGRAMS } from "../src/catalog.js";
 import {
   DECODE_COLS,
@@ -18,7 +18,7 @@ import {
   decodeSplitsFor,
   decodeThreads,
   decodeTiles,
-} from "../src/ops/decode-gemm.js";
+} from "../src/ops/gemm/decode-gemm.js";
 import { parseShapes, relFrobenius } from "../src/bench/gemm.js";
 import type { DType } from "../src/runtime/dtype.js";
 

@@ -26,7 +26,7 @@ import {
   AR_NORM_RANK_ORDER,
   AR_NORM_TUNABLE,
   ncclNormTolerance,
-} from "../src/ops/ar-norm-checks.js";
+} from "../src/ops/norm/checks.js";
 import {
   loadTuneTable,
   pickRule,

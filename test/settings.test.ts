@@ -8,6 +8,7 @@ import { SymmkitError } from "../src/errors.js";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import {
   checkEnvVars,
+  DEFAULT_STORE_TIMEOUT_MS,
   DEFAULT_SYNC_TIMEOUT_MS,
   ENV_VARS,
   isEnvVarName,
@@ -17,7 +18,6 @@ import {
 import { cacheDirFromEnv } from "../src/runtime/jit/cache.js";
 import { userTuneDir } from "../src/ops/tune-table.js";
 import { readDistEnv, stagingBytesFromEnv } from "../src/distributed/env.js";
-import { DEFAULT_STORE_TIMEOUT_MS } from "../src/distributed/store/client.js";
 import { syncTimeoutFromEnv } from "../src/distributed/sync-watch.js";
 
 const NAMES = Object.keys(ENV_VARS) as EnvVarName[];

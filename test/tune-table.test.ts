@@ -18,8 +18,8 @@ import {
 } from "../src/ops/tune-table.js";
 import { fusedRulesFrom, rulesFrom } from "../src/bench/tune.js";
 import type { FusedBenchResult } from "../src/bench/fused.js";
-import { FUSED_TUNABLE } from "../src/ops/fused-checks.js";
-import { AR_NORM_TUNABLE } from "../src/ops/ar-norm-checks.js";
+import { FUSED_TUNABLE } from "../src/ops/fused/checks.js";
+import { AR_NORM_TUNABLE } from "../src/ops/norm/checks.js";
 import { arNormRulesFrom, type ArNormBenchResult } from "../src/bench/ar-norm.js";
 import { pickFusedRule, type TunedCollective } from "../src/ops/tune-table.js";
 import type { CollectiveBenchResult } from "../src/bench/collectives.js";

@@ -6,7 +6,7 @@
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
-import { GPU_ALL_TO_ALL_ALGORITHMS, type GpuAllToAllAlgorithm } from "../ops/exchange-checks.js";
+import { GPU_ALL_TO_ALL_ALGORITHMS, type GpuAllToAllAlgorithm } from "../ops/exchange/checks.js";
 import { deviceCount } from "../runtime/device.js";
 import { copyDeviceToDevice } from "../runtime/memory.js";
 import { Stream } from "../runtime/stream.js";

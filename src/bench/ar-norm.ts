@@ -14,8 +14,8 @@ import {
   AR_NORM_TUNABLE,
   ncclNormTolerance,
   type ArNormAlgorithm,
-} from "../ops/ar-norm-checks.js";
-import { roomFor } from "../ops/ar-norm.js";
+} from "../ops/norm/checks.js";
+import { roomFor } from "../ops/norm/ar-norm.js";
 import type { TuneRule } from "../ops/tune-table.js";
 import type { GpuAllReduceAlgorithm } from "../ops/coll/registry.js";
 import { rmsNorm } from "../norm.js";

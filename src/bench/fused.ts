@@ -19,9 +19,9 @@ import type {
   AllGatherMatmulAlgorithm,
   MatmulAllReduceAlgorithm,
   MatmulReduceScatterAlgorithm,
-} from "../ops/fused-checks.js";
-import type { LtElem } from "../ops/cublaslt-matmul.js";
-import { matmul } from "../ops/matmul.js";
+} from "../ops/fused/checks.js";
+import type { LtElem } from "../ops/gemm/cublaslt-matmul.js";
+import { matmul } from "../ops/gemm/matmul.js";
 import { deviceCount } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { Stream } from "../runtime/stream.js";

@@ -5,9 +5,9 @@ import { SymmkitError } from "../errors.js";
 import { Device } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
-import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/cublaslt-matmul.js";
-import { HopperGemm } from "../ops/hopper-gemm.js";
-import { describePlan, launchSymmkitGemm, symmkitGemmPlan } from "../ops/matmul.js";
+import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/gemm/cublaslt-matmul.js";
+import { HopperGemm } from "../ops/gemm/hopper-gemm.js";
+import { describePlan, launchSymmkitGemm, symmkitGemmPlan } from "../ops/gemm/matmul.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
 

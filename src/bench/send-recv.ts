@@ -8,7 +8,7 @@ import { DEFAULT_GPU_STAGING_BYTES } from "../init.js";
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
-import { GPU_SEND_RECV_ALGORITHMS, type GpuSendRecvAlgorithm } from "../ops/exchange-checks.js";
+import { GPU_SEND_RECV_ALGORITHMS, type GpuSendRecvAlgorithm } from "../ops/exchange/checks.js";
 import { deviceCount } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";

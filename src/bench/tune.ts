@@ -20,7 +20,7 @@ import {
   type TuneTable,
 } from "../ops/tune-table.js";
 import { arNormRulesFrom, arNormStagingBytes, benchArNorm, type ArNormBenchResult } from "./ar-norm.js";
-import type { LtElem } from "../ops/cublaslt-matmul.js";
+import type { LtElem } from "../ops/gemm/cublaslt-matmul.js";
 import { benchFused, fusedStagingBytes, type FusedBenchResult } from "./fused.js";
 import { startProgress } from "./progress.js";
 import type { GemmShape } from "./gemm.js";

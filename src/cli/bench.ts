@@ -3,7 +3,7 @@
 import { InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import type { GemmShape } from "../bench/gemm.js";
-import type { BLayout, LtElem } from "../ops/cublaslt-matmul.js";
+import type { BLayout, LtElem } from "../ops/gemm/cublaslt-matmul.js";
 import { DTYPES, type DType } from "../runtime/dtype.js";
 import { valueParser, type CliCommand } from "./command.js";
 
@@ -292,7 +292,7 @@ export function addBenchCommands(program: CliCommand): void {
     )
     .lazyOptions(async (cmd) => {
       const { DEFAULT_AR_NORM_TOKENS, DEFAULT_AR_NORM_HIDDEN } = await import("../bench/ar-norm.js");
-      const { AR_NORM_TUNABLE } = await import("../ops/ar-norm-checks.js");
+      const { AR_NORM_TUNABLE } = await import("../ops/norm/checks.js");
       cmd
         .addOption(
           new Option("--tokens <n,...>", "rows per rank")

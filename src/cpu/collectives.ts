@@ -2,9 +2,9 @@
 // are written to be read as the reference for the GPU kernels. Every rank stages its input in its own
 // symmetric buffer, meets the others (barrier: our writes are done, peers may read them), reads what it
 // needs from the peers' buffers, and meets them again (we are done reading, peers may overwrite).
-// Reductions follow src/ops/reduce.ts, so every rank gets bitwise the same result.
+// Reductions follow src/ops/coll/reduce.ts, so every rank gets bitwise the same result.
 import type { RawArray } from "../runtime/dtype.js";
-import { reduceInto } from "../ops/reduce.js";
+import { reduceInto } from "../ops/coll/reduce.js";
 import {
   checkAlgorithm,
   checkCapacity,
@@ -34,15 +34,15 @@ import {
   type CpuFusedMatmulAlgorithm,
   type FusedMatmulOptions,
   type MatmulAllReduceOptions,
-} from "../ops/fused-checks.js";
+} from "../ops/fused/checks.js";
 import {
   checkAllReduceRmsNorm,
   checkNormAliasing,
   CPU_AR_NORM_ALGORITHMS,
   type AllReduceRmsNormOptions,
   type CpuArNormAlgorithm,
-} from "../ops/ar-norm-checks.js";
-import { rmsNormRows } from "../ops/rms-norm.js";
+} from "../ops/norm/checks.js";
+import { rmsNormRows } from "../ops/norm/rms-norm.js";
 import { HostTensor, hostOverlaps, rawView, sameHostSpan } from "./host-tensor.js";
 import { hostMatmul } from "./matmul.js";
 import type { CpuSymmetricTensor } from "./symmetric.js";
@@ -73,7 +73,7 @@ import {
   encodeSide,
   sideLength,
   type CpuExchangeAlgorithm,
-} from "../ops/exchange-checks.js";
+} from "../ops/exchange/checks.js";
 import {
   checkCombine,
   checkDispatch,
@@ -89,8 +89,8 @@ import {
   type DispatchOptions,
   type DispatchResult,
   type MoeHandle,
-} from "../ops/moe-checks.js";
-import { combineToken, expertCounts, receivedCounts, routeRows } from "../ops/moe-route.js";
+} from "../ops/moe/checks.js";
+import { combineToken, expertCounts, receivedCounts, routeRows } from "../ops/moe/route.js";
 
 const align16 = (n: number): number => Math.ceil(n / 16) * 16;
 /** A tensor's elements as bytes (raw arrays of 2-byte dtypes index elements, not bytes). */
@@ -240,7 +240,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
 
   /**
    * All-reduce + bias + residual + RMSNorm, the reference (see GpuCollectives.allReduceRmsNorm): the
-   * all-reduce, then the norm on the host in the kernels' order of operations (src/ops/rms-norm.ts), so
+   * all-reduce, then the norm on the host in the kernels' order of operations (src/ops/norm/rms-norm.ts), so
    * the result has the GPU's bits.
    */
   allReduceRmsNorm(
@@ -630,7 +630,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const said = options.recvCounts;
     if (said !== undefined) checkCountList(what, "recvCounts", said, world);
     checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
-    // Our side (src/ops/exchange-checks.ts encodeSide), then x's rows when they fit.
+    // Our side (src/ops/exchange/checks.ts encodeSide), then x's rows when they fit.
     const side = sideLength(world);
     const headerBytes = align16(4 * side);
     checkCapacity(what, headerBytes, this.capacityBytes);
@@ -673,7 +673,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
 
   /**
    * MoE dispatch, the reference: each (token, slot) pair to its expert's owner, expert-major (layout:
-   * src/ops/moe-checks.ts, rows: src/ops/moe-route.ts). Every rank stages its tokens, routes and
+   * src/ops/moe/checks.ts, rows: src/ops/moe/route.ts). Every rank stages its tokens, routes and
    * per-expert counts; once all have, each computes every rank's rows from the counts and pulls the
    * rows of its own experts. Returns the dispatched tokens, their weights (and scales), the rows per
    * local expert, and the handle combine takes.
@@ -697,7 +697,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const ids = topkIdx.raw as Int32Array;
     const E = p.numExperts;
     const F = MOE_HEADER_FIXED;
-    // Our side: the header (src/ops/moe-checks.ts), then ids, weights, tokens, scales.
+    // Our side: the header (src/ops/moe/checks.ts), then ids, weights, tokens, scales.
     const at = moeStaging(p.tokens, p.topk, p.hidden * tokens.elementBytes, E);
     // The header always fits where the group's does (E is the group's); the data may not, which every
     // rank then learns from the header and refuses alike.
@@ -786,7 +786,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
 
   /**
    * MoE combine, the reference: each expert owner's output rows back to the tokens they came from, each
-   * token the weighted sum over its slots in slot order (src/ops/moe-route.ts combineToken), bf16.
+   * token the weighted sum over its slots in slot order (src/ops/moe/route.ts combineToken), bf16.
    */
   combine(
     expertOut: HostTensor,

@@ -3,7 +3,7 @@
 // once to bf16, as symmkit's GPU GEMM does (its accumulation order inside a tile differs, so results are
 // bitwise equal where every partial sum is exact, e.g. small integers, and within rounding otherwise).
 import { decodeToF32, f32ToBf16Bits } from "../runtime/dtype.js";
-import type { MatmulProblem } from "../ops/matmul.js";
+import type { MatmulProblem } from "../ops/gemm/matmul.js";
 import type { HostTensor } from "./host-tensor.js";
 
 /** Writes a x b into `out` (bf16 [m, n]); `p` is the checked problem (matmulShapes). */

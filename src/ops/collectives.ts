@@ -3,10 +3,10 @@
 // CpuCollectives on shared host memory), GroupCollectives (its calls that need no symmetric memory) for a
 // group across hosts (HostsCollectives), which refuses the rest. A backend names its own tensor types, the
 // algorithms it has, and its extra options (GPUs: the stream).
-import type { AllGatherMatmulOptions, FusedMatmulOptions, MatmulAllReduceOptions } from "./fused-checks.js";
-import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
+import type { AllGatherMatmulOptions, FusedMatmulOptions, MatmulAllReduceOptions } from "./fused/checks.js";
+import type { AllReduceRmsNormOptions } from "./norm/checks.js";
 import type { ReduceOp } from "./validate.js";
-import type { CombineOptions, DispatchOptions, DispatchResult, MoeHandle } from "./moe-checks.js";
+import type { CombineOptions, DispatchOptions, DispatchResult, MoeHandle } from "./moe/checks.js";
 
 /** The algorithm names a backend accepts, by operation ("auto" among them). */
 export interface AlgorithmNames {
@@ -116,7 +116,7 @@ export interface Collectives<
     sendCounts: T,
     options?: X & { recvCountsOut?: T; algorithm?: A["allToAllV"] },
   ): { output: T; recvCounts: T };
-  /** MoE dispatch: every (token, slot) pair to its expert's owner, expert-major (src/ops/moe-checks.ts). */
+  /** MoE dispatch: every (token, slot) pair to its expert's owner, expert-major (src/ops/moe/checks.ts). */
   dispatch(
     tokens: T,
     topkIdx: T,

@@ -70,7 +70,7 @@ import {
   type GpuReduceScatterAlgorithm,
 } from "./coll/registry.js";
 import type { Collectives } from "./collectives.js";
-import { overlaps, sameSpan } from "./matmul.js";
+import { overlaps, sameSpan } from "./gemm/matmul.js";
 import { Memo3 } from "./memo.js";
 import {
   checkAlgorithm,
@@ -92,15 +92,15 @@ import {
   type MatmulAllReduceAlgorithm,
   type MatmulAllReduceOptions,
   type MatmulReduceScatterAlgorithm,
-} from "./fused-checks.js";
-import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused-matmul.js";
+} from "./fused/checks.js";
+import { FusedMatmul, STAGING_PAD_BYTES, type FusedInput } from "./fused/fused-matmul.js";
 import {
   AR_NORM_AUTO,
   AR_NORM_BASELINES,
   type AllReduceRmsNormOptions,
   type ArNormAlgorithm,
-} from "./ar-norm-checks.js";
-import { ArNorm, type ArNormInput, type ArNormResult } from "./ar-norm.js";
+} from "./norm/checks.js";
+import { ArNorm, type ArNormInput, type ArNormResult } from "./norm/ar-norm.js";
 import {
   checkAllToAll,
   checkAllToAllV,
@@ -113,7 +113,7 @@ import {
   type GpuAllToAllAlgorithm,
   type GpuAllToAllVAlgorithm,
   type GpuSendRecvAlgorithm,
-} from "./exchange-checks.js";
+} from "./exchange/checks.js";
 import {
   A2AV_PARAMS,
   A2AV_PROGRAM,
@@ -124,7 +124,7 @@ import {
   P2P_SIGNAL_PARAMS,
   P2P_PROGRAM,
   type ExchangeInput,
-} from "./exchange.js";
+} from "./exchange/exchange.js";
 import {
   checkCombine,
   checkDispatch,
@@ -132,8 +132,8 @@ import {
   type DispatchOptions,
   type DispatchResult,
   type MoeHandle,
-} from "./moe-checks.js";
-import { GPU_MOE_ALGORITHMS, GpuMoe, MOE_REFUSALS, type GpuMoeAlgorithm } from "./moe.js";
+} from "./moe/checks.js";
+import { GPU_MOE_ALGORITHMS, GpuMoe, MOE_REFUSALS, type GpuMoeAlgorithm } from "./moe/moe.js";
 
 export {
   GPU_ALL_GATHER_ALGORITHMS,
@@ -670,7 +670,7 @@ export class GpuCollectives implements Collectives<
    * symmetric tensor read in place), `b` this rank's weight [n, k] (or [k, n] with layoutB "kn"); returns
    * out = gather(aShard) x b^T ([world x rows, n], bf16) and the gathered A ([world x rows, k]), both
    * allocated unless given. bf16, or fp8 e4m3 with per-tensor scales (scaleA the same on every rank).
-   * `fused` runs the GEMM while the peers' shards arrive (see src/ops/fused-matmul.ts); the result is
+   * `fused` runs the GEMM while the peers' shards arrive (see src/ops/fused/fused-matmul.ts); the result is
    * bitwise the GEMM of the gathered A. A plain shard is staged in the group's symmetric buffer.
    */
   allGatherMatmul(
@@ -927,7 +927,7 @@ export class GpuCollectives implements Collectives<
 
   /**
    * MoE dispatch: each (token, slot) pair of `tokens` [tokens, hidden] (bf16, or fp8e4m3 with per-token
-   * `scales`) to its expert's owner, expert-major (layout: src/ops/moe-checks.ts), with its weight (and
+   * `scales`) to its expert's owner, expert-major (layout: src/ops/moe/checks.ts), with its weight (and
    * scale), the rows per local expert, and the handle combine takes. The group's staging buffer holds
    * the staged tokens. Algorithm pull waits on the host for the peers' counts (to size the outputs and
    * judge the call alike on every rank): a refused call throws on every rank, and it cannot be captured.

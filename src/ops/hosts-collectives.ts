@@ -59,9 +59,9 @@ import { copy2d, DeviceMemory } from "../runtime/memory.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { localTurns, type GpuCollectives } from "./gpu-collectives.js";
-import { checkAllToAll, checkSendRecv } from "./exchange-checks.js";
-import { bytes, ncclExchange } from "./exchange.js";
-import { overlaps, sameSpan } from "./matmul.js";
+import { checkAllToAll, checkSendRecv } from "./exchange/checks.js";
+import { bytes, ncclExchange } from "./exchange/exchange.js";
+import { overlaps, sameSpan } from "./gemm/matmul.js";
 import {
   checkAlgorithm,
   checkDivisible,

@@ -13,7 +13,7 @@ import { readEnvVar, type Env } from "../settings.js";
 
 export const TUNED_COLLECTIVES = ["all-reduce", "all-gather", "reduce-scatter"] as const;
 export type TunedCollective = (typeof TUNED_COLLECTIVES)[number];
-/** The fused matmuls auto picks for by the problem's rows (src/ops/fused-matmul.ts). */
+/** The fused matmuls auto picks for by the problem's rows (src/ops/fused/fused-matmul.ts). */
 export const TUNED_FUSED = ["all-gather-matmul", "matmul-reduce-scatter", "matmul-all-reduce"] as const;
 export type TunedFused = (typeof TUNED_FUSED)[number];
 
@@ -67,7 +67,7 @@ export interface TuneTable {
   readonly rules: Readonly<Record<TunedCollective, readonly TuneRule[]>>;
   /** Ascending maxRows, likewise; absent: auto follows fused-matmul.ts's built-in rules. */
   readonly fused?: FusedRules;
-  /** Absent: auto follows src/ops/ar-norm.ts's built-in rule. */
+  /** Absent: auto follows src/ops/norm/ar-norm.ts's built-in rule. */
   readonly arNorm?: NormRules;
 }
 

@@ -1,22 +1,12 @@
 // A GPU and its primary context. All CUDA calls stay on the main thread; each one that needs a context
 // calls makeCurrent() first, which costs a compare when the context is already current.
 import { InvalidArgumentError, SymmkitError } from "../errors.js";
-import { check, cuda, DeviceAttribute, P2PAttribute, type Driver } from "../cuda/driver.js";
+import { check, DeviceAttribute, P2PAttribute, type Driver } from "../cuda/driver.js";
 import { cString, ptrOrZero, type Ptr } from "../cuda/native.js";
-// A cycle (memory-pool.ts uses Device), resolved at call time.
+import { driver } from "./libcuda.js";
 import { MemoryPool } from "./memory-pool.js";
 
-let initialised = false;
-
-/** libcuda, bound and initialised (cuInit) once. */
-export function driver(): Driver {
-  const d = cuda();
-  if (!initialised) {
-    check(d.cuInit(0), "cuInit");
-    initialised = true;
-  }
-  return d;
-}
+export { driver };
 
 export function driverVersion(): string {
   const v: [number] = [0];

@@ -16,7 +16,8 @@ import {
   CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
 } from "../cuda/driver.js";
 import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
-import { driver, type Device } from "./device.js";
+import type { Device } from "./device.js";
+import { driver } from "./libcuda.js";
 import type { Stream } from "./stream.js";
 
 const pools = new Map<Device, MemoryPool>();

@@ -11,7 +11,7 @@ import { Device } from "../../src/runtime/device.js";
 import { Graph } from "../../src/runtime/graph.js";
 import { Stream } from "../../src/runtime/stream.js";
 import { Tensor } from "../../src/runtime/tensor.js";
-import { HopperGemm } from "../../src/ops/hopper-gemm.js";
+import { HopperGemm } from "../../src/ops/gemm/hopper-gemm.js";
 import {
   DECODE_COLS,
   DecodeGemm,
@@ -19,7 +19,7 @@ import {
   decodeShape,
   decodeTiles,
   type DecodeShape,
-} from "../../src/ops/decode-gemm.js";
+} from "../../src/ops/gemm/decode-gemm.js";
 import { HostTensor } from "../../src/cpu/host-tensor.js";
 import { hostMatmul } from "../../src/cpu/matmul.js";
 import { skipReason, testSeed } from "./gpu.js";

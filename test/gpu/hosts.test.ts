@@ -1,4 +1,4 @@
-// Several hosts, simulated on this machine (issue: NCCL between hosts, symmkit inside each): two
+// Several hosts, simulated on this machine (NCCL between hosts, symmkit inside each): two
 // `symmkit run --nnodes 2` launchers, two ranks each, init({ acrossHosts: true }) and every
 // HostsCollectives call exact (test/gpu/ranks/hosts.ts). With 2 or more GPUs each host gets a GPU of
 // its own (CUDA_VISIBLE_DEVICES) and its two ranks share it; with one GPU all four ranks share it.

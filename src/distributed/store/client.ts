@@ -5,6 +5,7 @@
 // would drop a connection that sent it, and every later call on it would fail).
 import net from "node:net";
 import { InvalidArgumentError, SymmkitError } from "../../errors.js";
+import { DEFAULT_STORE_TIMEOUT_MS } from "../../settings.js";
 import {
   FrameReader,
   FrameSplitter,
@@ -18,7 +19,6 @@ import {
   Status,
 } from "./protocol.js";
 
-export const DEFAULT_STORE_TIMEOUT_MS = 300_000;
 /** The longest deadline a store call takes: as long as a timer can count (about 24.8 days). */
 export const MAX_STORE_TIMEOUT_MS = 2 ** 31 - 1;
 const KEEPALIVE_DELAY_MS = 60_000;

@@ -86,7 +86,7 @@ export interface CollectiveAlgorithm<C extends CollectiveName = CollectiveName> 
   readonly summary: string;
   /**
    * Its result is the reference's bits at every size and world: for a reduction, f32 accumulation in
-   * rank order rounded once to the dtype (src/ops/reduce.ts); an all-gather moves bits, so any is. Only
+   * rank order rounded once to the dtype (src/ops/coll/reduce.ts); an all-gather moves bits, so any is. Only
    * such algorithms are auto's (built-in rule, tune tables); the others are baselines a caller names.
    */
   readonly rankOrder: boolean;

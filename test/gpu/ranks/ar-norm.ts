@@ -1,5 +1,5 @@
 // One rank of the all-reduce + RMSNorm check (test/gpu/distributed.test.ts): allReduceRmsNorm on GPUs.
-//   Every symmkit algorithm and auto bit for bit equal to the host reference (src/ops/rms-norm.ts on the
+//   Every symmkit algorithm and auto bit for bit equal to the host reference (src/ops/norm/rms-norm.ts on the
 //   rank-order sum, the same operations in the same order), and the reference within rounding of a
 //   float64 computation; nccl, which sums in NCCL's order, within its rounding of the reference
 //   (ncclNormTolerance: world ulps of relative Frobenius difference; on 2 ranks its one addition is the
@@ -18,16 +18,16 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
-import { reduceInto } from "../../../src/ops/reduce.js";
+import { reduceInto } from "../../../src/ops/coll/reduce.js";
 import {
   AR_NORM_RANK_ORDER,
   checkAllReduceRmsNorm,
   ncclNormTolerance,
   type ArNormAlgorithm,
-} from "../../../src/ops/ar-norm-checks.js";
-import { roomFor } from "../../../src/ops/ar-norm.js";
+} from "../../../src/ops/norm/checks.js";
+import { roomFor } from "../../../src/ops/norm/ar-norm.js";
 import { GpuCollectives } from "../../../src/ops/gpu-collectives.js";
-import { rmsNormRows } from "../../../src/ops/rms-norm.js";
+import { rmsNormRows } from "../../../src/ops/norm/rms-norm.js";
 import { decodeToF32, encode, rawArray, type DType, type RawArray } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";

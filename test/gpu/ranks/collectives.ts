@@ -10,7 +10,7 @@ import crypto from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
-import { reduceInto } from "../../../src/ops/reduce.js";
+import { reduceInto } from "../../../src/ops/coll/reduce.js";
 import type { GpuAllReduceAlgorithm } from "../../../src/ops/gpu-collectives.js";
 import { AUTO_ALGORITHMS } from "../../../src/ops/coll/registry.js";
 import type { ReduceOp } from "../../../src/ops/validate.js";

@@ -20,12 +20,12 @@ import { agreement, assertSameBits, rawHash, sharedSeed } from "../../support/ag
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
 import { readDistEnv } from "../../../src/distributed/env.js";
-import { reduceInto } from "../../../src/ops/reduce.js";
-import { tileMatmul } from "../../../src/ops/matmul.js";
+import { reduceInto } from "../../../src/ops/coll/reduce.js";
+import { tileMatmul } from "../../../src/ops/gemm/matmul.js";
 import type {
   AllGatherMatmulAlgorithm,
   MatmulReduceScatterAlgorithm,
-} from "../../../src/ops/fused-checks.js";
+} from "../../../src/ops/fused/checks.js";
 import { Device, deviceCount } from "../../../src/runtime/device.js";
 import { decodeToF32, encode, type DType, type RawArray } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
@@ -147,7 +147,7 @@ function agCase(combo: Combo, rows: number, n: number, k: number, salt = 1): AgC
 const disposeAg = (x: AgCase): void => [x.shard, x.b, ...x.decoy].forEach((t) => t.dispose());
 
 /** One GEMM + reduce-scatter problem, its deterministic reference (symmkit's GEMM per rank, then the
- * rank-order reduction of src/ops/reduce.ts over this rank's rows) and a decoy (operands of the same
+ * rank-order reduction of src/ops/coll/reduce.ts over this rank's rows) and a decoy (operands of the same
  * shape, other values). */
 interface RsCase {
   readonly what: string;

@@ -1,7 +1,7 @@
 // One rank of the GEMM + all-reduce check (test/gpu/distributed.test.ts): matmulAllReduce on GPUs.
 //   fused and sequential: bit for bit equal to the deterministic reference (symmkit's GEMM per rank, split-K
 //     as matmul() splits it, the partials summed in f32 in rank order, rounded once), on every rank; with
-//     rmsNorm, bit for bit the host norm (src/ops/rms-norm.ts) of that sum, bf16 and fp8 outputs,
+//     rmsNorm, bit for bit the host norm (src/ops/norm/rms-norm.ts) of that sum, bf16 and fp8 outputs,
 //     residualOut;
 //   nccl_cublaslt: within bf16 rounding of it;
 //   bf16 and fp8 with scales, B as [n, k] and [k, n], m from 1 (a decode step) to 300, K long enough for
@@ -16,10 +16,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { assertSameBits, sharedSeed } from "../../support/agree.js";
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
-import { reduceInto } from "../../../src/ops/reduce.js";
-import { matmul } from "../../../src/ops/matmul.js";
-import { rmsNormRows } from "../../../src/ops/rms-norm.js";
-import type { MatmulAllReduceAlgorithm } from "../../../src/ops/fused-checks.js";
+import { reduceInto } from "../../../src/ops/coll/reduce.js";
+import { matmul } from "../../../src/ops/gemm/matmul.js";
+import { rmsNormRows } from "../../../src/ops/norm/rms-norm.js";
+import type { MatmulAllReduceAlgorithm } from "../../../src/ops/fused/checks.js";
 import { decodeToF32, rawArray, type DType, type RawArray } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";

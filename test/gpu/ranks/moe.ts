@@ -1,5 +1,5 @@
 // One rank of the MoE check (test/gpu/distributed.test.ts): dispatch and combine on GPUs, bit for bit
-// against the host reference (src/ops/moe-route.ts: the CPU backend's layout and combine order), every
+// against the host reference (src/ops/moe/route.ts: the CPU backend's layout and combine order), every
 // rank drawing every rank's inputs from the shared seed: bf16 and fp8 tokens; hidden 7, 64 and 7168;
 // top-1, 2 and 8 of world, 4 x world and 256 experts; a rank with no tokens, unused slots (-1), a token
 // picking two experts of one rank; maxRows with zeroed spare rows; dispatch -> identity expert ->
@@ -14,8 +14,8 @@ import { assertSameBits, sharedSeed } from "../../support/agree.js";
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
 import { HostTensor } from "../../../src/cpu/host-tensor.js";
-import { combineToken, expertCounts, receivedCounts, routeRows } from "../../../src/ops/moe-route.js";
-import type { DispatchResult, MoeProblem } from "../../../src/ops/moe-checks.js";
+import { combineToken, expertCounts, receivedCounts, routeRows } from "../../../src/ops/moe/route.js";
+import type { DispatchResult, MoeProblem } from "../../../src/ops/moe/checks.js";
 import { decodeBF16, encode, encodeBF16, type DType } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { defaultStream } from "../../../src/runtime/stream.js";

@@ -11,7 +11,7 @@
 // that copies group i in on one rank is the block with the same index that reads it on every rank.
 // Reductions accumulate in float32 in rank order 0, 1, ..., W-1 and round once to T (plain adds and
 // compares, never contracted into FMA): every rank computes bitwise the same result, vector or element
-// path alike, and the host reference (src/ops/reduce.ts) the same again.
+// path alike, and the host reference (src/ops/coll/reduce.ts) the same again.
 // Synchronisation (sync/barrier.cuh), per block b with its own pad slots:
 //   start  symm_sync<true, true> after a copy-in: block b's copied groups are released to, and acquired
 //          by, block b of every peer, which is the only block that reads them (same mapping). Without a

@@ -4,7 +4,7 @@
 // Contract. x is [rows, hidden] of T (bf16, f16), hidden a multiple of 8 and at most
 // kNormThreads x kNormSlots x 8; weight and bias are [hidden], residual, residual_out and out
 // [rows, hidden]. For each row, in float32 with every operation rounded (__fadd_rn etc., never contracted
-// into FMA), so that the host reference (src/ops/rms-norm.ts) computes the same bits:
+// into FMA), so that the host reference (src/ops/norm/rms-norm.ts) computes the same bits:
 //   a   = sum over ranks of x in rank order, rounded to T          (what allReduce gives)
 //   hr  = round_T((a + bias) + residual)                            (bias, residual optional) -> residual_out
 //   ms  = (sum of hr^2 over the row, in the tree below) / hidden

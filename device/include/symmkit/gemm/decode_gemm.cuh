@@ -81,7 +81,7 @@ struct DecodeRing {
   static_assert(kStages >= 4 && kSharedBytes <= kDecodeSharedMax, "the ring fits Hopper's shared memory");
 };
 
-/** The decode GEMM's by-value argument. Layout shared with src/ops/decode-gemm.ts (DECODE_ARGS_LAYOUT,
+/** The decode GEMM's by-value argument. Layout shared with src/ops/gemm/decode-gemm.ts (DECODE_ARGS_LAYOUT,
  * test/gemm-layout.test.ts). */
 struct DecodeArgs {
   void* d;                // output, row-major [m, n] bf16, row stride ldd elements

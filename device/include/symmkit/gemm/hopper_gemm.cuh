@@ -74,7 +74,7 @@ static_assert(Ring<false>::kSharedBytes == kSharedBytes, "the wide ring is the d
 static_assert(Ring<true>::kSharedBytes <= 227 * 1024, "a narrow ring fits Hopper's shared memory");
 
 /** Launch arguments besides the tensor maps. A policy ignores the fields it does not use. The layout is
- * shared with src/ops/gemm-programs.ts (GEMM_ARGS_LAYOUT). */
+ * shared with src/ops/gemm/programs.ts (GEMM_ARGS_LAYOUT). */
 struct GemmArgs {
   void* d;                 // output, row-major [m, n], row stride ldd elements (bf16, or f32 to accumulate)
   u64 ldd;
@@ -98,7 +98,7 @@ struct GemmArgs {
 static_assert(sizeof(GemmArgs) == 152, "GemmArgs layout is shared with the host (test/gemm-layout.test.ts)");
 
 /** What the fused operations add to a launch (one by-value parameter; zero where unused). Layout shared
- * with src/ops/gemm-programs.ts (FUSION_PARAMS_LAYOUT). */
+ * with src/ops/gemm/programs.ts (FUSION_PARAMS_LAYOUT). */
 struct alignas(64) FusionParams {
   TensorMap a2;                   // rows [a2_row0, a2_row0 + a2_rows) of A, stored elsewhere (a2_rows > 0)
   TensorMap to_peer[kMaxWorld];   // ScatterReduce: slot `rank` of rank p's receive buffer, [shard_rows, n] bf16

@@ -49,7 +49,7 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
  * wakes at the completion): waiting warps then issue nothing, where a spinning poll takes issue slots from
  * the warps that do work. 1 ms keeps mbar_wait's stall check (every 256 polls) well inside its bound. The
  * decode GEMM waits so (its wide tiles 2-6% faster); the Hopper GEMM spins (at 8192^3 the suspended
- * waits measured no better, bench/results/h100/mbar-suspend-s15.txt). */
+ * waits measured no better, bench/results/h100/mbar-suspend-vs-spin.txt). */
 constexpr u32 kMbarSuspendNs = 1000 * 1000;
 
 template <bool kSuspend = false>

@@ -1,10 +1,10 @@
 // symmkit/moe/moe.cuh: MoE dispatch and combine on symmetric memory (algorithm pull), the GPU form of the
-// CPU backend's reference (src/cpu/collectives.ts dispatch/combine; layout: src/ops/moe-checks.ts).
+// CPU backend's reference (src/cpu/collectives.ts dispatch/combine; layout: src/ops/moe/checks.ts).
 //
 // Contract. Experts are split evenly over ranks (L per rank); every (token, slot) pair whose expert id e
 // is not -1 becomes row base[s][e] + pos of its expert owner's dispatched tensor, where s is the source
 // rank, pos the pair's index among s's pairs of expert e in (token, slot) order, and base the host's
-// table (src/ops/moe-route.ts routeBases) from the count matrix every rank published.
+// table (src/ops/moe/route.ts routeBases) from the count matrix every rank published.
 //   moe_positions  one block per expert e over this rank's ids: a block-wide scan of "is e" in pair
 //                  order (warp ballots, then the 16 warp totals) gives each pair of e its pos (written
 //                  to this rank's staging), and the block's total is header count[e]. Deterministic.
@@ -36,7 +36,7 @@
 // Staging layout of a dispatch on each rank: header i32 [tokens, first bad pair, maxRows, bytes needed
 // beyond the buffer, count[E]], padded to 16 bytes; then, from
 // `header_bytes`, ids, pos, weights (i32/i32/f32 [tokens x topk]), token rows, scales (f32 [tokens]), each
-// 16-byte aligned (staged_at; src/ops/moe.ts moeStagedAt is its host twin). No wait here: the barriers
+// 16-byte aligned (staged_at; src/ops/moe/moe.ts moeStagedAt is its host twin). No wait here: the barriers
 // are the group barrier kernels the host enqueues between these kernels.
 #pragma once
 #include "symmkit/core/copy.cuh"
@@ -70,7 +70,7 @@ __device__ __forceinline__ Staged staged_at(u64 tokens, u32 topk, u64 row_bytes)
 
 /** Header i32s before the counts: tokens, the first pair whose id is out of range (-1: none), maxRows
  * (-1: none), staging bytes needed beyond the buffer (0: fits): MOE_HEADER_FIXED in
- * src/ops/moe-checks.ts (dispatchHeader is the host's twin). moe_positions writes it all. */
+ * src/ops/moe/checks.ts (dispatchHeader is the host's twin). moe_positions writes it all. */
 constexpr u32 kHeaderFixed = 4;
 
 /** Block e: pos of every pair of expert e in `ids` into staging + header_bytes + pos, and count[e] into the
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
   if (threadIdx.x == 0) header[1] = first_bad == 0xffffffffu ? -1 : static_cast<i32>(first_bad);
 }
 
-/** The plan moe_gather follows (i32; src/ops/moe.ts moePlanLayout is its host twin): tokens per source,
+/** The plan moe_gather follows (i32; src/ops/moe/moe.ts moePlanLayout is its host twin): tokens per source,
  * base rows by source and expert, this rank's rows received. */
 struct Plan {
   u32 bases, received, end;
@@ -155,7 +155,7 @@ __device__ __forceinline__ i32 count_of(const SymmView& v, u32 r, u32 e) {
   return static_cast<const i32*>(v.buffers[r])[kHeaderFixed + e];
 }
 
-/** Dynamic shared memory moe_route takes per expert (src/ops/moe.ts MOE_ROUTE_SHARED_PER_EXPERT). */
+/** Dynamic shared memory moe_route takes per expert (src/ops/moe/moe.ts MOE_ROUTE_SHARED_PER_EXPERT). */
 constexpr u32 kRouteSharedPerExpert = 16;
 
 /** One block; dynamic shared memory: kRouteSharedPerExpert x experts bytes (every expert's rows, then the
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ Sy
   for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = static_cast<i32>(totals[me * L + j]);
 }
 
-/** What moe_gather writes and how to read the sources (its parameters, src/ops/moe.ts GATHER_PARAMS). */
+/** What moe_gather writes and how to read the sources (its parameters, src/ops/moe/moe.ts GATHER_PARAMS). */
 struct GatherArgs {
   const i32* plan;     // plan_layout: tokens per source, base rows, rows received
   u8* out_tokens;      // [rows, row_bytes]

@@ -63,7 +63,7 @@ __device__ u32 g_give_up_claim = 0;
 __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u64 phase, u64 waited_ns, u32 kind = kGaveUp,
                                      u64 expected = 0, u64 got = 0) {
   volatile TimeoutRecord* r = env.record;
-  // No record where a plain GEMM was first launched inside a capture (src/ops/hopper-gemm.ts writeWaitEnv).
+  // No record where a plain GEMM was first launched inside a capture (src/ops/gemm/hopper-gemm.ts writeWaitEnv).
   if (r != nullptr) {
     if (atomicCAS(&g_give_up_claim, 0u, 1u) == 0u) {
       // The first of this module's threads to give up; another module's (or the NCCL watchdog's) may

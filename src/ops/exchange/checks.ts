@@ -2,8 +2,8 @@
 // the tensors' descriptions, with the same typed errors on CPU and GPU, before anything is written.
 // allToAllV's counts of other ranks are only known once exchanged: allToAllVVerdict judges the whole
 // group's counts the same way on every rank, so that every rank refuses (or runs) the same call.
-import { InvalidArgumentError } from "../errors.js";
-import { checkTensorArg, type Described } from "./validate.js";
+import { InvalidArgumentError } from "../../errors.js";
+import { checkTensorArg, type Described } from "../validate.js";
 
 /** The GPU backend's algorithms for send, recv and sendRecv: `put` (the sender's blocks store into the
  * receiver's inbox, signalling each piece; auto), `copy_engine` (the sender stages chunks in its staging

@@ -2,14 +2,14 @@
 // tensors' descriptions, before anything is written; expert ids and the rows each rank receives are
 // data, judged by the whole group once every rank published them (dispatchVerdict).
 //
-// The layout (src/ops/moe-route.ts computes it): experts are split evenly over ranks, expert e living on
+// The layout (src/ops/moe/route.ts computes it): experts are split evenly over ranks, expert e living on
 // rank e / localExperts as its local expert e % localExperts. Every (token, slot) pair whose expert id is
 // not -1 becomes one row of its expert owner's dispatched tensor, expert-major: local expert 0's rows
 // first, within an expert by source rank, within a rank by token, then slot. A token that picks two
 // experts of one rank arrives twice, once per expert, as an expert's grouped GEMM wants it.
-import { InvalidArgumentError } from "../errors.js";
-import type { DType } from "../runtime/dtype.js";
-import { checkTensorArg, type Described } from "./validate.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { DType } from "../../runtime/dtype.js";
+import { checkTensorArg, type Described } from "../validate.js";
 
 /** Token dtypes dispatch carries: bf16, or fp8 e4m3 with a per-token f32 scale. Combine takes bf16. */
 export const MOE_TOKEN_DTYPES: readonly DType[] = ["bf16", "fp8e4m3"];

@@ -1,14 +1,14 @@
 // symmkit's Hopper GEMM with its fusion hooks: D[m, n] = A[m, k] * B[n, k]^T. This is the layer the fused
 // kernels drive directly (tile order, ready flags, where the tile goes); matmul() is the plain front end.
-import { InvalidArgumentError, UnsupportedError } from "../errors.js";
-import type { Ptr } from "../cuda/native.js";
-import type { Device } from "../runtime/device.js";
-import { dtypeInfo } from "../runtime/dtype.js";
-import { defaultStream, type Stream } from "../runtime/stream.js";
-import { tensorMap2d } from "../runtime/tensor-map.js";
-import { sharedModule } from "../runtime/module.js";
-import type { Kernel } from "../runtime/kernel.js";
-import { SyncWatch } from "../distributed/sync-watch.js";
+import { InvalidArgumentError, UnsupportedError } from "../../errors.js";
+import type { Ptr } from "../../cuda/native.js";
+import type { Device } from "../../runtime/device.js";
+import { dtypeInfo } from "../../runtime/dtype.js";
+import { defaultStream, type Stream } from "../../runtime/stream.js";
+import { tensorMap2d } from "../../runtime/tensor-map.js";
+import { sharedModule } from "../../runtime/module.js";
+import type { Kernel } from "../../runtime/kernel.js";
+import { SyncWatch } from "../../distributed/sync-watch.js";
 import { SplitScratch } from "./split-scratch.js";
 import {
   FUSION_PARAMS_LAYOUT as F,
@@ -25,7 +25,7 @@ import {
   gemmProgram,
   type GemmElem,
   type GemmVariant,
-} from "./gemm-programs.js";
+} from "./programs.js";
 
 const TILE_K_BYTES = 128;
 const GROUP_M = 8;

@@ -21,22 +21,22 @@
 // counts staged by the stream, a barrier kernel, one kernel that judges every rank's side alike and
 // pulls this rank's rows, a barrier kernel; no host wait, so capturable. A refusal is recorded on the
 // device (SyncWatch's refusal record) and thrown by the next group.synchronize().
-import { InvalidArgumentError } from "../errors.js";
-import { CallTag, fingerprint, type CallShape } from "../distributed/fingerprint.js";
-import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
-import type { NcclComm, NcclSpan } from "../distributed/nccl-comm.js";
-import { MAX_SYMMETRIC_WORLD, type SymmetricTensor } from "../distributed/symmetric-memory.js";
-import type { Device } from "../runtime/device.js";
-import { Graph } from "../runtime/graph.js";
-import type { Kernel } from "../runtime/kernel.js";
-import { copyDeviceToDevice, copyHostToDevice, DeviceMemory, memset } from "../runtime/memory.js";
-import { Event } from "../runtime/event.js";
-import { Stream } from "../runtime/stream.js";
-import { Tensor } from "../runtime/tensor.js";
-import type { ProgramSpec } from "../runtime/module.js";
-import { WORLD_SIZES } from "./coll/programs.js";
-import { THREADS, type CollectiveContext } from "./coll/registry.js";
-import { checkCapacity } from "./validate.js";
+import { InvalidArgumentError } from "../../errors.js";
+import { CallTag, fingerprint, type CallShape } from "../../distributed/fingerprint.js";
+import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
+import type { NcclComm, NcclSpan } from "../../distributed/nccl-comm.js";
+import { MAX_SYMMETRIC_WORLD, type SymmetricTensor } from "../../distributed/symmetric-memory.js";
+import type { Device } from "../../runtime/device.js";
+import { Graph } from "../../runtime/graph.js";
+import type { Kernel } from "../../runtime/kernel.js";
+import { copyDeviceToDevice, copyHostToDevice, DeviceMemory, memset } from "../../runtime/memory.js";
+import { Event } from "../../runtime/event.js";
+import { Stream } from "../../runtime/stream.js";
+import { Tensor } from "../../runtime/tensor.js";
+import type { ProgramSpec } from "../../runtime/module.js";
+import { WORLD_SIZES } from "../coll/programs.js";
+import { THREADS, type CollectiveContext } from "../coll/registry.js";
+import { checkCapacity } from "../validate.js";
 import {
   allToAllVVerdict,
   decodeSides,
@@ -47,7 +47,7 @@ import {
   type GpuAllToAllAlgorithm,
   type GpuAllToAllVAlgorithm,
   type GpuSendRecvAlgorithm,
-} from "./exchange-checks.js";
+} from "./checks.js";
 
 /** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
 export const P2P_CHUNK_BYTES = 1 << 20;
@@ -406,7 +406,7 @@ export class GpuExchange {
     const rowBytes = rowsOf(x).rowElems * x.elementBytes;
     const side = sideLength(world);
     const viaNccl = algorithm === "nccl";
-    // copy_engine stages the side, then x where it fits (src/ops/exchange-checks.ts encodeSide).
+    // copy_engine stages the side, then x where it fits (src/ops/exchange/checks.ts encodeSide).
     const headerBytes = align16(4 * side);
     if (!viaNccl) checkCapacity(what, headerBytes, ctx.capacityBytes);
     const needed = viaNccl || headerBytes + x.nbytes <= ctx.capacityBytes ? 0 : headerBytes + x.nbytes;

@@ -1,9 +1,9 @@
 // Where MoE dispatch puts each (token, slot) pair, and how combine sums them back: the host computation
-// every backend's layout follows (src/ops/moe-checks.ts describes the layout). Every rank can compute
+// every backend's layout follows (src/ops/moe/checks.ts describes the layout). Every rank can compute
 // every rank's rows from the count matrix alone (pairs per expert from each rank), so a dispatch needs
 // one exchange of counts before data moves, and combine needs no second one.
-import { decodeBF16, f32ToBf16Bits } from "../runtime/dtype.js";
-import type { MoeProblem } from "./moe-checks.js";
+import { decodeBF16, f32ToBf16Bits } from "../../runtime/dtype.js";
+import type { MoeProblem } from "./checks.js";
 
 type Layout = Pick<MoeProblem, "numExperts" | "localExperts">;
 

@@ -3,17 +3,17 @@
 // above 192 rows), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in
 // its epilogue. matmul() and the fused GEMM + all-reduce run it at decode sizes (decodeFits); HopperGemm
 // runs everything else.
-import { InvalidArgumentError } from "../errors.js";
-import type { Ptr } from "../cuda/native.js";
-import type { Device } from "../runtime/device.js";
-import { dtypeInfo } from "../runtime/dtype.js";
-import { defaultStream, type Stream } from "../runtime/stream.js";
-import { tensorMap2d } from "../runtime/tensor-map.js";
-import { Tensor } from "../runtime/tensor.js";
-import { sharedModule, type ProgramSpec } from "../runtime/module.js";
-import type { Kernel } from "../runtime/kernel.js";
-import type { SyncWatch } from "../distributed/sync-watch.js";
-import { GEMM_ELEMS, type GemmElem } from "./gemm-programs.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { Ptr } from "../../cuda/native.js";
+import type { Device } from "../../runtime/device.js";
+import { dtypeInfo } from "../../runtime/dtype.js";
+import { defaultStream, type Stream } from "../../runtime/stream.js";
+import { tensorMap2d } from "../../runtime/tensor-map.js";
+import { Tensor } from "../../runtime/tensor.js";
+import { sharedModule, type ProgramSpec } from "../../runtime/module.js";
+import type { Kernel } from "../../runtime/kernel.js";
+import type { SyncWatch } from "../../distributed/sync-watch.js";
+import { GEMM_ELEMS, type GemmElem } from "./programs.js";
 import {
   checkGemmShape,
   checkRanks,

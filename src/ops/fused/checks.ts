@@ -2,10 +2,10 @@
 // dtypes and layouts judged from the tensors' descriptions, with the same typed errors on CPU and GPU,
 // before anything is written. The backends add what only they can judge (devices, alignment, overlap,
 // workspace).
-import { InvalidArgumentError } from "../errors.js";
-import type { DType } from "../runtime/dtype.js";
-import { checkOutput, matmulShapes, type BLayout, type MatmulProblem } from "./matmul.js";
-import { checkAllReduceRmsNorm, type AllReduceRmsNormOptions, type NormProblem } from "./ar-norm-checks.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { DType } from "../../runtime/dtype.js";
+import { checkOutput, matmulShapes, type BLayout, type MatmulProblem } from "../gemm/matmul.js";
+import { checkAllReduceRmsNorm, type AllReduceRmsNormOptions, type NormProblem } from "../norm/checks.js";
 
 /**
  * all-gather + GEMM: `fused` is the fused kernel with the producer auto picks, `fused_copy_engine` the

@@ -1,11 +1,11 @@
 // The kernels of allReduceRmsNorm (device/include/symmkit/fused/ar_rms_norm.cuh): one program per
 // (kernel, dtype), the communicating ones instantiated for world sizes 2..8, and the norm alone.
-import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
-import { DTYPES, type DType } from "../runtime/dtype.js";
-import type { ParamType } from "../runtime/kernel.js";
-import type { ProgramSpec } from "../runtime/module.js";
-import { NORM_DTYPES } from "./ar-norm-checks.js";
-import { WORLD_SIZES } from "./coll/programs.js";
+import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
+import { DTYPES, type DType } from "../../runtime/dtype.js";
+import type { ParamType } from "../../runtime/kernel.js";
+import type { ProgramSpec } from "../../runtime/module.js";
+import { NORM_DTYPES } from "./checks.js";
+import { WORLD_SIZES } from "../coll/programs.js";
 
 export type ArNormKernel =
   | "lamport_ar_rms_norm"

@@ -2,7 +2,7 @@
 // column-major D^T[n, m] = op(B)^T-as-stored * A^T-as-stored: cuBLAS's "A" is our B and its "B" is our A.
 // One handle and one workspace per device; one plan (descriptors and the heuristic's first algorithm)
 // per (dtypes, shape, B layout), kept for the process.
-import { InvalidArgumentError } from "../errors.js";
+import { InvalidArgumentError } from "../../errors.js";
 import {
   check,
   cublasLt,
@@ -14,11 +14,11 @@ import {
   HEURISTIC_RESULT_BYTES,
   MatmulDescAttribute,
   MATMUL_ALGO_BYTES,
-} from "../cuda/cublaslt.js";
-import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
-import type { Device } from "../runtime/device.js";
-import { DeviceMemory } from "../runtime/memory.js";
-import { defaultStream, type Stream } from "../runtime/stream.js";
+} from "../../cuda/cublaslt.js";
+import { NativeBlock, ptrOrZero, type Ptr } from "../../cuda/native.js";
+import type { Device } from "../../runtime/device.js";
+import { DeviceMemory } from "../../runtime/memory.js";
+import { defaultStream, type Stream } from "../../runtime/stream.js";
 
 export const CUBLASLT_WORKSPACE_BYTES = 32 * 1024 * 1024;
 

@@ -8,8 +8,8 @@ import {
   encodeF16,
   type DType,
   type RawArray,
-} from "../runtime/dtype.js";
-import type { NormProblem } from "./ar-norm-checks.js";
+} from "../../runtime/dtype.js";
+import type { NormProblem } from "./checks.js";
 
 /** The kernels' block: NORM_THREADS threads, each holding up to 4 groups of 8 elements of a row. */
 export const NORM_THREADS = 512;

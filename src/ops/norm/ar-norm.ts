@@ -1,18 +1,18 @@
-// allReduceRmsNorm on GPUs: checks (src/ops/ar-norm-checks.ts, shared with the CPU backend), then one
+// allReduceRmsNorm on GPUs: checks (src/ops/norm/checks.ts, shared with the CPU backend), then one
 // kernel of device/include/symmkit/fused/ar_rms_norm.cuh (lamport, lamport_two_shot: the group's Lamport
 // mailbox; one_shot, two_shot: its staging buffer between barriers), or symmkit's or NCCL's all-reduce
 // followed by the norm kernel (sequential, nccl). Kernels are resolved before anything is enqueued. Every
 // algorithm but nccl gives the rank-order bits at every size, and auto picks only those.
-import { InvalidArgumentError } from "../errors.js";
-import type { CallAs, CallKind, CallShape, CallTag } from "../distributed/fingerprint.js";
-import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
-import type { DeviceMemory } from "../runtime/memory.js";
-import type { Device } from "../runtime/device.js";
-import type { DType } from "../runtime/dtype.js";
-import type { Kernel } from "../runtime/kernel.js";
-import { sharedModule } from "../runtime/module.js";
-import { defaultStream, type Stream } from "../runtime/stream.js";
-import { Tensor } from "../runtime/tensor.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { CallAs, CallKind, CallShape, CallTag } from "../../distributed/fingerprint.js";
+import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
+import type { DeviceMemory } from "../../runtime/memory.js";
+import type { Device } from "../../runtime/device.js";
+import type { DType } from "../../runtime/dtype.js";
+import type { Kernel } from "../../runtime/kernel.js";
+import { sharedModule } from "../../runtime/module.js";
+import { defaultStream, type Stream } from "../../runtime/stream.js";
+import { Tensor } from "../../runtime/tensor.js";
 import {
   AR_NORM_ALGORITHMS,
   AR_NORM_RANK_ORDER,
@@ -21,7 +21,7 @@ import {
   type AllReduceRmsNormOptions,
   type ArNormAlgorithm,
   type NormProblem,
-} from "./ar-norm-checks.js";
+} from "./checks.js";
 import {
   AR_NORM_PARAMS,
   arNormExpr,
@@ -30,14 +30,14 @@ import {
   type ArNormKernel,
   type NormSlots,
   type ArNormParams,
-} from "./ar-norm-programs.js";
-import { overlaps, sameSpan } from "./matmul.js";
+} from "./programs.js";
+import { overlaps, sameSpan } from "../gemm/matmul.js";
 import { launchNorm, normKernel } from "./rms-norm-op.js";
-import { Memo3 } from "./memo.js";
-import { pickRule, type TuneRule } from "./tune-table.js";
-import { checkAlgorithm, checkCapacity } from "./validate.js";
+import { Memo3 } from "../memo.js";
+import { pickRule, type TuneRule } from "../tune-table.js";
+import { checkAlgorithm, checkCapacity } from "../validate.js";
 
-/** The kernels' block: one row at a time (NORM_THREADS in src/ops/rms-norm.ts). */
+/** The kernels' block: one row at a time (NORM_THREADS in src/ops/norm/rms-norm.ts). */
 const BLOCK = 512;
 /** What one block of a mailbox kernel sends at most, where rows are fewer than SMs (the plain Lamport
  * all-reduce spreads 16 KiB over 8 blocks too). */

@@ -23,21 +23,21 @@
 //
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
-import { InvalidArgumentError, UnsupportedError } from "../errors.js";
-import type { CallAs, CallKind, CallShape, CallTag } from "../distributed/fingerprint.js";
-import type { NcclComm } from "../distributed/nccl-comm.js";
-import type { SyncWatch } from "../distributed/sync-watch.js";
-import type { Device } from "../runtime/device.js";
-import { PAD_BYTES_PER_BLOCK_AND_RANK } from "../distributed/device-layouts.js";
-import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
-import { Event } from "../runtime/event.js";
-import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../runtime/memory.js";
-import { sharedModule } from "../runtime/module.js";
-import { defaultStream, Stream } from "../runtime/stream.js";
-import { Tensor } from "../runtime/tensor.js";
-import { SplitScratch } from "./split-scratch.js";
-import { dtypeInfo } from "../runtime/dtype.js";
-import { CublasLtMatmul } from "./cublaslt-matmul.js";
+import { InvalidArgumentError, UnsupportedError } from "../../errors.js";
+import type { CallAs, CallKind, CallShape, CallTag } from "../../distributed/fingerprint.js";
+import type { NcclComm } from "../../distributed/nccl-comm.js";
+import type { SyncWatch } from "../../distributed/sync-watch.js";
+import type { Device } from "../../runtime/device.js";
+import { PAD_BYTES_PER_BLOCK_AND_RANK } from "../../distributed/device-layouts.js";
+import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
+import { Event } from "../../runtime/event.js";
+import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../../runtime/memory.js";
+import { sharedModule } from "../../runtime/module.js";
+import { defaultStream, Stream } from "../../runtime/stream.js";
+import { Tensor } from "../../runtime/tensor.js";
+import { SplitScratch } from "../gemm/split-scratch.js";
+import { dtypeInfo } from "../../runtime/dtype.js";
+import { CublasLtMatmul } from "../gemm/cublaslt-matmul.js";
 import {
   ALL_GATHER_MATMUL_ALGORITHMS,
   checkAllGatherMatmul,
@@ -52,11 +52,17 @@ import {
   type MatmulAllReduceAlgorithm,
   type MatmulAllReduceOptions,
   type MatmulReduceScatterAlgorithm,
-} from "./fused-checks.js";
-import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "./ar-norm-checks.js";
-import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./fused-programs.js";
-import { GEMM_TILE_M, type GemmVariant } from "./gemm-programs.js";
-import { GEMM_MAX_WORLD, gemmTiles, HopperGemm, scatterFlagCount, type GemmScatter } from "./hopper-gemm.js";
+} from "./checks.js";
+import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "../norm/checks.js";
+import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./programs.js";
+import { GEMM_TILE_M, type GemmVariant } from "../gemm/programs.js";
+import {
+  GEMM_MAX_WORLD,
+  gemmTiles,
+  HopperGemm,
+  scatterFlagCount,
+  type GemmScatter,
+} from "../gemm/hopper-gemm.js";
 import {
   checkMatmul,
   gemmOperands,
@@ -67,11 +73,11 @@ import {
   TILE_GEMM_PLAN,
   type Span,
   type SymmkitGemmPlan,
-} from "./matmul.js";
-import { decodeFlagCount, DecodeGemm, type DecodeShape } from "./decode-gemm.js";
-import { launchNorm, normKernel } from "./rms-norm-op.js";
-import { checkAlgorithm, checkCapacity, checkTensorArg } from "./validate.js";
-import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "./tune-table.js";
+} from "../gemm/matmul.js";
+import { decodeFlagCount, DecodeGemm, type DecodeShape } from "../gemm/decode-gemm.js";
+import { launchNorm, normKernel } from "../norm/rms-norm-op.js";
+import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
+import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "../tune-table.js";
 
 /** Bytes at the start of the staging buffer's signal pad kept for barrier slots: 256 blocks at world 8
  * (PAD_BYTES_PER_BLOCK_AND_RANK per block and rank; kernels run at most one block per SM). */

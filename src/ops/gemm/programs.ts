@@ -1,7 +1,7 @@
 // The Hopper GEMM kernels symmkit ships (device/include/symmkit/gemm/hopper_gemm.cuh): one program per
 // (element type, layout of B, tile order, ready policy, epilogue), so a process compiles only the variants it uses;
 // CI compiles all of them (src/catalog.ts).
-import type { ProgramSpec } from "../runtime/module.js";
+import type { ProgramSpec } from "../../runtime/module.js";
 
 export const GEMM_ELEMS = ["bf16", "fp8e4m3"] as const;
 export type GemmElem = (typeof GEMM_ELEMS)[number];

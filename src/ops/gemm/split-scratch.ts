@@ -3,12 +3,12 @@
 // kernel they run, so they can share a set; launches on different streams may, so each stream gets its
 // own. Allocated on the stream's first split launch, which therefore cannot be inside a capture: sharing
 // the set means any earlier split launch on the stream suffices.
-import { UnsupportedError } from "../errors.js";
-import type { Ptr } from "../cuda/native.js";
-import type { Device } from "../runtime/device.js";
-import { Graph } from "../runtime/graph.js";
-import { DeviceMemory, memset } from "../runtime/memory.js";
-import type { Stream } from "../runtime/stream.js";
+import { UnsupportedError } from "../../errors.js";
+import type { Ptr } from "../../cuda/native.js";
+import type { Device } from "../../runtime/device.js";
+import { Graph } from "../../runtime/graph.js";
+import { DeviceMemory, memset } from "../../runtime/memory.js";
+import type { Stream } from "../../runtime/stream.js";
 
 /** f32 partials of the largest one-wave split: one 128 x 256 tile slice (HopperGemm's; DecodeGemm's are
  * at most 64 x 192) per SM. */

@@ -6,7 +6,7 @@
 // (plus the first out-of-range id, if any) into its header; a barrier kernel; the host reads every rank's
 // header (copies from the peers' staging, one wait) and judges the call alike on every rank (bad ids,
 // a maxRows too small: every rank throws, nothing written), sizes the outputs and uploads the base rows
-// (src/ops/moe-route.ts routeBases); moe_gather pulls this rank's experts' rows from every source and
+// (src/ops/moe/route.ts routeBases); moe_gather pulls this rank's experts' rows from every source and
 // writes the handle's rows (and zeroes the spare rows); a barrier kernel. The host wait keeps it out of
 // CUDA graphs.
 // dispatch, algorithm pull_device (auto inside a capture or with `into`): the same staging and barrier, then moe_route
@@ -15,19 +15,24 @@
 // The outputs' rows are fixed (maxRows); a capture writes into the tensors of an earlier result (`into`).
 // combine: the expert output's rows are staged, a barrier, moe_combine reads each pair's row from its
 // owner in slot order, a barrier: graph-capturable.
-import { InvalidArgumentError } from "../errors.js";
-import type { CallShape, CallTag } from "../distributed/fingerprint.js";
-import { SYMM_VIEW_PARAM } from "../distributed/device-layouts.js";
-import type { Device } from "../runtime/device.js";
-import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
-import { Graph } from "../runtime/graph.js";
-import type { Kernel } from "../runtime/kernel.js";
-import { copyDeviceToDevice, copyDeviceToHost, copyHostToDevice, DeviceMemory } from "../runtime/memory.js";
-import { sharedModule, type ProgramSpec } from "../runtime/module.js";
-import type { Stream } from "../runtime/stream.js";
-import { Tensor } from "../runtime/tensor.js";
-import { WORLD_SIZES } from "./coll/programs.js";
-import type { CollectiveContext } from "./coll/registry.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { CallShape, CallTag } from "../../distributed/fingerprint.js";
+import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
+import type { Device } from "../../runtime/device.js";
+import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
+import { Graph } from "../../runtime/graph.js";
+import type { Kernel } from "../../runtime/kernel.js";
+import {
+  copyDeviceToDevice,
+  copyDeviceToHost,
+  copyHostToDevice,
+  DeviceMemory,
+} from "../../runtime/memory.js";
+import { sharedModule, type ProgramSpec } from "../../runtime/module.js";
+import type { Stream } from "../../runtime/stream.js";
+import { Tensor } from "../../runtime/tensor.js";
+import { WORLD_SIZES } from "../coll/programs.js";
+import type { CollectiveContext } from "../coll/registry.js";
 import {
   checkDispatchInto,
   dispatchHeader,
@@ -39,9 +44,9 @@ import {
   type DispatchResult,
   type MoeHandle,
   type MoeProblem,
-} from "./moe-checks.js";
-import { receivedCounts, routeBases } from "./moe-route.js";
-import { checkCapacity } from "./validate.js";
+} from "./checks.js";
+import { receivedCounts, routeBases } from "./route.js";
+import { checkCapacity } from "../validate.js";
 
 export const GPU_MOE_ALGORITHMS = ["auto", "pull", "pull_device"] as const;
 export type GpuMoeAlgorithm = (typeof GPU_MOE_ALGORITHMS)[number];

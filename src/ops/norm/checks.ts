@@ -1,9 +1,9 @@
 // All-reduce + bias + residual + RMSNorm as every backend checks it: shapes, dtypes and options judged
 // from the tensors' descriptions, with the same typed errors on CPU and GPU, before anything is written.
 // Aliasing is judged by the backend (it knows where tensors live) through checkNormAliasing.
-import { InvalidArgumentError } from "../errors.js";
-import type { DType } from "../runtime/dtype.js";
-import { checkTensorArg } from "./validate.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { DType } from "../../runtime/dtype.js";
+import { checkTensorArg } from "../validate.js";
 
 /**
  * `lamport` pushes x into every peer's mailbox and normalises each row as it lands (one kernel, no

@@ -1,14 +1,14 @@
 // matmul(a, b): D[m, n] = A[m, k] * B, bf16 or fp8 e4m3 inputs, f32 accumulation, bf16 output, on
 // symmkit's Hopper GEMMs or on cuBLASLt. Every check runs before anything is launched or written.
-import { InvalidArgumentError } from "../errors.js";
-import type { Ptr } from "../cuda/native.js";
-import type { Device } from "../runtime/device.js";
-import { defaultStream, type Stream } from "../runtime/stream.js";
-import { Tensor } from "../runtime/tensor.js";
-import { dtypeInfo, type DType } from "../runtime/dtype.js";
+import { InvalidArgumentError } from "../../errors.js";
+import type { Ptr } from "../../cuda/native.js";
+import type { Device } from "../../runtime/device.js";
+import { defaultStream, type Stream } from "../../runtime/stream.js";
+import { Tensor } from "../../runtime/tensor.js";
+import { dtypeInfo, type DType } from "../../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
 import { gemmKernelFor, HopperGemm, splitsFor } from "./hopper-gemm.js";
-import type { GemmVariant } from "./gemm-programs.js";
+import type { GemmVariant } from "./programs.js";
 import { decodeFits, DecodeGemm, decodeShape, decodeSplitsFor, type DecodeShape } from "./decode-gemm.js";
 
 export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;

@@ -1,8 +1,8 @@
 // The reduction rule every backend follows: element by element, accumulate in float32 in rank order
 // 0, 1, ..., world - 1, then round once to the dtype. Every rank computes the same operations in the same
 // order, so every rank gets bitwise the same result, on CPU and GPU alike.
-import { decodeToF32, f32ToBf16Bits, encodeF16, type DType, type RawArray } from "../runtime/dtype.js";
-import type { ReduceOp } from "./validate.js";
+import { decodeToF32, f32ToBf16Bits, encodeF16, type DType, type RawArray } from "../../runtime/dtype.js";
+import type { ReduceOp } from "../validate.js";
 
 /** fmaxf/fminf: a NaN operand loses to a number. */
 const fmax = (a: number, b: number): number => (Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.max(a, b));

@@ -1,14 +1,14 @@
 // The norm kernel of allReduceRmsNorm on its own (rms_norm_rows): what the sequential and nccl
 // algorithms run after their all-reduce, and what rmsNorm (src/norm.ts) runs on a GPU tensor.
-import type { Device } from "../runtime/device.js";
-import type { DType } from "../runtime/dtype.js";
-import type { Kernel } from "../runtime/kernel.js";
-import { sharedModule } from "../runtime/module.js";
-import type { Stream } from "../runtime/stream.js";
-import type { Tensor } from "../runtime/tensor.js";
-import type { AllReduceRmsNormOptions } from "./ar-norm-checks.js";
-import { AR_NORM_PARAMS, arNormExpr, arNormProgram, normSlots, type NormSlots } from "./ar-norm-programs.js";
-import { Memo3 } from "./memo.js";
+import type { Device } from "../../runtime/device.js";
+import type { DType } from "../../runtime/dtype.js";
+import type { Kernel } from "../../runtime/kernel.js";
+import { sharedModule } from "../../runtime/module.js";
+import type { Stream } from "../../runtime/stream.js";
+import type { Tensor } from "../../runtime/tensor.js";
+import type { AllReduceRmsNormOptions } from "./checks.js";
+import { AR_NORM_PARAMS, arNormExpr, arNormProgram, normSlots, type NormSlots } from "./programs.js";
+import { Memo3 } from "../memo.js";
 
 const BLOCK = 512;
 export type NormKernel = Kernel<typeof AR_NORM_PARAMS.rms_norm_rows>;
@@ -26,7 +26,7 @@ export function normKernel(device: Device, dtype: DType, hidden: number): NormKe
   return kernels.get(device, dtype, normSlots(hidden));
 }
 
-/** The norm kernel `k` (normKernel) on checked arguments (src/ops/ar-norm-checks.ts): `sum` holds the
+/** The norm kernel `k` (normKernel) on checked arguments (src/ops/norm/checks.ts): `sum` holds the
  * rows to normalise. */
 export function launchNorm(
   k: NormKernel,
