@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Everything that has waited for two GPUs of one host (nvidia-h200-x2), most important first, in three
-# calls of under 10 minutes each. Run from the repo root, after building and staging, as
+# Everything that needs a machine with two GPUs of one host (2 H200s so far), most important first, in
+# three parts of under 10 minutes each. Run from the repo root, after building and staging, as
 #   SYMMKIT_GIT_REVISION=<rev> PART=1 .gpustage/boot.sh bash bench/gpu-pair.sh
-#   PART=1: GEMM + all-reduce and the fused ops (issue 14): their rank tests at world 2 on distinct GPUs,
+#   PART=1: GEMM + all-reduce and the fused ops: their rank tests at world 2 on distinct GPUs,
 #           the timeouts, `bench gemm-ar`, `ag-gemm`, `gemm-rs`; the all-reduce + RMSNorm tests.
-#   PART=2: send/recv, all-to-all and MoE (issue 15): their rank tests, `bench send-recv`, `all-to-all`,
+#   PART=2: send/recv, all-to-all and MoE: their rank tests, `bench send-recv`, `all-to-all`,
 #           `moe`; the all-reduce + RMSNorm benchmark.
 #   PART=3: the runtime's paths between GPUs (pooled memory read and written by the peer), the rank
 #           programs on GPUs of their own (distributed.test), two simulated hosts of one GPU each
-#           (issue 18; the hierarchy's both levels need 4 GPUs), and `symmkit tune` for auto's tables.
+#           (the hierarchy's both levels need 4 GPUs), and `symmkit tune` for auto's tables.
 # Then: copy $OUT into bench/results/h200x2/, set auto's rules from the JSON (docs/perf-notes.md says which),
 # and put the figures in the README. Writes logs and JSON under $OUT (default ./out); exits non-zero if any
 # step failed.
