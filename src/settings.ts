@@ -186,9 +186,9 @@ export const ENV_VARS = {
   },
   SYMMKIT_CHECK_CALLS: {
     meaning:
-      "check that every rank makes the same call before each NCCL call between hosts (an all-gather of the calls' fingerprints; CollectiveMismatchError otherwise)",
+      "checks that cost on every call: before each NCCL call between hosts, every rank's call fingerprint gathered and compared; allReduceRmsNorm's weight and bias read back to the host and their digest put in the call's fingerprint (CollectiveMismatchError where ranks differ). Every rank must set it alike",
     default:
-      "off: calls inside a host are checked (their signals carry fingerprints), NCCL's between hosts are not",
+      "off: calls inside a host are checked (their signals carry fingerprints), NCCL's between hosts are not, nor allReduceRmsNorm's weight and bias on GPUs",
     expected: "1, true or on; 0, false or off",
     example: "1",
     unset: (): boolean => false,

@@ -23,6 +23,7 @@ import {
   type Turns,
 } from "../src/distributed/fingerprint.js";
 import { CALL_TAG_LAYOUT } from "../src/distributed/device-layouts.js";
+import { normOperandsDigest } from "../src/ops/norm/checks.js";
 import { InvalidArgumentError } from "../src/errors.js";
 
 test("every collective and fused algorithm has a call kind, and kinds fit their 7 bits", () => {
@@ -116,14 +117,31 @@ test("shape words: exact for every op that has one, each value named where two d
     }
   }
   // The widest values that fit, and one that does not.
-  const wide = n({ kind: "all-reduce-rms-norm/lamport" }, [Number.MAX_SAFE_INTEGER]);
+  const wide = n({ kind: "all-gather-matmul/fused" }, [Number.MAX_SAFE_INTEGER]);
   assert.deepEqual(
-    shapeDifferences(wide.word, wide.shape, n({ kind: "all-reduce-rms-norm/lamport" }, [1]).shape),
-    [`hidden size: ours ${Number.MAX_SAFE_INTEGER}, theirs 1`],
+    shapeDifferences(wide.word, wide.shape, n({ kind: "all-gather-matmul/fused" }, [1]).shape),
+    [`k: ours ${Number.MAX_SAFE_INTEGER}, theirs 1`],
   );
   assert.throws(() => n(ar, [2 ** 40, 2 ** 20]), /more than a call's fingerprint holds exactly/);
   assert.throws(() => n(ar, [8192]), /takes 2 shape values/);
   assert.throws(() => fingerprint(0, { ...BASE, dims: [1] }), /takes 0 shape values/);
+});
+
+test("allReduceRmsNorm's operand digest: any byte of weight or bias, and a bias or none, changes it", () => {
+  const w = new Uint8Array(256).map((_, i) => i);
+  const d = normOperandsDigest(w, undefined);
+  assert.ok(d > 0 && d <= 0xffff_ffff);
+  assert.equal(normOperandsDigest(w.slice(), undefined), d, "the bytes, not the array");
+  for (const at of [0, 17, 255]) {
+    const v = w.slice();
+    v[at] = v[at]! ^ 1;
+    assert.notEqual(normOperandsDigest(v, undefined), d, `byte ${at}`);
+  }
+  assert.notEqual(normOperandsDigest(w, new Uint8Array(2)), d, "a bias of zeros is not no bias");
+  assert.notEqual(
+    normOperandsDigest(w, new Uint8Array([1, 0])),
+    normOperandsDigest(w, new Uint8Array([0, 1])),
+  );
 });
 
 test("a CallTag writes itself as CALL_TAG_LAYOUT: word, then shape, little-endian", () => {
@@ -144,19 +162,23 @@ test("CollectiveMismatchError names both ranks, both calls and what differed", (
   assert.match(e.message, /rank 0 and rank 1 are out of step/);
   assert.match(e.message, /all-reduce\/lamport f16 sum of 8 elements/);
   assert.deepEqual(e.differences, ["element count: ours 8 elements, theirs 16 elements"]);
-  const norm = (hidden: number): CallTag =>
+  const norm = (hidden: number, digest = 0): CallTag =>
     fingerprint(3, {
       kind: "all-reduce-rms-norm/one_shot",
       dtype: "bf16",
       op: "sum",
       count: 8192,
-      dims: [hidden],
+      dims: [hidden, digest],
     });
   const s = new CollectiveMismatchError(1, 0, norm(4096).word, norm(4096).word, {
     shapes: [norm(4096).shape, norm(2048).shape],
   });
   assert.match(s.message, /They differ in the shapes they passed: hidden size: ours 4096, theirs 2048\./);
   assert.deepEqual(s.shapes, [norm(4096).shape, norm(2048).shape]);
+  const w = new CollectiveMismatchError(1, 0, norm(4096).word, norm(4096).word, {
+    shapes: [norm(4096, 0xdeadbeef).shape, norm(4096, 7).shape],
+  });
+  assert.deepEqual(w.differences, ["weight and bias digest: ours 3735928559, theirs 7"]);
 });
 
 test("a difference in the call number alone says a rank skipped or refused a call", () => {

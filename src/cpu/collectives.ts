@@ -36,9 +36,11 @@ import {
   type MatmulAllReduceOptions,
 } from "../ops/fused/checks.js";
 import {
+  bytesOf,
   checkAllReduceRmsNorm,
   checkNormAliasing,
   CPU_AR_NORM_ALGORITHMS,
+  normOperandsDigest,
   type AllReduceRmsNormOptions,
   type CpuArNormAlgorithm,
 } from "../ops/norm/checks.js";
@@ -253,8 +255,13 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const output = options.output ?? HostTensor.empty(x.shape, x.dtype);
     checkNormAliasing(what, x, options, output, hostOverlaps, sameHostSpan);
     const sum = HostTensor.empty(x.shape, x.dtype);
-    this.#allReduce(x, sum, "sum", "auto", { kind: "all-reduce-rms-norm/sequential", dims: [p.hidden] });
     const o = options;
+    // The digest of weight and bias joins the fingerprint: they must be the same on every rank.
+    const digest = normOperandsDigest(bytesOf(o.weight.raw), o.bias && bytesOf(o.bias.raw));
+    this.#allReduce(x, sum, "sum", "auto", {
+      kind: "all-reduce-rms-norm/sequential",
+      dims: [p.hidden, digest],
+    });
     rmsNormRows(
       p,
       sum.raw,

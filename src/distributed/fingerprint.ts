@@ -100,7 +100,9 @@ export const SHAPES: Readonly<Record<string, readonly string[]>> = {
   "all-gather-matmul": ["k"],
   "matmul-reduce-scatter": ["n", "k"],
   "matmul-all-reduce": ["n", "k"],
-  "all-reduce-rms-norm": ["hidden size"],
+  // The digest where it was taken (normOperandsDigest: always on the CPU backend, with
+  // SYMMKIT_CHECK_CALLS on GPUs), 0 where not.
+  "all-reduce-rms-norm": ["hidden size", "weight and bias digest"],
   "moe-dispatch": ["topk", "experts"],
   "moe-combine": ["topk", "experts"],
   // Read in place: every rank must pass its own part of the same symmetric tensor.

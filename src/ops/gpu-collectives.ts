@@ -28,6 +28,7 @@ import { sharedModule } from "../runtime/module.js";
 import { Graph } from "../runtime/graph.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
+import { agreedCheckCalls } from "./check-calls.js";
 import { checkSameGpus } from "./same-gpus.js";
 import {
   ALL_GATHER_PARAMS,
@@ -262,6 +263,7 @@ export class GpuCollectives implements Collectives<
     inbox: SymmetricTensor,
     comm: NcclComm,
     tuned: LoadedTuneTable | undefined,
+    checkCalls: boolean,
   ) {
     this.#group = group;
     this.#staging = staging;
@@ -310,6 +312,7 @@ export class GpuCollectives implements Collectives<
       stagingView: this.#ctx.stagingView,
       mailbox,
       rules: tuned?.arNorm?.rules,
+      checkCalls,
       tag: (shape, stream) => this.#tag(shape, stream),
       allReduce: (input, x, output, algorithm, as, stream) => {
         const what = "allReduceRmsNorm";
@@ -380,6 +383,7 @@ export class GpuCollectives implements Collectives<
       throw new InvalidArgumentError(`mailboxSlotBytes ${slotBytes} must be a positive multiple of 16`);
     const world = group.worldSize;
     await checkSameGpus(group);
+    const checkCalls = await agreedCheckCalls(group);
     // The pad holds the barrier slots and GEMM + reduce-scatter's tile flags.
     const staging = await group.symmetric.empty([stagingBytes], "u8", { padBytes: STAGING_PAD_BYTES });
     const stride = slotBytes + MAILBOX_HEADER_BYTES;
@@ -399,6 +403,7 @@ export class GpuCollectives implements Collectives<
       inbox,
       await group.nccl(),
       loadTuneTable(group.device.props.name, world, TUNE_KNOWN),
+      checkCalls,
     );
   }
 

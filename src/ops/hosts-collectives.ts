@@ -36,7 +36,7 @@
 // gathers into are per stream, like the scratch.
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
 import { CALL_TAG_LAYOUT, WAIT_ENV_LAYOUT } from "../distributed/device-layouts.js";
-import { gatherValues } from "../distributed/agree.js";
+import { agreedCheckCalls } from "./check-calls.js";
 import type { GroupAlgorithmNames, GroupCollectives, Refused, SymmetricCall } from "./collectives.js";
 import {
   fingerprint,
@@ -47,7 +47,6 @@ import {
   type CallTag,
   type Turns,
 } from "../distributed/fingerprint.js";
-import { readEnvVar } from "../settings.js";
 import type { Kernel } from "../runtime/kernel.js";
 import { memset } from "../runtime/memory.js";
 import { sharedModule } from "../runtime/module.js";
@@ -136,6 +135,7 @@ export class HostsCollectives
     railGroup: ProcessGroup | undefined,
     rail: NcclComm | undefined,
     world: NcclComm,
+    checkCalls: boolean,
   ) {
     this.#group = group;
     this.local = local;
@@ -144,7 +144,7 @@ export class HostsCollectives
     this.#world = world;
     this.hosts = group.hosts.length;
     this.perHost = local.worldSize;
-    if (readEnvVar("SYMMKIT_CHECK_CALLS")) {
+    if (checkCalls) {
       const env = new Uint8Array(WAIT_ENV_LAYOUT.bytes);
       const v = new DataView(env.buffer);
       v.setBigUint64(WAIT_ENV_LAYOUT.timeoutNs, group.watch.timeoutNs, true);
@@ -210,12 +210,7 @@ export class HostsCollectives
     makeLocal: CollectivesFactory<GpuCollectives>,
   ): Promise<HostsCollectives> {
     // A rank that checks calls makes an NCCL call the others do not: every rank must check, or none.
-    const checks = await gatherValues(group, "check-calls", String(readEnvVar("SYMMKIT_CHECK_CALLS")));
-    const other = checks.findIndex((c) => c !== checks[group.rank]);
-    if (other >= 0)
-      throw new InvalidArgumentError(
-        `SYMMKIT_CHECK_CALLS is ${checks[group.rank] === "true" ? "set" : "unset"} on rank ${group.rank} and ${checks[other] === "true" ? "set" : "unset"} on rank ${other}: set it alike on every host`,
-      );
+    const checkCalls = await agreedCheckCalls(group);
     const hosts = group.hosts;
     const k = hosts[0]!.length;
     if (hosts.some((h) => h.length !== k))
@@ -233,7 +228,7 @@ export class HostsCollectives
           )
         : undefined;
     const rail = await railGroup?.nccl();
-    return new HostsCollectives(group, local, railGroup, rail, await group.nccl());
+    return new HostsCollectives(group, local, railGroup, rail, await group.nccl(), checkCalls);
   }
 
   /** Sum (or max, min) of `input` over all ranks, into `output` (default: a new tensor). */

@@ -18,9 +18,16 @@ if (skip) console.log(`# GPU fault tests skipped: ${skip}`);
 const LIMIT_MS = 3000;
 const n = Math.min(gpus, 4);
 
+/** The cases run with SYMMKIT_CHECK_CALLS. */
+const CHECKED = new Set(["weight-digest"]);
+
 const run = (fault: string): { status: number | null; out: string; ms: number } =>
   runRanks(n, script, {
-    env: { FAULT: fault, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
+    env: {
+      FAULT: fault,
+      SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS),
+      ...(CHECKED.has(fault) ? { SYMMKIT_CHECK_CALLS: "1" } : {}),
+    },
     timeoutMs: 120_000,
   });
 
@@ -61,6 +68,7 @@ const MISMATCHES: Readonly<Record<string, RegExp>> = {
   "shape-fused": /: k: ours (512|256), theirs (512|256)$/,
   "shape-norm-lamport": /: hidden size: ours (1024|512), theirs (1024|512)$/,
   "shape-norm-one-shot": /: hidden size: ours (1024|512), theirs (1024|512)$/,
+  "weight-digest": /: weight and bias digest: ours \d+, theirs \d+$/,
 };
 
 for (const [fault, names] of Object.entries(MISMATCHES)) {

@@ -100,7 +100,7 @@ test(
     const out = results.map((r) => r.out).join("\n");
     assert.match(
       out,
-      /SYMMKIT_CHECK_CALLS is (set|unset) on rank \d and (set|unset) on rank \d: set it alike on every host/,
+      /SYMMKIT_CHECK_CALLS is (set|unset) on rank \d and (set|unset) on rank \d: set it alike on every rank/,
     );
     assert.doesNotMatch(out, /mismatch caught/);
   },

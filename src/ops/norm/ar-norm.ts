@@ -3,21 +3,24 @@
 // mailbox; one_shot, two_shot: its staging buffer between barriers), or symmkit's or NCCL's all-reduce
 // followed by the norm kernel (sequential, nccl). Kernels are resolved before anything is enqueued. Every
 // algorithm but nccl gives the rank-order bits at every size, and auto picks only those.
-import { InvalidArgumentError } from "../../errors.js";
+import { InvalidArgumentError, UnsupportedError } from "../../errors.js";
 import type { CallAs, CallKind, CallShape, CallTag } from "../../distributed/fingerprint.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import type { DeviceMemory } from "../../runtime/memory.js";
 import type { Device } from "../../runtime/device.js";
 import type { DType } from "../../runtime/dtype.js";
 import type { Kernel } from "../../runtime/kernel.js";
+import { Graph } from "../../runtime/graph.js";
 import { sharedModule } from "../../runtime/module.js";
 import { defaultStream, type Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
 import {
   AR_NORM_ALGORITHMS,
   AR_NORM_RANK_ORDER,
+  bytesOf,
   checkAllReduceRmsNorm,
   checkNormAliasing,
+  normOperandsDigest,
   type AllReduceRmsNormOptions,
   type ArNormAlgorithm,
   type NormProblem,
@@ -62,6 +65,8 @@ export interface ArNormContext {
   };
   /** The tune table's rules for this op, if any. */
   readonly rules: readonly TuneRule[] | undefined;
+  /** SYMMKIT_CHECK_CALLS, as every rank of the group set it: weight and bias digested at every call. */
+  readonly checkCalls: boolean;
   /** The call's fingerprint (and the group's checks before any call). */
   tag(shape: CallShape, stream: Stream): CallTag;
   /** symmkit's all-reduce of `input` (whose local tensor is `x`) into `output` with `algorithm`: "auto"
@@ -138,11 +143,24 @@ export class ArNorm {
         !(input instanceof Tensor) && !overlaps(output, x) && !(o.residualOut && overlaps(o.residualOut, x));
       const algorithm = requested === "auto" ? this.autoAlgorithm(x.nbytes, p.rows, inPlace) : requested;
       this.#checkRoom(what, algorithm, p, x.nbytes, inPlace, o, output);
+      if (ctx.checkCalls && Graph.activeCapture(stream) !== undefined)
+        throw new UnsupportedError(
+          `${what}: with SYMMKIT_CHECK_CALLS, each call reads its weight and bias back to the host, which a ` +
+            "CUDA graph cannot hold; capture without it, or call outside the capture",
+        );
       return { x, p, output, inPlace, algorithm };
     } catch (e) {
       if (output !== o.output) output.dispose(); // refused (nothing enqueued): the output this call made goes back
       throw e;
     }
+  }
+
+  /** With SYMMKIT_CHECK_CALLS, the digest of this call's weight and bias, read back on `stream` (so after
+   * whatever wrote them there; #prepare refused a capture); else 0 (not taken). */
+  #operandsDigest(o: AllReduceRmsNormOptions<Tensor>, stream: Stream): number {
+    if (!this.#ctx.checkCalls) return 0;
+    const bias = o.bias?.toHost({ stream });
+    return normOperandsDigest(bytesOf(o.weight.toHost({ stream })), bias && bytesOf(bias));
   }
 
   run(
@@ -154,8 +172,9 @@ export class ArNorm {
     const ctx = this.#ctx;
     const { x, p, output, inPlace, algorithm } = this.#prepare(input, o, what, stream);
     const norm = this.#normArgs(p, o, output);
-    // Its fingerprint: the algorithm, and the hidden size (the count alone does not pin the rows).
-    const as: CallAs = { kind: KINDS[algorithm], dims: [p.hidden] };
+    // Its fingerprint: the algorithm, the hidden size (the count alone does not pin the rows), and with
+    // SYMMKIT_CHECK_CALLS the digest of weight and bias.
+    const as: CallAs = { kind: KINDS[algorithm], dims: [p.hidden, this.#operandsDigest(o, stream)] };
     const sequential = algorithm === "sequential" || algorithm === "nccl";
     if (ctx.world === 1 || sequential) {
       // The all-reduce's sum goes where the norm can read it in place (see #checkRoom); one rank has

@@ -15,6 +15,8 @@
 //   hash of the count once let pass): CollectiveMismatchError naming the element count.
 // - shape-fused, shape-norm-lamport, shape-norm-one-shot: the same element count in another shape (a
 //   fused GEMM + reduce-scatter's k, allReduceRmsNorm's hidden size): CollectiveMismatchError naming it.
+// - weight-digest (with SYMMKIT_CHECK_CALLS): allReduceRmsNorm with another weight on the last rank:
+//   CollectiveMismatchError naming the weight and bias digest.
 // - refused-lamport, refused-one-shot: rank 0's all-reduce is refused (output too small) and caught, the
 //   others' goes ahead; then every rank calls it again: every rank must end in CollectiveMismatchError or
 //   SymmTimeoutError naming a rank (the refused call took its turn), never wrong data.
@@ -146,6 +148,19 @@ switch (fault) {
           weight: Tensor.full([hidden], 1, "bf16"),
           eps: 1e-5,
           algorithm,
+        }),
+    );
+    break;
+  }
+  case "weight-digest": {
+    // Run with SYMMKIT_CHECK_CALLS: the same shapes, another weight on the last rank.
+    const weight = Tensor.full([1024], rank === last ? 2 : 1, "bf16");
+    outcome = attempt(
+      () =>
+        void c.allReduceRmsNorm(Tensor.full([8, 1024], 1, "bf16"), {
+          weight,
+          eps: 1e-5,
+          algorithm: "two_shot",
         }),
     );
     break;
