@@ -36,7 +36,6 @@ import {
   type MatmulAllReduceOptions,
 } from "../ops/fused/checks.js";
 import {
-  bytesOf,
   checkAllReduceRmsNorm,
   checkNormAliasing,
   CPU_AR_NORM_ALGORITHMS,
@@ -257,7 +256,7 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
     const sum = HostTensor.empty(x.shape, x.dtype);
     const o = options;
     // The digest of weight and bias joins the fingerprint: they must be the same on every rank.
-    const digest = normOperandsDigest(bytesOf(o.weight.raw), o.bias && bytesOf(o.bias.raw));
+    const digest = normOperandsDigest(o.weight.raw, o.bias?.raw);
     this.#allReduce(x, sum, "sum", "auto", {
       kind: "all-reduce-rms-norm/sequential",
       dims: [p.hidden, digest],

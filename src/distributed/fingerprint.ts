@@ -128,6 +128,7 @@ export interface CallAs {
   readonly dims?: readonly number[] | undefined;
 }
 
+const NO_DIMS: readonly number[] = [];
 const KIND_CODE = new Map<string, number>(CALL_KINDS.map((k, i) => [k, i]));
 /** The names of a kind's shape values (SHAPES). */
 const shapeNames = (kind: string): readonly string[] => SHAPES[kind] ?? SHAPES[kind.split("/", 1)[0]!] ?? [];
@@ -197,12 +198,15 @@ export class CallTag implements ParamStruct {
 const bitLength = (v: number): number =>
   v < TWO_32 ? 32 - Math.clz32(v) : 64 - Math.clz32(Math.floor(v / TWO_32));
 
-function checkValue(what: string, v: number, limit: number): void {
-  if (!Number.isSafeInteger(v) || v < 0 || v > limit)
-    throw new InvalidArgumentError(
-      `${what} ${v} is not an integer from 0 to ${limit}: no call can be fingerprinted with it exactly`,
-    );
-}
+/** Whether `v` is an integer from 0 to `limit`. */
+const exact = (v: number, limit: number): boolean => Number.isSafeInteger(v) && v >= 0 && v <= limit;
+
+/** The refusal of a value `what` names that is not exact (only then is the message made: fingerprints
+ * are made on every call). */
+const inexact = (what: string, v: number, limit: number): InvalidArgumentError =>
+  new InvalidArgumentError(
+    `${what} ${v} is not an integer from 0 to ${limit}: no call can be fingerprinted with it exactly`,
+  );
 
 /** Packs `dims` into a shape word (high and low halves, mark set): each value but the last behind its bit
  * length. Exact wherever it fits 63 bits, and refused (InvalidArgumentError) where it does not. */
@@ -219,7 +223,8 @@ function shapeWord(kind: string, dims: readonly number[]): [number, number] {
   };
   let bits = 0;
   for (let i = 0; i < dims.length; i++) {
-    checkValue(`${kind}: ${shapeNames(kind)[i] ?? "value"}`, dims[i]!, Number.MAX_SAFE_INTEGER);
+    if (!exact(dims[i]!, Number.MAX_SAFE_INTEGER))
+      throw inexact(`${kind}: ${shapeNames(kind)[i] ?? "value"}`, dims[i]!, Number.MAX_SAFE_INTEGER);
     bits += bitLength(dims[i]!) + (i < dims.length - 1 ? LENGTH_BITS : 0);
   }
   if (bits > 63)
@@ -236,7 +241,8 @@ export function fingerprint(seq: number, shape: CallShape): CallTag {
   const kind = KIND_CODE.get(shape.kind);
   if (kind === undefined) throw new InvalidArgumentError(`unknown call kind ${shape.kind}`);
   const count = shape.count;
-  checkValue(`${shape.kind}: element count`, count, MAX_FINGERPRINT_COUNT);
+  if (!exact(count, MAX_FINGERPRINT_COUNT))
+    throw inexact(`${shape.kind}: element count`, count, MAX_FINGERPRINT_COUNT);
   const hi =
     MARK |
     ((seq & 0x3ff) << FIELDS.seq.shift) |
@@ -244,7 +250,7 @@ export function fingerprint(seq: number, shape: CallShape): CallTag {
     ((shape.dtype === undefined ? NO_DTYPE : DTYPE_CODES[shape.dtype]) << FIELDS.dtype.shift) |
     (OP_CODES[shape.op ?? "none"]! << FIELDS.op.shift) |
     Math.floor(count / TWO_32);
-  const dims = shape.dims ?? [];
+  const dims = shape.dims ?? NO_DIMS;
   if (dims.length !== SHAPE_DIMS.get(shape.kind))
     throw new InvalidArgumentError(
       `${shape.kind}: its fingerprint takes ${SHAPE_DIMS.get(shape.kind)} shape values (SHAPES), got ${dims.length}`,

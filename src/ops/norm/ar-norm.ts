@@ -17,7 +17,6 @@ import { Tensor } from "../../runtime/tensor.js";
 import {
   AR_NORM_ALGORITHMS,
   AR_NORM_RANK_ORDER,
-  bytesOf,
   checkAllReduceRmsNorm,
   checkNormAliasing,
   normOperandsDigest,
@@ -160,7 +159,7 @@ export class ArNorm {
   #operandsDigest(o: AllReduceRmsNormOptions<Tensor>, stream: Stream): number {
     if (!this.#ctx.checkCalls) return 0;
     const bias = o.bias?.toHost({ stream });
-    return normOperandsDigest(bytesOf(o.weight.toHost({ stream })), bias && bytesOf(bias));
+    return normOperandsDigest(o.weight.toHost({ stream }), bias);
   }
 
   run(

@@ -171,14 +171,15 @@ export function checkAllReduceRmsNorm(
 }
 
 /**
- * A digest of allReduceRmsNorm's weight and bias as raw bytes (32-bit FNV-1a over the weight, then the
+ * A digest of allReduceRmsNorm's weight and bias, by their bytes (32-bit FNV-1a over the weight, then the
  * bias, or a marker for none): its fingerprint carries it (SHAPES), so ranks whose weight or bias differ,
  * which the contract forbids and which the two-shot algorithms would otherwise mix silently (each rank's
  * rows normalised with their owner's), end in CollectiveMismatchError. 0 means not taken.
  */
-export function normOperandsDigest(weight: Uint8Array, bias: Uint8Array | undefined): number {
+export function normOperandsDigest(weight: ArrayBufferView, bias: ArrayBufferView | undefined): number {
   let h = 0x811c9dc5;
-  const mix = (bytes: Uint8Array): void => {
+  const mix = (a: ArrayBufferView): void => {
+    const bytes = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
     for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
   };
   mix(weight);
@@ -187,10 +188,6 @@ export function normOperandsDigest(weight: Uint8Array, bias: Uint8Array | undefi
   // Never 0 (not taken).
   return h >>> 0 || 1;
 }
-
-/** The bytes of a host array (a tensor's raw data, or what toHost read back). */
-export const bytesOf = (a: ArrayBufferView): Uint8Array =>
-  new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
 /**
  * What may share memory: output with x, residualOut with residual or x (each read before it is written,
