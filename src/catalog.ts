@@ -12,7 +12,8 @@ import { DECODE_PROGRAMS } from "./ops/gemm/decode-gemm.js";
 import { FUSED_PROGRAMS } from "./ops/fused/programs.js";
 import { arNormPrograms } from "./ops/norm/programs.js";
 import { MOE_PROGRAM } from "./ops/moe/moe.js";
-import { A2AV_PROGRAM, P2P_PROGRAM } from "./ops/exchange/exchange.js";
+import { A2AV_PROGRAM } from "./ops/exchange/all-to-all.js";
+import { P2P_PROGRAM } from "./ops/exchange/p2p.js";
 
 export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,

@@ -86,15 +86,16 @@ export { CpuSymmetricTensor } from "./cpu/symmetric.js";
 export { HostTensor } from "./cpu/host-tensor.js";
 export { REDUCE_OPS, REDUCE_DTYPES, type ReduceOp as CollectiveReduceOp } from "./ops/validate.js";
 export type { Collectives, AlgorithmNames, GroupCollectives } from "./ops/collectives.js";
+export { GpuCollectives } from "./ops/gpu-collectives.js";
 export {
-  GpuCollectives,
   DEFAULT_MAILBOX_SLOT_BYTES,
   type GpuAlgorithms,
   type CollectiveInput,
   type CollectiveOptions,
   type GpuCollectivesOptions,
-} from "./ops/gpu-collectives.js";
+} from "./ops/gpu-group.js";
 export type { LoadedTuneTable } from "./ops/tune-table.js";
+export { algorithmTable } from "./ops/algorithm-table.js";
 export {
   COLLECTIVE_ALGORITHMS,
   GPU_ALL_REDUCE_ALGORITHMS,
@@ -103,7 +104,6 @@ export {
   CPU_ALL_REDUCE_ALGORITHMS,
   CPU_ALL_GATHER_ALGORITHMS,
   CPU_REDUCE_SCATTER_ALGORITHMS,
-  algorithmTable,
   type CollectiveName,
   type CollectiveAlgorithm,
   type GpuAllReduceAlgorithm,
@@ -205,7 +205,7 @@ export {
   type MoeHandle,
   type MoeProblem,
 } from "./ops/moe/checks.js";
-export { GPU_MOE_ALGORITHMS, type GpuMoeAlgorithm } from "./ops/moe/moe.js";
+export { GPU_MOE_ALGORITHMS, type GpuMoeAlgorithm } from "./ops/moe/checks.js";
 export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm/programs.js";
 export { CublasLtMatmul, type LtMatmul } from "./ops/gemm/cublaslt-matmul.js";
 export { CublasError } from "./cuda/cublaslt.js";

@@ -6,7 +6,6 @@ import path from "node:path";
 import { test } from "node:test";
 import { PACKAGE_ROOT } from "../src/paths.js";
 import {
-  algorithmTable,
   builtInPick,
   canRun,
   COLLECTIVE_ALGORITHMS,
@@ -18,6 +17,7 @@ import {
   TUNABLE_ALGORITHMS,
 } from "../src/ops/coll/registry.js";
 import { BENCH_IMPLEMENTATIONS } from "../src/bench/collectives.js";
+import { algorithmTable } from "../src/ops/algorithm-table.js";
 
 test("README's table of algorithms is the registry's", () => {
   const readme = fs.readFileSync(path.join(PACKAGE_ROOT, "README.md"), "utf8");

@@ -31,20 +31,20 @@ const INTERNAL: Readonly<Record<string, string>> = {
   FrameWriter: "the store protocol's frame encoder, used by StoreClient and StoreServer only",
   FrameReader: "the store protocol's frame decoder, used by StoreClient and StoreServer only",
   FrameSplitter: "splits the store's TCP stream into frames, inside StoreClient and StoreServer",
-  // src/ops/fused/fused-matmul.ts
+  // src/ops/gpu-group.ts and the families GpuCollectives routes to (src/ops/coll, fused, norm, exchange, moe)
+  GpuGroup:
+    "one GPU group's context (staging buffer, mailbox, inbox, NCCL, tune table, call counter) that " +
+    "GpuCollectives makes and hands to each op family; users hold the collectives",
+  GpuColl:
+    "GpuCollectives' engine for allReduce, allGather, reduceScatter and barrier; users call those on collectives",
   FusedMatmul:
-    "GpuCollectives' engine for the fused matmuls, built from its private context; users call " +
-    "collectives.allGatherMatmul / matmulReduceScatter, and collectives.fusedMatmul is typed as a Pick",
+    "GpuCollectives' engine for the fused matmuls; users call collectives.allGatherMatmul / " +
+    "matmulReduceScatter / matmulAllReduce, and collectives.fusedMatmul is typed as a Pick",
   // src/ops/memo.ts
   Memo3: "a cache of kernel handles by key triple for the collectives' eager call paths, internal to src/ops",
-  // src/ops/norm/ar-norm.ts
-  ArNorm:
-    "GpuCollectives' engine for allReduceRmsNorm, built from its private context; users call " +
-    "collectives.allReduceRmsNorm",
-  // src/ops/exchange/exchange.ts, src/ops/moe/moe.ts
-  GpuExchange:
-    "GpuCollectives' engine for send/recv, sendRecv, allToAll and allToAllV, built from its private " +
-    "context; users call those on collectives",
+  ArNorm: "GpuCollectives' engine for allReduceRmsNorm; users call collectives.allReduceRmsNorm",
+  GpuPointToPoint: "GpuCollectives' engine for send, recv and sendRecv; users call those on collectives",
+  GpuAllToAll: "GpuCollectives' engine for allToAll and allToAllV; users call those on collectives",
   GpuMoe: "GpuCollectives' engine for MoE dispatch and combine; users call collectives.dispatch / combine",
   // src/ops/gemm/split-scratch.ts
   SplitScratch: "split-K's per-stream scratch that HopperGemm and DecodeGemm share; users only see launches",

@@ -4,8 +4,12 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
 import { KernelStallError, SymmTimeoutError } from "../src/distributed/sync-watch.js";
-import { FUSED_TUNABLE } from "../src/ops/fused/checks.js";
-import { AR_NORM_TUNABLE } from "../src/ops/norm/checks.js";
+import { FUSED_RECORDS } from "../src/ops/fused/checks.js";
+import { AR_NORM } from "../src/ops/norm/records.js";
+import { ALL_TO_ALL, ALL_TO_ALL_V, SEND_RECV } from "../src/ops/exchange/records.js";
+import { MOE } from "../src/ops/moe/records.js";
+import { HOSTS } from "../src/ops/hosts-collectives.js";
+import type { OpRecords } from "../src/ops/records.js";
 import {
   CALL_KINDS,
   CollectiveMismatchError,
@@ -26,16 +30,36 @@ import { CALL_TAG_LAYOUT } from "../src/distributed/device-layouts.js";
 import { normOperandsDigest } from "../src/ops/norm/checks.js";
 import { InvalidArgumentError } from "../src/errors.js";
 
-test("every collective and fused algorithm has a call kind, and kinds fit their 7 bits", () => {
-  const kinds = new Set<string>(CALL_KINDS);
-  const missing = [
+test("every call kind is some algorithm record's (or the barrier's, broadcast's), and kinds fit their 7 bits", () => {
+  const claimed = new Set<string>([
+    "barrier",
+    "broadcast",
     ...Object.entries(COLLECTIVE_ALGORITHMS).flatMap(([c, recs]) =>
       Object.keys(recs).map((a) => `${c}/${a}`),
     ),
-    ...Object.entries(FUSED_TUNABLE).flatMap(([c, algs]) => algs.map((a) => `${c}/${a}`)),
-    ...AR_NORM_TUNABLE.map((a) => `all-reduce-rms-norm/${a}`),
-  ].filter((k) => !kinds.has(k));
-  assert.deepEqual(missing, [], "add these to CALL_KINDS (src/distributed/fingerprint.ts)");
+    ...(
+      [
+        ...Object.values(FUSED_RECORDS),
+        AR_NORM,
+        SEND_RECV,
+        ALL_TO_ALL,
+        ALL_TO_ALL_V,
+        MOE,
+        HOSTS,
+      ] as OpRecords[]
+    ).flatMap((records) => Object.values(records).flatMap((r) => r.kinds)),
+  ]);
+  const kinds = new Set<string>(CALL_KINDS);
+  assert.deepEqual(
+    [...claimed].filter((k) => !kinds.has(k)),
+    [],
+    "add these to CALL_KINDS (src/distributed/fingerprint.ts)",
+  );
+  assert.deepEqual(
+    CALL_KINDS.filter((k) => !claimed.has(k)),
+    [],
+    "a kind no record names: name it in its algorithm's record",
+  );
   assert.ok(CALL_KINDS.length <= 128);
 });
 

@@ -19,7 +19,7 @@ import {
   type CollectiveAlgorithm,
   type CollectiveName,
 } from "../src/ops/coll/registry.js";
-import { TUNE_KNOWN } from "../src/ops/gpu-collectives.js";
+import { TUNE_KNOWN } from "../src/ops/tune-known.js";
 import {
   AR_NORM_AUTO,
   AR_NORM_BASELINES,

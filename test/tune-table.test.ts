@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { SymmkitError } from "../src/errors.js";
-import { TUNABLE_ALGORITHMS } from "../src/ops/gpu-collectives.js";
+import { TUNABLE_ALGORITHMS } from "../src/ops/coll/registry.js";
 import { mailboxBytesPerPeer } from "../src/ops/coll/registry.js";
 import {
   checkTuneTable,

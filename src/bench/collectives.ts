@@ -10,7 +10,8 @@ import type { NcclComm } from "../distributed/nccl-comm.js";
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { reduceInto } from "../ops/coll/reduce.js";
-import { DEFAULT_MAILBOX_SLOT_BYTES, GpuCollectives } from "../ops/gpu-collectives.js";
+import { GpuCollectives } from "../ops/gpu-collectives.js";
+import { DEFAULT_MAILBOX_SLOT_BYTES } from "../ops/gpu-group.js";
 import {
   algorithmRecord,
   COLLECTIVE_ALGORITHMS,

@@ -4,7 +4,8 @@
 // queue never fills, so the GPU's pace does not leak in), and wall time per call of 3000 back-to-back
 // calls until the stream drained. Beside them, the floor: one bare kernel launch (bench/launch.ts).
 import { ProcessGroup } from "../distributed/process-group.js";
-import { DEFAULT_MAILBOX_SLOT_BYTES, GpuCollectives } from "../ops/gpu-collectives.js";
+import { GpuCollectives } from "../ops/gpu-collectives.js";
+import { DEFAULT_MAILBOX_SLOT_BYTES } from "../ops/gpu-group.js";
 import { TUNABLE_ALGORITHMS, type CollectiveName } from "../ops/coll/registry.js";
 import { deviceCount } from "../runtime/device.js";
 import { Stream } from "../runtime/stream.js";

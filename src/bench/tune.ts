@@ -5,7 +5,8 @@
 // sums) that a group with the default mailbox can run.
 import fs from "node:fs";
 import path from "node:path";
-import { DEFAULT_MAILBOX_SLOT_BYTES, TUNE_KNOWN } from "../ops/gpu-collectives.js";
+import { DEFAULT_MAILBOX_SLOT_BYTES } from "../ops/gpu-group.js";
+import { TUNE_KNOWN } from "../ops/tune-known.js";
 import { mailboxBytesPerPeer } from "../ops/coll/registry.js";
 import {
   checkTuneTable,

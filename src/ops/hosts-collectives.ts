@@ -71,8 +71,29 @@ import {
   checkTensorArg,
   type ReduceOp,
 } from "./validate.js";
+import { algorithmList, type OpRecords } from "./records.js";
 
-export const HOSTS_ALGORITHMS = ["auto", "hierarchical", "nccl"] as const;
+/** The routes of all-reduce, all-gather and reduce-scatter across hosts, one record each (the shape:
+ * src/ops/records.ts). Neither gives the rank-order bits: NCCL sums across hosts in its own order. */
+export const HOSTS = {
+  hierarchical: {
+    summary:
+      "symmkit's collective within each host, NCCL across hosts on the rails (one communicator per position within the host)",
+    backends: ["hosts"],
+    rankOrder: false,
+    needs: [],
+    kinds: ["all-reduce/hierarchical", "all-gather/hierarchical", "reduce-scatter/hierarchical"],
+  },
+  nccl: {
+    summary: "NCCL's collective over the whole group",
+    backends: ["hosts"],
+    rankOrder: false,
+    needs: [],
+    kinds: ["all-reduce/nccl", "all-gather/nccl", "reduce-scatter/nccl"],
+  },
+} as const satisfies OpRecords;
+
+export const HOSTS_ALGORITHMS = algorithmList(HOSTS, "hosts");
 
 /**
  * auto's rule until `symmkit bench hosts` has measured real hosts (docs/perf-notes.md, "Several hosts"):

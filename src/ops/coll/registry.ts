@@ -1,7 +1,7 @@
 // Every collective algorithm symmkit has, one record each: what it is, whether it gives the rank-order
 // bits, what it needs (staging buffer, mailbox), when auto's built-in rule picks it, which backends run
 // it, its kernels, and how it launches on GPUs. The algorithm lists, auto and its candidates, the tune
-// table's, the benchmarks' implementations, the demo and the docs' table (algorithmTable) all come from
+// table's, the benchmarks' implementations, the demo and the docs' table (src/ops/algorithm-table.ts) all come from
 // here: adding an algorithm is one record plus its kernel.
 import { copyDeviceToDevice, memset, writeValue32 } from "../../runtime/memory.js";
 import type { DType } from "../../runtime/dtype.js";
@@ -585,22 +585,4 @@ export function collectivePrograms(): ProgramSpec[] {
   return Object.values(COLLECTIVE_ALGORITHMS).flatMap((byName) =>
     Object.values(byName).flatMap((r: CollectiveAlgorithm) => r.programs),
   );
-}
-
-/** The docs' table of algorithms (README.md carries it; test/algorithms.test.ts checks it). */
-export function algorithmTable(): string {
-  const rows = Object.values(COLLECTIVE_ALGORITHMS).flatMap((byName) =>
-    Object.entries(byName).map(([name, r]: [string, CollectiveAlgorithm]) => {
-      const needs = [
-        r.mailboxThreadBytes !== undefined ? "mailbox" : "",
-        r.stagingBytes !== undefined ? "staging buffer" : "",
-      ].filter(Boolean);
-      return `| ${r.collective} | \`${name}\` | ${r.cpu ? "cuda, cpu" : "cuda"} | ${needs.join(", ") || "-"} | ${r.summary} |`;
-    }),
-  );
-  return [
-    "| collective | algorithm | backends | needs | what it does |",
-    "| --- | --- | --- | --- | --- |",
-    ...rows,
-  ].join("\n");
 }

@@ -3,22 +3,21 @@
 // allToAllV's counts of other ranks are only known once exchanged: allToAllVVerdict judges the whole
 // group's counts the same way on every rank, so that every rank refuses (or runs) the same call.
 import { InvalidArgumentError } from "../../errors.js";
+import { algorithmList } from "../records.js";
 import { checkTensorArg, type Described } from "../validate.js";
+import { ALL_TO_ALL, ALL_TO_ALL_V, SEND_RECV } from "./records.js";
 
-/** The GPU backend's algorithms for send, recv and sendRecv: `put` (the sender's blocks store into the
- * receiver's inbox, signalling each piece; auto), `copy_engine` (the sender stages chunks in its staging
- * buffer, the receiver's copy engine reads them: no SMs move data) or NCCL's send and receive. */
-export const GPU_SEND_RECV_ALGORITHMS = ["auto", "put", "copy_engine", "nccl"] as const;
+/** The GPU backend's algorithms, auto first (what each does: ./records.ts): send, recv and sendRecv share
+ * one list; allToAll; allToAllV. */
+export const GPU_SEND_RECV_ALGORITHMS = algorithmList(SEND_RECV, "cuda");
 export type GpuSendRecvAlgorithm = (typeof GPU_SEND_RECV_ALGORITHMS)[number];
-/** allToAllV's: `copy_engine` (x staged, then one copy-engine copy from each rank's staging buffer into
- * out, between barrier kernels) or NCCL's matched sends and receives (auto). */
-export const GPU_ALL_TO_ALL_V_ALGORITHMS = ["auto", "copy_engine", "nccl", "pull"] as const;
-export type GpuAllToAllVAlgorithm = (typeof GPU_ALL_TO_ALL_V_ALGORITHMS)[number];
-/** allToAll's: `pull` (one kernel reading every peer's staging buffer between barriers) or NCCL's. */
-export const GPU_ALL_TO_ALL_ALGORITHMS = ["auto", "pull", "nccl"] as const;
+export const GPU_ALL_TO_ALL_ALGORITHMS = algorithmList(ALL_TO_ALL, "cuda");
 export type GpuAllToAllAlgorithm = (typeof GPU_ALL_TO_ALL_ALGORITHMS)[number];
-/** The CPU backend's: every rank stages what it sends in its symmetric buffer and the receivers pull. */
-export const CPU_EXCHANGE_ALGORITHMS = ["auto", "pull"] as const;
+export const GPU_ALL_TO_ALL_V_ALGORITHMS = algorithmList(ALL_TO_ALL_V, "cuda");
+export type GpuAllToAllVAlgorithm = (typeof GPU_ALL_TO_ALL_V_ALGORITHMS)[number];
+/** The CPU backend's, the same for every exchange: every rank stages what it sends in its symmetric
+ * buffer and the receivers pull. */
+export const CPU_EXCHANGE_ALGORITHMS = algorithmList(SEND_RECV, "cpu");
 export type CpuExchangeAlgorithm = (typeof CPU_EXCHANGE_ALGORITHMS)[number];
 
 /** A tensor as rows: its first dimension, each row the elements of the others (a 1-D tensor's rows are

@@ -6,52 +6,36 @@ import { InvalidArgumentError } from "../../errors.js";
 import type { DType } from "../../runtime/dtype.js";
 import { checkOutput, matmulShapes, type BLayout, type MatmulProblem } from "../gemm/matmul.js";
 import { checkAllReduceRmsNorm, type AllReduceRmsNormOptions, type NormProblem } from "../norm/checks.js";
+import { algorithmList } from "../records.js";
+import { ALL_GATHER_MATMUL, MATMUL_ALL_REDUCE, MATMUL_REDUCE_SCATTER } from "./records.js";
 
-/**
- * all-gather + GEMM: `fused` is the fused kernel with the producer auto picks, `fused_copy_engine` the
- * copy engines pulling the peers' shards, `fused_pull` a few SMs pulling them while the GEMM runs on the
- * rest; `sequential` is symmkit's all-gather then symmkit's GEMM; `nccl_cublaslt` NCCL then cuBLASLt.
- */
-export const ALL_GATHER_MATMUL_ALGORITHMS = [
-  "auto",
-  "fused",
-  "fused_copy_engine",
-  "fused_pull",
-  "sequential",
-  "nccl_cublaslt",
-] as const;
+/** The fused matmuls' algorithms on GPUs, auto first (what each does: ./records.ts). GEMM + all-reduce's
+ * fused and sequential run the same split-K GEMM and give the same bits: its bf16 output summed in f32 in
+ * rank order, rounded once; auto takes the tune table's rule (`symmkit tune` measures decode sizes), else
+ * sequential. */
+export const ALL_GATHER_MATMUL_ALGORITHMS = algorithmList(ALL_GATHER_MATMUL, "cuda");
 export type AllGatherMatmulAlgorithm = (typeof ALL_GATHER_MATMUL_ALGORITHMS)[number];
-
-/**
- * GEMM + reduce-scatter: `fused` is one kernel that keeps every tile as a flagged partial and reduces
- * each rank's shard on its owner in rank order while it still computes (deterministic); `sequential` is
- * symmkit's GEMM then symmkit's reduce-scatter; `nccl_cublaslt` cuBLASLt then NCCL.
- */
-export const MATMUL_REDUCE_SCATTER_ALGORITHMS = ["auto", "fused", "sequential", "nccl_cublaslt"] as const;
+export const MATMUL_REDUCE_SCATTER_ALGORITHMS = algorithmList(MATMUL_REDUCE_SCATTER, "cuda");
 export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORITHMS)[number];
-
-/**
- * GEMM + all-reduce (a row-parallel linear for small m): `fused` is one split-K GEMM whose epilogue pushes
- * every tile's bf16 partial into every rank's receive buffer and sums the ranks' partials in rank order
- * as they land (then the norm kernel, with `rmsNorm`); `sequential` is symmkit's GEMM then symmkit's
- * all-reduce (auto: the Lamport mailbox at these sizes), or allReduceRmsNorm when `rmsNorm` is given;
- * `nccl_cublaslt` cuBLASLt then NCCL (then the norm kernel). fused and sequential run the same split-K
- * GEMM and give the same bits: its bf16 output summed in f32 in rank order, rounded once. auto: the tune
- * table's rule (`symmkit tune` measures decode sizes), else `sequential` until `fused` is measured on
- * two GPUs.
- */
-export const MATMUL_ALL_REDUCE_ALGORITHMS = ["auto", "fused", "sequential", "nccl_cublaslt"] as const;
+export const MATMUL_ALL_REDUCE_ALGORITHMS = algorithmList(MATMUL_ALL_REDUCE, "cuda");
 export type MatmulAllReduceAlgorithm = (typeof MATMUL_ALL_REDUCE_ALGORITHMS)[number];
 
-/** What auto may pick, by fused matmul (tune tables name these): every algorithm but auto. */
+/** Every algorithm but auto, by fused matmul: what the benchmarks time and tune tables may name (those
+ * auto never picks are refused: src/ops/tune-known.ts). */
 export const FUSED_TUNABLE = {
   "all-gather-matmul": ALL_GATHER_MATMUL_ALGORITHMS.filter((a) => a !== "auto"),
   "matmul-reduce-scatter": MATMUL_REDUCE_SCATTER_ALGORITHMS.filter((a) => a !== "auto"),
   "matmul-all-reduce": MATMUL_ALL_REDUCE_ALGORITHMS.filter((a) => a !== "auto"),
 };
+/** The records by fused matmul, as tune tables name them. */
+export const FUSED_RECORDS = {
+  "all-gather-matmul": ALL_GATHER_MATMUL,
+  "matmul-reduce-scatter": MATMUL_REDUCE_SCATTER,
+  "matmul-all-reduce": MATMUL_ALL_REDUCE,
+} as const;
 
-/** The CPU backend computes the reference only: the sequential construction. */
-export const CPU_FUSED_MATMUL_ALGORITHMS = ["auto", "sequential"] as const;
+/** The CPU backend computes the reference only: the sequential construction (the same for all three). */
+export const CPU_FUSED_MATMUL_ALGORITHMS = algorithmList(MATMUL_REDUCE_SCATTER, "cpu");
 export type CpuFusedMatmulAlgorithm = (typeof CPU_FUSED_MATMUL_ALGORITHMS)[number];
 
 interface Described {

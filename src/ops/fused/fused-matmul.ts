@@ -24,10 +24,7 @@
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
 import { InvalidArgumentError, UnsupportedError } from "../../errors.js";
-import type { CallAs, CallKind, CallShape, CallTag } from "../../distributed/fingerprint.js";
-import type { NcclComm } from "../../distributed/nccl-comm.js";
-import type { SyncWatch } from "../../distributed/sync-watch.js";
-import type { Device } from "../../runtime/device.js";
+import type { CallKind, CallTag } from "../../distributed/fingerprint.js";
 import { PAD_BYTES_PER_BLOCK_AND_RANK } from "../../distributed/device-layouts.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { Event } from "../../runtime/event.js";
@@ -53,7 +50,7 @@ import {
   type MatmulAllReduceOptions,
   type MatmulReduceScatterAlgorithm,
 } from "./checks.js";
-import { checkAllReduceRmsNorm, checkNormAliasing, type AllReduceRmsNormOptions } from "../norm/checks.js";
+import { checkAllReduceRmsNorm, checkNormAliasing } from "../norm/checks.js";
 import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "../gemm/programs.js";
 import {
@@ -77,7 +74,10 @@ import {
 import { decodeFlagCount, DecodeGemm, type DecodeShape } from "../gemm/decode-gemm.js";
 import { launchNorm, normKernel } from "../norm/rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
-import { pickFusedRule, type FusedRule, type LoadedTuneTable, type TunedFused } from "../tune-table.js";
+import { pickFusedRule, type FusedRule, type TunedFused } from "../tune-table.js";
+import type { GpuColl } from "../coll/gpu-coll.js";
+import type { GpuGroup } from "../gpu-group.js";
+import type { ArNorm } from "../norm/ar-norm.js";
 
 /** Bytes at the start of the staging buffer's signal pad kept for barrier slots: 256 blocks at world 8
  * (PAD_BYTES_PER_BLOCK_AND_RANK per block and rank; kernels run at most one block per SM). */
@@ -112,43 +112,6 @@ export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRul
 /** A plain tensor, or a symmetric one whose local tensor is read in place (all-gather + GEMM's shard). */
 export type FusedInput = Tensor | SymmetricTensor;
 
-/** What the fused matmuls need from the group's collectives. */
-export interface FusionContext {
-  readonly group: {
-    readonly device: Device;
-    readonly rank: number;
-    readonly worldSize: number;
-    readonly watch: SyncWatch;
-    readonly sharesGpus: boolean;
-  };
-  readonly staging: SymmetricTensor;
-  readonly comm: NcclComm;
-  /** The machine's tune table, if any: its fused rules come before the built-in ones. */
-  readonly tuned: LoadedTuneTable | undefined;
-  /** A one-block barrier kernel over `view`'s pads on `stream` (release/acquire, system scope), its
-   * signals carrying `tag`: the call's barrier number `step` (0, or 1 for its second). */
-  barrier(view: Uint8Array, stream: Stream, tag: CallTag, step?: 0 | 1): void;
-  /** The next call's fingerprint (src/distributed/fingerprint.ts), its work enqueued on `stream`. */
-  tag(shape: CallShape, stream: Stream): CallTag;
-  /** symmkit's all-gather and reduce-scatter, algorithm auto, fingerprinted `as` the fused call. */
-  allGather(input: Tensor, output: Tensor, stream: Stream, as: CallAs): void;
-  reduceScatter(input: Tensor, output: Tensor, stream: Stream, as: CallAs): void;
-  /** The group's all-reduce (auto or NCCL's) and allReduceRmsNorm (auto, or NCCL's then the norm). */
-  allReduce(input: Tensor, output: Tensor, algorithm: "auto" | "nccl", stream: Stream, as: CallAs): void;
-  allReduceRmsNorm(
-    x: Tensor,
-    options: AllReduceRmsNormOptions<Tensor>,
-    algorithm: "auto" | "nccl",
-    stream: Stream,
-  ): void;
-  /** Whatever allReduceRmsNorm would refuse of these arguments, thrown now (nothing enqueued). */
-  checkAllReduceRmsNorm(
-    x: Tensor,
-    options: AllReduceRmsNormOptions<Tensor>,
-    algorithm: "auto" | "nccl",
-  ): void;
-}
-
 type Options<T> = FusedMatmulOptions<T> & { readonly stream?: Stream };
 
 interface Sides {
@@ -158,7 +121,9 @@ interface Sides {
 }
 
 export class FusedMatmul {
-  readonly #ctx: FusionContext;
+  readonly #ctx: GpuGroup;
+  readonly #coll: GpuColl;
+  readonly #arNorm: ArNorm;
   readonly #gemms = new Map<string, HopperGemm>();
   readonly #decoders = new Map<string, DecodeGemm>();
   readonly #flags: DeviceMemory;
@@ -167,8 +132,11 @@ export class FusedMatmul {
   #side: Sides | undefined;
   #partial: Tensor | undefined;
 
-  constructor(ctx: FusionContext) {
+  /** The group's context, its collectives and allReduceRmsNorm (the sequential constructions). */
+  constructor(ctx: GpuGroup, coll: GpuColl, arNorm: ArNorm) {
     this.#ctx = ctx;
+    this.#coll = coll;
+    this.#arNorm = arNorm;
     this.#flags = DeviceMemory.alloc(4 * GEMM_MAX_WORLD, ctx.group.device);
     this.#epoch = DeviceMemory.alloc(8, ctx.group.device);
     const s = defaultStream(ctx.group.device);
@@ -248,14 +216,19 @@ export class FusedMatmul {
         { kind: "all-gather-matmul/nccl_cublaslt", dtype: p.elem, count: aShard.numel, dims: [p.k] },
         s,
       );
-      this.#ctx.barrier(this.#ctx.staging.deviceView(), s, tag);
+      this.#ctx.groupBarrier(this.#ctx.staging.deviceView(), s, tag);
       this.#ctx.comm.allGather(aShard, gathered.view([p.m * p.k]), s);
       this.#cublas(p, gathered, b, out, scales, s);
     } else if (algorithm === "sequential") {
-      this.#ctx.allGather(aShard, gathered.view([p.m * p.k]), s, {
-        kind: "all-gather-matmul/sequential",
-        dims: [p.k],
-      });
+      this.#coll.allGather(
+        aShard,
+        gathered.view([p.m * p.k]),
+        { stream: s },
+        {
+          kind: "all-gather-matmul/sequential",
+          dims: [p.k],
+        },
+      );
       this.#tileGemm(p, gathered, b, out, scales, s);
     } else {
       const tag = this.#ctx.tag(
@@ -312,15 +285,20 @@ export class FusedMatmul {
           { kind: "matmul-reduce-scatter/nccl_cublaslt", dtype: p.elem, count: a.numel, dims: [p.n, p.k] },
           s,
         );
-        this.#ctx.barrier(this.#ctx.staging.deviceView(), s, tag);
+        this.#ctx.groupBarrier(this.#ctx.staging.deviceView(), s, tag);
         this.#cublas(p, a, b, partial, scales, s);
         this.#ctx.comm.reduceScatter(partial, out.view([p.shardRows * p.n]), "sum", s);
       } else {
         this.#tileGemm(p, a, b, partial, scales, s);
-        this.#ctx.reduceScatter(partial, out.view([p.shardRows * p.n]), s, {
-          kind: "matmul-reduce-scatter/sequential",
-          dims: [p.n, p.k],
-        });
+        this.#coll.reduceScatter(
+          partial,
+          out.view([p.shardRows * p.n]),
+          { stream: s },
+          {
+            kind: "matmul-reduce-scatter/sequential",
+            dims: [p.n, p.k],
+          },
+        );
       }
       return out;
     }
@@ -333,7 +311,7 @@ export class FusedMatmul {
       { kind: "matmul-reduce-scatter/fused", dtype: p.elem, count: a.numel, dims: [p.n, p.k] },
       s,
     );
-    this.#ctx.barrier(staging.deviceView(), s, tag);
+    this.#ctx.groupBarrier(staging.deviceView(), s, tag);
     gemm.launch({
       ...gemmOperands(p, a, b, out, scales),
       stream: s,
@@ -420,15 +398,20 @@ export class FusedMatmul {
     const viaNccl = algorithm === "nccl_cublaslt";
     const inner = viaNccl ? "nccl" : "auto";
     // The norm's refusals (aliasing, room) come before the GEMM is enqueued.
-    if (norm) this.#ctx.checkAllReduceRmsNorm(partial, { ...norm, output: out }, inner);
+    if (norm)
+      this.#arNorm.check(partial, { ...norm, output: out, algorithm: inner }, "matmulAllReduce (rmsNorm)");
     if (viaNccl) this.#cublas(p, a, b, partial, scales, s);
     else this.#plainGemm(p, a, b, partial, scales, s);
     if (norm === undefined)
-      this.#ctx.allReduce(partial, out, inner, s, {
-        kind: viaNccl ? "matmul-all-reduce/nccl_cublaslt" : "matmul-all-reduce/sequential",
-        dims: [p.n, p.k],
-      });
-    else this.#ctx.allReduceRmsNorm(partial, { ...norm, output: out }, inner, s);
+      this.#coll.allReduce(
+        partial,
+        { output: out, algorithm: inner, stream: s },
+        {
+          kind: viaNccl ? "matmul-all-reduce/nccl_cublaslt" : "matmul-all-reduce/sequential",
+          dims: [p.n, p.k],
+        },
+      );
+    else this.#arNorm.run(partial, { ...norm, output: out, algorithm: inner }, s);
   }
 
   /** The fused GEMM + all-reduce of matmulAllReduce (see the file's comment), then the norm kernel on the
@@ -479,7 +462,7 @@ export class FusedMatmul {
       { kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel, dims: [p.n, p.k] },
       s,
     );
-    this.#ctx.barrier(staging.deviceView(), s, tag);
+    this.#ctx.groupBarrier(staging.deviceView(), s, tag);
     launch();
     if (normed) {
       const q = normed.problem;
@@ -616,7 +599,7 @@ export class FusedMatmul {
     if (!pull) {
       if (input instanceof Tensor) copyDeviceToDevice(staging.tensor.ptr, aShard.ptr, shardBytes, s);
       // Every rank's shard is in its symmetric buffer before any copy engine reads it.
-      this.#ctx.barrier(source.deviceView(), s, tag);
+      this.#ctx.groupBarrier(source.deviceView(), s, tag);
     }
     side.fork.record(s);
     s2.waitEvent(side.fork);
@@ -641,7 +624,7 @@ export class FusedMatmul {
         writeValue32(this.#flags.ptr + BigInt(4 * r), 1, s2);
       }
       // Nobody restages its shard (the next call) while a peer's copy engine may still read it.
-      this.#ctx.barrier(source.deviceView(), s2, tag, 1);
+      this.#ctx.groupBarrier(source.deviceView(), s2, tag, 1);
     }
     side.joins[0].record(s2);
     const { tilesM } = gemmTiles(p.m, p.n);

@@ -9,12 +9,16 @@
 // experts of one rank arrives twice, once per expert, as an expert's grouped GEMM wants it.
 import { InvalidArgumentError } from "../../errors.js";
 import type { DType } from "../../runtime/dtype.js";
+import { algorithmList } from "../records.js";
 import { checkTensorArg, type Described } from "../validate.js";
+import { MOE } from "./records.js";
 
 /** Token dtypes dispatch carries: bf16, or fp8 e4m3 with a per-token f32 scale. Combine takes bf16. */
 export const MOE_TOKEN_DTYPES: readonly DType[] = ["bf16", "fp8e4m3"];
-/** The CPU backend's algorithm: every rank stages its tokens and routes, the owners pull. */
-export const CPU_MOE_ALGORITHMS = ["auto", "pull"] as const;
+/** dispatch's and combine's algorithms on each backend, auto first (what each does: ./records.ts). */
+export const GPU_MOE_ALGORITHMS = algorithmList(MOE, "cuda");
+export type GpuMoeAlgorithm = (typeof GPU_MOE_ALGORITHMS)[number];
+export const CPU_MOE_ALGORITHMS = algorithmList(MOE, "cpu");
 export type CpuMoeAlgorithm = (typeof CPU_MOE_ALGORITHMS)[number];
 
 export interface DispatchOptions<T> {

@@ -16,9 +16,8 @@
 // combine: the expert output's rows are staged, a barrier, moe_combine reads each pair's row from its
 // owner in slot order, a barrier: graph-capturable.
 import { InvalidArgumentError } from "../../errors.js";
-import type { CallShape, CallTag } from "../../distributed/fingerprint.js";
+import type { CallTag } from "../../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
-import type { Device } from "../../runtime/device.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { Graph } from "../../runtime/graph.js";
 import type { Kernel } from "../../runtime/kernel.js";
@@ -32,8 +31,13 @@ import { sharedModule, type ProgramSpec } from "../../runtime/module.js";
 import type { Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
 import { WORLD_SIZES } from "../coll/programs.js";
-import type { CollectiveContext } from "../coll/registry.js";
+import { overlaps } from "../gemm/matmul.js";
+import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
 import {
+  GPU_MOE_ALGORITHMS,
+  type GpuMoeAlgorithm,
+  checkCombine,
+  checkDispatch,
   checkDispatchInto,
   dispatchHeader,
   dispatchVerdict,
@@ -46,10 +50,7 @@ import {
   type MoeProblem,
 } from "./checks.js";
 import { receivedCounts, routeBases } from "./route.js";
-import { checkCapacity } from "../validate.js";
-
-export const GPU_MOE_ALGORITHMS = ["auto", "pull", "pull_device"] as const;
-export type GpuMoeAlgorithm = (typeof GPU_MOE_ALGORITHMS)[number];
+import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
 
 export const MOE_PROGRAM: ProgramSpec = {
   name: "symmkit/moe/moe",
@@ -160,18 +161,6 @@ export function moeStagedAt(tokens: number, topk: number, rowBytes: number) {
 
 export const moeHeaderBytes = (experts: number): number => align16(4 * (MOE_HEADER_FIXED + experts));
 
-/** What MoE uses of the group's collectives. */
-export type MoeContext = Pick<
-  CollectiveContext,
-  "rank" | "world" | "staging" | "stagingView" | "groupBarrier"
-> & {
-  readonly device: Device;
-  /** Where moe_route records a refused dispatch (SyncWatch.refusalPtr). */
-  readonly refusalPtr: bigint;
-  /** The next group call's fingerprint, for its kernels. */
-  tag(shape: CallShape, stream: Stream): CallTag;
-};
-
 interface Kernels {
   readonly positions: Kernel<typeof POSITIONS_PARAMS>;
   readonly gather: Kernel<typeof GATHER_PARAMS>;
@@ -194,7 +183,7 @@ function disposeResult(r: DispatchResult<Tensor>): void {
 }
 
 export class GpuMoe {
-  readonly #ctx: MoeContext;
+  readonly #ctx: GpuGroup;
   #kernels: Kernels | undefined;
   /** pull's: every rank's header, copied here for the host to read; the base rows the gather reads. Grown
    * as needed; written on a call's stream after it waited for the stream that used them last. (pull_device
@@ -203,8 +192,9 @@ export class GpuMoe {
   #plan: DeviceMemory | undefined;
   #lastStream: Stream | undefined;
 
-  constructor(ctx: MoeContext) {
+  constructor(ctx: GpuGroup) {
     this.#ctx = ctx;
+    ctx.group.watch.describeRefusals("dispatch (pull_device)", MOE_REFUSALS);
   }
 
   #k(): Kernels {
@@ -229,15 +219,19 @@ export class GpuMoe {
     return fresh;
   }
 
+  /** dispatch (see GpuCollectives.dispatch). */
   dispatch(
-    p: MoeProblem,
     tokens: Tensor,
     topkIdx: Tensor,
     topkWeights: Tensor,
-    o: DispatchOptions<Tensor> & { algorithm?: GpuMoeAlgorithm },
-    stream: Stream,
+    o: DispatchOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm },
   ): DispatchResult<Tensor> {
     const what = "dispatch";
+    const ctx = this.#ctx;
+    const p = checkDispatch(what, ctx.world, tokens, topkIdx, topkWeights, o);
+    checkAlgorithm(what, o.algorithm ?? "auto", GPU_MOE_ALGORITHMS);
+    for (const t of [tokens, topkIdx, topkWeights, o.scales]) if (t) ctx.onDevice(what, t);
+    const stream = ctx.stream(o);
     const capturing = Graph.activeCapture(stream) !== undefined;
     // auto: the device routes inside a capture and into a given result; the host otherwise (its errors
     // are thrown by the call itself).
@@ -505,15 +499,24 @@ export class GpuMoe {
       );
   }
 
-  /** `input` is `expertOut` itself or the symmetric tensor it is the local copy of, read in place. */
+  /** combine (see GpuCollectives.combine): `input` is a plain expert output, or a symmetric one read in
+   * place. */
   combine(
     input: Tensor | SymmetricTensor,
-    expertOut: Tensor,
     handle: MoeHandle<Tensor>,
-    o: CombineOptions<Tensor>,
-    stream: Stream,
+    o: CombineOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm },
   ): Tensor {
     const what = "combine";
+    const ctx = this.#ctx;
+    checkTensorArg(what, "expertOut", input);
+    const expertOut = ctx.local(input, what);
+    checkCombine(what, ctx.rank, ctx.world, expertOut, handle, o.out, !(input instanceof Tensor));
+    checkAlgorithm(what, o.algorithm ?? "auto", GPU_MOE_ALGORITHMS);
+    if (o.out) {
+      ctx.onDevice(what, o.out);
+      if (overlaps(o.out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
+    }
+    const stream = ctx.stream(o);
     const { staging, device } = this.#ctx;
     const p = handle.problem;
     const inPlace = !(input instanceof Tensor);

@@ -4,10 +4,8 @@
 // followed by the norm kernel (sequential, nccl). Kernels are resolved before anything is enqueued. Every
 // algorithm but nccl gives the rank-order bits at every size, and auto picks only those.
 import { InvalidArgumentError, UnsupportedError } from "../../errors.js";
-import type { CallAs, CallKind, CallShape, CallTag } from "../../distributed/fingerprint.js";
+import type { CallAs } from "../../distributed/fingerprint.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
-import type { DeviceMemory } from "../../runtime/memory.js";
-import type { Device } from "../../runtime/device.js";
 import type { DType } from "../../runtime/dtype.js";
 import type { Kernel } from "../../runtime/kernel.js";
 import { Graph } from "../../runtime/graph.js";
@@ -36,53 +34,17 @@ import {
 import { overlaps, sameSpan } from "../gemm/matmul.js";
 import { launchNorm, normKernel } from "./rms-norm-op.js";
 import { Memo3 } from "../memo.js";
-import { pickRule, type TuneRule } from "../tune-table.js";
-import { checkAlgorithm, checkCapacity } from "../validate.js";
+import { pickRule } from "../tune-table.js";
+import { AR_NORM, type ArNormRecord } from "./records.js";
+import type { GpuColl } from "../coll/gpu-coll.js";
+import type { GpuGroup } from "../gpu-group.js";
+import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
 
 /** The kernels' block: one row at a time (NORM_THREADS in src/ops/norm/rms-norm.ts). */
 const BLOCK = 512;
 /** What one block of a mailbox kernel sends at most, where rows are fewer than SMs (the plain Lamport
  * all-reduce spreads 16 KiB over 8 blocks too). */
 const SEND_BYTES_PER_BLOCK = 2048;
-/** auto's built-in rule (2 H200s, bench/results/h200x2/ar-norm*.json): lamport up to this many bytes of
- * x per rank, lamport_two_shot up to LAMPORT_TWO_SHOT_MAX_BYTES, then one_shot. */
-export const AR_NORM_LAMPORT_MAX_BYTES = 1024 * 1024;
-export const AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES = 4 * 1024 * 1024;
-
-/** What the op uses of the group's collectives (GpuCollectives provides it). */
-export interface ArNormContext {
-  readonly device: Device;
-  readonly rank: number;
-  readonly world: number;
-  readonly staging: SymmetricTensor;
-  readonly stagingView: Uint8Array;
-  readonly mailbox: {
-    readonly view: Uint8Array;
-    readonly state: DeviceMemory;
-    readonly stride: number;
-    readonly slotBytes: number;
-  };
-  /** The tune table's rules for this op, if any. */
-  readonly rules: readonly TuneRule[] | undefined;
-  /** SYMMKIT_CHECK_CALLS, as every rank of the group set it: weight and bias digested at every call. */
-  readonly checkCalls: boolean;
-  /** The call's fingerprint (and the group's checks before any call). */
-  tag(shape: CallShape, stream: Stream): CallTag;
-  /** symmkit's all-reduce of `input` (whose local tensor is `x`) into `output` with `algorithm`: "auto"
-   * (rank order at every size, in pieces where the staging buffer is too small) or "nccl"; fingerprinted
-   * `as` this op. */
-  allReduce(
-    input: Tensor | SymmetricTensor,
-    x: Tensor,
-    output: Tensor,
-    algorithm: "auto" | "nccl",
-    as: CallAs,
-    stream: Stream,
-  ): void;
-  /** The local tensor of an input, checked to be this group's and on its GPU. */
-  local(input: Tensor | SymmetricTensor, what: string): Tensor;
-  onDevice(what: string, t: Tensor): void;
-}
 
 export type ArNormInput = Tensor | SymmetricTensor;
 export interface ArNormResult {
@@ -92,12 +54,15 @@ export interface ArNormResult {
 }
 
 export class ArNorm {
-  readonly #ctx: ArNormContext;
+  readonly #ctx: GpuGroup;
+  readonly #coll: GpuColl;
   /** Kernel handles by kernel, dtype and slots, resolved once. */
   readonly #kernels: Memo3<ArNormKernel, DType, NormSlots, Kernel>;
 
-  constructor(ctx: ArNormContext) {
+  /** The group's context, and its collectives for the sequential constructions' all-reduce. */
+  constructor(ctx: GpuGroup, coll: GpuColl) {
     this.#ctx = ctx;
+    this.#coll = coll;
     this.#kernels = new Memo3((kernel, dtype, slots) =>
       sharedModule(arNormProgram(kernel, dtype), ctx.device).kernel(
         arNormExpr(kernel, dtype, ctx.world, slots),
@@ -169,22 +134,29 @@ export class ArNorm {
   ): ArNormResult {
     const what = "allReduceRmsNorm";
     const ctx = this.#ctx;
+    checkTensorArg(what, "x", input);
     const { x, p, output, inPlace, algorithm } = this.#prepare(input, o, what, stream);
     const norm = this.#normArgs(p, o, output);
     // Its fingerprint: the algorithm, the hidden size (the count alone does not pin the rows), and with
     // SYMMKIT_CHECK_CALLS the digest of weight and bias.
-    const as: CallAs = { kind: KINDS[algorithm], dims: [p.hidden, this.#operandsDigest(o, stream)] };
+    const as: CallAs = {
+      kind: AR_NORM[algorithm].kinds[0],
+      dims: [p.hidden, this.#operandsDigest(o, stream)],
+    };
     const sequential = algorithm === "sequential" || algorithm === "nccl";
     if (ctx.world === 1 || sequential) {
       // The all-reduce's sum goes where the norm can read it in place (see #checkRoom); one rank has
       // nothing to reduce.
       const sum = ctx.world === 1 ? x : p.outDtype === p.dtype ? output : o.residualOut!;
       const k = normKernel(ctx.device, p.dtype, p.hidden);
-      if (ctx.world > 1) ctx.allReduce(input, x, sum, algorithm === "nccl" ? "nccl" : "auto", as, stream);
+      // symmkit's all-reduce (auto: rank order at every size, in pieces where the staging buffer is too
+      // small) or NCCL's, fingerprinted as this op.
+      const inner = algorithm === "nccl" ? "nccl" : "auto";
+      if (ctx.world > 1) this.#coll.runAllReduce(what, input, x, sum, "sum", inner, { stream }, as);
       launchNorm(k, sum, o, output, p.rows, p.hidden, p.eps, p.outScaleInv, stream);
       return { output, residualOut: o.residualOut };
     }
-    const kernel = KERNELS[algorithm];
+    const kernel = (AR_NORM[algorithm] as ArNormRecord).kernel!;
     const k = this.#kernels.get(kernel, p.dtype, normSlots(p.hidden)) as Kernel<ArNormParams[typeof kernel]>;
     const tag = ctx.tag({ ...as, dtype: p.dtype, op: "sum", count: x.numel }, stream);
     const sm = ctx.device.props.smCount;
@@ -235,9 +207,12 @@ export class ArNorm {
     const fits = (a: Exclude<ArNormAlgorithm, "auto">): boolean =>
       roomFor(a, bytes, rows, ctx.world, ctx.mailbox.slotBytes, ctx.staging.tensor.nbytes, inPlace) ===
       undefined;
-    const tuned = ctx.rules && (pickRule(ctx.rules, bytes) as Exclude<ArNormAlgorithm, "auto"> | undefined);
+    const tuned =
+      ctx.tuned?.arNorm &&
+      (pickRule(ctx.tuned.arNorm.rules, bytes) as Exclude<ArNormAlgorithm, "auto"> | undefined);
     if (tuned && AR_NORM_RANK_ORDER[tuned] && fits(tuned)) return tuned;
-    for (const [a, max] of AUTO_ORDER) if (bytes <= max && fits(a)) return a;
+    for (const [a, r] of Object.entries(AR_NORM) as [Exclude<ArNormAlgorithm, "auto">, ArNormRecord][])
+      if (r.rankOrder && bytes <= (r.autoMaxBytes ?? -1) && fits(a)) return a;
     return "sequential";
   }
 
@@ -291,31 +266,6 @@ export class ArNorm {
   }
 }
 
-/** The fingerprint's call kind of each algorithm. */
-const KINDS = {
-  lamport: "all-reduce-rms-norm/lamport",
-  lamport_two_shot: "all-reduce-rms-norm/lamport_two_shot",
-  one_shot: "all-reduce-rms-norm/one_shot",
-  two_shot: "all-reduce-rms-norm/two_shot",
-  sequential: "all-reduce-rms-norm/sequential",
-  nccl: "all-reduce-rms-norm/nccl",
-} as const satisfies Record<Exclude<ArNormAlgorithm, "auto">, CallKind>;
-
-const KERNELS = {
-  lamport: "lamport_ar_rms_norm",
-  lamport_two_shot: "lamport_two_shot_ar_rms_norm",
-  one_shot: "pull_ar_rms_norm",
-  two_shot: "pull_two_shot_ar_rms_norm",
-} as const satisfies Partial<Record<ArNormAlgorithm, ArNormKernel>>;
-
-/** auto's built-in rule: the first of these that fits, each up to its bytes of x (sequential's all-reduce
- * runs at any size). */
-const AUTO_ORDER: readonly (readonly [Exclude<ArNormAlgorithm, "auto">, number])[] = [
-  ["lamport", AR_NORM_LAMPORT_MAX_BYTES],
-  ["lamport_two_shot", AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES],
-  ["one_shot", Infinity],
-];
-
 /** What `algorithm` needs that this group lacks (undefined: it can run): mailbox bytes per peer, or
  * staging bytes. The inner all-reduce of sequential judges its own needs. */
 export function roomFor(
@@ -327,19 +277,10 @@ export function roomFor(
   stagingBytes: number,
   inPlace: boolean,
 ): { kind: "mailbox" | "staging"; bytes: number } | undefined {
-  if (world === 1) return undefined;
-  const mailbox = (need: number) =>
-    need <= slotBytes ? undefined : { kind: "mailbox" as const, bytes: need };
-  switch (algorithm) {
-    case "lamport":
-      return mailbox(bytes);
-    case "lamport_two_shot":
-      return mailbox(2 * Math.ceil(rows / world) * (bytes / rows));
-    case "one_shot":
-      return inPlace || bytes <= stagingBytes ? undefined : { kind: "staging", bytes };
-    case "two_shot":
-      return bytes <= stagingBytes ? undefined : { kind: "staging", bytes };
-    default:
-      return undefined;
-  }
+  const room = (AR_NORM[algorithm] as ArNormRecord).room;
+  if (world === 1 || room === undefined) return undefined;
+  const { mailbox = 0, staging = 0 } = room(bytes, rows, world, inPlace);
+  if (mailbox > slotBytes) return { kind: "mailbox", bytes: mailbox };
+  if (staging > stagingBytes) return { kind: "staging", bytes: staging };
+  return undefined;
 }

@@ -3,45 +3,26 @@
 // Aliasing is judged by the backend (it knows where tensors live) through checkNormAliasing.
 import { InvalidArgumentError } from "../../errors.js";
 import type { DType } from "../../runtime/dtype.js";
+import { algorithmList, autoCandidates } from "../records.js";
 import { checkTensorArg } from "../validate.js";
+import { AR_NORM } from "./records.js";
 
-/**
- * `lamport` pushes x into every peer's mailbox and normalises each row as it lands (one kernel, no
- * barrier); `lamport_two_shot` sends each row to its owner, which reduces, normalises and pushes the
- * pre-norm sum back; `one_shot` and `two_shot` pull from the peers' staging buffers between barriers;
- * `sequential` is symmkit's all-reduce (auto, rank order at every size) then the norm kernel; `nccl`
- * NCCL's all-reduce then the same norm kernel. All but nccl give the same bits, the rank-order reference's
- * (the norm's order is fixed: device/include/symmkit/fused/ar_rms_norm.cuh); nccl sums in NCCL's order,
- * the same on 2 ranks, within rounding beyond.
- */
-export const AR_NORM_ALGORITHMS = [
-  "auto",
-  "lamport",
-  "lamport_two_shot",
-  "one_shot",
-  "two_shot",
-  "sequential",
-  "nccl",
-] as const;
+/** allReduceRmsNorm's algorithms on GPUs, auto first (what each does: ./records.ts). */
+export const AR_NORM_ALGORITHMS = algorithmList(AR_NORM, "cuda");
 export type ArNormAlgorithm = (typeof AR_NORM_ALGORITHMS)[number];
 /** Every algorithm but auto: what `symmkit bench ar-norm` times. */
 export const AR_NORM_TUNABLE = AR_NORM_ALGORITHMS.filter((a) => a !== "auto");
 /** Whether each algorithm gives the rank-order reference's bits at every size and world (see
  * AR_NORM_ALGORITHMS); auto picks only those. */
-export const AR_NORM_RANK_ORDER: Readonly<Record<Exclude<ArNormAlgorithm, "auto">, boolean>> = {
-  lamport: true,
-  lamport_two_shot: true,
-  one_shot: true,
-  two_shot: true,
-  sequential: true,
-  nccl: false,
-};
+export const AR_NORM_RANK_ORDER = Object.fromEntries(
+  AR_NORM_TUNABLE.map((a) => [a, AR_NORM[a].rankOrder]),
+) as Readonly<Record<Exclude<ArNormAlgorithm, "auto">, boolean>>;
 /** What auto may pick (tune tables name these): the rank-order algorithms. */
-export const AR_NORM_AUTO = AR_NORM_TUNABLE.filter((a) => AR_NORM_RANK_ORDER[a]);
+export const AR_NORM_AUTO = autoCandidates(AR_NORM);
 /** What callers may name but auto never picks. */
-export const AR_NORM_BASELINES = AR_NORM_TUNABLE.filter((a) => !AR_NORM_RANK_ORDER[a]);
+export const AR_NORM_BASELINES = AR_NORM_TUNABLE.filter((a) => !AR_NORM[a].rankOrder);
 /** The CPU backend computes the reference: the sequential construction. */
-export const CPU_AR_NORM_ALGORITHMS = ["auto", "sequential"] as const;
+export const CPU_AR_NORM_ALGORITHMS = algorithmList(AR_NORM, "cpu");
 export type CpuArNormAlgorithm = (typeof CPU_AR_NORM_ALGORITHMS)[number];
 
 /**

@@ -6,7 +6,7 @@
 // by tiling and compares with memcmp.
 import assert from "node:assert/strict";
 import { init } from "../../../src/init.js";
-import { TUNABLE_ALGORITHMS } from "../../../src/ops/gpu-collectives.js";
+import { TUNABLE_ALGORITHMS } from "../../../src/ops/coll/registry.js";
 import { mailboxBytesPerPeer } from "../../../src/ops/coll/registry.js";
 import type { TunedCollective } from "../../../src/ops/tune-table.js";
 import { encode, type RawArray } from "../../../src/runtime/dtype.js";

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { init } from "../../../src/init.js";
 import { InvalidArgumentError } from "../../../src/errors.js";
 import { reduceInto } from "../../../src/ops/coll/reduce.js";
-import type { GpuAllReduceAlgorithm } from "../../../src/ops/gpu-collectives.js";
+import type { GpuAllReduceAlgorithm } from "../../../src/ops/coll/registry.js";
 import { AUTO_ALGORITHMS } from "../../../src/ops/coll/registry.js";
 import type { ReduceOp } from "../../../src/ops/validate.js";
 import { Device, deviceCount } from "../../../src/runtime/device.js";

@@ -5,7 +5,7 @@
 // [x rows, out rows, staging bytes x needs with the side (0: x is staged), row bytes, sendCounts[W]]
 // (each at most 2^31 - 1), then
 // from `header_bytes` (16-byte aligned) x's rows when they fit; a group barrier kernel published it
-// (src/ops/exchange/exchange.ts). This kernel (every block) reads every rank's side and judges the call the same
+// (src/ops/exchange/all-to-all.ts). This kernel (every block) reads every rank's side and judges the call the same
 // way on every rank:
 //   kStaging   a rank's x does not fit in the staging buffer (detail: its rank, the bytes needed)
 //   kRowBytes  a rank's rows are of another size than rank 0's (its rank, its row bytes)

@@ -34,7 +34,7 @@
 // All pads are idle again at the end, so every kernel here may be captured and replayed as a CUDA graph.
 // copy_engine_reduce_scatter is the reduce stage of the copy-engine reduce-scatter and reads local memory
 // only: the peers' copy engines pushed their chunks into this rank's staging slots, and the barrier
-// kernel that publishes them ran before it in stream order (src/ops/gpu-collectives.ts).
+// kernel that publishes them ran before it in stream order (src/ops/coll/registry.ts).
 #pragma once
 #include "symmkit/sync/barrier.cuh"
 

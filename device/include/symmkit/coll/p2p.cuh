@@ -39,7 +39,7 @@ namespace symmkit {
 namespace p2p {
 
 constexpr u32 kThreads = 512;
-/** Most blocks one side of a message runs (the pad holds their slots). src/ops/exchange/exchange.ts P2P_MAX_BLOCKS. */
+/** Most blocks one side of a message runs (the pad holds their slots). src/ops/exchange/p2p.ts P2P_MAX_BLOCKS. */
 constexpr u32 kMaxBlocks = 16;
 /** Where the ack slots start in a pad: after every sender's ready slots. */
 constexpr u32 kAckBase = kMaxWorld * kMaxBlocks * 2;

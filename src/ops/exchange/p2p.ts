@@ -1,0 +1,307 @@
+// Point-to-point on GPUs: send, recv and sendRecv. Algorithm put (auto): one kernel (coll/p2p.cuh) whose
+// blocks store the message into the receiver's inbox (a symmetric buffer of its own, two chunks per
+// sender) in chunks of P2P_CHUNK_BYTES, signalling each stripe; the receiver's blocks copy it out and
+// acknowledge. Algorithm copy_engine: the sender stages chunks in its staging buffer, the receiver's copy
+// engine reads them, a one-thread kernel waiting for and putting the same slots around the copies.
+// Messages between a pair carry a fingerprint of their number in that direction, dtype and size, so a
+// mismatched pair is caught (CollectiveMismatchError) instead of mixing data. Algorithm nccl: NCCL's send
+// and receive (sendRecv as one NCCL group), matched in order per pair as symmkit's are.
+import { CallTag, fingerprint } from "../../distributed/fingerprint.js";
+import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
+import { MAX_SYMMETRIC_WORLD } from "../../distributed/symmetric-memory.js";
+import type { Kernel } from "../../runtime/kernel.js";
+import { copyDeviceToDevice } from "../../runtime/memory.js";
+import { Event } from "../../runtime/event.js";
+import { sharedModule, type ProgramSpec } from "../../runtime/module.js";
+import { Stream } from "../../runtime/stream.js";
+import type { Tensor } from "../../runtime/tensor.js";
+import { THREADS } from "../coll/registry.js";
+import { overlaps } from "../gemm/matmul.js";
+import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
+import { checkAlgorithm, checkPeer, checkTensorArg } from "../validate.js";
+import { checkSendRecv, GPU_SEND_RECV_ALGORITHMS, type GpuSendRecvAlgorithm } from "./checks.js";
+import { bytes } from "./exchange.js";
+
+/** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
+export const P2P_CHUNK_BYTES = 1 << 20;
+/** p2p.cuh's kMaxBlocks. */
+export const P2P_MAX_BLOCKS = 16;
+export const P2P_PROGRAM: ProgramSpec = {
+  name: "symmkit/coll/p2p",
+  source: '#include "symmkit/coll/p2p.cuh"\n',
+  nameExpressions: ["symmkit::p2p::p2p_put", "symmkit::p2p::p2p_ce_signal"],
+};
+/** p2p_ce_signal: the inbox's SymmView; the peer waited for and its slot, the peer signalled and its slot
+ * (P2P_NONE: none), the message's CallTag. */
+export const P2P_SIGNAL_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u32", "u32", CALL_TAG_PARAM] as const;
+/** p2p.cuh's kNone, and kAckBase: the ack slots follow every sender's ready slots (kMaxWorld of them). */
+const P2P_NONE = 0xffff_ffff;
+const P2P_ACK_BASE = MAX_SYMMETRIC_WORLD * P2P_MAX_BLOCKS * 2;
+/** p2p.cuh's slot(rank, block 0, parity): copy_engine signals on put's block-0 slots. */
+const ceSlot = (rank: number, parity: number): number => rank * P2P_MAX_BLOCKS * 2 + parity;
+/** copy_engine's chunk: half the staging buffer (one half filled while the receiver copies the other),
+ * at most 64 MiB, a multiple of 16 bytes. Every rank's staging buffer is the same size, so both sides of
+ * a message cut it alike. */
+export function copyEngineChunk(capacityBytes: number): number {
+  return Math.max(16, Math.floor(Math.min(capacityBytes / 2, 64 << 20) / 16) * 16);
+}
+/** p2p_put: the inbox's SymmView; x, its bytes, peer, blocks, CallTag; out, its bytes, peer, blocks,
+ * CallTag; the chunk. */
+export const P2P_PARAMS = [
+  SYMM_VIEW_PARAM,
+  "ptr",
+  "u64",
+  "u32",
+  "u32",
+  CALL_TAG_PARAM,
+  "ptr",
+  "u64",
+  "u32",
+  "u32",
+  CALL_TAG_PARAM,
+  "u64",
+] as const;
+
+/** Blocks one side of a message runs: one per 64 KiB of its first chunk, a power of two (it divides the
+ * chunk's 16-byte groups, so blocks x stripe never exceeds a chunk), at most P2P_MAX_BLOCKS. Both sides
+ * compute it from the size alone. */
+export function p2pBlocks(bytes: number): number {
+  const want = Math.max(1, Math.ceil(Math.min(bytes, P2P_CHUNK_BYTES) / (64 << 10)));
+  return Math.min(P2P_MAX_BLOCKS, 2 ** Math.ceil(Math.log2(want)));
+}
+
+type P2p = Exclude<GpuSendRecvAlgorithm, "auto">;
+type P2pOptions = CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm };
+/** The tag of p2p_put's side that does not run. */
+const NO_MESSAGE = new CallTag(0, 0);
+
+export class GpuPointToPoint {
+  readonly #ctx: GpuGroup;
+  readonly #inboxView: Uint8Array;
+  /** put's and copy_engine's messages sent to and received from each peer (their fingerprints' numbers),
+   * and how many numbers were taken in all (what tells a call that took its numbers from one that did
+   * not: GpuCollectives' takeTurns). */
+  readonly #sent: number[];
+  readonly #received: number[];
+  #messages = 0;
+  #p2pPut: Kernel<typeof P2P_PARAMS> | undefined;
+  #p2pSignal: Kernel<typeof P2P_SIGNAL_PARAMS> | undefined;
+  /** copy_engine sendRecv's receiving stream, forked from and joined to the caller's. */
+  #sideStream: { stream: Stream; fork: Event; join: Event } | undefined;
+
+  constructor(ctx: GpuGroup) {
+    this.#ctx = ctx;
+    this.#inboxView = ctx.inbox.deviceView();
+    this.#sent = new Array<number>(ctx.world).fill(0);
+    this.#received = new Array<number>(ctx.world).fill(0);
+  }
+
+  /** How many message numbers this exchange has taken, in either direction with any peer. */
+  get messages(): number {
+    return this.#messages;
+  }
+
+  /** The next message's number in one direction of a pair: `count` is #sent or #received. */
+  #take(count: number[], peer: number): number {
+    this.#messages++;
+    return count[peer]!++;
+  }
+
+  /** Takes the numbers of a point-to-point call with `peer` that was refused before taking them (see
+   * takeTurns); false where `peer` names no pair. */
+  skip(peer: unknown, sends: boolean, receives: boolean): boolean {
+    const { rank, world } = this.#ctx;
+    if (!Number.isInteger(peer) || (peer as number) < 0 || (peer as number) >= world || peer === rank)
+      return false;
+    if (sends) this.#take(this.#sent, peer as number);
+    if (receives) this.#take(this.#received, peer as number);
+    return true;
+  }
+
+  /** send (see GpuCollectives.send). */
+  send(x: Tensor, peer: number, options: P2pOptions): void {
+    const [stream, algorithm] = this.#pointToPoint("send", x, peer, options);
+    if (algorithm === "put") return this.#put(x, peer, undefined, 0, stream);
+    if (algorithm === "copy_engine") {
+      this.#ceKernelReady();
+      return this.#ceSend(x, peer, stream);
+    }
+    this.#ctx.comm.send(bytes(x, 0, x.nbytes), peer, stream);
+  }
+
+  /** recv (see GpuCollectives.recv). */
+  recv(out: Tensor, peer: number, options: P2pOptions): void {
+    const [stream, algorithm] = this.#pointToPoint("recv", out, peer, options);
+    if (algorithm === "put") return this.#put(undefined, 0, out, peer, stream);
+    if (algorithm === "copy_engine") {
+      this.#ceKernelReady();
+      return this.#ceRecv(out, peer, stream);
+    }
+    this.#ctx.comm.recv(bytes(out, 0, out.nbytes), peer, stream);
+  }
+
+  /** sendRecv (see GpuCollectives.sendRecv). */
+  sendRecv(x: Tensor, out: Tensor, peer: number, options: P2pOptions): void {
+    const what = "sendRecv";
+    checkSendRecv(what, x, out, overlaps);
+    const [stream, algorithm] = this.#pointToPoint(what, x, peer, options);
+    this.#ctx.onDevice(what, out);
+    if (algorithm === "put") return this.#put(x, peer, out, peer, stream);
+    if (algorithm === "copy_engine") {
+      this.#ceKernelReady();
+      // Both directions at once (the receive on a side stream), so two ranks exchanging cannot deadlock.
+      const side = this.#side();
+      side.fork.record(stream);
+      side.stream.waitEvent(side.fork);
+      this.#ceRecv(out, peer, side.stream);
+      side.join.record(side.stream);
+      this.#ceSend(x, peer, stream);
+      stream.waitEvent(side.join);
+      return;
+    }
+    const comm = this.#ctx.comm;
+    comm.group(() => {
+      comm.send(bytes(x, 0, x.nbytes), peer, stream);
+      comm.recv(bytes(out, 0, out.nbytes), peer, stream);
+    });
+  }
+
+  /** Checks a point-to-point call; its stream and algorithm. Not a group call: the group's call count
+   * stays as it is (the pair's own count numbers put's messages). */
+  #pointToPoint(what: string, t: Tensor, peer: number, options: P2pOptions): [Stream, P2p] {
+    const g = this.#ctx;
+    checkTensorArg(what, "tensor", t);
+    checkPeer(what, peer, g.world, g.rank);
+    const algorithm = options.algorithm ?? "auto";
+    checkAlgorithm(what, algorithm, GPU_SEND_RECV_ALGORITHMS);
+    g.onDevice(what, t);
+    const stream = g.stream(options);
+    g.group.watch.throwIfFailed();
+    g.group.noteCapture(stream);
+    return [stream, algorithm === "auto" ? "put" : algorithm];
+  }
+
+  /** copy_engine's signal kernel, resolved before a call enqueues anything: a first use compiles or loads
+   * the module, which waits for the GPU, and so for whatever this call had already enqueued. */
+  #ceKernelReady(): void {
+    this.#signalKernel();
+  }
+
+  #putKernel(): Kernel<typeof P2P_PARAMS> {
+    return (this.#p2pPut ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
+      "symmkit::p2p::p2p_put",
+      P2P_PARAMS,
+    ));
+  }
+
+  #signalKernel(): Kernel<typeof P2P_SIGNAL_PARAMS> {
+    return (this.#p2pSignal ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
+      "symmkit::p2p::p2p_ce_signal",
+      P2P_SIGNAL_PARAMS,
+    ));
+  }
+
+  /** A message's fingerprint: its number in the pair's count (#sent or #received, shared by put and
+   * copy_engine: one order per pair), its algorithm and size. The pair needs no field: its slots are its own. */
+  #messageTag(
+    kind: "send-recv" | "send-recv/copy_engine",
+    t: Tensor,
+    count: number[],
+    peer: number,
+  ): CallTag {
+    return fingerprint(this.#take(count, peer), { kind, dtype: t.dtype, count: t.numel });
+  }
+
+  /** copy_engine's signal step: wait for `waitPeer` at `waitSlot` of this rank's pad, then signal
+   * `putPeer` at `putSlot` of its pad (P2P_NONE: skip). */
+  #signal(
+    stream: Stream,
+    tag: CallTag,
+    waitPeer: number,
+    waitSlot: number,
+    putPeer: number,
+    putSlot: number,
+  ): void {
+    this.#signalKernel().launch(
+      { grid: 1, block: 1, stream },
+      this.#inboxView,
+      waitPeer,
+      waitSlot,
+      putPeer,
+      putSlot,
+      tag,
+    );
+  }
+
+  /** x to `peer` by copy_engine (see p2p.cuh): staged chunk by chunk in this rank's staging buffer, the
+   * receiver's copy engine reads each; done once the receiver has acknowledged the last. */
+  #ceSend(x: Tensor, peer: number, stream: Stream): void {
+    const { rank, staging, capacityBytes } = this.#ctx;
+    const tag = this.#messageTag("send-recv/copy_engine", x, this.#sent, peer);
+    const chunk = copyEngineChunk(capacityBytes);
+    const chunks = Math.max(1, Math.ceil(x.nbytes / chunk));
+    const ack = (i: number): number => P2P_ACK_BASE + ceSlot(peer, i & 1);
+    for (let i = 0; i < chunks; i++) {
+      // Half i & 1 is free once chunk i - 2's ack came.
+      if (i >= 2) this.#signal(stream, tag, peer, ack(i), P2P_NONE, 0);
+      const n = Math.min(chunk, x.nbytes - i * chunk);
+      copyDeviceToDevice(staging.tensor.ptr + BigInt((i & 1) * chunk), x.ptr + BigInt(i * chunk), n, stream);
+      this.#signal(stream, tag, P2P_NONE, 0, peer, ceSlot(rank, i & 1));
+    }
+    for (let i = Math.max(0, chunks - 2); i < chunks; i++)
+      this.#signal(stream, tag, peer, ack(i), P2P_NONE, 0);
+  }
+
+  /** Into `out` from `peer` by copy_engine: each chunk copied out of the sender's staging buffer once it
+   * is ready, then acknowledged. */
+  #ceRecv(out: Tensor, peer: number, stream: Stream): void {
+    const { rank, staging, capacityBytes } = this.#ctx;
+    const tag = this.#messageTag("send-recv/copy_engine", out, this.#received, peer);
+    const chunk = copyEngineChunk(capacityBytes);
+    const chunks = Math.max(1, Math.ceil(out.nbytes / chunk));
+    for (let i = 0; i < chunks; i++) {
+      const n = Math.min(chunk, out.nbytes - i * chunk);
+      this.#signal(stream, tag, peer, ceSlot(peer, i & 1), P2P_NONE, 0);
+      const half = staging.bufferPtrs[peer]! + BigInt((i & 1) * chunk);
+      copyDeviceToDevice(out.ptr + BigInt(i * chunk), half, n, stream);
+      this.#signal(stream, tag, P2P_NONE, 0, peer, P2P_ACK_BASE + ceSlot(rank, i & 1));
+    }
+  }
+
+  #side(): { stream: Stream; fork: Event; join: Event } {
+    const device = this.#ctx.device;
+    this.#sideStream ??= {
+      stream: Stream.create(device),
+      fork: Event.create(device, { timing: false }),
+      join: Event.create(device, { timing: false }),
+    };
+    return this.#sideStream;
+  }
+
+  /** One p2p_put launch: a send side, a receive side, or both. */
+  #put(x: Tensor | undefined, to: number, out: Tensor | undefined, from: number, stream: Stream): void {
+    const sendBlocks = x ? p2pBlocks(x.nbytes) : 0;
+    const recvBlocks = out ? p2pBlocks(out.nbytes) : 0;
+    const sendTag = x ? this.#messageTag("send-recv", x, this.#sent, to) : NO_MESSAGE;
+    const recvTag = out ? this.#messageTag("send-recv", out, this.#received, from) : NO_MESSAGE;
+    this.#putKernel().launch(
+      { grid: sendBlocks + recvBlocks, block: THREADS, stream },
+      this.#inboxView,
+      x?.ptr ?? 0n,
+      x?.nbytes ?? 0,
+      to,
+      sendBlocks,
+      sendTag,
+      out?.ptr ?? 0n,
+      out?.nbytes ?? 0,
+      from,
+      recvBlocks,
+      recvTag,
+      P2P_CHUNK_BYTES,
+    );
+  }
+
+  dispose(): void {
+    if (this.#sideStream) for (const x of Object.values(this.#sideStream)) x.dispose();
+  }
+}

@@ -1,0 +1,93 @@
+// The fused matmuls' algorithms, one record each (the shape: src/ops/records.ts). all-gather + GEMM moves
+// bits through its all-gather, so every construction is auto's; GEMM + reduce-scatter and GEMM +
+// all-reduce sum partials, and NCCL's order is a baseline auto never picks.
+import type { OpRecords } from "../records.js";
+
+export const ALL_GATHER_MATMUL = {
+  fused: {
+    summary: "the fused kernel with the producer auto picks (copy engines or SMs)",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: ["staging buffer"],
+    kinds: ["all-gather-matmul/fused"],
+  },
+  fused_copy_engine: {
+    summary: "the copy engines pull the peers' shards while the GEMM walks them in arrival order",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: ["staging buffer"],
+    kinds: ["all-gather-matmul/fused_copy_engine"],
+  },
+  fused_pull: {
+    summary: "a few SMs pull the peers' shards while the GEMM runs on the rest",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: ["staging buffer"],
+    kinds: ["all-gather-matmul/fused_pull"],
+  },
+  sequential: {
+    summary: "symmkit's all-gather, then symmkit's GEMM",
+    backends: ["cuda", "cpu"],
+    rankOrder: true,
+    needs: [],
+    kinds: ["all-gather-matmul/sequential"],
+  },
+  nccl_cublaslt: {
+    summary:
+      "NCCL's all-gather, then cuBLASLt (no sum over ranks; auto takes it where cuBLASLt's small-m GEMM wins)",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: [],
+    kinds: ["all-gather-matmul/nccl_cublaslt"],
+  },
+} as const satisfies OpRecords;
+
+export const MATMUL_REDUCE_SCATTER = {
+  fused: {
+    summary:
+      "one GEMM that stores every tile as a flagged partial in its owner's slot; each owner reduces its rows in rank order while the GEMM runs",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: ["staging buffer"],
+    kinds: ["matmul-reduce-scatter/fused"],
+  },
+  sequential: {
+    summary: "symmkit's GEMM, then symmkit's reduce-scatter",
+    backends: ["cuda", "cpu"],
+    rankOrder: true,
+    needs: [],
+    kinds: ["matmul-reduce-scatter/sequential"],
+  },
+  nccl_cublaslt: {
+    summary: "cuBLASLt, then NCCL's reduce-scatter (NCCL's order of summation)",
+    backends: ["cuda"],
+    rankOrder: false,
+    needs: [],
+    kinds: ["matmul-reduce-scatter/nccl_cublaslt"],
+  },
+} as const satisfies OpRecords;
+
+export const MATMUL_ALL_REDUCE = {
+  fused: {
+    summary:
+      "one split-K GEMM whose epilogue pushes every tile's partial to every rank and sums the ranks' partials in rank order as they land",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: ["staging buffer"],
+    kinds: ["matmul-all-reduce/fused"],
+  },
+  sequential: {
+    summary: "symmkit's GEMM, then symmkit's all-reduce (or allReduceRmsNorm with rmsNorm)",
+    backends: ["cuda", "cpu"],
+    rankOrder: true,
+    needs: [],
+    kinds: ["matmul-all-reduce/sequential"],
+  },
+  nccl_cublaslt: {
+    summary: "cuBLASLt, then NCCL's all-reduce (NCCL's order of summation)",
+    backends: ["cuda"],
+    rankOrder: false,
+    needs: [],
+    kinds: ["matmul-all-reduce/nccl_cublaslt"],
+  },
+} as const satisfies OpRecords;

@@ -1,0 +1,320 @@
+// One GPU group's context, shared by every op family (coll, fused, norm, exchange, moe): the group's
+// symmetric staging buffer (its pad: barrier slots and the fused matmuls' tile flags), the Lamport/LL
+// mailbox, send/recv's inbox, the NCCL communicator, the tune table, the call counter whose value every
+// call's fingerprint carries, and what the collective records launch with (CollectiveContext: kernel
+// handles resolved once per kernel, dtype and op; the staging buffer's SymmView made once). The facade
+// (GpuCollectives) makes one and hands it to each family.
+import { InvalidArgumentError } from "../errors.js";
+import { fingerprint, type CallShape, type CallTag } from "../distributed/fingerprint.js";
+import type { NcclComm } from "../distributed/nccl-comm.js";
+import type { ProcessGroup } from "../distributed/process-group.js";
+import type { GpuCollectives } from "./gpu-collectives.js";
+import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
+import { MAILBOX_HEADER_BYTES, MAILBOX_STATE_LAYOUT } from "../distributed/device-layouts.js";
+import type { Device } from "../runtime/device.js";
+import type { DType } from "../runtime/dtype.js";
+import type { Kernel } from "../runtime/kernel.js";
+import { DeviceMemory, memset } from "../runtime/memory.js";
+import { sharedModule } from "../runtime/module.js";
+import { defaultStream, type Stream } from "../runtime/stream.js";
+import { Tensor } from "../runtime/tensor.js";
+import { agreedCheckCalls } from "./check-calls.js";
+import {
+  ALL_GATHER_PARAMS,
+  allGatherExpr,
+  allGatherProgram,
+  BARRIER_HOLD_PARAMS,
+  BARRIER_KERNEL_THREADS,
+  BARRIER_KERNELS,
+  GROUP_BARRIER_PARAMS,
+  REDUCING_PARAMS,
+  reducingExpr,
+  reducingProgram,
+  type AllGatherKernel,
+  type AllGatherParams,
+  type MAILBOX_PARAMS,
+  type ReducingKernel,
+  type ReducingParams,
+} from "./coll/programs.js";
+import {
+  THREADS,
+  type Capacity,
+  type CollectiveAlgorithm,
+  type CollectiveCall,
+  type CollectiveContext,
+} from "./coll/registry.js";
+import { P2P_CHUNK_BYTES } from "./exchange/p2p.js";
+import { STAGING_PAD_BYTES } from "./fused/fused-matmul.js";
+import { overlaps } from "./gemm/matmul.js";
+import { Memo3 } from "./memo.js";
+import { checkSameGpus } from "./same-gpus.js";
+import { TUNE_KNOWN } from "./tune-known.js";
+import { loadTuneTable, type LoadedTuneTable } from "./tune-table.js";
+import { checkCapacity, type ReduceOp } from "./validate.js";
+import type {
+  GpuAllGatherAlgorithm,
+  GpuAllReduceAlgorithm,
+  GpuReduceScatterAlgorithm,
+} from "./coll/registry.js";
+import type { GpuAllToAllAlgorithm, GpuAllToAllVAlgorithm, GpuSendRecvAlgorithm } from "./exchange/checks.js";
+import type {
+  AllGatherMatmulAlgorithm,
+  MatmulAllReduceAlgorithm,
+  MatmulReduceScatterAlgorithm,
+} from "./fused/checks.js";
+import type { GpuMoeAlgorithm } from "./moe/checks.js";
+import type { ArNormAlgorithm } from "./norm/checks.js";
+
+/** Mailbox kernels run blocks of 128 threads while that takes at most one block per SM (more SMs
+ * sending and polling at once: 4 KiB to 256 KiB all-reduce 5-30% faster than with 512 on 4 H200s),
+ * and blocks of 512 above (4 MiB 16-25% faster than with 128). */
+const MAILBOX_SMALL_THREADS = 128;
+/** Default mailbox slot: what one rank may push to one peer in one mailbox call. The mailbox takes
+ * 7 x world slots per rank (three Lamport buffers, two LL buffers of double-size slots). */
+export const DEFAULT_MAILBOX_SLOT_BYTES = 4 * 1024 * 1024;
+
+export type CollectiveInput = Tensor | SymmetricTensor;
+
+export interface CollectiveOptions {
+  readonly stream?: Stream;
+}
+
+export interface GpuCollectivesOptions {
+  /** Bytes one rank may push to one peer in one mailbox call (a multiple of 16). */
+  readonly mailboxSlotBytes?: number;
+}
+
+export interface Mailbox {
+  readonly buffers: SymmetricTensor;
+  readonly view: Uint8Array;
+  readonly state: DeviceMemory;
+  /** What one rank may push to one peer. */
+  readonly slotBytes: number;
+  /** A slot's bytes in the buffer (the kernels' `cap`): the payload, then the call's header. */
+  readonly stride: number;
+}
+
+/** The algorithms the GPU backend accepts, by operation. */
+export interface GpuAlgorithms {
+  readonly allReduce: GpuAllReduceAlgorithm;
+  readonly allGather: GpuAllGatherAlgorithm;
+  readonly reduceScatter: GpuReduceScatterAlgorithm;
+  readonly allGatherMatmul: AllGatherMatmulAlgorithm;
+  readonly matmulReduceScatter: MatmulReduceScatterAlgorithm;
+  readonly matmulAllReduce: MatmulAllReduceAlgorithm;
+  readonly allReduceRmsNorm: ArNormAlgorithm;
+  readonly sendRecv: GpuSendRecvAlgorithm;
+  readonly allToAll: GpuAllToAllAlgorithm;
+  readonly allToAllV: GpuAllToAllVAlgorithm;
+  readonly moe: GpuMoeAlgorithm;
+}
+
+export class GpuGroup implements CollectiveContext {
+  readonly group: ProcessGroup<GpuCollectives>;
+  readonly device: Device;
+  readonly rank: number;
+  readonly world: number;
+  readonly staging: SymmetricTensor;
+  readonly stagingView: Uint8Array;
+  readonly capacityBytes: number;
+  readonly mailbox: Mailbox;
+  /** send/recv's inbox (put): world x 2 chunks of P2P_CHUNK_BYTES, and its pad's signal slots. */
+  readonly inbox: SymmetricTensor;
+  readonly comm: NcclComm;
+  /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
+  readonly tuned: LoadedTuneTable | undefined;
+  /** SYMMKIT_CHECK_CALLS, as every rank of the group set it (src/ops/check-calls.ts). */
+  readonly checkCalls: boolean;
+  /** What auto and canRun judge a call against: fixed for the group's life. */
+  readonly capacity: Capacity;
+  /** Where a kernel records a call it refused (SyncWatch.refusalPtr). */
+  readonly refusalPtr: bigint;
+  /** Group calls made so far: every rank in step counts the same (the fingerprints' call number). */
+  calls = 0;
+  readonly barrierHold: Kernel<typeof BARRIER_HOLD_PARAMS>;
+  readonly #groupBarrier: Kernel<typeof GROUP_BARRIER_PARAMS>;
+  readonly #reducing: Memo3<ReducingKernel, DType, ReduceOp, Kernel>;
+  readonly #allGather = new Map<AllGatherKernel, Kernel>();
+
+  private constructor(
+    group: ProcessGroup<GpuCollectives>,
+    staging: SymmetricTensor,
+    mailbox: Mailbox,
+    inbox: SymmetricTensor,
+    comm: NcclComm,
+    checkCalls: boolean,
+  ) {
+    this.group = group;
+    this.device = group.device;
+    this.rank = group.rank;
+    this.world = group.worldSize;
+    this.staging = staging;
+    this.stagingView = staging.deviceView();
+    this.capacityBytes = staging.tensor.nbytes;
+    this.mailbox = mailbox;
+    this.inbox = inbox;
+    this.comm = comm;
+    this.tuned = loadTuneTable(this.device.props.name, this.world, TUNE_KNOWN);
+    this.checkCalls = checkCalls;
+    this.capacity = {
+      world: this.world,
+      mailboxSlotBytes: mailbox.slotBytes,
+      stagingBytes: this.capacityBytes,
+    };
+    this.refusalPtr = group.watch.refusalPtr;
+    const barriers = sharedModule(BARRIER_KERNELS, this.device);
+    this.#groupBarrier = barriers.kernel("symmkit::group_barrier", GROUP_BARRIER_PARAMS);
+    this.barrierHold = barriers.kernel("symmkit::barrier_hold", BARRIER_HOLD_PARAMS);
+    // Every reducing kernel takes the parameters its records launch it with (coll/programs.ts).
+    this.#reducing = new Memo3((kernel, dtype, op) =>
+      sharedModule(reducingProgram(kernel, dtype, op), this.device).kernel(
+        reducingExpr(kernel, dtype, op, this.world),
+        REDUCING_PARAMS[kernel],
+      ),
+    );
+  }
+
+  /**
+   * Collective: allocates the group's symmetric staging buffer, its mailbox, send/recv's inbox and its NCCL
+   * communicator. The mailbox's Lamport buffers start as the sentinel (all bits set), its LL buffers and its
+   * call counts as zero; all of it is in place on this rank before create returns, and the group meets (in
+   * ProcessGroup) before anyone can push.
+   */
+  static async create(
+    group: ProcessGroup<GpuCollectives>,
+    stagingBytes: number,
+    options: GpuCollectivesOptions = {},
+  ): Promise<GpuGroup> {
+    const slotBytes = options.mailboxSlotBytes ?? DEFAULT_MAILBOX_SLOT_BYTES;
+    if (!Number.isSafeInteger(slotBytes) || slotBytes <= 0 || slotBytes % 16 !== 0)
+      throw new InvalidArgumentError(`mailboxSlotBytes ${slotBytes} must be a positive multiple of 16`);
+    const world = group.worldSize;
+    await checkSameGpus(group);
+    const checkCalls = await agreedCheckCalls(group);
+    // The pad holds the barrier slots and GEMM + reduce-scatter's tile flags.
+    const staging = await group.symmetric.empty([stagingBytes], "u8", { padBytes: STAGING_PAD_BYTES });
+    const stride = slotBytes + MAILBOX_HEADER_BYTES;
+    const buffers = await group.symmetric.empty([7 * world * stride], "u8");
+    const stateBytes = MAILBOX_STATE_LAYOUT.bytes;
+    const state = DeviceMemory.alloc(stateBytes, group.device);
+    const stream = defaultStream(group.device);
+    memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * stride) / 4, stream);
+    memset(state.ptr, 0, 4, stateBytes / 4, stream);
+    stream.synchronize();
+    // put's inbox: two chunks per sender; its pad holds the signal slots.
+    const inbox = await group.symmetric.empty([world * 2 * P2P_CHUNK_BYTES], "u8");
+    const mailbox = { buffers, view: buffers.deviceView(), state, slotBytes, stride };
+    return new GpuGroup(group, staging, mailbox, inbox, await group.nccl(), checkCalls);
+  }
+
+  /** The next group call's fingerprint (src/distributed/fingerprint.ts), for work enqueued on `stream`. A
+   * call on a group whose kernels already gave up is refused: its signals are out of step. */
+  tag(shape: CallShape, stream: Stream): CallTag {
+    this.group.watch.throwIfFailed();
+    this.group.noteCapture(stream);
+    return fingerprint(this.calls++, shape);
+  }
+
+  stream(options: CollectiveOptions): Stream {
+    return options.stream ?? defaultStream(this.device);
+  }
+
+  /** The local tensor of an input, checked to be this group's and on its GPU. */
+  local(input: CollectiveInput, what: string): Tensor {
+    const x = input instanceof Tensor ? input : input.tensor;
+    const g = this.group;
+    if (
+      !(input instanceof Tensor) &&
+      (input.worldSize !== g.worldSize ||
+        input.rank !== g.rank ||
+        input.ranks.some((r, i) => r !== g.ranks[i]))
+    ) {
+      throw new InvalidArgumentError(`${what}: the symmetric tensor belongs to another group`);
+    }
+    if (!(input instanceof Tensor)) input.checkBarrierRoom(what, this.device.props.smCount);
+    this.onDevice(what, x);
+    return x;
+  }
+
+  onDevice(what: string, t: Tensor): void {
+    if (t.device !== this.device) {
+      throw new InvalidArgumentError(
+        `${what}: tensors must be on cuda:${this.device.ordinal}, this one is on cuda:${t.device.ordinal}`,
+      );
+    }
+  }
+
+  reducing<K extends ReducingKernel>(kernel: K, dtype: DType, op: ReduceOp): Kernel<ReducingParams[K]> {
+    return this.#reducing.get(kernel, dtype, op) as Kernel<ReducingParams[K]>;
+  }
+
+  allGatherKernel<K extends AllGatherKernel>(kernel: K): Kernel<AllGatherParams[K]> {
+    let k = this.#allGather.get(kernel);
+    if (!k) {
+      k = sharedModule(allGatherProgram(kernel), this.device).kernel(
+        allGatherExpr(kernel, this.world),
+        ALL_GATHER_PARAMS[kernel],
+      );
+      this.#allGather.set(kernel, k);
+    }
+    return k as Kernel<AllGatherParams[K]>;
+  }
+
+  groupBarrier(view: Uint8Array, stream: Stream, tag: CallTag, step: 0 | 1 = 0): void {
+    this.#groupBarrier.launch({ grid: 1, block: BARRIER_KERNEL_THREADS, stream }, view, tag, step);
+  }
+
+  stage(c: CollectiveCall, inPlaceOk = false): [Uint8Array, bigint] {
+    if (!(c.input instanceof Tensor)) {
+      const aliased = overlaps(c.output, c.x);
+      if (!aliased || (inPlaceOk && c.output.ptr === c.x.ptr && c.output.nbytes === c.x.nbytes))
+        return [c.input.deviceView(), 0n];
+    }
+    checkCapacity(c.what, c.x.nbytes, this.capacityBytes);
+    return [this.stagingView, c.x.ptr];
+  }
+
+  blocks(bytes: number, threads = THREADS): number {
+    return Math.max(1, Math.min(this.device.props.smCount, Math.ceil(bytes / 16 / threads)));
+  }
+
+  /** A mailbox kernel for `algorithm`: `n` elements (ll: bytes), `bytes` per rank as its
+   * mailboxBytesPerPeer counts them; what it sends each peer is checked against the slot before anything
+   * runs. */
+  push(
+    algorithm: CollectiveAlgorithm,
+    k: Kernel<typeof MAILBOX_PARAMS>,
+    c: CollectiveCall,
+    n: number,
+    bytes: number,
+  ): void {
+    const m = this.mailbox;
+    const bytesPerPeer = algorithm.mailboxBytesPerPeer(bytes, this.world);
+    if (bytesPerPeer > m.slotBytes)
+      throw new InvalidArgumentError(
+        `${c.what}: ${bytesPerPeer} bytes per peer exceed the ${m.slotBytes}-byte mailbox slot; use another algorithm, or a larger mailboxSlotBytes`,
+      );
+    // blocks() counts 16-byte vectors, one per thread.
+    const vectorBytes = (bytesPerPeer * 16) / algorithm.mailboxThreadBytes!;
+    const fewSms = vectorBytes <= 16 * MAILBOX_SMALL_THREADS * this.device.props.smCount;
+    const threads = fewSms ? MAILBOX_SMALL_THREADS : THREADS;
+    k.launch(
+      { grid: this.blocks(vectorBytes, threads), block: threads, stream: c.stream },
+      m.view,
+      c.x,
+      c.output,
+      n,
+      m.state.ptr,
+      m.stride,
+      c.tag,
+    );
+  }
+
+  /** Collective: releases the staging buffer, the mailbox and the inbox. */
+  async dispose(): Promise<void> {
+    await this.staging.dispose();
+    await this.mailbox.buffers.dispose();
+    await this.inbox.dispose();
+    this.mailbox.state.dispose();
+  }
+}
