@@ -46,6 +46,13 @@ const INTERNAL: Readonly<Record<string, string>> = {
   GpuPointToPoint: "GpuCollectives' engine for send, recv and sendRecv; users call those on collectives",
   GpuAllToAll: "GpuCollectives' engine for allToAll and allToAllV; users call those on collectives",
   GpuMoe: "GpuCollectives' engine for MoE dispatch and combine; users call collectives.dispatch / combine",
+  // src/cpu/group.ts, src/cpu/exchange.ts
+  CpuGroup:
+    "CpuCollectives' private context (pads, staging buffer, call numbers, fingerprints) that its op " +
+    "families share; users call collectives",
+  CpuExchange:
+    "CpuCollectives' engine for send/recv, sendRecv, allToAll and allToAllV, built from its group " +
+    "context; users call those on collectives",
   // src/ops/gemm/split-scratch.ts
   SplitScratch: "split-K's per-stream scratch that HopperGemm and DecodeGemm share; users only see launches",
   // src/distributed/group-base.ts
