@@ -2,13 +2,16 @@
 // eager framework pays it on every layer. Per algorithm of every collective (the registry's, NCCL through
 // symmkit among them), on a plain 4 KiB input: host time per call (bursts short enough that the launch
 // queue never fills, so the GPU's pace does not leak in), and wall time per call of 3000 back-to-back
-// calls until the stream drained. Beside them, the floor: one bare kernel launch (bench/launch.ts).
+// calls until the stream drained. Beside them, the floor: one bare kernel launch (bench/launch.ts); and
+// the ways a user calls all-reduce (`ways`): auto or an algorithm named, the stream given or not, the
+// output given or fresh, a plain or a pooled input, the first calls of the process, NCCL through symmkit
+// and NCCL called directly.
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
 import { DEFAULT_MAILBOX_SLOT_BYTES } from "../ops/gpu-group.js";
 import { TUNABLE_ALGORITHMS, type CollectiveName } from "../ops/coll/registry.js";
 import { deviceCount } from "../runtime/device.js";
-import { Stream } from "../runtime/stream.js";
+import { defaultStream, Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { benchLaunch, type LaunchBenchResult } from "./launch.js";
 import { benchEnvironment, median, table, type BenchEnvironment } from "./report.js";
@@ -23,12 +26,20 @@ export interface EagerRow {
   readonly wallUs: number;
 }
 
+/** One way of calling all-reduce, timed as the rows are (the first calls: one burst, no warm-up). */
+export interface EagerWay {
+  readonly way: string;
+  readonly hostUs: number;
+  readonly wallUs: number | undefined;
+}
+
 export interface EagerBenchResult {
   readonly environment: BenchEnvironment;
   readonly bytes: number;
   readonly calls: number;
   readonly launch: LaunchBenchResult;
   readonly rows: readonly EagerRow[];
+  readonly ways: readonly EagerWay[];
 }
 
 /** Calls per host-timed burst: well under the driver's queue of pending launches. */
@@ -56,54 +67,102 @@ export async function benchEager(
     "all-gather": (a) => () => void c.allGather(part, full, { algorithm: a as "auto", stream }),
     "reduce-scatter": (a) => () => void c.reduceScatter(x, out, { algorithm: a as "auto", stream }),
   };
+  // Some ways call on the default stream: drained too, so that no call of one way runs beside the next
+  // way's on the other stream (two streams' collectives unordered are out of step, and caught so).
   const drain = (): void => {
-    group.synchronize(stream);
-    stream.synchronize();
+    for (const st of [stream, defaultStream(device)]) {
+      group.synchronize(st);
+      st.synchronize();
+    }
   };
+  /** Host µs per call (median of bursts) and wall µs per call of `calls` back to back, after 500
+   * warm-up calls. */
+  const time = async (call: () => void): Promise<{ hostUs: number; wallUs: number }> => {
+    for (let i = 0; i < 500; i++) call();
+    drain();
+    const host: number[] = [];
+    const wall: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      await group.barrier();
+      let t0 = process.hrtime.bigint();
+      for (let i = 0; i < BURST; i++) call();
+      host.push(Number(process.hrtime.bigint() - t0) / 1000 / BURST);
+      drain();
+      await group.barrier();
+      t0 = process.hrtime.bigint();
+      for (let i = 0; i < calls; i++) call();
+      drain();
+      wall.push(Number(process.hrtime.bigint() - t0) / 1000 / calls);
+    }
+    return { hostUs: median(host), wallUs: median(wall) };
+  };
+  // As README writes it: a plain input made from host data, no stream, a fresh output each call. Its
+  // first burst runs before any other call of the process.
+  const plain = Tensor.fromHost(part.toHost(), "bf16", { device });
+  const readmeWay = (): void => c.allReduce(plain).dispose();
+  await group.barrier();
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < BURST; i++) readmeWay();
+  const first = Number(process.hrtime.bigint() - t0) / 1000 / BURST;
+  drain();
+  const comm = await group.nccl();
+  const ways: EagerWay[] = [
+    { way: "first calls of the process (README's way)", hostUs: first, wallUs: undefined },
+  ];
+  const wayCalls: readonly (readonly [string, () => void])[] = [
+    ["auto, output and stream given", () => void c.allReduce(part, { output: out, stream })],
+    ["auto, output given, default stream", () => void c.allReduce(part, { output: out })],
+    ["auto, fresh output, stream given", () => c.allReduce(part, { stream }).dispose()],
+    ["auto, fresh output, default stream, plain input (README's way)", readmeWay],
+    [
+      "lamport named, output and stream given",
+      () => void c.allReduce(part, { algorithm: "lamport", output: out, stream }),
+    ],
+    [
+      "nccl through symmkit, output and stream given",
+      () => void c.allReduce(part, { algorithm: "nccl", output: out, stream }),
+    ],
+    ["NCCL called directly (NcclComm.allReduce)", () => comm.allReduce(part, out, "sum", stream)],
+  ];
+  for (const [way, call] of wayCalls) ways.push({ way, ...(await time(call)) });
   const rows: EagerRow[] = [];
   for (const collective of ["all-reduce", "all-gather", "reduce-scatter"] as const) {
     // all-reduce and all-gather count input bytes per rank, reduce-scatter output bytes.
     for (const algorithm of TUNABLE_ALGORITHMS[collective]) {
       const staged = collective === "reduce-scatter" ? bytes * world : bytes;
       if (!c.canRun(collective, algorithm, bytes, staged)) continue;
-      const call = calls1[collective](algorithm);
-      for (let i = 0; i < 500; i++) call();
-      drain();
-      const host: number[] = [];
-      const wall: number[] = [];
-      for (let r = 0; r < rounds; r++) {
-        await group.barrier();
-        let t0 = process.hrtime.bigint();
-        for (let i = 0; i < BURST; i++) call();
-        host.push(Number(process.hrtime.bigint() - t0) / 1000 / BURST);
-        drain();
-        await group.barrier();
-        t0 = process.hrtime.bigint();
-        for (let i = 0; i < calls; i++) call();
-        drain();
-        wall.push(Number(process.hrtime.bigint() - t0) / 1000 / calls);
-      }
-      rows.push({ collective, algorithm, hostUs: median(host), wallUs: median(wall) });
+      rows.push({ collective, algorithm, ...(await time(calls1[collective](algorithm))) });
     }
   }
-  for (const t of [x, full, out]) t.dispose();
+  for (const t of [x, full, out, plain]) t.dispose();
   stream.dispose();
   const launch = benchLaunch({ device });
   const result =
     rank === 0
-      ? { environment: benchEnvironment(device, world, deviceCount()), bytes, calls, launch, rows }
+      ? { environment: benchEnvironment(device, world, deviceCount()), bytes, calls, launch, rows, ways }
       : undefined;
   await group.destroy();
   return result;
 }
 
 export function formatEager(r: EagerBenchResult): string {
+  const floor = r.launch.hostUsPerLaunch.kernelApi;
   return [
     `eager collectives, ${r.bytes} bytes per rank (bf16, plain tensors), ${r.environment.worldSize} x ${r.environment.device}`,
-    `floor: one bare kernel launch costs ${r.launch.hostUsPerLaunch.kernelApi.toFixed(2)} us of host time`,
+    `floor: one bare kernel launch costs ${floor.toFixed(2)} us of host time`,
     table(
       ["collective", "algorithm", "host us/call", `wall us/call (${r.calls} back to back)`],
       r.rows.map((row) => [row.collective, row.algorithm, row.hostUs.toFixed(2), row.wallUs.toFixed(2)]),
+    ),
+    `all-reduce as users call it`,
+    table(
+      ["way", "host us/call", "x bare launch", "wall us/call"],
+      r.ways.map((w) => [
+        w.way,
+        w.hostUs.toFixed(2),
+        (w.hostUs / floor).toFixed(2),
+        w.wallUs?.toFixed(2) ?? "-",
+      ]),
     ),
   ].join("\n");
 }
