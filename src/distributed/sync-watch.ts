@@ -156,14 +156,19 @@ export class SyncWatch implements Disposable {
     return this.#mem.devicePtr + BigInt(SYNC_WATCH_LAYOUT.refusal);
   }
 
-  /** How the refusals an op's kernel records read: `why` by code, from the refusing rank and the record's
-   * detail; `op` names the call. */
+  /** How the refusals of code `code` read (the op that records them says). */
+  describeRefusal(code: number, describe: (r: Refusal) => string): void {
+    this.#refusals.set(code, describe);
+  }
+
+  /** describeRefusal for every code an op's kernel records: `why` by code, from the refusing rank and the
+   * record's detail; `op` names the call. */
   describeRefusals(
     op: string,
     why: Readonly<Record<number, (rank: number, detail: number) => string>>,
   ): void {
     for (const [code, say] of Object.entries(why))
-      this.#refusals.set(
+      this.describeRefusal(
         Number(code),
         (r) => `${op} was refused on every rank: ${say(r.rank, r.detail)}; nothing was written`,
       );

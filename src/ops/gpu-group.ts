@@ -215,8 +215,10 @@ export class GpuGroup implements CollectiveContext {
     return fingerprint(this.calls++, shape);
   }
 
-  stream(options: CollectiveOptions): Stream {
-    return options.stream ?? defaultStream(this.device);
+  /** The call's stream: its option, else the device's default (options may be missing: a JavaScript
+   * caller's; the family's checks say so with a typed error). */
+  stream(options: CollectiveOptions | undefined): Stream {
+    return options?.stream ?? defaultStream(this.device);
   }
 
   /** The local tensor of an input, checked to be this group's and on its GPU. */

@@ -38,12 +38,9 @@ export function algorithmList<R extends OpRecords, B extends Backend>(
   return ["auto", ...(names as RunsOn<R, B>[])];
 }
 
-/** Every algorithm but auto that `backend` runs and auto may pick (the rank-order ones). */
-export function autoCandidates<R extends OpRecords>(
-  records: R,
-  backend: Backend = "cuda",
-): RunsOn<R, "cuda">[] {
+/** Every algorithm but auto that GPUs run and auto may pick (the rank-order ones). */
+export function autoCandidates<R extends OpRecords>(records: R): RunsOn<R, "cuda">[] {
   return Object.keys(records).filter(
-    (a) => records[a]!.rankOrder && records[a]!.backends.includes(backend),
+    (a) => records[a]!.rankOrder && records[a]!.backends.includes("cuda"),
   ) as RunsOn<R, "cuda">[];
 }

@@ -20,8 +20,7 @@ export type MatmulReduceScatterAlgorithm = (typeof MATMUL_REDUCE_SCATTER_ALGORIT
 export const MATMUL_ALL_REDUCE_ALGORITHMS = algorithmList(MATMUL_ALL_REDUCE, "cuda");
 export type MatmulAllReduceAlgorithm = (typeof MATMUL_ALL_REDUCE_ALGORITHMS)[number];
 
-/** Every algorithm but auto, by fused matmul: what the benchmarks time and tune tables may name (those
- * auto never picks are refused: src/ops/tune-known.ts). */
+/** Every algorithm but auto, by fused matmul (tune tables may name those auto picks: src/ops/tune-known.ts). */
 export const FUSED_TUNABLE = {
   "all-gather-matmul": ALL_GATHER_MATMUL_ALGORITHMS.filter((a) => a !== "auto"),
   "matmul-reduce-scatter": MATMUL_REDUCE_SCATTER_ALGORITHMS.filter((a) => a !== "auto"),

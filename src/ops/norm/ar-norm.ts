@@ -14,7 +14,6 @@ import { defaultStream, type Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
 import {
   AR_NORM_ALGORITHMS,
-  AR_NORM_RANK_ORDER,
   checkAllReduceRmsNorm,
   checkNormAliasing,
   normOperandsDigest,
@@ -210,7 +209,7 @@ export class ArNorm {
     const tuned =
       ctx.tuned?.arNorm &&
       (pickRule(ctx.tuned.arNorm.rules, bytes) as Exclude<ArNormAlgorithm, "auto"> | undefined);
-    if (tuned && AR_NORM_RANK_ORDER[tuned] && fits(tuned)) return tuned;
+    if (tuned && AR_NORM[tuned].rankOrder && fits(tuned)) return tuned;
     for (const [a, r] of Object.entries(AR_NORM) as [Exclude<ArNormAlgorithm, "auto">, ArNormRecord][])
       if (r.rankOrder && bytes <= (r.autoMaxBytes ?? -1) && fits(a)) return a;
     return "sequential";
@@ -280,7 +279,8 @@ export function roomFor(
   const room = (AR_NORM[algorithm] as ArNormRecord).room;
   if (world === 1 || room === undefined) return undefined;
   const { mailbox = 0, staging = 0 } = room(bytes, rows, world, inPlace);
-  if (mailbox > slotBytes) return { kind: "mailbox", bytes: mailbox };
-  if (staging > stagingBytes) return { kind: "staging", bytes: staging };
+  // Written as "fits" so that a size that is no number never counts as fitting.
+  if (!(mailbox <= slotBytes)) return { kind: "mailbox", bytes: mailbox };
+  if (!(staging <= stagingBytes)) return { kind: "staging", bytes: staging };
   return undefined;
 }

@@ -620,6 +620,9 @@ const OPTIONS = [
       "lamport past the mailbox slot",
       () => c.allReduceRmsNorm(big, { weight: bigW, eps: EPS, output: big, algorithm: "lamport" }),
     ],
+    // A JavaScript caller's: typed errors, not a TypeError reading the options.
+    ["options missing", () => c.allReduceRmsNorm(x, undefined as unknown as typeof base)],
+    ["options null", () => c.allReduceRmsNorm(x, null as unknown as typeof base)],
   ];
   for (const [what, f] of bad) {
     assert.throws(f, isInvalid, what);
