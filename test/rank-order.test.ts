@@ -20,6 +20,7 @@ import {
   type CollectiveName,
 } from "../src/ops/coll/registry.js";
 import { TUNE_KNOWN } from "../src/ops/tune-known.js";
+import { BUILT_IN_FUSED_RULES } from "../src/ops/fused/checks.js";
 import {
   AR_NORM_AUTO,
   AR_NORM_BASELINES,
@@ -89,6 +90,25 @@ test("auto's built-in rule picks only rank-order algorithms for a reduction, at 
               assert.ok(AUTO_ALGORITHMS[c].includes(a as never), `${what}: ${a}`);
               assert.ok(canRun(c, a, bytes, staged, cap), `${what}: ${a} cannot run`);
             }
+});
+
+test("the fused matmuls' built-in rules, from their records' bounds, are the measured crossovers", () => {
+  assert.deepEqual(BUILT_IN_FUSED_RULES, {
+    "all-gather-matmul": [
+      { maxRows: 256, algorithm: "nccl_cublaslt" },
+      { maxRows: 1024, algorithm: "sequential" },
+      { maxRows: 2 ** 31, algorithm: "fused_copy_engine" },
+    ],
+    "matmul-reduce-scatter": [
+      { maxRows: 512, algorithm: "sequential" },
+      { maxRows: 2 ** 31, algorithm: "fused" },
+    ],
+    "matmul-all-reduce": [{ maxRows: 2 ** 31, algorithm: "sequential" }],
+  });
+  // GEMM + reduce-scatter and GEMM + all-reduce: only rank-order constructions.
+  for (const op of ["matmul-reduce-scatter", "matmul-all-reduce"] as const)
+    for (const r of BUILT_IN_FUSED_RULES[op])
+      assert.ok(TUNE_KNOWN[op]!.includes(r.algorithm), `${op}: ${r.algorithm}`);
 });
 
 test("a call run in pieces: every piece fits the staging buffer, and its algorithm can run it", () => {

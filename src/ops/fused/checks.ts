@@ -7,7 +7,8 @@ import type { DType } from "../../runtime/dtype.js";
 import { checkOutput, matmulShapes, type BLayout, type MatmulProblem } from "../gemm/matmul.js";
 import { checkAllReduceRmsNorm, type AllReduceRmsNormOptions, type NormProblem } from "../norm/checks.js";
 import { algorithmList } from "../records.js";
-import { ALL_GATHER_MATMUL, MATMUL_ALL_REDUCE, MATMUL_REDUCE_SCATTER } from "./records.js";
+import type { FusedRule, TunedFused } from "../tune-table.js";
+import { ALL_GATHER_MATMUL, MATMUL_ALL_REDUCE, MATMUL_REDUCE_SCATTER, type FusedRecord } from "./records.js";
 
 /** The fused matmuls' algorithms on GPUs, auto first (what each does: ./records.ts). GEMM + all-reduce's
  * fused and sequential run the same split-K GEMM and give the same bits: its bf16 output summed in f32 in
@@ -32,6 +33,18 @@ export const FUSED_RECORDS = {
   "matmul-reduce-scatter": MATMUL_REDUCE_SCATTER,
   "matmul-all-reduce": MATMUL_ALL_REDUCE,
 } as const;
+
+/** auto's built-in rule of one fused matmul, from its records' bounds, ascending (pickFusedRule). */
+const rulesOf = (records: Readonly<Record<string, FusedRecord>>): FusedRule[] =>
+  Object.entries(records)
+    .flatMap(([algorithm, r]) => (r.autoMaxRows === undefined ? [] : [{ maxRows: r.autoMaxRows, algorithm }]))
+    .sort((a, b) => a.maxRows - b.maxRows);
+/** What auto picks where no tune table has fused rules (./records.ts says why). */
+export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRule[]>> = {
+  "all-gather-matmul": rulesOf(ALL_GATHER_MATMUL),
+  "matmul-reduce-scatter": rulesOf(MATMUL_REDUCE_SCATTER),
+  "matmul-all-reduce": rulesOf(MATMUL_ALL_REDUCE),
+};
 
 /** The CPU backend computes the reference only: the sequential construction (the same for all three). */
 export const CPU_FUSED_MATMUL_ALGORITHMS = algorithmList(MATMUL_REDUCE_SCATTER, "cpu");

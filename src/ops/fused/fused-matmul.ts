@@ -37,6 +37,7 @@ import { dtypeInfo } from "../../runtime/dtype.js";
 import { CublasLtMatmul } from "../gemm/cublaslt-matmul.js";
 import {
   ALL_GATHER_MATMUL_ALGORITHMS,
+  BUILT_IN_FUSED_RULES,
   checkAllGatherMatmul,
   checkMatmulAllReduce,
   checkMatmulReduceScatter,
@@ -74,7 +75,7 @@ import {
 import { decodeFlagCount, DecodeGemm, type DecodeShape } from "../gemm/decode-gemm.js";
 import { launchNorm, normKernel } from "../norm/rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
-import { pickFusedRule, type FusedRule, type TunedFused } from "../tune-table.js";
+import { pickFusedRule, type TunedFused } from "../tune-table.js";
 import type { GpuColl } from "../coll/gpu-coll.js";
 import type { GpuGroup } from "../gpu-group.js";
 import type { ArNorm } from "../norm/ar-norm.js";
@@ -87,27 +88,6 @@ export const STAGING_PAD_BYTES = SCATTER_FLAGS_OFFSET_BYTES + 1024 * 1024;
 /** SMs the pull producer of all-gather + GEMM takes from the GEMM. */
 export const PULL_BLOCKS = 16;
 const PULL_THREADS = 512;
-
-/**
- * auto's rules where no tune table has fused rules, by rows of the gathered (all-gather + GEMM) or
- * reduced (GEMM + reduce-scatter) problem: measured on 2 H200s at n = k = 8192, bf16 and fp8
- * (bench/results/h200x2/ag-gemm-*.json, gemm-rs-*.json). Below the fused crossovers the fixed costs
- * (barrier kernel, copies, flags, the reduce tail) outweigh what the fusion hides; at 256 rows of
- * all-gather + GEMM cuBLASLt's small-m GEMM beats symmkit's 128 x 256 tiles, so NCCL + cuBLASLt runs there.
- */
-export const BUILT_IN_FUSED_RULES: Readonly<Record<TunedFused, readonly FusedRule[]>> = {
-  "all-gather-matmul": [
-    { maxRows: 256, algorithm: "nccl_cublaslt" },
-    { maxRows: 1024, algorithm: "sequential" },
-    { maxRows: 2 ** 31, algorithm: "fused_copy_engine" },
-  ],
-  "matmul-reduce-scatter": [
-    { maxRows: 512, algorithm: "sequential" },
-    { maxRows: 2 ** 31, algorithm: "fused" },
-  ],
-  // A tune table's rules come first (docs/perf-notes.md: GEMM + all-reduce).
-  "matmul-all-reduce": [{ maxRows: 2 ** 31, algorithm: "sequential" }],
-};
 
 /** A plain tensor, or a symmetric one whose local tensor is read in place (all-gather + GEMM's shard). */
 export type FusedInput = Tensor | SymmetricTensor;

@@ -1,7 +1,22 @@
-// The fused matmuls' algorithms, one record each (the shape: src/ops/records.ts). all-gather + GEMM moves
-// bits through its all-gather, so every construction is auto's; GEMM + reduce-scatter and GEMM +
-// all-reduce sum partials, and NCCL's order is a baseline auto never picks.
-import type { OpRecords } from "../records.js";
+// The fused matmuls' algorithms, one record each (the shape: src/ops/records.ts), with auto's built-in
+// rule. all-gather + GEMM moves bits through its all-gather, so every construction is auto's; GEMM +
+// reduce-scatter and GEMM + all-reduce sum partials, and NCCL's order is a baseline auto never picks.
+//
+// auto's built-in rule, where no tune table has fused rules, by rows of the gathered (all-gather + GEMM)
+// or reduced (GEMM + reduce-scatter) problem: measured on 2 H200s at n = k = 8192, bf16 and fp8
+// (bench/results/h200x2/ag-gemm-*.json, gemm-rs-*.json). Below the fused crossovers the fixed costs
+// (barrier kernel, copies, flags, the reduce tail) outweigh what the fusion hides; at 256 rows of
+// all-gather + GEMM cuBLASLt's small-m GEMM beats symmkit's 128 x 256 tiles, so NCCL + cuBLASLt runs
+// there. GEMM + all-reduce: sequential until a tune table says otherwise (docs/perf-notes.md).
+import type { OpAlgorithm } from "../records.js";
+
+export interface FusedRecord extends OpAlgorithm {
+  /** auto's built-in rule: picked for rows up to this bound, the smallest bound that holds the rows. */
+  readonly autoMaxRows?: number;
+}
+
+/** No bound: every row count above the others'. */
+const ANY_ROWS = 2 ** 31;
 
 export const ALL_GATHER_MATMUL = {
   fused: {
@@ -17,6 +32,7 @@ export const ALL_GATHER_MATMUL = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["all-gather-matmul/fused_copy_engine"],
+    autoMaxRows: ANY_ROWS,
   },
   fused_pull: {
     summary: "a few SMs pull the peers' shards while the GEMM runs on the rest",
@@ -31,6 +47,7 @@ export const ALL_GATHER_MATMUL = {
     rankOrder: true,
     needs: [],
     kinds: ["all-gather-matmul/sequential"],
+    autoMaxRows: 1024,
   },
   nccl_cublaslt: {
     summary:
@@ -39,8 +56,9 @@ export const ALL_GATHER_MATMUL = {
     rankOrder: true,
     needs: [],
     kinds: ["all-gather-matmul/nccl_cublaslt"],
+    autoMaxRows: 256,
   },
-} as const satisfies OpRecords;
+} as const satisfies Readonly<Record<string, FusedRecord>>;
 
 export const MATMUL_REDUCE_SCATTER = {
   fused: {
@@ -50,6 +68,7 @@ export const MATMUL_REDUCE_SCATTER = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["matmul-reduce-scatter/fused"],
+    autoMaxRows: ANY_ROWS,
   },
   sequential: {
     summary: "symmkit's GEMM, then symmkit's reduce-scatter",
@@ -57,6 +76,7 @@ export const MATMUL_REDUCE_SCATTER = {
     rankOrder: true,
     needs: [],
     kinds: ["matmul-reduce-scatter/sequential"],
+    autoMaxRows: 512,
   },
   nccl_cublaslt: {
     summary: "cuBLASLt, then NCCL's reduce-scatter (NCCL's order of summation)",
@@ -65,7 +85,7 @@ export const MATMUL_REDUCE_SCATTER = {
     needs: [],
     kinds: ["matmul-reduce-scatter/nccl_cublaslt"],
   },
-} as const satisfies OpRecords;
+} as const satisfies Readonly<Record<string, FusedRecord>>;
 
 export const MATMUL_ALL_REDUCE = {
   fused: {
@@ -82,6 +102,7 @@ export const MATMUL_ALL_REDUCE = {
     rankOrder: true,
     needs: [],
     kinds: ["matmul-all-reduce/sequential"],
+    autoMaxRows: ANY_ROWS,
   },
   nccl_cublaslt: {
     summary: "cuBLASLt, then NCCL's all-reduce (NCCL's order of summation)",
@@ -90,4 +111,4 @@ export const MATMUL_ALL_REDUCE = {
     needs: [],
     kinds: ["matmul-all-reduce/nccl_cublaslt"],
   },
-} as const satisfies OpRecords;
+} as const satisfies Readonly<Record<string, FusedRecord>>;
