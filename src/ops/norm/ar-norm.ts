@@ -210,8 +210,7 @@ export class ArNorm {
       ctx.tuned?.arNorm &&
       (pickRule(ctx.tuned.arNorm.rules, bytes) as Exclude<ArNormAlgorithm, "auto"> | undefined);
     if (tuned && AR_NORM[tuned].rankOrder && fits(tuned)) return tuned;
-    for (const [a, r] of Object.entries(AR_NORM) as [Exclude<ArNormAlgorithm, "auto">, ArNormRecord][])
-      if (r.rankOrder && bytes <= (r.autoMaxBytes ?? -1) && fits(a)) return a;
+    for (const [a, max] of AUTO_ORDER) if (bytes <= max && fits(a)) return a;
     return "sequential";
   }
 
@@ -267,6 +266,12 @@ export class ArNorm {
 
 /** What `algorithm` needs that this group lacks (undefined: it can run): mailbox bytes per peer, or
  * staging bytes. The inner all-reduce of sequential judges its own needs. */
+/** auto's built-in rule, read once from the records: the rank-order algorithms with a bound, in record
+ * order, each up to its bytes of x (sequential's all-reduce runs at any size). */
+const AUTO_ORDER = (Object.entries(AR_NORM) as [Exclude<ArNormAlgorithm, "auto">, ArNormRecord][]).flatMap(
+  ([a, r]) => (r.rankOrder && r.autoMaxBytes !== undefined ? [[a, r.autoMaxBytes] as const] : []),
+);
+
 export function roomFor(
   algorithm: Exclude<ArNormAlgorithm, "auto">,
   bytes: number,
@@ -278,7 +283,7 @@ export function roomFor(
 ): { kind: "mailbox" | "staging"; bytes: number } | undefined {
   const room = (AR_NORM[algorithm] as ArNormRecord).room;
   if (world === 1 || room === undefined) return undefined;
-  const { mailbox = 0, staging = 0 } = room(bytes, rows, world, inPlace);
+  const { mailbox, staging } = room(bytes, rows, world, inPlace);
   // Written as "fits" so that a size that is no number never counts as fitting.
   if (!(mailbox <= slotBytes)) return { kind: "mailbox", bytes: mailbox };
   if (!(staging <= stagingBytes)) return { kind: "staging", bytes: staging };

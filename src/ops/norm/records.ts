@@ -6,10 +6,11 @@ import type { OpAlgorithm } from "../records.js";
 import type { ArNormKernel } from "./programs.js";
 
 /** What an algorithm needs for `bytes` of x per rank in `rows` rows at `world` ranks: bytes pushed to
- * each peer's mailbox, or of the staging buffer (a symmetric x read in place needs none). */
+ * each peer's mailbox, and of the staging buffer (a symmetric x read in place needs none). Both fields
+ * always, so that auto's checks on the call path see one shape. */
 export interface NormRoom {
-  readonly mailbox?: number;
-  readonly staging?: number;
+  readonly mailbox: number;
+  readonly staging: number;
 }
 
 export interface ArNormRecord extends OpAlgorithm {
@@ -36,7 +37,7 @@ export const AR_NORM = {
     kinds: ["all-reduce-rms-norm/lamport"],
     kernel: "lamport_ar_rms_norm",
     autoMaxBytes: AR_NORM_LAMPORT_MAX_BYTES,
-    room: (bytes) => ({ mailbox: bytes }),
+    room: (bytes) => ({ mailbox: bytes, staging: 0 }),
   },
   lamport_two_shot: {
     summary:
@@ -47,7 +48,7 @@ export const AR_NORM = {
     kinds: ["all-reduce-rms-norm/lamport_two_shot"],
     kernel: "lamport_two_shot_ar_rms_norm",
     autoMaxBytes: AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES,
-    room: (bytes, rows, world) => ({ mailbox: 2 * Math.ceil(rows / world) * (bytes / rows) }),
+    room: (bytes, rows, world) => ({ mailbox: 2 * Math.ceil(rows / world) * (bytes / rows), staging: 0 }),
   },
   one_shot: {
     summary:
@@ -58,7 +59,7 @@ export const AR_NORM = {
     kinds: ["all-reduce-rms-norm/one_shot"],
     kernel: "pull_ar_rms_norm",
     autoMaxBytes: Infinity,
-    room: (bytes, _rows, _world, inPlace) => ({ staging: inPlace ? 0 : bytes }),
+    room: (bytes, _rows, _world, inPlace) => ({ mailbox: 0, staging: inPlace ? 0 : bytes }),
   },
   two_shot: {
     summary: "each rank reduces and normalises its rows from the staging buffers, then gathers the others'",
@@ -67,7 +68,7 @@ export const AR_NORM = {
     needs: ["staging buffer"],
     kinds: ["all-reduce-rms-norm/two_shot"],
     kernel: "pull_two_shot_ar_rms_norm",
-    room: (bytes) => ({ staging: bytes }),
+    room: (bytes) => ({ mailbox: 0, staging: bytes }),
   },
   sequential: {
     summary: "symmkit's all-reduce (auto, rank order at every size), then the norm kernel",
