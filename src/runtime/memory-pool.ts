@@ -5,6 +5,12 @@
 // the memory is the allocation's from that point of the stream on, and the pool's again once the stream
 // reaches the free. The pool reuses freed memory on another stream only behind the free (the driver's
 // default reuse rules). trim() gives back what no allocation uses.
+//
+// A free of a small block does not reach the driver at once: the block is kept for the next allocation of
+// the same size on the same stream, which takes it without a driver call. That is the reuse the driver
+// itself allows (the same stream, behind the free), minus two driver calls per eager op that makes a fresh
+// output. What is kept is bounded (KEEP_*) and handed back to the pool by trim(), and so before an
+// allocation that ran out of memory tries again.
 import {
   check,
   CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
@@ -22,6 +28,13 @@ import type { Stream } from "./stream.js";
 
 const pools = new Map<Device, MemoryPool>();
 
+/** Blocks larger than this go back to the pool at once: a driver call is nothing beside their use. */
+const KEEP_BLOCK_MAX_BYTES = 16 << 20;
+/** Kept blocks of one size on one stream: enough for a layer's few live outputs of one shape. */
+const KEEP_PER_SIZE = 4;
+/** Bytes kept in all; past it, every kept block goes back to the pool. */
+const KEEP_TOTAL_MAX_BYTES = 256 << 20;
+
 /** A CUmemAccessDesc (12 bytes) granting `device` read and write access, for cuMemSetAccess and
  * cuMemPoolSetAccess; the caller frees it. */
 export function readWriteAccess(device: Device): NativeBlock {
@@ -37,6 +50,9 @@ export class MemoryPool {
   readonly #handle: Ptr;
   /** The cuuint64_t the attribute calls read and write. */
   readonly #value = new NativeBlock(8);
+  /** Freed blocks kept for their stream, by stream and size (see the module's comment). */
+  readonly #kept = new Map<Stream, Map<number, Ptr[]>>();
+  #keptBytes = 0;
 
   private constructor(device: Device, handle: Ptr) {
     this.device = device;
@@ -100,6 +116,11 @@ export class MemoryPool {
 
   /** `bytes` in `stream`'s order (see the module's comment). */
   alloc(bytes: number, stream: Stream): Ptr {
+    const kept = this.#kept.get(stream)?.get(bytes)?.pop();
+    if (kept !== undefined) {
+      this.#keptBytes -= bytes;
+      return kept;
+    }
     this.device.makeCurrent();
     const p: [Ptr | null] = [null];
     check(
@@ -109,15 +130,45 @@ export class MemoryPool {
     return ptrOrZero(p[0]);
   }
 
-  /** Gives `ptr` back once `stream` reaches this point. */
-  free(ptr: Ptr, stream: Stream): void {
-    this.device.makeCurrent();
-    check(driver().cuMemFreeAsync(ptr, stream.handle), "cuMemFreeAsync");
+  /** Gives `ptr` (`bytes` long) back once `stream` reaches this point: kept for the stream's next
+   * allocation of that size if it is small, else to the pool. */
+  free(ptr: Ptr, bytes: number, stream: Stream): void {
+    if (bytes <= KEEP_BLOCK_MAX_BYTES) {
+      let sizes = this.#kept.get(stream);
+      if (!sizes) this.#kept.set(stream, (sizes = new Map<number, Ptr[]>()));
+      let blocks = sizes.get(bytes);
+      if (!blocks) sizes.set(bytes, (blocks = []));
+      if (blocks.length < KEEP_PER_SIZE) {
+        if (this.#keptBytes + bytes > KEEP_TOTAL_MAX_BYTES) this.#releaseKept();
+        blocks.push(ptr);
+        this.#keptBytes += bytes;
+        return;
+      }
+    }
+    this.#free(ptr, stream);
   }
 
-  /** Bytes allocated and not yet freed. */
+  /** Frees in `stream`'s order (0n: the NULL stream, for memory no queued work uses). */
+  #free(ptr: Ptr, stream: Stream | 0n): void {
+    this.device.makeCurrent();
+    check(driver().cuMemFreeAsync(ptr, stream === 0n ? 0n : stream.handle), "cuMemFreeAsync");
+  }
+
+  /** Hands every kept block to the pool, in its stream's order (a stream since destroyed may have left
+   * work that used them queued: the device's work is waited for first). */
+  #releaseKept(): void {
+    if (this.#keptBytes === 0) return;
+    if ([...this.#kept.keys()].some((s) => s.disposed)) this.device.synchronize();
+    for (const [stream, sizes] of this.#kept)
+      for (const blocks of sizes.values())
+        for (const ptr of blocks) this.#free(ptr, stream.disposed ? 0n : stream);
+    this.#kept.clear();
+    this.#keptBytes = 0;
+  }
+
+  /** Bytes allocated and not yet freed (kept blocks count as freed). */
   get usedBytes(): number {
-    return this.#get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "USED_MEM_CURRENT");
+    return this.#get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "USED_MEM_CURRENT") - this.#keptBytes;
   }
 
   /** Bytes the pool holds mapped, used or not. */
@@ -128,6 +179,10 @@ export class MemoryPool {
   /** Gives the device back what no allocation uses, but `keepBytes`. Frees count once their streams have
    * reached them: synchronise first. */
   trim(keepBytes = 0): void {
+    if (this.#keptBytes > 0) {
+      this.#releaseKept();
+      this.device.synchronize(); // the frees just queued count once their streams reach them
+    }
     this.device.makeCurrent();
     check(driver().cuMemPoolTrimTo(this.#handle, keepBytes), "cuMemPoolTrimTo");
   }

@@ -60,7 +60,11 @@ export class DeviceMemory implements Disposable {
           "before the capture (for an op, pass its out/output)",
       );
     if (bytes === 0 || !MemoryPool.supported(device)) return DeviceMemory.alloc(bytes, device);
-    return new DeviceMemory(device, MemoryPool.of(device).alloc(bytes, stream), bytes, true, stream);
+    let ptr: Ptr = 0n;
+    retryAfterRelease(device, () => {
+      ptr = MemoryPool.of(device).alloc(bytes, stream);
+    });
+    return new DeviceMemory(device, ptr, bytes, true, stream);
   }
 
   /**
@@ -132,7 +136,7 @@ export class DeviceMemory implements Disposable {
         stream.waitEvent(done);
         done.dispose(); // released by the driver once it has completed
       }
-    MemoryPool.of(this.device).free(this.#ptr, stream);
+    MemoryPool.of(this.device).free(this.#ptr, this.bytes, stream);
   }
 
   [Symbol.dispose](): void {
