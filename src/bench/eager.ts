@@ -13,7 +13,7 @@ import { TUNABLE_ALGORITHMS, type CollectiveName } from "../ops/coll/registry.js
 import { deviceCount } from "../runtime/device.js";
 import { defaultStream, Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
-import { benchLaunch, type LaunchBenchResult } from "./launch.js";
+import { bareLaunch, benchLaunch, type LaunchBenchResult } from "./launch.js";
 import { benchEnvironment, median, table, type BenchEnvironment } from "./report.js";
 
 export interface EagerRow {
@@ -41,6 +41,9 @@ export interface EagerBenchResult {
   readonly rows: readonly EagerRow[];
   readonly ways: readonly EagerWay[];
 }
+
+/** The way that launches an empty kernel: the floor every other way is held to. */
+export const BARE_LAUNCH = "bare kernel launch (the floor, timed in the same rounds)";
 
 /** Calls per host-timed burst: well under the driver's queue of pending launches. */
 const BURST = 200;
@@ -76,25 +79,29 @@ export async function benchEager(
     }
   };
   /** Host µs per call (median of bursts) and wall µs per call of `calls` back to back, after 500
-   * warm-up calls. */
-  const time = async (call: () => void): Promise<{ hostUs: number; wallUs: number }> => {
-    for (let i = 0; i < 500; i++) call();
-    drain();
-    const host: number[] = [];
-    const wall: number[] = [];
-    for (let r = 0; r < rounds; r++) {
-      await group.barrier();
-      let t0 = process.hrtime.bigint();
-      for (let i = 0; i < BURST; i++) call();
-      host.push(Number(process.hrtime.bigint() - t0) / 1000 / BURST);
+   * warm-up calls each; the calls take turns round by round, so that a drift of the host's pace over the
+   * run moves them all alike. */
+  const time = async (each: readonly (() => void)[]): Promise<{ hostUs: number; wallUs: number }[]> => {
+    for (const call of each) {
+      for (let i = 0; i < 500; i++) call();
       drain();
-      await group.barrier();
-      t0 = process.hrtime.bigint();
-      for (let i = 0; i < calls; i++) call();
-      drain();
-      wall.push(Number(process.hrtime.bigint() - t0) / 1000 / calls);
     }
-    return { hostUs: median(host), wallUs: median(wall) };
+    const host = each.map((): number[] => []);
+    const wall = each.map((): number[] => []);
+    for (let r = 0; r < rounds; r++)
+      for (const [k, call] of each.entries()) {
+        await group.barrier();
+        let t0 = process.hrtime.bigint();
+        for (let i = 0; i < BURST; i++) call();
+        host[k]!.push(Number(process.hrtime.bigint() - t0) / 1000 / BURST);
+        drain();
+        await group.barrier();
+        t0 = process.hrtime.bigint();
+        for (let i = 0; i < calls; i++) call();
+        drain();
+        wall[k]!.push(Number(process.hrtime.bigint() - t0) / 1000 / calls);
+      }
+    return each.map((_, k) => ({ hostUs: median(host[k]!), wallUs: median(wall[k]!) }));
   };
   // As README writes it: a plain input made from host data, no stream, a fresh output each call. Its
   // first burst runs before any other call of the process.
@@ -107,6 +114,14 @@ export async function benchEager(
   for (let i = 1; i < BURST; i++) readmeWay();
   const t2 = process.hrtime.bigint();
   drain();
+  // The first call in another dtype: the same code, warm, but its kernel's module loaded anew.
+  const other = Tensor.fromHost(new Float32Array(count), "f16", { device });
+  await group.barrier();
+  const t3 = process.hrtime.bigint();
+  c.allReduce(other).dispose();
+  const t4 = process.hrtime.bigint();
+  drain();
+  other.dispose();
   const comm = await group.nccl();
   const ways: EagerWay[] = [
     {
@@ -119,8 +134,11 @@ export async function benchEager(
       hostUs: Number(t2 - t1) / 1000 / (BURST - 1),
       wallUs: undefined,
     },
+    { way: "the first call in f16, after the bf16 ones", hostUs: Number(t4 - t3) / 1000, wallUs: undefined },
   ];
+  using bare = bareLaunch(stream);
   const wayCalls: readonly (readonly [string, () => void])[] = [
+    [BARE_LAUNCH, bare.launch],
     ["auto, output and stream given", () => void c.allReduce(part, { output: out, stream })],
     ["auto, output given, default stream", () => void c.allReduce(part, { output: out })],
     ["auto, fresh output, stream given", () => c.allReduce(part, { stream }).dispose()],
@@ -135,16 +153,18 @@ export async function benchEager(
     ],
     ["NCCL called directly (NcclComm.allReduce)", () => comm.allReduce(part, out, "sum", stream)],
   ];
-  for (const [way, call] of wayCalls) ways.push({ way, ...(await time(call)) });
-  const rows: EagerRow[] = [];
-  for (const collective of ["all-reduce", "all-gather", "reduce-scatter"] as const) {
-    // all-reduce and all-gather count input bytes per rank, reduce-scatter output bytes.
-    for (const algorithm of TUNABLE_ALGORITHMS[collective]) {
-      const staged = collective === "reduce-scatter" ? bytes * world : bytes;
-      if (!c.canRun(collective, algorithm, bytes, staged)) continue;
-      rows.push({ collective, algorithm, ...(await time(calls1[collective](algorithm))) });
-    }
-  }
+  const wayTimes = await time(wayCalls.map(([, call]) => call));
+  for (const [k, [way]] of wayCalls.entries()) ways.push({ way, ...wayTimes[k]! });
+  // all-reduce and all-gather count input bytes per rank, reduce-scatter output bytes.
+  const runs = (["all-reduce", "all-gather", "reduce-scatter"] as const).flatMap((collective) =>
+    TUNABLE_ALGORITHMS[collective]
+      .filter((algorithm) =>
+        c.canRun(collective, algorithm, bytes, collective === "reduce-scatter" ? bytes * world : bytes),
+      )
+      .map((algorithm) => ({ collective, algorithm })),
+  );
+  const rowTimes = await time(runs.map((r) => calls1[r.collective](r.algorithm)));
+  const rows: EagerRow[] = runs.map((r, k) => ({ ...r, ...rowTimes[k]! }));
   for (const t of [x, full, out, plain]) t.dispose();
   stream.dispose();
   const launch = benchLaunch({ device });
@@ -157,10 +177,11 @@ export async function benchEager(
 }
 
 export function formatEager(r: EagerBenchResult): string {
-  const floor = r.launch.hostUsPerLaunch.kernelApi;
+  // Results from before the floor was timed in the ways' rounds hold bench launch's figure alone.
+  const floor = r.ways.find((w) => w.way === BARE_LAUNCH)?.hostUs ?? r.launch.hostUsPerLaunch.kernelApi;
   return [
     `eager collectives, ${r.bytes} bytes per rank (bf16, plain tensors), ${r.environment.worldSize} x ${r.environment.device}`,
-    `floor: one bare kernel launch costs ${floor.toFixed(2)} us of host time`,
+    `floor: one bare kernel launch costs ${floor.toFixed(2)} us of host time in the ways' rounds (${r.launch.hostUsPerLaunch.kernelApi.toFixed(2)} in 10000 back to back)`,
     table(
       ["collective", "algorithm", "host us/call", `wall us/call (${r.calls} back to back)`],
       r.rows.map((row) => [row.collective, row.algorithm, row.hostUs.toFixed(2), row.wallUs.toFixed(2)]),

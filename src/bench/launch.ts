@@ -1,7 +1,7 @@
 // `symmkit bench launch`: what one kernel launch costs. Host time per launch through the Kernel API
 // (argument packing plus cuLaunchKernel), against the plain koffi pattern of building a fresh argument
 // array for every call; and GPU time per launch when launches are replayed from a CUDA graph.
-import { koffi } from "../cuda/native.js";
+import { koffi, type Ptr } from "../cuda/native.js";
 import { driverLibraryPath } from "../cuda/driver.js";
 import { Device } from "../runtime/device.js";
 import { Event } from "../runtime/event.js";
@@ -33,6 +33,25 @@ export interface LaunchBenchResult {
   readonly rounds: number;
 }
 
+/** The bare launch this benchmark times, on `stream`: the floor of any eager op. Disposed with its result. */
+export function bareLaunch(
+  stream: Stream,
+): Disposable & { launch: () => void; readonly function: Ptr; readonly buffer: Ptr } {
+  const module = Module.compile(LAUNCH_PROGRAM, stream.device);
+  const kernel = module.kernel("args_kernel", ["ptr", "u64", "i32", "f32"] as const);
+  const buf = Tensor.empty([16], "f32", { device: stream.device });
+  const cfg = { grid: 1, block: 32, stream };
+  return {
+    launch: () => kernel.launch(cfg, buf, 16, 0, 1.5),
+    function: kernel.handle,
+    buffer: buf.ptr,
+    [Symbol.dispose]: () => {
+      buf.dispose();
+      module.dispose();
+    },
+  };
+}
+
 export function benchLaunch(
   options: { launches?: number; rounds?: number; device?: Device } = {},
 ): LaunchBenchResult {
@@ -40,11 +59,7 @@ export function benchLaunch(
   const rounds = options.rounds ?? 15;
   const device = options.device ?? Device.get(0);
   const stream = Stream.create(device);
-  const module = Module.compile(LAUNCH_PROGRAM, device);
-  const kernel = module.kernel("args_kernel", ["ptr", "u64", "i32", "f32"] as const);
-  const buf = Tensor.empty([16], "f32", { device });
-  const cfg = { grid: 1, block: 32, stream };
-
+  const bare = bareLaunch(stream);
   const timeHost = (launchOnce: () => void): number => {
     const per: number[] = [];
     for (let r = 0; r < rounds + 2; r++) {
@@ -57,28 +72,27 @@ export function benchLaunch(
     return median(per);
   };
 
-  const api = timeHost(() => kernel.launch(cfg, buf, 16, 0, 1.5));
+  const api = timeHost(bare.launch);
 
   // The naive pattern: koffi marshals a fresh JS array of argument buffers into void** on every call.
   const lib = koffi.load(driverLibraryPath());
   const rawLaunch = lib.func(
     "int cuLaunchKernel(void *f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, void *stream, void **params, void **extra)",
   );
-  const fn = kernel.handle;
   const raw = timeHost(() => {
     const p = Buffer.alloc(8);
-    p.writeBigUInt64LE(buf.ptr);
+    p.writeBigUInt64LE(bare.buffer);
     const n = Buffer.alloc(8);
     n.writeBigUInt64LE(16n);
     const a = Buffer.alloc(4);
     const b = Buffer.alloc(4);
     b.writeFloatLE(1.5);
-    rawLaunch(fn, 1, 1, 1, 32, 1, 1, 0, stream.handle, [p, n, a, b], null);
+    rawLaunch(bare.function, 1, 1, 1, 32, 1, 1, 0, stream.handle, [p, n, a, b], null);
   });
 
   const perGraph = 1000;
   const graph = Graph.capture(stream, () => {
-    for (let i = 0; i < perGraph; i++) kernel.launch(cfg, buf, 16, 0, 1.5);
+    for (let i = 0; i < perGraph; i++) bare.launch();
   });
   const start = Event.create(device);
   const end = Event.create(device);
@@ -93,8 +107,7 @@ export function benchLaunch(
   graph.dispose();
   start.dispose();
   end.dispose();
-  buf.dispose();
-  module.dispose();
+  bare[Symbol.dispose]();
   stream.dispose();
   return {
     environment: benchEnvironment(device, 1, 1),

@@ -134,12 +134,12 @@ export class MemoryPool {
    * allocation of that size if it is small, else to the pool. */
   free(ptr: Ptr, bytes: number, stream: Stream): void {
     if (bytes <= KEEP_BLOCK_MAX_BYTES) {
+      if (this.#keptBytes + bytes > KEEP_TOTAL_MAX_BYTES) this.#releaseKept();
       let sizes = this.#kept.get(stream);
       if (!sizes) this.#kept.set(stream, (sizes = new Map<number, Ptr[]>()));
       let blocks = sizes.get(bytes);
       if (!blocks) sizes.set(bytes, (blocks = []));
       if (blocks.length < KEEP_PER_SIZE) {
-        if (this.#keptBytes + bytes > KEEP_TOTAL_MAX_BYTES) this.#releaseKept();
         blocks.push(ptr);
         this.#keptBytes += bytes;
         return;

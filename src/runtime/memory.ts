@@ -118,13 +118,16 @@ export class DeviceMemory implements Disposable {
   }
 
   #freePooled(own: Stream): void {
-    const uses = [...(this.#uses ?? [])];
     // Checked before anything is enqueued: a refused dispose leaves the memory allocated and alive.
-    for (const s of [own, ...uses])
-      if (!s.disposed && s.capturing)
-        throw new UnsupportedError(
-          "dispose() of a tensor whose stream is being captured into a CUDA graph: dispose it after the capture",
-        );
+    refuseCapturing(own);
+    if (this.#uses) for (const s of this.#uses) refuseCapturing(s);
+    const stream = own.disposed || this.#uses ? this.#afterUses(own, [...(this.#uses ?? [])]) : own;
+    MemoryPool.of(this.device).free(this.#ptr, this.bytes, stream);
+  }
+
+  /** The stream to free on once the recorded streams' work queued so far, and a destroyed stream's, is
+   * done (the eager path, one live stream of its own, skips this). */
+  #afterUses(own: Stream, uses: readonly Stream[]): Stream {
     // A stream that is gone may have left work queued: wait for its device (this one, or the other GPU a
     // recorded stream belongs to), then free in any order.
     for (const d of new Set([own, ...uses].filter((s) => s.disposed).map((s) => s.device))) d.synchronize();
@@ -136,12 +139,19 @@ export class DeviceMemory implements Disposable {
         stream.waitEvent(done);
         done.dispose(); // released by the driver once it has completed
       }
-    MemoryPool.of(this.device).free(this.#ptr, this.bytes, stream);
+    return stream;
   }
 
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+function refuseCapturing(s: Stream): void {
+  if (!s.disposed && s.capturing)
+    throw new UnsupportedError(
+      "dispose() of a tensor whose stream is being captured into a CUDA graph: dispose it after the capture",
+    );
 }
 
 /** CUDA_ERROR_OUT_OF_MEMORY. */
