@@ -10,7 +10,7 @@ import {
 } from "../cuda/driver.js";
 import { ptrOrZero, type Ptr } from "../cuda/native.js";
 import { driver } from "./device.js";
-import type { Stream } from "./stream.js";
+import { countCapture, type Stream } from "./stream.js";
 
 /** A capture in progress, and then the graph it made. */
 export class CaptureScope {
@@ -95,6 +95,7 @@ export class Graph implements Disposable {
     const g: [Ptr | null] = [null];
     const scope = new CaptureScope();
     Graph.#capturing.push(scope);
+    countCapture(1);
     try {
       record();
     } catch (e) {
@@ -102,6 +103,7 @@ export class Graph implements Disposable {
       throw e;
     } finally {
       Graph.#capturing.pop();
+      countCapture(-1);
     }
     check(d.cuStreamEndCapture(stream.handle, g), "cuStreamEndCapture");
     const graph = ptrOrZero(g[0]);

@@ -6,6 +6,16 @@ import { ptrOrZero, type Ptr } from "../cuda/native.js";
 import { Device, driver } from "./device.js";
 import type { Event } from "./event.js";
 
+/** Captures Graph.capture has in progress on this thread (its captures are thread-local): while there are
+ * none, no stream of this thread is being captured, so `capturing` (asked by every pooled allocation and
+ * free) costs no driver call (1 µs a call on H200 hosts). */
+let capturesInProgress = 0;
+
+/** @internal Graph.capture's side: +1 as a capture begins, -1 as it ends. */
+export function countCapture(delta: 1 | -1): void {
+  capturesInProgress += delta;
+}
+
 export class Stream implements Disposable {
   readonly device: Device;
   #handle: Ptr;
@@ -35,8 +45,10 @@ export class Stream implements Disposable {
     return this.#handle === 0n;
   }
 
-  /** True while work on this stream is being captured into a CUDA graph (by anyone). */
+  /** True while work on this stream is being captured into a CUDA graph (Graph.capture, on this thread:
+   * while none is in progress, no driver call). */
   get capturing(): boolean {
+    if (capturesInProgress === 0) return false;
     const status: [number] = [0];
     check(driver().cuStreamIsCapturing(this.handle, status), "cuStreamIsCapturing");
     return status[0] !== 0;
