@@ -1,19 +1,16 @@
 // Every program symmkit ships, so that one command (and CI) can compile all of them for an architecture
-// without a GPU: NVRTC needs none.
+// without a GPU: NVRTC needs none. The operations' programs come from their records (the collectives'
+// registry, src/ops/op-records.ts); the runtime's, the barriers' and the GEMMs' are named here.
 import { compileProgram, type CompiledProgram } from "./runtime/jit/compiler.js";
 import type { KernelCache } from "./runtime/jit/cache.js";
 import { compileRequest, type ProgramSpec } from "./runtime/module.js";
 import { TENSOR_KERNELS } from "./runtime/tensor-kernels.js";
 import { LINK_PROBE, FAIL_CONTEXT, SYNC_KERNELS } from "./distributed/sync-kernels.js";
-import { ALL_TO_ALL_PROGRAM, BARRIER_KERNELS } from "./ops/coll/programs.js";
+import { BARRIER_KERNELS } from "./ops/coll/programs.js";
 import { collectivePrograms } from "./ops/coll/registry.js";
 import { GEMM_PROGRAMS } from "./ops/gemm/programs.js";
 import { DECODE_PROGRAMS } from "./ops/gemm/decode-gemm.js";
-import { FUSED_PROGRAMS } from "./ops/fused/programs.js";
-import { arNormPrograms } from "./ops/norm/programs.js";
-import { MOE_PROGRAM } from "./ops/moe/moe.js";
-import { A2AV_PROGRAM } from "./ops/exchange/all-to-all.js";
-import { P2P_PROGRAM } from "./ops/exchange/p2p.js";
+import { opPrograms } from "./ops/op-records.js";
 
 export const PROGRAMS: readonly ProgramSpec[] = [
   TENSOR_KERNELS,
@@ -22,14 +19,9 @@ export const PROGRAMS: readonly ProgramSpec[] = [
   BARRIER_KERNELS,
   FAIL_CONTEXT,
   ...collectivePrograms(),
-  ALL_TO_ALL_PROGRAM,
   ...GEMM_PROGRAMS,
   ...DECODE_PROGRAMS,
-  ...FUSED_PROGRAMS,
-  ...arNormPrograms(),
-  MOE_PROGRAM,
-  P2P_PROGRAM,
-  A2AV_PROGRAM,
+  ...opPrograms(),
 ];
 
 export interface CatalogResult {

@@ -1,5 +1,6 @@
-// The registry of collective algorithms (src/ops/coll/registry.ts) is the one source of the algorithm
-// lists, auto's built-in rule and the docs' table: these checks hold the derived facts to it.
+// The registry of collective algorithms (src/ops/coll/registry.ts) and the other ops' records are the one
+// source of the algorithm lists, auto's rules and the docs' table: these checks hold the derived facts to
+// them.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -18,6 +19,17 @@ import {
 } from "../src/ops/coll/registry.js";
 import { BENCH_IMPLEMENTATIONS } from "../src/bench/collectives.js";
 import { algorithmTable } from "../src/ops/algorithm-table.js";
+import { CPU_EXCHANGE_ALGORITHMS } from "../src/ops/exchange/checks.js";
+import {
+  GPU_ALL_TO_ALL_AUTO,
+  GPU_ALL_TO_ALL_V_AUTO,
+  GPU_SEND_RECV_AUTO,
+} from "../src/ops/exchange/records.js";
+import { CPU_MOE_ALGORITHMS } from "../src/ops/moe/checks.js";
+import { GPU_MOE_AUTO } from "../src/ops/moe/records.js";
+import { autoPick } from "../src/ops/records.js";
+import { OP_RECORDS, opPrograms } from "../src/ops/op-records.js";
+import { PROGRAMS } from "../src/catalog.js";
 
 test("README's table of algorithms is the registry's", () => {
   const readme = fs.readFileSync(path.join(PACKAGE_ROOT, "README.md"), "utf8");
@@ -79,4 +91,52 @@ test("the catalog compiles every record's programs, each once", () => {
   assert.equal(new Set(names).size, names.length);
   // 7 reducing kernels x 3 dtypes x 3 ops, and 2 all-gather kernels.
   assert.equal(names.length, 7 * 9 + 2);
+  const catalog = PROGRAMS.map((p) => p.name);
+  assert.equal(new Set(catalog).size, catalog.length, "each program once");
+  // Every record's programs are in the catalog; the ops' programs are these (the GEMMs' are the GEMM
+  // programs, named by the catalog itself).
+  for (const [op, records] of OP_RECORDS)
+    for (const [name, r] of Object.entries(records))
+      for (const p of r.programs?.() ?? []) assert.ok(catalog.includes(p.name), `${op} ${name}: ${p.name}`);
+  assert.deepEqual(
+    opPrograms()
+      .map((p) => p.name)
+      .sort(),
+    [
+      "symmkit/coll/all_to_all_pull",
+      "symmkit/coll/all_to_all_v",
+      "symmkit/coll/p2p",
+      "symmkit/fused/all_gather_pull",
+      "symmkit/moe/moe",
+      ...[
+        "lamport_ar_rms_norm",
+        "lamport_two_shot_ar_rms_norm",
+        "pull_ar_rms_norm",
+        "pull_two_shot_ar_rms_norm",
+        "rms_norm_rows",
+      ].flatMap((k) => ["bf16", "f16"].map((d) => `symmkit/fused/${k}/${d}`)),
+    ].sort(),
+  );
+});
+
+test("exchange and MoE auto: the records' rules cover every situation, exactly one algorithm each, the ones measured", () => {
+  const bools = [false, true];
+  /** The one algorithm whose rule holds (a situation two rules claim would make record order decide). */
+  const only = <S>(order: readonly (readonly [string, (s: S) => boolean])[], s: S): string => {
+    const holding = order.filter(([, when]) => when(s)).map(([name]) => name);
+    assert.equal(holding.length, 1, `${JSON.stringify(s)}: ${holding.join(", ") || "no rule"} holds`);
+    assert.equal(autoPick(order, s), holding[0]);
+    return holding[0]!;
+  };
+  assert.equal(only(GPU_SEND_RECV_AUTO, undefined), "put");
+  for (const fitsStaging of bools)
+    assert.equal(only(GPU_ALL_TO_ALL_AUTO, { fitsStaging }), fitsStaging ? "pull" : "nccl");
+  for (const countsOnDevice of bools)
+    assert.equal(only(GPU_ALL_TO_ALL_V_AUTO, { countsOnDevice }), countsOnDevice ? "pull" : "nccl");
+  for (const capturing of bools)
+    for (const into of bools)
+      assert.equal(only(GPU_MOE_AUTO, { capturing, into }), capturing || into ? "pull_device" : "pull");
+  // The CPU backend runs one algorithm per op: auto is it.
+  for (const list of [CPU_EXCHANGE_ALGORITHMS, CPU_MOE_ALGORITHMS]) assert.deepEqual(list, ["auto", "pull"]);
+  assert.throws(() => autoPick([], {}), /miss a case/);
 });

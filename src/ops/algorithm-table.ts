@@ -1,23 +1,7 @@
 // The docs' table of every operation's algorithms (README.md carries it; test/algorithms.test.ts checks
 // it), from the records: the collectives' registry and each family's records (src/ops/records.ts).
 import { COLLECTIVE_ALGORITHMS, type CollectiveAlgorithm } from "./coll/registry.js";
-import { ALL_TO_ALL, ALL_TO_ALL_V, SEND_RECV } from "./exchange/records.js";
-import { FUSED_RECORDS } from "./fused/checks.js";
-import { HOSTS } from "./hosts-collectives.js";
-import { MOE } from "./moe/records.js";
-import { AR_NORM } from "./norm/records.js";
-import type { OpRecords } from "./records.js";
-
-/** The ops beside the collectives, by the name the table gives them. */
-const OPS: readonly (readonly [string, OpRecords])[] = [
-  ...Object.entries(FUSED_RECORDS),
-  ["all-reduce-rms-norm", AR_NORM],
-  ["send / recv / sendRecv", SEND_RECV],
-  ["all-to-all", ALL_TO_ALL],
-  ["all-to-all-v", ALL_TO_ALL_V],
-  ["dispatch / combine", MOE],
-  ["across hosts: all-reduce, all-gather, reduce-scatter", HOSTS],
-];
+import { OP_RECORDS } from "./op-records.js";
 
 const row = (
   op: string,
@@ -42,7 +26,7 @@ export function algorithmTable(): string {
       return row(r.collective, name, r.cpu ? "cuda, cpu" : "cuda", r.rankOrder, needs, r.summary);
     }),
   );
-  const ops = OPS.flatMap(([op, records]) =>
+  const ops = OP_RECORDS.flatMap(([op, records]) =>
     Object.entries(records).map(([name, r]) =>
       row(op, name, r.backends.join(", "), r.rankOrder, r.needs, r.summary),
     ),

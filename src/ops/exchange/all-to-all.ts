@@ -20,10 +20,9 @@ import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import { Graph } from "../../runtime/graph.js";
 import type { Kernel } from "../../runtime/kernel.js";
 import { copyDeviceToDevice, copyHostToDevice, DeviceMemory, memset } from "../../runtime/memory.js";
-import { sharedModule, type ProgramSpec } from "../../runtime/module.js";
+import { sharedModule } from "../../runtime/module.js";
 import type { Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
-import { WORLD_SIZES } from "../coll/programs.js";
 import { THREADS } from "../coll/registry.js";
 import { overlaps } from "../gemm/matmul.js";
 import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
@@ -45,13 +44,10 @@ import {
   type GpuAllToAllVAlgorithm,
 } from "./checks.js";
 import { ncclExchange, type ExchangeInput } from "./exchange.js";
+import { A2AV_PROGRAM } from "./programs.js";
+import { GPU_ALL_TO_ALL_AUTO, GPU_ALL_TO_ALL_V_AUTO } from "./records.js";
+import { autoPick } from "../records.js";
 
-/** allToAllV with the counts on the device (coll/all_to_all_v.cuh), one kernel per world size. */
-export const A2AV_PROGRAM: ProgramSpec = {
-  name: "symmkit/coll/all_to_all_v",
-  source: '#include "symmkit/coll/all_to_all_v.cuh"\n',
-  nameExpressions: [1, ...WORLD_SIZES].map((w) => `symmkit::a2av::all_to_all_v_pull<${w}>`),
-};
 /** all_to_all_v_pull: the staging buffer's SymmView; out, its row bytes, the side's bytes; recv counts,
  * the refusal record. */
 export const A2AV_PARAMS = [SYMM_VIEW_PARAM, "ptr", "u64", "u64", "ptr", "ptr"] as const;
@@ -153,8 +149,8 @@ export class GpuAllToAll {
       );
     this.#ctx.onDevice(what, x);
     this.#ctx.onDevice(what, out);
-    // auto is NCCL's until copy_engine is measured against it.
-    const algorithm = requested === "auto" ? "nccl" : requested;
+    const algorithm =
+      requested === "auto" ? autoPick(GPU_ALL_TO_ALL_V_AUTO, { countsOnDevice: false }) : requested;
     const recvCounts = this.#allToAllV(
       what,
       x,
@@ -167,9 +163,10 @@ export class GpuAllToAll {
     return { output: out, recvCounts };
   }
 
-  /** What auto runs: pull when the staging buffer holds x (or x is symmetric), else nccl. */
+  /** What auto runs (the records' rules, over whether the staging buffer holds x or x is symmetric). */
   autoAllToAll(input: ExchangeInput, x: Tensor): Exclude<GpuAllToAllAlgorithm, "auto"> {
-    return !(input instanceof Tensor) || x.nbytes <= this.#ctx.capacityBytes ? "pull" : "nccl";
+    const fitsStaging = !(input instanceof Tensor) || x.nbytes <= this.#ctx.capacityBytes;
+    return autoPick(GPU_ALL_TO_ALL_AUTO, { fitsStaging });
   }
 
   #allToAll(

@@ -12,7 +12,7 @@ import { MAX_SYMMETRIC_WORLD } from "../../distributed/symmetric-memory.js";
 import type { Kernel } from "../../runtime/kernel.js";
 import { copyDeviceToDevice } from "../../runtime/memory.js";
 import { Event } from "../../runtime/event.js";
-import { sharedModule, type ProgramSpec } from "../../runtime/module.js";
+import { sharedModule } from "../../runtime/module.js";
 import { Stream } from "../../runtime/stream.js";
 import type { Tensor } from "../../runtime/tensor.js";
 import { THREADS } from "../coll/registry.js";
@@ -20,17 +20,15 @@ import { overlaps } from "../gemm/matmul.js";
 import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
 import { checkAlgorithm, checkPeer, checkTensorArg } from "../validate.js";
 import { checkSendRecv, GPU_SEND_RECV_ALGORITHMS, type GpuSendRecvAlgorithm } from "./checks.js";
+import { P2P_PROGRAM } from "./programs.js";
+import { GPU_SEND_RECV_AUTO } from "./records.js";
+import { autoPick } from "../records.js";
 import { bytes } from "./exchange.js";
 
 /** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
 export const P2P_CHUNK_BYTES = 1 << 20;
 /** p2p.cuh's kMaxBlocks. */
 export const P2P_MAX_BLOCKS = 16;
-export const P2P_PROGRAM: ProgramSpec = {
-  name: "symmkit/coll/p2p",
-  source: '#include "symmkit/coll/p2p.cuh"\n',
-  nameExpressions: ["symmkit::p2p::p2p_put", "symmkit::p2p::p2p_ce_signal"],
-};
 /** p2p_ce_signal: the inbox's SymmView; the peer waited for and its slot, the peer signalled and its slot
  * (P2P_NONE: none), the message's CallTag. */
 export const P2P_SIGNAL_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u32", "u32", CALL_TAG_PARAM] as const;
@@ -178,7 +176,7 @@ export class GpuPointToPoint {
     const stream = g.stream(options);
     g.group.watch.throwIfFailed();
     g.group.noteCapture(stream);
-    return [stream, algorithm === "auto" ? "put" : algorithm];
+    return [stream, algorithm === "auto" ? autoPick(GPU_SEND_RECV_AUTO, undefined) : algorithm];
   }
 
   /** copy_engine's signal kernel, resolved before a call enqueues anything: a first use compiles or loads

@@ -1,6 +1,21 @@
 // send/recv, allToAll and allToAllV: their algorithms, one record each (the shape: src/ops/records.ts).
-// They move bits, so every algorithm gives the reference's.
-import type { OpRecords } from "../records.js";
+// They move bits, so every algorithm gives the reference's. Auto's rules are in the records (autoWhen)
+// over what each op's auto knows of the call: nothing for send/recv, whether the staging buffer holds x
+// for allToAll, where the counts are for allToAllV.
+import { ALL_TO_ALL_PROGRAM } from "../coll/programs.js";
+import { autoOrder, type OpRecords } from "../records.js";
+import { A2AV_PROGRAM, P2P_PROGRAM } from "./programs.js";
+
+/** What allToAll's auto knows: whether the staging buffer holds x (or x is symmetric, read in place). */
+export interface AllToAllSituation {
+  readonly fitsStaging: boolean;
+}
+/** What allToAllV's auto knows: whether the counts come on the device (an i32 tensor) or as an array. */
+export interface AllToAllVSituation {
+  readonly countsOnDevice: boolean;
+}
+
+const always = (): boolean => true;
 
 export const SEND_RECV = {
   put: {
@@ -10,6 +25,8 @@ export const SEND_RECV = {
     rankOrder: true,
     needs: ["inbox"],
     kinds: ["send-recv"],
+    programs: () => [P2P_PROGRAM],
+    autoWhen: always,
   },
   copy_engine: {
     summary:
@@ -18,6 +35,7 @@ export const SEND_RECV = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["send-recv/copy_engine"],
+    programs: () => [P2P_PROGRAM],
   },
   nccl: {
     summary: "NCCL's send and receive (sendRecv as one NCCL group)",
@@ -32,6 +50,7 @@ export const SEND_RECV = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["send-recv"],
+    autoWhen: always,
   },
 } as const satisfies OpRecords;
 
@@ -43,6 +62,8 @@ export const ALL_TO_ALL = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["all-to-all/pull"],
+    programs: () => [ALL_TO_ALL_PROGRAM],
+    autoWhen: (s: AllToAllSituation) => s.fitsStaging,
   },
   nccl: {
     summary:
@@ -51,9 +72,11 @@ export const ALL_TO_ALL = {
     rankOrder: true,
     needs: [],
     kinds: ["all-to-all/nccl"],
+    autoWhen: (s: AllToAllSituation) => !s.fitsStaging,
   },
 } as const satisfies OpRecords;
 
+// Auto takes NCCL for counts as an array until copy_engine is measured against it.
 export const ALL_TO_ALL_V = {
   copy_engine: {
     summary:
@@ -69,6 +92,7 @@ export const ALL_TO_ALL_V = {
     rankOrder: true,
     needs: ["host wait"],
     kinds: ["all-to-all-v/nccl"],
+    autoWhen: (s: AllToAllVSituation) => !s.countsOnDevice,
   },
   pull: {
     summary:
@@ -77,5 +101,12 @@ export const ALL_TO_ALL_V = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["all-to-all-v/pull"],
+    programs: () => [A2AV_PROGRAM],
+    autoWhen: (s: AllToAllVSituation) => s.countsOnDevice,
   },
 } as const satisfies OpRecords;
+
+/** What auto may run on GPUs, per op (autoPick takes the first whose rule holds). */
+export const GPU_SEND_RECV_AUTO = autoOrder(SEND_RECV, "cuda");
+export const GPU_ALL_TO_ALL_AUTO = autoOrder(ALL_TO_ALL, "cuda");
+export const GPU_ALL_TO_ALL_V_AUTO = autoOrder(ALL_TO_ALL_V, "cuda");

@@ -9,6 +9,7 @@
 // all-gather + GEMM cuBLASLt's small-m GEMM beats symmkit's 128 x 256 tiles, so NCCL + cuBLASLt runs
 // there. GEMM + all-reduce: sequential until a tune table says otherwise (docs/perf-notes.md).
 import type { OpAlgorithm } from "../records.js";
+import { FUSED_PROGRAMS } from "./programs.js";
 
 export interface FusedRecord extends OpAlgorithm {
   /** auto's built-in rule: picked for rows up to this bound, the smallest bound that holds the rows. */
@@ -25,6 +26,7 @@ export const ALL_GATHER_MATMUL = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["all-gather-matmul/fused"],
+    programs: () => FUSED_PROGRAMS,
   },
   fused_copy_engine: {
     summary: "the copy engines pull the peers' shards while the GEMM walks them in arrival order",
@@ -32,6 +34,7 @@ export const ALL_GATHER_MATMUL = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["all-gather-matmul/fused_copy_engine"],
+    programs: () => FUSED_PROGRAMS,
     autoMaxRows: ANY_ROWS,
   },
   fused_pull: {
@@ -40,6 +43,7 @@ export const ALL_GATHER_MATMUL = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["all-gather-matmul/fused_pull"],
+    programs: () => FUSED_PROGRAMS,
   },
   sequential: {
     summary: "symmkit's all-gather, then symmkit's GEMM",

@@ -27,10 +27,9 @@ import {
   copyHostToDevice,
   DeviceMemory,
 } from "../../runtime/memory.js";
-import { sharedModule, type ProgramSpec } from "../../runtime/module.js";
+import { sharedModule } from "../../runtime/module.js";
 import type { Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
-import { WORLD_SIZES } from "../coll/programs.js";
 import { overlaps } from "../gemm/matmul.js";
 import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
 import {
@@ -49,22 +48,12 @@ import {
   type MoeHandle,
   type MoeProblem,
 } from "./checks.js";
+import { MOE_PROGRAM } from "./programs.js";
+import { GPU_MOE_AUTO } from "./records.js";
 import { receivedCounts, routeBases } from "./route.js";
+import { autoPick } from "../records.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
 
-export const MOE_PROGRAM: ProgramSpec = {
-  name: "symmkit/moe/moe",
-  source: '#include "symmkit/moe/moe.cuh"\n',
-  nameExpressions: [
-    "symmkit::moe::moe_positions",
-    "symmkit::moe::moe_combine",
-    // World 1 too: a lone rank's experts are all local, and the gather is its layout.
-    ...[1, ...WORLD_SIZES].flatMap((w) => [
-      `symmkit::moe::moe_gather<${w}>`,
-      `symmkit::moe::moe_route<${w}>`,
-    ]),
-  ],
-};
 /** moe_route: the staging buffer's SymmView; experts, local experts, combine's row bytes, the staging
  * buffer's bytes; the plan, counts out, the handle's experts and rows and its pairs, the refusal record. */
 const ROUTE_PARAMS = [
@@ -233,13 +222,9 @@ export class GpuMoe {
     for (const t of [tokens, topkIdx, topkWeights, o.scales]) if (t) ctx.onDevice(what, t);
     const stream = ctx.stream(o);
     const capturing = Graph.activeCapture(stream) !== undefined;
-    // auto: the device routes inside a capture and into a given result; the host otherwise (its errors
-    // are thrown by the call itself).
     const algorithm =
       o.algorithm === "auto" || o.algorithm === undefined
-        ? capturing || o.into !== undefined
-          ? "pull_device"
-          : "pull"
+        ? autoPick(GPU_MOE_AUTO, { capturing, into: o.into !== undefined })
         : o.algorithm;
     if (algorithm === "pull" && capturing)
       throw new InvalidArgumentError(

@@ -1,6 +1,15 @@
 // MoE dispatch and combine: their algorithms, one record each (the shape: src/ops/records.ts). Both give
-// the host reference's bits (src/ops/moe/route.ts).
-import type { OpRecords } from "../records.js";
+// the host reference's bits (src/ops/moe/route.ts). Auto routes on the device inside a capture and into a
+// given result, on the host otherwise (its errors then thrown by the call itself).
+import { autoOrder, type OpRecords } from "../records.js";
+import { MOE_PROGRAM } from "./programs.js";
+
+/** What dispatch's auto knows: whether the call is being captured, and whether it writes into a given
+ * result (`into`). */
+export interface MoeSituation {
+  readonly capturing: boolean;
+  readonly into: boolean;
+}
 
 export const MOE = {
   pull: {
@@ -10,6 +19,8 @@ export const MOE = {
     rankOrder: true,
     needs: ["staging buffer", "host wait"],
     kinds: ["moe-dispatch/pull", "moe-combine/pull", "moe-combine/in-place"],
+    programs: () => [MOE_PROGRAM],
+    autoWhen: (s: MoeSituation) => !s.capturing && !s.into,
   },
   pull_device: {
     summary:
@@ -18,5 +29,10 @@ export const MOE = {
     rankOrder: true,
     needs: ["staging buffer"],
     kinds: ["moe-dispatch/pull_device"],
+    programs: () => [MOE_PROGRAM],
+    autoWhen: (s: MoeSituation) => s.capturing || s.into,
   },
 } as const satisfies OpRecords;
+
+/** What dispatch's auto may run on GPUs (autoPick takes the first whose rule holds). */
+export const GPU_MOE_AUTO = autoOrder(MOE, "cuda");

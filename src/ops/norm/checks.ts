@@ -5,6 +5,7 @@ import { InvalidArgumentError } from "../../errors.js";
 import type { DType } from "../../runtime/dtype.js";
 import { algorithmList, autoCandidates } from "../records.js";
 import { checkTensorArg } from "../validate.js";
+import { NORM_DTYPES } from "./programs.js";
 import { AR_NORM } from "./records.js";
 
 /** allReduceRmsNorm's algorithms on GPUs, auto first (what each does: ./records.ts). */
@@ -40,8 +41,6 @@ export function ncclNormTolerance(dtype: DType, world: number): number {
   return world * (dtype === "bf16" ? 2 ** -7 : 2 ** -10);
 }
 
-/** Dtypes of x (and weight, bias, residual): accumulated and normalised in f32. */
-export const NORM_DTYPES: readonly DType[] = ["bf16", "f16"];
 /** Hidden sizes the kernels take: multiples of 8 up to this (a row is one block of 512 threads, 4 groups
  * of 8 elements each). */
 export const MAX_NORM_HIDDEN = 16384;

@@ -4,8 +4,11 @@ import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layout
 import { DTYPES, type DType } from "../../runtime/dtype.js";
 import type { ParamType } from "../../runtime/kernel.js";
 import type { ProgramSpec } from "../../runtime/module.js";
-import { NORM_DTYPES } from "./checks.js";
 import { WORLD_SIZES } from "../coll/programs.js";
+
+/** The dtypes the kernels are made for: those of x (and weight, bias, residual), accumulated and
+ * normalised in f32. */
+export const NORM_DTYPES: readonly DType[] = ["bf16", "f16"];
 
 export type ArNormKernel =
   | "lamport_ar_rms_norm"
@@ -55,9 +58,7 @@ export function arNormProgram(kernel: ArNormKernel, dtype: DType): ProgramSpec {
   };
 }
 
-/** Every program of the op, for the catalog. */
-export function arNormPrograms(): ProgramSpec[] {
-  return (Object.keys(AR_NORM_PARAMS) as ArNormKernel[]).flatMap((k) =>
-    NORM_DTYPES.map((d) => arNormProgram(k, d)),
-  );
+/** `kernel`'s programs, one per dtype of NORM_DTYPES. */
+export function arNormPrograms(kernel: ArNormKernel): ProgramSpec[] {
+  return NORM_DTYPES.map((d) => arNormProgram(kernel, d));
 }

@@ -3,7 +3,7 @@
 // reference's bits (the norm's order is fixed: device/include/symmkit/fused/ar_rms_norm.cuh); nccl sums
 // in NCCL's order, the same on 2 ranks, within rounding beyond.
 import type { OpAlgorithm } from "../records.js";
-import type { ArNormKernel } from "./programs.js";
+import { arNormPrograms, type ArNormKernel } from "./programs.js";
 
 /** What an algorithm needs for `bytes` of x per rank in `rows` rows at `world` ranks: bytes pushed to
  * each peer's mailbox, and of the staging buffer (a symmetric x read in place needs none). Both fields
@@ -36,6 +36,7 @@ export const AR_NORM = {
     needs: ["mailbox"],
     kinds: ["all-reduce-rms-norm/lamport"],
     kernel: "lamport_ar_rms_norm",
+    programs: () => arNormPrograms("lamport_ar_rms_norm"),
     autoMaxBytes: AR_NORM_LAMPORT_MAX_BYTES,
     room: (bytes) => ({ mailbox: bytes, staging: 0 }),
   },
@@ -47,6 +48,7 @@ export const AR_NORM = {
     needs: ["mailbox"],
     kinds: ["all-reduce-rms-norm/lamport_two_shot"],
     kernel: "lamport_two_shot_ar_rms_norm",
+    programs: () => arNormPrograms("lamport_two_shot_ar_rms_norm"),
     autoMaxBytes: AR_NORM_LAMPORT_TWO_SHOT_MAX_BYTES,
     room: (bytes, rows, world) => ({ mailbox: 2 * Math.ceil(rows / world) * (bytes / rows), staging: 0 }),
   },
@@ -58,6 +60,7 @@ export const AR_NORM = {
     needs: ["staging buffer"],
     kinds: ["all-reduce-rms-norm/one_shot"],
     kernel: "pull_ar_rms_norm",
+    programs: () => arNormPrograms("pull_ar_rms_norm"),
     autoMaxBytes: Infinity,
     room: (bytes, _rows, _world, inPlace) => ({ mailbox: 0, staging: inPlace ? 0 : bytes }),
   },
@@ -68,6 +71,7 @@ export const AR_NORM = {
     needs: ["staging buffer"],
     kinds: ["all-reduce-rms-norm/two_shot"],
     kernel: "pull_two_shot_ar_rms_norm",
+    programs: () => arNormPrograms("pull_two_shot_ar_rms_norm"),
     room: (bytes) => ({ mailbox: 0, staging: bytes }),
   },
   sequential: {
@@ -76,6 +80,7 @@ export const AR_NORM = {
     rankOrder: true,
     needs: [],
     kinds: ["all-reduce-rms-norm/sequential"],
+    programs: () => arNormPrograms("rms_norm_rows"),
   },
   nccl: {
     summary: "NCCL's all-reduce, then the same norm kernel (NCCL's order of summation)",
@@ -83,5 +88,6 @@ export const AR_NORM = {
     rankOrder: false,
     needs: [],
     kinds: ["all-reduce-rms-norm/nccl"],
+    programs: () => arNormPrograms("rms_norm_rows"),
   },
 } as const satisfies Readonly<Record<string, ArNormRecord>>;

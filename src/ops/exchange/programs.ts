@@ -1,0 +1,19 @@
+// The exchange ops' kernels (their records name them; the catalog compiles them): send/recv's put and
+// copy-engine signal kernels, allToAllV's pull with the counts on the device. allToAll's pull kernel is a
+// collective program (../coll/programs.ts).
+import type { ProgramSpec } from "../../runtime/module.js";
+import { WORLD_SIZES } from "../coll/programs.js";
+
+/** send/recv (coll/p2p.cuh): put's pipeline and copy_engine's signals. */
+export const P2P_PROGRAM: ProgramSpec = {
+  name: "symmkit/coll/p2p",
+  source: '#include "symmkit/coll/p2p.cuh"\n',
+  nameExpressions: ["symmkit::p2p::p2p_put", "symmkit::p2p::p2p_ce_signal"],
+};
+
+/** allToAllV with the counts on the device (coll/all_to_all_v.cuh), one kernel per world size. */
+export const A2AV_PROGRAM: ProgramSpec = {
+  name: "symmkit/coll/all_to_all_v",
+  source: '#include "symmkit/coll/all_to_all_v.cuh"\n',
+  nameExpressions: [1, ...WORLD_SIZES].map((w) => `symmkit::a2av::all_to_all_v_pull<${w}>`),
+};
