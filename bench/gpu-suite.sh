@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU suite at one world size, in one call: every rank program of test/gpu/ranks on the first WORLD
-# GPUs (each timed, its output in $OUT), the fused ops' missing-rank timeouts, then the fault tests
+# The GPU suite at one world size, in one call: every rank program of test/gpu/ranks, and exchange (the
+# program both backends run, test/programs/exchange.ts, here on cuda), on the first WORLD GPUs (each
+# timed, its output in $OUT), the fused ops' missing-rank timeouts, then the fault tests
 # (faults, fault-matrix: their rank programs at this world). Run from the repo root, after building and
 # staging, as
 #   SYMMKIT_GIT_REVISION=<rev> WORLD=4 .gpustage/boot.sh bash bench/gpu-suite.sh
@@ -34,7 +35,9 @@ timed() {
 ranks() {
   local name=$1
   shift
-  timed "$name-w$world" bash -c "$* node dist/src/cli.js run -n $world dist/test/gpu/ranks/$name.js 2>&1 | tee '$out/$name-w$world.txt'; exit \${PIPESTATUS[0]}"
+  local program="dist/test/gpu/ranks/$name.js"
+  [[ $name == exchange ]] && program="dist/test/programs/exchange.js cuda"
+  timed "$name-w$world" bash -c "$* node dist/src/cli.js run -n $world $program 2>&1 | tee '$out/$name-w$world.txt'; exit \${PIPESTATUS[0]}"
 }
 step gpu nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 timed warm node bench/warm-kernels.mjs

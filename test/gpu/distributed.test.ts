@@ -1,11 +1,12 @@
-// The distributed runtime on several GPUs of one host: runs the rank programs of test/gpu/ranks under
-// `symmkit run` at every world size this machine allows (2, 3 and 4 GPUs).
+// The distributed runtime on several GPUs of one host: runs the rank programs of test/gpu/ranks, and the
+// exchange program both backends run (test/programs), under `symmkit run` at every world size this
+// machine allows (2, 3 and 4 GPUs).
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { runRanks, skipReason } from "./gpu.js";
+import { EXCHANGE_PROGRAM, runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gpus = skipReason ? 0 : deviceCount();
@@ -95,9 +96,9 @@ for (const n of [2, 3, 4]) {
     `send, recv, sendRecv, allToAll and allToAllV at world size ${n}: exact, every dtype, uneven counts, graphs, stragglers, bad inputs`,
     { skip },
     () => {
-      const r = run(n, "exchange.js");
+      const r = runRanks(n, EXCHANGE_PROGRAM, { args: ["cuda"], timeoutMs: 300_000 });
       assert.equal(r.status, 0);
-      assert.equal(r.out.match(/gpu exchange ok/g)?.length, n);
+      assert.equal(r.out.match(/cuda exchange ok/g)?.length, n);
     },
   );
 }

@@ -27,7 +27,10 @@ export function testSeed(): bigint {
   return seed;
 }
 
-const cli = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "src", "cli.js");
+const here = path.dirname(fileURLToPath(import.meta.url));
+const cli = path.join(here, "..", "..", "src", "cli.js");
+/** The exchange rank program both backends run (test/programs/exchange.ts); GPUs pass it `cuda`. */
+export const EXCHANGE_PROGRAM = path.join(here, "..", "programs", "exchange.js");
 
 /** Prints a job's output as test diagnostics ("# " lines), only the lines matching `shown` if given. */
 export function showOutput(out: string, shown?: RegExp): void {
@@ -36,16 +39,23 @@ export function showOutput(out: string, shown?: RegExp): void {
 }
 
 /**
- * Runs rank program `script` (a path) under `symmkit run -n n [launcherArgs]` with `env` added, and shows
- * its output: the exit status, all it printed, and how long it took.
+ * Runs rank program `script` (a path) with `args` under `symmkit run -n n [launcherArgs]` with `env` added,
+ * and shows its output: the exit status, all it printed, and how long it took.
  */
 export function runRanks(
   n: number,
   script: string,
-  o: { env?: Record<string, string>; timeoutMs: number; launcherArgs?: string[]; shown?: RegExp },
+  o: {
+    env?: Record<string, string>;
+    timeoutMs: number;
+    launcherArgs?: string[];
+    args?: readonly string[];
+    shown?: RegExp;
+  },
 ): { status: number | null; out: string; ms: number } {
   const t0 = Date.now();
-  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), ...(o.launcherArgs ?? []), script], {
+  const command = [...(o.launcherArgs ?? []), script, ...(o.args ?? [])];
+  const r = spawnSync(process.execPath, [cli, "run", "-n", String(n), ...command], {
     encoding: "utf8",
     timeout: o.timeoutMs,
     env: { ...process.env, ...o.env },

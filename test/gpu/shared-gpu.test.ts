@@ -9,7 +9,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { runRanks, skipReason } from "./gpu.js";
+import { EXCHANGE_PROGRAM, runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gpus = skipReason ? 0 : deviceCount();
@@ -21,32 +21,40 @@ if (skip) console.log(`# shared-GPU tests skipped: ${skip}`);
 const run = (
   n: number,
   script: string,
-  env: Record<string, string> = {},
+  o: { env?: Record<string, string>; args?: readonly string[] } = {},
 ): { status: number | null; out: string } =>
-  runRanks(n, path.join(here, "ranks", script), { env, timeoutMs: 400_000, launcherArgs: ["--share-gpus"] });
+  runRanks(n, script, { ...o, timeoutMs: 400_000, launcherArgs: ["--share-gpus"] });
+const rankProgram = (script: string): string => path.join(here, "ranks", script);
 
+/** Each program: its path and arguments, what each rank prints once it passes, the world sizes. */
 const PROGRAMS = [
-  ["gemm-ar.js", "gpu gemm-ar ok", [2, 3]],
-  ["fused.js", "gpu fused ok", [2]],
-  ["moe.js", "gpu moe ok", [2, 3]],
-  ["exchange.js", "gpu exchange ok", [2]],
-  ["ar-norm.js", "gpu ar-norm ok", [2]],
+  [rankProgram("gemm-ar.js"), [], "gpu gemm-ar ok", [2, 3]],
+  [rankProgram("fused.js"), [], "gpu fused ok", [2]],
+  [rankProgram("moe.js"), [], "gpu moe ok", [2, 3]],
+  [EXCHANGE_PROGRAM, ["cuda"], "cuda exchange ok", [2]],
+  [rankProgram("ar-norm.js"), [], "gpu ar-norm ok", [2]],
 ] as const;
 
-for (const [script, ok, worlds] of PROGRAMS)
+for (const [script, args, ok, worlds] of PROGRAMS)
   for (const n of worlds)
-    test(`${script} with ${n} ranks on one GPU: every check of the rank program`, { skip }, () => {
-      const r = run(n, script);
-      assert.equal(r.status, 0);
-      assert.equal(r.out.match(new RegExp(ok, "g"))?.length, n);
-    });
+    test(
+      `${path.basename(script)} with ${n} ranks on one GPU: every check of the rank program`,
+      { skip },
+      () => {
+        const r = run(n, script, { args });
+        assert.equal(r.status, 0);
+        assert.equal(r.out.match(new RegExp(ok, "g"))?.length, n);
+      },
+    );
 
 for (const op of ["rs", "ar", "ag"])
   test(
     `fused ${op} with 2 ranks on one GPU: the rank that never runs it is named by a timeout`,
     { skip },
     () => {
-      const r = run(2, "fused-timeout.js", { SYMMKIT_SYNC_TIMEOUT_MS: "3000", FUSED_OP: op });
+      const r = run(2, rankProgram("fused-timeout.js"), {
+        env: { SYMMKIT_SYNC_TIMEOUT_MS: "3000", FUSED_OP: op },
+      });
       assert.equal(r.status, 0);
       assert.equal(r.out.match(/timeout naming rank 1 after/g)?.length, 1);
     },

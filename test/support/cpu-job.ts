@@ -11,16 +11,18 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, "..", "..", "src", "cli.js");
 const fixtures = path.join(here, "..", "fixtures");
 
-/** `symmkit run -n n fixtures/script` with `env` added; its exit status and all it printed. */
+/** `symmkit run -n n script ...args` (`script` a file of test/fixtures, or a path) with `env` added; its
+ * exit status and all it printed. */
 export function runJob(
   n: number,
   script: string,
   env: Record<string, string> = {},
+  args: readonly string[] = [],
 ): { status: number | null; out: string; ms: number } {
   const start = performance.now();
   const r = spawnSync(
     process.execPath,
-    [cli, "run", "-n", String(n), "--grace-ms", "1000", path.join(fixtures, script)],
+    [cli, "run", "-n", String(n), "--grace-ms", "1000", path.resolve(fixtures, script), ...args],
     {
       encoding: "utf8",
       timeout: 120_000,

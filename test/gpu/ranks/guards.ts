@@ -1,26 +1,15 @@
 // What the GPU rank programs share: outputs they poison and fence (a NaN-filled tensor inside GUARD
-// elements of poison on each side, and the check that a kernel wrote nothing past its output), and the
-// time each section of a program took, so that a world where a program runs long shows where.
+// elements of poison on each side, made as test/support/tensors.ts makes them on either backend, and the
+// check that a kernel wrote nothing past its output), and the time each section of a program took, so
+// that a world where a program runs long shows where.
 import assert from "node:assert/strict";
-import { dtypeInfo, type DType } from "../../../src/runtime/dtype.js";
+import type { DType } from "../../../src/runtime/dtype.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
-
-export const GUARD = 4096;
-
-/** The poison: NaN, or for integers 0xa5 in every byte. */
-const POISON: Partial<Record<DType, number | bigint>> = {
-  i64: -0x5a5a5a5a5a5a5a5bn,
-  i32: -0x5a5a5a5b,
-  u32: 0xa5a5a5a5,
-  u8: 0xa5,
-};
+import { GUARD, poisonedIn } from "../../support/tensors.js";
 
 /** A poisoned tensor of `shape` inside guards; returns [whole, the tensor]. */
-export function poisoned(dtype: DType, shape: readonly number[]): [Tensor, Tensor] {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const whole = Tensor.full([n + 2 * GUARD], dtypeInfo(dtype).float ? NaN : POISON[dtype]!, dtype);
-  return [whole, whole.slice(GUARD, GUARD + n).view([...shape])];
-}
+export const poisoned = (dtype: DType, shape: readonly number[]): [Tensor, Tensor] =>
+  poisonedIn(Tensor, dtype, shape);
 
 /** The guards around a `poisoned` tensor still hold the poison. */
 export function guardsIntact(whole: Tensor, what: string): void {
