@@ -8,7 +8,6 @@ import { InvalidArgumentError } from "../errors.js";
 import { fingerprint, type CallShape, type CallTag } from "../distributed/fingerprint.js";
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { ProcessGroup } from "../distributed/process-group.js";
-import type { GpuCollectives } from "./gpu-collectives.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import { MAILBOX_HEADER_BYTES, MAILBOX_STATE_LAYOUT } from "../distributed/device-layouts.js";
 import type { Device } from "../runtime/device.js";
@@ -43,8 +42,8 @@ import {
   type CollectiveCall,
   type CollectiveContext,
 } from "./coll/registry.js";
-import { P2P_CHUNK_BYTES } from "./exchange/p2p.js";
-import { STAGING_PAD_BYTES } from "./fused/fused-matmul.js";
+import { P2P_CHUNK_BYTES } from "./exchange/programs.js";
+import { STAGING_PAD_BYTES } from "./fused/programs.js";
 import { overlaps } from "./gemm/matmul.js";
 import { Memo3 } from "./memo.js";
 import { checkSameGpus } from "./same-gpus.js";
@@ -79,6 +78,22 @@ export interface CollectiveOptions {
   readonly stream?: Stream;
 }
 
+/** What the context and the families use of the process group, whatever collectives it carries (so that
+ * this layer needs no facade's type). */
+export type GroupOfGpu = Pick<
+  ProcessGroup,
+  | "device"
+  | "rank"
+  | "worldSize"
+  | "ranks"
+  | "store"
+  | "sharesGpus"
+  | "watch"
+  | "noteCapture"
+  | "symmetric"
+  | "nccl"
+>;
+
 export interface GpuCollectivesOptions {
   /** Bytes one rank may push to one peer in one mailbox call (a multiple of 16). */
   readonly mailboxSlotBytes?: number;
@@ -110,7 +125,7 @@ export interface GpuAlgorithms {
 }
 
 export class GpuGroup implements CollectiveContext {
-  readonly group: ProcessGroup<GpuCollectives>;
+  readonly group: GroupOfGpu;
   readonly device: Device;
   readonly rank: number;
   readonly world: number;
@@ -137,7 +152,7 @@ export class GpuGroup implements CollectiveContext {
   readonly #allGather = new Map<AllGatherKernel, Kernel>();
 
   private constructor(
-    group: ProcessGroup<GpuCollectives>,
+    group: GroupOfGpu,
     staging: SymmetricTensor,
     mailbox: Mailbox,
     inbox: SymmetricTensor,
@@ -181,7 +196,7 @@ export class GpuGroup implements CollectiveContext {
    * ProcessGroup) before anyone can push.
    */
   static async create(
-    group: ProcessGroup<GpuCollectives>,
+    group: GroupOfGpu,
     stagingBytes: number,
     options: GpuCollectivesOptions = {},
   ): Promise<GpuGroup> {

@@ -22,11 +22,24 @@ import {
   CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
 } from "../cuda/driver.js";
 import { NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
-import type { Device } from "./device.js";
 import { driver } from "./libcuda.js";
-import type { Stream } from "./stream.js";
 
-const pools = new Map<Device, MemoryPool>();
+const pools = new Map<PoolDevice, MemoryPool>();
+
+/** What the pool needs of a device (a Device: this module sits below it, and it asks for its pool). */
+export interface PoolDevice {
+  readonly ordinal: number;
+  readonly handle: number;
+  readonly props: { readonly memoryPools: boolean };
+  makeCurrent(): void;
+  synchronize(): void;
+}
+
+/** What the pool needs of a stream (a Stream; this module sits below streams and devices). */
+export interface PoolStream {
+  readonly handle: Ptr;
+  readonly disposed: boolean;
+}
 
 /** Blocks larger than this go back to the pool at once: a driver call is nothing beside their use. */
 const KEEP_BLOCK_MAX_BYTES = 16 << 20;
@@ -37,7 +50,7 @@ const KEEP_TOTAL_MAX_BYTES = 256 << 20;
 
 /** A CUmemAccessDesc (12 bytes) granting `device` read and write access, for cuMemSetAccess and
  * cuMemPoolSetAccess; the caller frees it. */
-export function readWriteAccess(device: Device): NativeBlock {
+export function readWriteAccess(device: PoolDevice): NativeBlock {
   const desc = new NativeBlock(12);
   desc.view.setUint32(0, CU_MEM_LOCATION_TYPE_DEVICE, true);
   desc.view.setInt32(4, device.ordinal, true);
@@ -46,21 +59,21 @@ export function readWriteAccess(device: Device): NativeBlock {
 }
 
 export class MemoryPool {
-  readonly device: Device;
+  readonly device: PoolDevice;
   readonly #handle: Ptr;
   /** The cuuint64_t the attribute calls read and write. */
   readonly #value = new NativeBlock(8);
   /** Freed blocks kept for their stream, by stream and size (see the module's comment). */
-  readonly #kept = new Map<Stream, Map<number, Ptr[]>>();
+  readonly #kept = new Map<PoolStream, Map<number, Ptr[]>>();
   #keptBytes = 0;
 
-  private constructor(device: Device, handle: Ptr) {
+  private constructor(device: PoolDevice, handle: Ptr) {
     this.device = device;
     this.#handle = handle;
   }
 
   /** The device's pool, created on first use. */
-  static of(device: Device): MemoryPool {
+  static of(device: PoolDevice): MemoryPool {
     let pool = pools.get(device);
     if (pool) return pool;
     device.makeCurrent();
@@ -86,13 +99,13 @@ export class MemoryPool {
   }
 
   /** Whether the device has stream-ordered pools (some virtualised GPUs do not). */
-  static supported(device: Device): boolean {
+  static supported(device: PoolDevice): boolean {
     return device.props.memoryPools;
   }
 
   /** Lets kernels on `peer` dereference this pool's memory (as Device.enablePeerAccess does for plain
    * memory, which a pool's does not follow). */
-  grantAccess(peer: Device): void {
+  grantAccess(peer: PoolDevice): void {
     const desc = readWriteAccess(peer);
     try {
       check(driver().cuMemPoolSetAccess(this.#handle, desc.ptr, 1), "cuMemPoolSetAccess");
@@ -106,7 +119,7 @@ export class MemoryPool {
    * that ran out of memory does before it tries again (the pools never give memory back on their own).
    * False if there was no pool to trim.
    */
-  static releaseCached(device: Device): boolean {
+  static releaseCached(device: PoolDevice): boolean {
     const pool = pools.get(device);
     if (!pool) return false;
     device.synchronize();
@@ -115,7 +128,7 @@ export class MemoryPool {
   }
 
   /** `bytes` in `stream`'s order (see the module's comment). */
-  alloc(bytes: number, stream: Stream): Ptr {
+  alloc(bytes: number, stream: PoolStream): Ptr {
     const kept = this.#kept.get(stream)?.get(bytes)?.pop();
     if (kept !== undefined) {
       this.#keptBytes -= bytes;
@@ -132,7 +145,7 @@ export class MemoryPool {
 
   /** Gives `ptr` (`bytes` long) back once `stream` reaches this point: kept for the stream's next
    * allocation of that size if it is small, else to the pool. */
-  free(ptr: Ptr, bytes: number, stream: Stream): void {
+  free(ptr: Ptr, bytes: number, stream: PoolStream): void {
     if (bytes <= KEEP_BLOCK_MAX_BYTES) {
       if (this.#keptBytes + bytes > KEEP_TOTAL_MAX_BYTES) this.#releaseKept();
       let sizes = this.#kept.get(stream);
@@ -149,7 +162,7 @@ export class MemoryPool {
   }
 
   /** Frees in `stream`'s order (0n: the NULL stream, for memory no queued work uses). */
-  #free(ptr: Ptr, stream: Stream | 0n): void {
+  #free(ptr: Ptr, stream: PoolStream | 0n): void {
     this.device.makeCurrent();
     check(driver().cuMemFreeAsync(ptr, stream === 0n ? 0n : stream.handle), "cuMemFreeAsync");
   }

@@ -4,7 +4,6 @@ import { DisposedError } from "../errors.js";
 import { check, CU_STREAM_NON_BLOCKING, CUDA_ERROR_NOT_READY, CUDA_SUCCESS } from "../cuda/driver.js";
 import { ptrOrZero, type Ptr } from "../cuda/native.js";
 import { Device, driver } from "./device.js";
-import type { Event } from "./event.js";
 
 /** Captures Graph.capture has in progress on this thread (its captures are thread-local): while there are
  * none, no stream of this thread is being captured, so `capturing` (asked by every pooled allocation and
@@ -67,8 +66,8 @@ export class Stream implements Disposable {
     return status === CUDA_SUCCESS;
   }
 
-  /** Later work on this stream waits until `event` has completed. */
-  waitEvent(event: Event): void {
+  /** Later work on this stream waits until `event` (an Event) has completed. */
+  waitEvent(event: { readonly handle: Ptr }): void {
     check(driver().cuStreamWaitEvent(this.handle, event.handle, 0), "cuStreamWaitEvent");
   }
 

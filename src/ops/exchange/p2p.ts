@@ -20,13 +20,11 @@ import { overlaps } from "../gemm/matmul.js";
 import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
 import { checkAlgorithm, checkPeer, checkTensorArg } from "../validate.js";
 import { checkSendRecv, GPU_SEND_RECV_ALGORITHMS, type GpuSendRecvAlgorithm } from "./checks.js";
-import { P2P_PROGRAM } from "./programs.js";
+import { P2P_CHUNK_BYTES, P2P_PROGRAM } from "./programs.js";
 import { GPU_SEND_RECV_AUTO } from "./records.js";
 import { autoPick } from "../records.js";
 import { bytes } from "./exchange.js";
 
-/** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
-export const P2P_CHUNK_BYTES = 1 << 20;
 /** p2p.cuh's kMaxBlocks. */
 export const P2P_MAX_BLOCKS = 16;
 /** p2p_ce_signal: the inbox's SymmView; the peer waited for and its slot, the peer signalled and its slot

@@ -4,6 +4,9 @@
 import type { ProgramSpec } from "../../runtime/module.js";
 import { WORLD_SIZES } from "../coll/programs.js";
 
+/** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
+export const P2P_CHUNK_BYTES = 1 << 20;
+
 /** send/recv (coll/p2p.cuh): put's pipeline and copy_engine's signals. */
 export const P2P_PROGRAM: ProgramSpec = {
   name: "symmkit/coll/p2p",

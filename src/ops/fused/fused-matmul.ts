@@ -25,7 +25,6 @@
 // the calls are graph-capturable; every wait is bounded.
 import { InvalidArgumentError, UnsupportedError } from "../../errors.js";
 import type { CallKind, CallTag } from "../../distributed/fingerprint.js";
-import { PAD_BYTES_PER_BLOCK_AND_RANK } from "../../distributed/device-layouts.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { Event } from "../../runtime/event.js";
 import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../../runtime/memory.js";
@@ -52,7 +51,12 @@ import {
   type MatmulReduceScatterAlgorithm,
 } from "./checks.js";
 import { checkAllReduceRmsNorm, checkNormAliasing } from "../norm/checks.js";
-import { ALL_GATHER_PULL_EXPR, ALL_GATHER_PULL_PARAMS, FUSED_PROGRAMS } from "./programs.js";
+import {
+  ALL_GATHER_PULL_EXPR,
+  ALL_GATHER_PULL_PARAMS,
+  FUSED_PROGRAMS,
+  SCATTER_FLAGS_OFFSET_BYTES,
+} from "./programs.js";
 import { GEMM_TILE_M, type GemmVariant } from "../gemm/programs.js";
 import {
   GEMM_MAX_WORLD,
@@ -80,11 +84,6 @@ import type { GpuColl } from "../coll/gpu-coll.js";
 import type { GpuGroup } from "../gpu-group.js";
 import type { ArNorm } from "../norm/ar-norm.js";
 
-/** Bytes at the start of the staging buffer's signal pad kept for barrier slots: 256 blocks at world 8
- * (PAD_BYTES_PER_BLOCK_AND_RANK per block and rank; kernels run at most one block per SM). */
-export const SCATTER_FLAGS_OFFSET_BYTES = 256 * 8 * PAD_BYTES_PER_BLOCK_AND_RANK;
-/** The staging buffer's pad: barrier slots, then GEMM + reduce-scatter's tile flags (256 Ki of them). */
-export const STAGING_PAD_BYTES = SCATTER_FLAGS_OFFSET_BYTES + 1024 * 1024;
 /** SMs the pull producer of all-gather + GEMM takes from the GEMM. */
 export const PULL_BLOCKS = 16;
 const PULL_THREADS = 512;
