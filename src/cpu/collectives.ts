@@ -189,9 +189,10 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
   ): { output: HostTensor; recvCounts: number[] };
   /**
    * The counts as an i32 tensor of world elements (the GPU's capturable form, there algorithm pull):
-   * here read on the host, and the call made as with an array on x's first rows (x may hold more, as a
-   * buffer of fixed capacity does; a refusal throws at once); the rows received from each rank go to
-   * `recvCountsOut` (a new i32 tensor unless given).
+   * here read on the host and judged by the group as GPUs judge them (a rank's rows of another size
+   * than rank 0's too), on x's first rows (x may hold more, as a buffer of fixed capacity does); a
+   * refusal throws at once, on every rank. The rows received from each rank go to `recvCountsOut` (a new
+   * i32 tensor unless given, apart from x and out).
    */
   allToAllV(
     x: HostTensor,

@@ -11,14 +11,14 @@ import {
   allToAllVVerdict,
   checkAllToAll,
   checkAllToAllV,
-  checkAllToAllVTensors,
-  checkCountList,
+  checkAllToAllVCounts,
   checkSendRecv,
   CPU_EXCHANGE_ALGORITHMS,
   decodeSides,
   encodeSide,
   sideLength,
   type CpuExchangeAlgorithm,
+  type Rows,
 } from "../ops/exchange/checks.js";
 import { align16, type CpuGroup } from "./group.js";
 import { HostTensor, hostOverlaps } from "./host-tensor.js";
@@ -151,54 +151,49 @@ export class CpuExchange {
     sendCounts: readonly number[] | HostTensor,
     options: AllToAllVOptions,
   ): { output: HostTensor; recvCounts: number[] | HostTensor } {
-    if (!(sendCounts instanceof HostTensor)) return this.#allToAllV(x, out, sendCounts, options);
     const what = "allToAllV";
     const world = this.#group.sync.world;
-    if (options.recvCounts !== undefined)
-      throw new InvalidArgumentError(
-        `${what}: recvCounts (the rows expected) goes with counts as an array; with counts in a tensor, read the returned recvCounts`,
-      );
-    const given = options.recvCountsOut;
-    for (const t of given === undefined ? [sendCounts] : [sendCounts, given])
-      if (t.dtype !== "i32" || t.numel !== world)
-        throw new InvalidArgumentError(`${what}: counts in a tensor are i32 tensors of ${world} elements`);
-    // As on GPUs, the group judges these counts (a rank's adding up to more rows than its x has, or
-    // negative, is refused on every rank), and x may hold more rows than they send: its first ones.
+    checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
+    if (!(sendCounts instanceof HostTensor)) {
+      const rows = checkAllToAllV(what, world, x, out, sendCounts, options, hostOverlaps);
+      return this.#allToAllV(x, out, rows, sendCounts, options.recvCounts, rows.x.rowElems);
+    }
+    const rows = checkAllToAllVCounts(what, world, x, out, sendCounts, options, hostOverlaps);
+    // As on GPUs (algorithm pull), the group judges these counts and the row size (allToAllVVerdict): a
+    // rank's counts adding up to more rows than its x has, negative, or rows of another size than rank 0's
+    // are refused on every rank, so the fingerprint carries no row size. x may hold more rows than the
+    // counts send: its first ones go.
     const counts = Array.from(sendCounts.raw as Int32Array);
-    const { recvCounts } = this.#allToAllV(x, out, counts, { algorithm: options.algorithm ?? "auto" }, true);
-    const into = given ?? HostTensor.empty([world], "i32");
+    const { recvCounts } = this.#allToAllV(x, out, rows, counts, undefined, 0);
+    const into = options.recvCountsOut ?? HostTensor.empty([world], "i32");
     (into.raw as Int32Array).set(recvCounts);
     return { output: out, recvCounts: into };
   }
 
   /** Every rank publishes its side (src/ops/exchange/checks.ts encodeSide), then x's rows when they fit;
    * every rank judges every side alike (allToAllVVerdict), so a call that cannot run is refused on every
-   * rank with nothing written. */
+   * rank with nothing written. `count`: the element count the call's fingerprint carries (a row's with
+   * counts as an array, as on GPUs; none with counts in a tensor, see allToAllV). */
   #allToAllV(
     x: HostTensor,
     out: HostTensor,
+    rows: { readonly x: Rows; readonly out: Rows },
     sendCounts: readonly number[],
-    options: { recvCounts?: readonly number[]; algorithm?: CpuExchangeAlgorithm },
-    groupJudgesCounts = false,
+    said: readonly number[] | undefined,
+    count: number,
   ): { output: HostTensor; recvCounts: number[] } {
     const what = "allToAllV";
     const g = this.#group;
     const { rank, world } = g.sync;
-    const rows = groupJudgesCounts
-      ? checkAllToAllVTensors(what, x, out, hostOverlaps)
-      : checkAllToAllV(what, world, x, out, sendCounts, hostOverlaps);
-    const said = options.recvCounts;
-    if (said !== undefined) checkCountList(what, "recvCounts", said, world);
-    checkAlgorithm(what, options.algorithm ?? "auto", CPU_EXCHANGE_ALGORITHMS);
     const side = sideLength(world);
     const headerBytes = align16(4 * side);
     checkCapacity(what, headerBytes, g.capacityBytes);
     const fits = headerBytes + x.nbytes <= g.capacityBytes;
-    g.begin({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rows.x.rowElems });
+    g.begin({ kind: "all-to-all-v/pull", dtype: x.dtype, count });
     g.settleSend();
     const needed = fits ? 0 : headerBytes + x.nbytes;
     (g.view(rank, "i32", 0, side) as Int32Array).set(
-      encodeSide(rows.out.rows, sendCounts, said, needed, rows.x.rows),
+      encodeSide(rows.out.rows, sendCounts, said, needed, rows.x.rows, rows.x.rowElems * x.elementBytes),
     );
     if (fits) (g.view(rank, x.dtype, headerBytes, x.numel) as Uint8Array).set(x.raw as Uint8Array);
     g.meet();

@@ -882,10 +882,11 @@ if (gpu) {
 }
 
 // The counts in a tensor, refused by the group: one rank's counts adding up to a row more than its x has,
-// or negative; one rank's out a row short; with an algorithm that stages x whole, one rank's x beyond the
-// staging buffer. The CPU backend throws at the call; GPUs write no row, set every count to -1 and throw
-// at the next synchronize, once (Collectives.allToAllV). Either way every rank's message names the rank,
-// alike, and nothing is written; one call per wait, as a GPU reports one refusal at a time.
+// or negative; one rank's out a row short; one rank's rows of another size than the others'; with an
+// algorithm that stages x whole, one rank's x beyond the staging buffer. The CPU backend throws at the
+// call; GPUs write no row, set every count to -1 and throw at the next synchronize, once
+// (Collectives.allToAllV). Either way every rank's message names the rank, alike, and nothing is written;
+// one call per wait, as a GPU reports one refusal at a time.
 {
   let refusals = 0;
   const refusal = async (
@@ -968,6 +969,22 @@ if (gpu) {
         rank === t ? need - 1 : need,
         algorithm,
         new RegExp(`\\brank ${t} receives ${sum(columnOf(m, t))} rows\\b.*out holds`),
+      );
+      // Rank t's rows (x's and out's) an element wider: named by the first rank whose rows are not of rank
+      // 0's size (rank 1 when rank 0's are the wide ones).
+      const wide: Layout = [layout[0], [rowElemsOf(layout) + 1]];
+      const wideBytes = rowElemsOf(wide) * size(layout[0]);
+      const differs = t === 0 ? 1 : t;
+      await refusal(
+        `rows of rank ${t} of another size`,
+        rank === t ? wide : layout,
+        vInput(tags++, m, rank === t ? wideBytes : rowBytes),
+        m[rank]!,
+        need,
+        algorithm,
+        new RegExp(
+          `\\brank ${differs}'s rows are ${differs === t ? wideBytes : rowBytes} bytes, not the size of rank 0's`,
+        ),
       );
       // Rank t's x a byte past the staging buffer; the counts send one row to each rank, as x may hold
       // more rows than they send.
@@ -1124,6 +1141,14 @@ if (gpu) {
   const countsI32 = watch("i32", new Uint8Array(Int32Array.from(counts).buffer));
   const countsF32 = watch("f32", new Uint8Array(Float32Array.from(counts).buffer));
   const countsShort = watch("i32", new Uint8Array(Int32Array.from(counts.slice(1)).buffer));
+  const recvOut = watch("i32", poison("i32", world));
+  // One i32 tensor of 5 world elements: x at [0, n6), out at [n6, 2 n6), and counts that send a row to
+  // each rank (the call would run but for recvCountsOut); recvCountsOut inside x, or sharing out's last
+  // element.
+  const iShared = watch("i32", mine(20 * world));
+  const ix = iShared.slice(0, n6);
+  const iOut = iShared.slice(n6, 2 * n6);
+  const ones = watch("i32", new Uint8Array(Int32Array.from(ranks.map(() => 1)).buffer));
   const toRank0 = (n: number): number[] => ranks.map((r) => (r === 0 ? n : 0));
   const no = (v: unknown): AnyTensor => v as AnyTensor;
   const nope = { algorithm: "nope" };
@@ -1222,6 +1247,20 @@ if (gpu) {
     ...each(theirs(A2AV_TENSOR, A2AV), "allToAllV with counts in a tensor, algorithm", (o) =>
       c.allToAllV(v2, vOut, countsI32, o),
     ),
+    [
+      "allToAllV recvCountsOut with counts as an array",
+      () => c.allToAllV(v2, vOut, counts, { recvCountsOut: recvOut } as never),
+    ],
+    [
+      "allToAllV recvCountsOut overlaps x",
+      () => c.allToAllV(ix, iOut, ones, { recvCountsOut: iShared.slice(0, world) }),
+    ],
+    [
+      "allToAllV recvCountsOut overlaps out by one element",
+      () => c.allToAllV(ix, iOut, ones, { recvCountsOut: iShared.slice(2 * n6 - 1, 2 * n6 - 1 + world) }),
+    ],
+    ["allToAllV recvCountsOut of f32", () => c.allToAllV(v2, vOut, countsI32, { recvCountsOut: countsF32 })],
+    ["allToAllV recvCountsOut null", () => c.allToAllV(v2, vOut, countsI32, { recvCountsOut: no(null) })],
     ["allToAllV recvCounts too short", () => c.allToAllV(v2, vOut, counts, { recvCounts: [4] })],
     ["allToAllV recvCounts negative", () => c.allToAllV(v2, vOut, counts, { recvCounts: toRank0(-1) })],
     ...each(stagingBound(A2AV_HOST, ALL_TO_ALL_V), "allToAllV x over the staging buffer,", (o) =>

@@ -31,14 +31,14 @@ import {
   allToAllVVerdict,
   checkAllToAll,
   checkAllToAllV,
-  checkAllToAllVTensors,
-  checkCountList,
+  checkAllToAllVCounts,
   clampI32,
   decodeSides,
   encodeSide,
   GPU_ALL_TO_ALL_ALGORITHMS,
   GPU_ALL_TO_ALL_V_ALGORITHMS,
   rowsOf,
+  rowSizeRefusal,
   sideLength,
   type GpuAllToAllAlgorithm,
   type GpuAllToAllVAlgorithm,
@@ -58,7 +58,7 @@ const A2AV_SIDE_FIXED = 4;
 export const A2AV_REFUSALS: Readonly<Record<number, (rank: number, detail: number) => string>> = {
   0x101: (r, d) =>
     `rank ${r}'s x needs ${d} bytes of the symmetric staging buffer (with its side), more than it holds; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES)`,
-  0x102: (r, d) => `rank ${r}'s rows are ${d} bytes, not the size of rank 0's`,
+  0x102: rowSizeRefusal,
   0x103: (r, d) => `rank ${r} sends a negative row count to rank ${d}`,
   0x104: (r, d) => `rank ${r}'s sendCounts add up to ${d} rows, more than its x has`,
   0x105: (r, d) => `rank ${r} receives ${d} rows, more than its out holds`,
@@ -108,24 +108,12 @@ export class GpuAllToAll {
     const requested = options.algorithm ?? "auto";
     checkAlgorithm(what, requested, GPU_ALL_TO_ALL_V_ALGORITHMS);
     if (sendCounts instanceof Tensor) {
-      checkAllToAllVTensors(what, x, out, overlaps);
+      checkAllToAllVCounts(what, world, x, out, sendCounts, options, overlaps);
       if (requested !== "auto" && requested !== "pull")
         throw new InvalidArgumentError(
           `${what}: counts on the device go with algorithm pull (or auto); ${requested} takes them as an array`,
         );
-      if (options.recvCounts !== undefined)
-        throw new InvalidArgumentError(
-          `${what}: recvCounts (the rows expected) goes with counts as an array; with counts on the device, read the returned recvCounts`,
-        );
       const counts = [sendCounts, options.recvCountsOut].filter((t) => t !== undefined);
-      for (const t of counts)
-        if (t.dtype !== "i32" || t.numel !== world)
-          throw new InvalidArgumentError(
-            `${what}: counts on the device are i32 tensors of ${world} elements`,
-          );
-      const into = options.recvCountsOut;
-      if (into && [x, out].some((t) => overlaps(t, into)))
-        throw new InvalidArgumentError(`${what}: recvCountsOut overlaps x or out: pass a tensor of its own`);
       for (const t of [x, out, ...counts]) this.#ctx.onDevice(what, t);
       const stream = this.#ctx.stream(options);
       if (options.recvCountsOut === undefined && Graph.activeCapture(stream) !== undefined)
@@ -137,12 +125,7 @@ export class GpuAllToAll {
       this.#allToAllVOnDevice(x, out, sendCounts, recvCounts, stream);
       return { output: out, recvCounts };
     }
-    checkAllToAllV(what, world, x, out, sendCounts, overlaps);
-    if (options.recvCounts !== undefined) checkCountList(what, "recvCounts", options.recvCounts, world);
-    if (options.recvCountsOut !== undefined)
-      throw new InvalidArgumentError(
-        `${what}: recvCountsOut goes with counts on the device; with an array the counts come back as one`,
-      );
+    checkAllToAllV(what, world, x, out, sendCounts, options, overlaps);
     if (requested === "pull")
       throw new InvalidArgumentError(
         `${what}: algorithm pull takes the counts on the device (an i32 tensor of ${world} elements); with an array, use nccl or copy_engine`,
@@ -232,7 +215,7 @@ export class GpuAllToAll {
     const headerBytes = align16(4 * side);
     if (!viaNccl) checkCapacity(what, headerBytes, ctx.capacityBytes);
     const needed = viaNccl || headerBytes + x.nbytes <= ctx.capacityBytes ? 0 : headerBytes + x.nbytes;
-    const mine = encodeSide(rowsOf(out).rows, sendCounts, recvCounts, needed, rowsOf(x).rows);
+    const mine = encodeSide(rowsOf(out).rows, sendCounts, recvCounts, needed, rowsOf(x).rows, rowBytes);
     const count = rowsOf(x).rowElems;
     const tag = ctx.tag(
       { kind: viaNccl ? "all-to-all-v/nccl" : "all-to-all-v/copy_engine", dtype: x.dtype, count },
@@ -260,7 +243,7 @@ export class GpuAllToAll {
         copyDeviceToDevice(all.ptr + BigInt(4 * side * r), staging.bufferPtrs[r]!, 4 * side, stream);
     }
     const sides = decodeSides(all.toHost({ stream }), world);
-    const verdict = allToAllVVerdict(what, sides, ctx.capacityBytes);
+    const verdict = allToAllVVerdict(what, sides, ctx.capacityBytes, "nccl");
     const received = sides.map((s) => s.sendCounts[rank]!);
     const recvAt = prefix(received);
     if (viaNccl) {
@@ -314,7 +297,9 @@ export class GpuAllToAll {
     const headerBytes = align16(4 * (A2AV_SIDE_FIXED + world));
     checkCapacity("allToAllV", headerBytes, ctx.capacityBytes);
     const fits = headerBytes + x.nbytes <= ctx.capacityBytes;
-    const tag = ctx.tag({ kind: "all-to-all-v/pull", dtype: x.dtype, count: rowElems }, stream);
+    // No row size in the fingerprint: the kernel judges it (kRowBytes), so that a rank whose rows differ is
+    // refused on every rank instead of found out of step, and the group stays usable.
+    const tag = ctx.tag({ kind: "all-to-all-v/pull", dtype: x.dtype, count: 0 }, stream);
     const side = staging.tensor.ptr;
     const needed = fits ? 0 : headerBytes + x.nbytes;
     for (const [i, value] of [rows, rowsOf(out).rows, needed, rowBytes].entries())

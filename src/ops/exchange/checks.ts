@@ -1,7 +1,7 @@
 // Point-to-point and all-to-all as every backend checks them: shapes, dtypes and split counts judged from
 // the tensors' descriptions, with the same typed errors on CPU and GPU, before anything is written.
-// allToAllV's counts of other ranks are only known once exchanged: allToAllVVerdict judges the whole
-// group's counts the same way on every rank, so that every rank refuses (or runs) the same call.
+// allToAllV's counts and row sizes of other ranks are only known once exchanged: allToAllVVerdict judges
+// the whole group's the same way on every rank, so that every rank refuses (or runs) the same call.
 import { InvalidArgumentError } from "../../errors.js";
 import { algorithmList } from "../records.js";
 import { checkTensorArg, type Described } from "../validate.js";
@@ -87,13 +87,22 @@ export function checkCountList(
   return counts as readonly number[];
 }
 
-/** allToAllV's tensors: same dtype and row size; sendCounts (host) add up to x's rows. */
+/** allToAllV's options beside the counts: recvCounts (the rows expected) goes with counts as an array,
+ * recvCountsOut (where the rows received go) with counts in a tensor. */
+export interface CountOptions<T> {
+  readonly recvCounts?: readonly number[] | undefined;
+  readonly recvCountsOut?: T | undefined;
+}
+
+/** allToAllV with the counts as an array: x and out; sendCounts (host) add up to x's rows; recvCounts,
+ * when given, a count list; no recvCountsOut. */
 export function checkAllToAllV<T extends Described>(
   what: string,
   world: number,
   x: T,
   out: T,
   sendCounts: readonly number[],
+  options: CountOptions<T>,
   overlaps: Overlaps<T>,
 ): { readonly x: Rows; readonly out: Rows } {
   const rows = checkAllToAllVTensors(what, x, out, overlaps);
@@ -103,6 +112,38 @@ export function checkAllToAllV<T extends Described>(
     throw new InvalidArgumentError(
       `${what}: sendCounts ${JSON.stringify(sendCounts)} add up to ${total} rows, x has ${rows.x.rows}`,
     );
+  if (options.recvCounts !== undefined) checkCountList(what, "recvCounts", options.recvCounts, world);
+  if (options.recvCountsOut !== undefined)
+    throw new InvalidArgumentError(
+      `${what}: recvCountsOut goes with counts in a tensor; with counts as an array the rows received come back as an array: leave recvCountsOut out`,
+    );
+  return rows;
+}
+
+/** allToAllV with the counts in a tensor: x and out; the counts, and recvCountsOut when given, i32 tensors
+ * of world elements, recvCountsOut apart from x and out (it is written once the rows are); no recvCounts.
+ * Whether the counts fit x and out is the group's to judge (allToAllVVerdict, coll/all_to_all_v.cuh). */
+export function checkAllToAllVCounts<T extends Described>(
+  what: string,
+  world: number,
+  x: T,
+  out: T,
+  sendCounts: T,
+  options: CountOptions<T>,
+  overlaps: Overlaps<T>,
+): { readonly x: Rows; readonly out: Rows } {
+  const rows = checkAllToAllVTensors(what, x, out, overlaps);
+  if (options.recvCounts !== undefined)
+    throw new InvalidArgumentError(
+      `${what}: recvCounts (the rows expected) goes with counts as an array; with counts in a tensor, read the returned recvCounts`,
+    );
+  const into = options.recvCountsOut;
+  if (into !== undefined) checkTensorArg(what, "recvCountsOut", into);
+  for (const t of into === undefined ? [sendCounts] : [sendCounts, into])
+    if (t.dtype !== "i32" || t.numel !== world)
+      throw new InvalidArgumentError(`${what}: counts in a tensor are i32 tensors of ${world} elements`);
+  if (into !== undefined && (overlaps(x, into) || overlaps(out, into)))
+    throw new InvalidArgumentError(`${what}: recvCountsOut overlaps x or out: pass a tensor of its own`);
   return rows;
 }
 
@@ -139,14 +180,16 @@ export interface AllToAllVSide {
   readonly needed: number;
   /** Rows its x holds (the counts may send fewer: a tensor of counts, on a buffer of fixed capacity). */
   readonly xRows: number;
+  /** Bytes of a row of its x. */
+  readonly rowBytes: number;
 }
 
 /** A row or byte count as a side's i32 holds it: at most 2^31 - 1. */
 export const clampI32 = (n: number): number => Math.min(n, 0x7fff_ffff);
 
-/** i32s of one side as ranks publish it: [out rows, recvCounts given, needed, x rows, sendCounts,
- * recvCounts]. */
-export const sideLength = (world: number): number => 4 + 2 * world;
+/** i32s of one side as ranks publish it: [out rows, recvCounts given, needed, x rows, row bytes,
+ * sendCounts, recvCounts]. */
+export const sideLength = (world: number): number => 5 + 2 * world;
 
 /** This rank's side, published. */
 export function encodeSide(
@@ -155,6 +198,7 @@ export function encodeSide(
   recvCounts: readonly number[] | undefined,
   needed: number,
   xRows: number,
+  rowBytes: number,
 ): Int32Array {
   const said = recvCounts === undefined ? 0 : 1;
   return Int32Array.from([
@@ -162,6 +206,7 @@ export function encodeSide(
     said,
     clampI32(needed),
     clampI32(xRows),
+    clampI32(rowBytes),
     ...sendCounts,
     ...(recvCounts ?? sendCounts),
   ]);
@@ -176,25 +221,41 @@ export function decodeSides(h: Int32Array, world: number): AllToAllVSide[] {
       outRows: s[0]!,
       needed: s[2]!,
       xRows: s[3]!,
-      sendCounts: s.subarray(4, 4 + world),
-      recvCounts: s[1] === 1 ? s.subarray(4 + world) : undefined,
+      rowBytes: s[4]!,
+      sendCounts: s.subarray(5, 5 + world),
+      recvCounts: s[1] === 1 ? s.subarray(5 + world) : undefined,
     };
   });
 }
 
+/** A rank whose rows are of another size than rank 0's (`rowBytes` each), as every backend's verdict says
+ * it (allToAllVVerdict; on GPUs all_to_all_v.cuh's kRowBytes). */
+export const rowSizeRefusal = (r: number, rowBytes: number): string =>
+  `rank ${r}'s rows are ${rowBytes} bytes, not the size of rank 0's: pass rows of one size (x's and out's elements past the first dimension) on every rank`;
+
 /**
- * The group's verdict on an allToAllV, judged alike on every rank from every rank's side: undefined when
- * the call can run, else the message of the InvalidArgumentError every rank throws (nothing written).
+ * The group's verdict on an allToAllV, judged alike on every rank from every rank's side, in the order
+ * all_to_all_v.cuh judges: undefined when the call can run, else the message of the InvalidArgumentError
+ * every rank throws (nothing written). `unstaged`: an algorithm of the backend that needs no staging
+ * buffer, offered where an x does not fit it.
  */
 export function allToAllVVerdict(
   what: string,
   sides: readonly AllToAllVSide[],
   capacityBytes: number,
+  unstaged?: string,
 ): string | undefined {
   const world = sides.length;
+  const instead = unstaged === undefined ? "" : `, or use algorithm ${unstaged}`;
   for (const [r, s] of sides.entries())
     if (s.needed > 0)
-      return `${what}: rank ${r}'s x needs ${s.needed} bytes of the ${capacityBytes}-byte symmetric staging buffer; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES), or use algorithm nccl; nothing was written`;
+      return `${what}: rank ${r}'s x needs ${s.needed} bytes of the ${capacityBytes}-byte symmetric staging buffer; pass a larger stagingBytes to init() (or SYMMKIT_STAGING_BYTES)${instead}; nothing was written`;
+  // With counts in a tensor the fingerprint leaves the row size to this verdict, so a rank whose rows
+  // differ is refused on every rank and the group stays in step; with counts as an array the fingerprint's
+  // element count (a row's) has already found it.
+  for (let r = 1; r < world; r++)
+    if (sides[r]!.rowBytes !== sides[0]!.rowBytes)
+      return `${what}: ${rowSizeRefusal(r, sides[r]!.rowBytes)}; nothing was written`;
   // Counts from a tensor are judged here, by the group, rather than by their rank alone.
   for (const [r, s] of sides.entries()) {
     const negative = s.sendCounts.findIndex((c) => c < 0);
