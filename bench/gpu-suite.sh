@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU suite at one world size, in one call: every rank program of test/gpu/ranks, and exchange (the
-# program both backends run, test/programs/exchange.ts, here on cuda), on the first WORLD GPUs (each
+# The GPU suite at one world size, in one call: every rank program of test/gpu/ranks, and collectives and
+# exchange (programs both backends run, test/programs, here on cuda), on the first WORLD GPUs (each
 # timed, its output in $OUT), the fused ops' missing-rank timeouts, then the fault tests
 # (faults, fault-matrix: their rank programs at this world). Run from the repo root, after building and
 # staging, as
@@ -36,7 +36,8 @@ ranks() {
   local name=$1
   shift
   local program="dist/test/gpu/ranks/$name.js"
-  [[ $name == exchange ]] && program="dist/test/programs/exchange.js cuda"
+  # A program both backends run lives in test/programs and takes its backend.
+  [[ -f dist/test/programs/$name.js ]] && program="dist/test/programs/$name.js cuda"
   timed "$name-w$world" bash -c "$* node dist/src/cli.js run -n $world $program 2>&1 | tee '$out/$name-w$world.txt'; exit \${PIPESTATUS[0]}"
 }
 step gpu nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader

@@ -1,12 +1,18 @@
-// The CPU backend under the real launcher at world sizes 2, 3 and 4: every collective against a
-// reference, a rank that never arrives, a rank killed mid-collective; nothing left behind.
+// The CPU backend under the real launcher at world sizes 2, 3 and 4: the collectives program GPUs run too
+// (test/programs/collectives.ts), here with its backend cpu: every algorithm, dtype and op against a
+// reference, bitwise agreement, repeated calls, bad inputs; a rank that never arrives, a rank killed
+// mid-collective; nothing left behind.
 import assert from "node:assert/strict";
+import path from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { assertNothingLeft, runJob as run } from "./support/cpu-job.js";
+
+const program = path.join(path.dirname(fileURLToPath(import.meta.url)), "programs", "collectives.js");
 
 for (const n of [2, 3, 4]) {
   test(`CPU collectives at world size ${n}: reference, bitwise agreement, repeated calls, bad inputs`, () => {
-    const r = run(n, "cpu-collectives-rank.js");
+    const r = run(n, program, {}, ["cpu"]);
     assert.equal(r.status, 0, r.out);
     assert.equal(r.out.match(/cpu collectives ok/g)?.length, n, r.out);
     assertNothingLeft(r.out);

@@ -1,12 +1,12 @@
 // The distributed runtime on several GPUs of one host: runs the rank programs of test/gpu/ranks, and the
-// exchange program both backends run (test/programs), under `symmkit run` at every world size this
-// machine allows (2, 3 and 4 GPUs).
+// collectives and exchange programs both backends run (test/programs), under `symmkit run` at every world
+// size this machine allows (2, 3 and 4 GPUs).
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { EXCHANGE_PROGRAM, runRanks, skipReason } from "./gpu.js";
+import { COLLECTIVES_PROGRAM, EXCHANGE_PROGRAM, runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gpus = skipReason ? 0 : deviceCount();
@@ -35,9 +35,9 @@ for (const n of [2, 3, 4]) {
     `symmkit's GPU collectives at world size ${n}: reference, NCCL, graphs, repeated calls, bad inputs`,
     { skip },
     () => {
-      const r = run(n, "collectives.js");
+      const r = runRanks(n, COLLECTIVES_PROGRAM, { args: ["cuda"], timeoutMs: 300_000 });
       assert.equal(r.status, 0);
-      assert.equal(r.out.match(/gpu collectives ok/g)?.length, n);
+      assert.equal(r.out.match(/cuda collectives ok/g)?.length, n);
     },
   );
 }

@@ -29,8 +29,9 @@ export function testSeed(): bigint {
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cli = path.join(here, "..", "..", "src", "cli.js");
-/** The exchange rank program both backends run (test/programs/exchange.ts); GPUs pass it `cuda`. */
+/** The rank programs both backends run (test/programs); GPUs pass them `cuda`. */
 export const EXCHANGE_PROGRAM = path.join(here, "..", "programs", "exchange.js");
+export const COLLECTIVES_PROGRAM = path.join(here, "..", "programs", "collectives.js");
 
 /** Prints a job's output as test diagnostics ("# " lines), only the lines matching `shown` if given. */
 export function showOutput(out: string, shown?: RegExp): void {

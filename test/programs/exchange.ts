@@ -22,7 +22,16 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { agreement, assertSameBits, sharedSeed } from "../support/agree.js";
-import { bytesOf, fromBytes, GUARD, poisonedIn } from "../support/tensors.js";
+import { batches, sections, type Case } from "../support/batch.js";
+import {
+  bytesOf,
+  concat,
+  expectPoisonedIn,
+  fromBytes,
+  GUARD,
+  poisonedIn,
+  poisonOf,
+} from "../support/tensors.js";
 import { init } from "../../src/init.js";
 import { InvalidArgumentError } from "../../src/errors.js";
 import type { AlgorithmNames, Collectives } from "../../src/ops/collectives.js";
@@ -93,14 +102,7 @@ const someOf = <T>(list: readonly T[], k: number): readonly T[] =>
   sharing ? [list[k % list.length]!] : list;
 const named = (algorithm: Algorithm): string => algorithm ?? "default";
 
-const started = performance.now();
-let sectionStarted = started;
-/** Rank 0 prints a section's result with its seconds (store barriers included: the group's time). */
-function done(what: string): void {
-  const now = performance.now();
-  if (rank === 0) console.log(`${what} (${((now - sectionStarted) / 1000).toFixed(1)} s)`);
-  sectionStarted = now;
-}
+const { done, total } = sections(rank);
 
 // ---- Messages: any rank can make any of them, so each makes only its own.
 const KEY0 = Number(seed & 0xffff_ffffn) | 0;
@@ -121,15 +123,6 @@ function message(tag: number, src: number, dst: number, nbytes: number): Uint8Ar
   for (let i = 0; i < words.length; i++) words[i] = mix((key + Math.imul(i, 0x9e3779b9)) | 0);
   return new Uint8Array(words.buffer, 0, nbytes);
 }
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 const size = (dtype: DType): number => dtypeInfo(dtype).bytes;
 const sum = (v: readonly number[]): number => v.reduce((a, b) => a + b, 0);
 const typed = (e: unknown): boolean =>
@@ -144,35 +137,10 @@ const a2aHeld = (n: number, dtype: DType): number =>
   Math.min(n, Math.floor(capacity / (world * size(dtype))));
 
 // ---- Poisoned outputs: one read of the whole tensor checks the guards and what lies between them.
-const POISON = new Map<DType, Uint8Array>();
-for (const dtype of ALL_DTYPES) {
-  const [whole] = poisoned(dtype, [0]);
-  POISON.set(dtype, bytesOf(whole).slice(0, size(dtype)));
-  whole.dispose();
-}
-function poison(dtype: DType, n: number): Uint8Array {
-  const one = POISON.get(dtype)!;
-  const out = new Uint8Array(n * one.length);
-  if (n === 0) return out;
-  out.set(one);
-  // Doubling copies: a 129 MiB output costs milliseconds, not an element at a time.
-  for (let have = one.length; have < out.length; have *= 2)
-    out.copyWithin(have, 0, Math.min(have, out.length - have));
-  return out;
-}
+const poison = (dtype: DType, n: number): Uint8Array => poisonOf(make, dtype, n);
 /** `whole` (made by poisoned) holds the poison in its guards and `inner` between them. */
-function expectPoisoned(whole: AnyTensor, inner: Uint8Array, what: string): void {
-  const got = bytesOf(whole);
-  const g = GUARD * whole.elementBytes;
-  assert.equal(got.length, inner.length + 2 * g, `${what}: size`);
-  const guard = poison(whole.dtype, GUARD);
-  if (
-    Buffer.compare(got.subarray(0, g), guard) !== 0 ||
-    Buffer.compare(got.subarray(got.length - g), guard) !== 0
-  )
-    assert.fail(`${what}: guard overwritten (seed ${seed})`);
-  assertSameBits(got.subarray(g, g + inner.length), inner, what, seed);
-}
+const expectPoisoned = (whole: AnyTensor, inner: Uint8Array, what: string): void =>
+  void expectPoisonedIn(make, whole, inner, what, seed);
 /** A tensor and the bytes it was made from. */
 type Made = readonly [AnyTensor, Uint8Array];
 /** An input still holds what it was made from. */
@@ -182,25 +150,11 @@ const unwritten = (t: AnyTensor, made: Uint8Array, what: string): void =>
 const guarded = (dtype: DType, inner: Uint8Array): AnyTensor =>
   upload(dtype, concat([poison(dtype, GUARD), inner, poison(dtype, GUARD)]));
 
-// ---- Batches: every input made before the store barrier, every check after the one wait.
-interface Case {
-  /** Makes the case's calls (no host work that a peer could wait on). */
-  run(): void;
-  /** Once the calls are done: what the outputs and inputs must hold. */
-  check(): void;
-  readonly tensors: AnyTensor[];
-}
+// ---- Batches (test/support/batch.ts): every input made before the store barrier, every check after the
+// one wait.
 /** Waits for the calls made: a CPU call is done when it returns. */
 const wait = (): void => gpu?.synchronize();
-async function batch(cases: readonly (Case | undefined)[], late?: number): Promise<void> {
-  const made = cases.filter((k) => k !== undefined);
-  await group.barrier();
-  if (rank === late) await sleep(50);
-  for (const k of made) k.run();
-  wait();
-  for (const k of made) k.check();
-  for (const k of made) for (const t of k.tensors) t.dispose();
-}
+const batch = batches(group, wait);
 
 /** Every pair of ranks once, in rounds in which each rank has at most one peer (the circle method; at an
  * odd world one rank sits each round out). */
@@ -1288,6 +1242,6 @@ if (gpu) {
 
 c.barrier();
 wait();
-if (rank === 0) console.log(`total ${((performance.now() - started) / 1000).toFixed(1)} s at world ${world}`);
+total(world);
 console.log(`${backend} exchange ok rank ${rank}`);
 await group.destroy();

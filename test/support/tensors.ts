@@ -1,6 +1,8 @@
 // Tensors for rank programs that run on either backend: made from bytes, read back as bytes, and outputs
-// poisoned inside guards. What makes them is a group's `tensors` (Tensor's constructors on GPUs,
-// HostTensor's on the CPU backend), or Tensor itself in a section that only GPUs run.
+// poisoned inside guards and checked. What makes them is a group's `tensors` (Tensor's constructors on
+// GPUs, HostTensor's on the CPU backend), or Tensor itself in a section that only GPUs run.
+import assert from "node:assert/strict";
+import { assertSameBits } from "./agree.js";
 import { rawView } from "../../src/cpu/host-tensor.js";
 import { dtypeInfo, type DType, type RawArray } from "../../src/runtime/dtype.js";
 import type { AnyTensor, Shape } from "../../src/runtime/tensor.js";
@@ -15,6 +17,7 @@ const POISON: Partial<Record<DType, number | bigint>> = {
   u32: 0xa5a5a5a5,
   u8: 0xa5,
 };
+const poisonValue = (dtype: DType): number | bigint => (dtypeInfo(dtype).float ? NaN : POISON[dtype]!);
 
 /** The constructors a program's tensors come from (see above). */
 export interface Maker<T extends AnyTensor> {
@@ -33,16 +36,71 @@ export function fromBytes<T extends AnyTensor>(
   return make.fromHost(raw, dtype, shape ? { shape } : {});
 }
 
+/** Raw elements as the bytes they are (no copy). */
+export const asBytes = (raw: RawArray): Uint8Array =>
+  new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
+
 /** A copy of `t`'s elements, as bytes. */
-export function bytesOf(t: AnyTensor): Uint8Array {
-  const raw = t.toHost();
-  return new Uint8Array(raw.buffer, raw.byteOffset, raw.byteLength);
+export const bytesOf = (t: AnyTensor): Uint8Array => asBytes(t.toHost());
+
+export function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
 }
 
 /** A poisoned tensor of `shape` inside GUARD elements of poison on each side; returns [whole, the tensor]. */
 export function poisonedIn<T extends AnyTensor>(make: Maker<T>, dtype: DType, shape: Shape): [T, T] {
   const n = shape.reduce((a, b) => a * b, 1);
-  const whole = make.full([n + 2 * GUARD], dtypeInfo(dtype).float ? NaN : POISON[dtype]!, dtype);
+  const whole = make.full([n + 2 * GUARD], poisonValue(dtype), dtype);
   // A maker's tensor slices and views as its own kind.
   return [whole, whole.slice(GUARD, GUARD + n).view([...shape]) as T];
+}
+
+/** One element of each dtype's poison as each maker writes it, read back once. */
+const POISON_BYTES = new WeakMap<Maker<AnyTensor>, Map<DType, Uint8Array>>();
+/** `n` elements of the poison `make` writes, as bytes. */
+export function poisonOf(make: Maker<AnyTensor>, dtype: DType, n: number): Uint8Array {
+  const byDtype = POISON_BYTES.get(make) ?? new Map<DType, Uint8Array>();
+  POISON_BYTES.set(make, byDtype);
+  let one = byDtype.get(dtype);
+  if (one === undefined) {
+    const t = make.full([1], poisonValue(dtype), dtype);
+    one = bytesOf(t);
+    t.dispose();
+    byDtype.set(dtype, one);
+  }
+  const out = new Uint8Array(n * one.length);
+  if (n === 0) return out;
+  out.set(one);
+  // Doubling copies: a 129 MiB output costs milliseconds, not an element at a time.
+  for (let have = one.length; have < out.length; have *= 2)
+    out.copyWithin(have, 0, Math.min(have, out.length - have));
+  return out;
+}
+
+/** `whole` (made by poisonedIn with `make`) holds the poison in its guards and `inner` between them: one
+ * read of the whole tensor, whose bytes it returns. */
+export function expectPoisonedIn(
+  make: Maker<AnyTensor>,
+  whole: AnyTensor,
+  inner: Uint8Array,
+  what: string,
+  seed: bigint,
+): Uint8Array {
+  const got = bytesOf(whole);
+  const g = GUARD * whole.elementBytes;
+  assert.equal(got.length, inner.length + 2 * g, `${what}: size`);
+  const guard = poisonOf(make, whole.dtype, GUARD);
+  if (
+    Buffer.compare(got.subarray(0, g), guard) !== 0 ||
+    Buffer.compare(got.subarray(got.length - g), guard) !== 0
+  )
+    assert.fail(`${what}: guard overwritten (seed ${seed})`);
+  assertSameBits(got.subarray(g, g + inner.length), inner, what, seed);
+  return got;
 }
