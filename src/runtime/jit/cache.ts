@@ -80,7 +80,8 @@ export function decodeEntry(bytes: Buffer): CachedKernel | undefined {
       cubinBytes: number;
       cubinSha256: string;
     };
-    const cubin = new Uint8Array(bytes.subarray(nl + 1));
+    // A view, not a copy: copying a typed array element by element took 4-6 ms of a 0.9 MB entry's load.
+    const cubin = new Uint8Array(bytes.buffer, bytes.byteOffset + nl + 1, bytes.length - nl - 1);
     if (cubin.length !== meta.cubinBytes) return undefined;
     if (crypto.createHash("sha256").update(cubin).digest("hex") !== meta.cubinSha256) return undefined;
     return { cubin, lowered: meta.lowered, log: meta.log };
