@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Send/recv, all-to-all and MoE on a multi-GPU machine, in one call: the kernel cache warmed in
-# parallel, the tests (test/programs/exchange.ts on cuda and test/gpu/ranks/moe.ts: every algorithm bit
-# for bit), then the benchmarks against NCCL. Run from the repo root as
+# parallel, the tests (test/programs/exchange.ts and moe.ts on cuda: every algorithm bit for bit), then
+# the benchmarks against NCCL. Run from the repo root as
 #   .gpustage/boot.sh bash bench/gpu-exchange.sh
 # STEPS picks steps (default "tests bench"); SIZES the send-recv and all-to-all sizes, TOKENS the MoE
 # tokens per rank. Set SYMMKIT_GIT_REVISION to the development machine's revision (see
@@ -16,7 +16,7 @@ step gpu nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --forma
 step warm node bench/warm-kernels.mjs
 if [[ $steps == *tests* ]]; then
   step exchange-tests node dist/src/cli.js run -n "$world" dist/test/programs/exchange.js cuda
-  step moe-tests node dist/src/cli.js run -n "$world" dist/test/gpu/ranks/moe.js
+  step moe-tests node dist/src/cli.js run -n "$world" dist/test/programs/moe.js cuda
 fi
 if [[ $steps == *bench* ]]; then
   step send-recv node dist/src/cli.js run -n "$world" dist/src/cli.js bench send-recv \

@@ -1,12 +1,12 @@
 // The distributed runtime on several GPUs of one host: runs the rank programs of test/gpu/ranks, and the
-// collectives and exchange programs both backends run (test/programs), under `symmkit run` at every world
-// size this machine allows (2, 3 and 4 GPUs).
+// collectives, exchange and MoE programs both backends run (test/programs), under `symmkit run` at every
+// world size this machine allows (2, 3 and 4 GPUs).
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { COLLECTIVES_PROGRAM, EXCHANGE_PROGRAM, runRanks, skipReason } from "./gpu.js";
+import { COLLECTIVES_PROGRAM, EXCHANGE_PROGRAM, MOE_PROGRAM, runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gpus = skipReason ? 0 : deviceCount();
@@ -109,9 +109,9 @@ for (const n of [2, 3, 4]) {
     `MoE dispatch and combine at world size ${n}: bit for bit with the host reference, fp8, graphs, stragglers, group-judged errors`,
     { skip },
     () => {
-      const r = run(n, "moe.js");
+      const r = runRanks(n, MOE_PROGRAM, { args: ["cuda"], timeoutMs: 300_000 });
       assert.equal(r.status, 0);
-      assert.equal(r.out.match(/gpu moe ok/g)?.length, n);
+      assert.equal(r.out.match(/cuda moe ok/g)?.length, n);
     },
   );
 }

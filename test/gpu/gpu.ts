@@ -32,6 +32,7 @@ const cli = path.join(here, "..", "..", "src", "cli.js");
 /** The rank programs both backends run (test/programs); GPUs pass them `cuda`. */
 export const EXCHANGE_PROGRAM = path.join(here, "..", "programs", "exchange.js");
 export const COLLECTIVES_PROGRAM = path.join(here, "..", "programs", "collectives.js");
+export const MOE_PROGRAM = path.join(here, "..", "programs", "moe.js");
 
 /** Prints a job's output as test diagnostics ("# " lines), only the lines matching `shown` if given. */
 export function showOutput(out: string, shown?: RegExp): void {

@@ -20,12 +20,11 @@
 // the calls back to back, one wait, then the checks. Seeded, the seed printed; rank 0 prints each section
 // with its seconds.
 import assert from "node:assert/strict";
-import { agreement, assertSameBits, rawHash, sharedSeed } from "../support/agree.js";
-import { batches, sections, type Case } from "../support/batch.js";
+import { assertSameBits, rawHash } from "../support/agree.js";
+import type { Case } from "../support/batch.js";
+import { startProgram } from "../support/program.js";
 import { asBytes, concat, expectPoisonedIn, poisonedIn, poisonOf } from "../support/tensors.js";
-import { init } from "../../src/init.js";
 import { InvalidArgumentError } from "../../src/errors.js";
-import type { AlgorithmNames, Collectives } from "../../src/ops/collectives.js";
 import {
   algorithmRecord,
   AUTO_ALGORITHMS,
@@ -49,32 +48,17 @@ import { defaultStream } from "../../src/runtime/stream.js";
 import { Tensor, type AnyTensor } from "../../src/runtime/tensor.js";
 import { readEnvVar } from "../../src/settings.js";
 
-const backend = process.argv[2];
-if (backend !== "cpu" && backend !== "cuda")
-  throw new Error(`collectives.js takes the backend to check: cpu or cuda, got ${String(backend)}`);
-const cuda = backend === "cuda";
 // GPUs: the largest input below staged whole, a reduce-scatter of 1 000 003 f32 per rank from every rank
 // (16 MiB at least); the CPU backend: 4 MiB, so that inputs beyond it stay small.
-const STAGING = cuda
-  ? Math.max(16, Math.ceil((4 * 1_000_003 * readDistEnv().worldSize) / (1 << 20))) << 20
-  : 1 << 22;
-const group = await init({ backend, stagingBytes: STAGING });
-/** The group when on GPUs: the sections only GPUs have. */
-const gpu = group.backend === "cuda" ? group : undefined;
-// Any algorithm name goes through the types: each call passes its backend's (the lists below), or for a
-// bad input a name the backend does not have.
-const c = group.collectives as Collectives<AnyTensor, AnyTensor, AlgorithmNames>;
-const make = group.tensors;
-const { rank, worldSize: world } = group;
-const capacity = c.capacityBytes;
-const seed = await sharedSeed(group.store, rank);
+const program = await startProgram("collectives", {
+  cuda: Math.max(16, Math.ceil((4 * 1_000_003 * readDistEnv().worldSize) / (1 << 20))) << 20,
+  cpu: 1 << 22,
+});
+const { backend, cuda, group, gpu, c, make, rank, world, capacity, seed } = program;
+const { agree, ranks, wait, batch, done, total } = program;
 // The CPU test checks that this directory is gone after the job.
 if (rank === 0) console.log(`job directory ${readEnvVar("SYMMKIT_FD_DIR")}`);
-const agree = agreement(group.store, rank, world);
-const ranks = Array.from({ length: world }, (_, r) => r);
 const FLOATS = ["f32", "bf16", "f16"] as const;
-
-const { done, total } = sections(rank);
 
 // ---- Algorithms: this backend's, auto among them.
 const ALGORITHMS: Readonly<Record<CollectiveName, readonly string[]>> = cuda
@@ -161,8 +145,6 @@ function equals(t: AnyTensor, want: RawArray, what: string, alike = true): void 
   assertSameBits(got, want, what, seed);
   if (alike) outputs.push(rawHash(got));
 }
-const wait = (): void => gpu?.synchronize();
-const batch = batches(group, wait);
 /** A batch, then every rank's outputs agreed bit for bit. */
 async function checked(what: string, cases: readonly (Case | undefined)[], late?: number): Promise<void> {
   outputs = [];

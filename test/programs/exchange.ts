@@ -21,8 +21,9 @@
 // per round. Seeded, the seed printed; rank 0 prints each section with its seconds.
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
-import { agreement, assertSameBits, sharedSeed } from "../support/agree.js";
-import { batches, sections, type Case } from "../support/batch.js";
+import { assertSameBits } from "../support/agree.js";
+import type { Case } from "../support/batch.js";
+import { startProgram, typed, untyped } from "../support/program.js";
 import {
   bytesOf,
   concat,
@@ -32,9 +33,6 @@ import {
   poisonedIn,
   poisonOf,
 } from "../support/tensors.js";
-import { init } from "../../src/init.js";
-import { InvalidArgumentError } from "../../src/errors.js";
-import type { AlgorithmNames, Collectives } from "../../src/ops/collectives.js";
 import {
   CPU_EXCHANGE_ALGORITHMS,
   GPU_ALL_TO_ALL_ALGORITHMS,
@@ -50,24 +48,10 @@ import { defaultStream } from "../../src/runtime/stream.js";
 import { Tensor, type AnyTensor } from "../../src/runtime/tensor.js";
 import { readEnvVar } from "../../src/settings.js";
 
-const backend = process.argv[2];
-if (backend !== "cpu" && backend !== "cuda")
-  throw new Error(`exchange.js takes the backend to check: cpu or cuda, got ${String(backend)}`);
-const cuda = backend === "cuda";
 // GPUs: pull holds 32 MiB per rank at world 4; the CPU backend: small, so that inputs beyond it stay small.
-const group = await init({ backend, stagingBytes: cuda ? 128 << 20 : 1 << 20 });
-/** The group when on GPUs: the sections only GPUs have. */
-const gpu = group.backend === "cuda" ? group : undefined;
-// Any algorithm name goes through the types: each call passes its backend's (the lists below), or for a
-// bad input a name the backend does not have.
-const c = group.collectives as Collectives<AnyTensor, AnyTensor, AlgorithmNames>;
-const make = group.tensors;
-const { rank, worldSize: world } = group;
-assert.ok(world >= 2, `the exchange check needs 2 or more ranks, got ${world}`);
-const capacity = c.capacityBytes;
-const seed = await sharedSeed(group.store, rank);
-const agree = agreement(group.store, rank, world);
-const ranks = Array.from({ length: world }, (_, r) => r);
+const program = await startProgram("exchange", { cuda: 128 << 20, cpu: 1 << 20 }, 2);
+const { backend, cuda, group, gpu, c, make, rank, world, capacity, seed } = program;
+const { agree, ranks, wait, batch, done, total } = program;
 const ALL_DTYPES = Object.keys(DTYPES) as DType[];
 
 // ---- Algorithms: this backend's, the default (undefined) first.
@@ -102,8 +86,6 @@ const someOf = <T>(list: readonly T[], k: number): readonly T[] =>
   sharing ? [list[k % list.length]!] : list;
 const named = (algorithm: Algorithm): string => algorithm ?? "default";
 
-const { done, total } = sections(rank);
-
 // ---- Messages: any rank can make any of them, so each makes only its own.
 const KEY0 = Number(seed & 0xffff_ffffn) | 0;
 const KEY1 = Number((seed >> 32n) & 0xffff_ffffn) | 0;
@@ -125,8 +107,6 @@ function message(tag: number, src: number, dst: number, nbytes: number): Uint8Ar
 }
 const size = (dtype: DType): number => dtypeInfo(dtype).bytes;
 const sum = (v: readonly number[]): number => v.reduce((a, b) => a + b, 0);
-const typed = (e: unknown): boolean =>
-  e instanceof InvalidArgumentError && e.code === "SYMMKIT_INVALID_ARGUMENT";
 const upload = (dtype: DType, b: Uint8Array, shape?: number[]): AnyTensor => fromBytes(make, dtype, b, shape);
 const poisoned = (dtype: DType, shape: number[]): [AnyTensor, AnyTensor] => poisonedIn(make, dtype, shape);
 /** The CPU backend stages a message whole, so its messages are held to the staging buffer; GPUs pipeline
@@ -149,12 +129,6 @@ const unwritten = (t: AnyTensor, made: Uint8Array, what: string): void =>
 /** A tensor of `dtype` holding `inner` inside guards of poison, as poisoned makes them. */
 const guarded = (dtype: DType, inner: Uint8Array): AnyTensor =>
   upload(dtype, concat([poison(dtype, GUARD), inner, poison(dtype, GUARD)]));
-
-// ---- Batches (test/support/batch.ts): every input made before the store barrier, every check after the
-// one wait.
-/** Waits for the calls made: a CPU call is done when it returns. */
-const wait = (): void => gpu?.synchronize();
-const batch = batches(group, wait);
 
 /** Every pair of ranks once, in rounds in which each rank has at most one peer (the circle method; at an
  * odd world one rank sits each round out). */
@@ -1223,15 +1197,7 @@ if (gpu) {
     ["allToAllV x null", () => c.allToAllV(no(null), outF32, toRank0(n6))],
     ["allToAllV out undefined", () => c.allToAllV(x, no(undefined), toRank0(n6))],
   ];
-  const wrong: string[] = [];
-  for (const [what, call] of cases) {
-    try {
-      call();
-      wrong.push(`${what}: no error`);
-    } catch (e) {
-      if (!typed(e)) wrong.push(`${what}: ${String(e)}`);
-    }
-  }
+  const wrong = untyped(cases);
   wait();
   assert.deepEqual(wrong, [], `rank ${rank}: bad inputs must give InvalidArgumentError`);
   watched.forEach(([t, made], k) => unwritten(t, made, `bad inputs: tensor ${k}`));
