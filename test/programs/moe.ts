@@ -821,7 +821,7 @@ const BASE = (() => {
           c.dispatch(base.tokens, base.topkIdx, base.topkWeights, {
             numExperts: P.numExperts,
             maxRows: intoRows,
-            ...opt(a),
+            ...opt(withInto(a)),
           });
         if (target) tensors.push(...resultTensors(target));
         try {
@@ -895,7 +895,9 @@ const BASE = (() => {
           P,
           { ...mine, ids },
           undefined,
-          takesInto(a),
+          // Into an earlier result where that routes on the host: on the device a refusal comes at the
+          // wait (the section below).
+          takesInto(a) && !onDevice(withInto(a)),
         ),
       );
     }
