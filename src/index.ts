@@ -72,12 +72,11 @@ export {
   type HostsProcessGroup,
   type InitOptions,
 } from "./init.js";
+export { HOSTS_ALGORITHMS, type HostsAlgorithm } from "./ops/hosts-records.js";
 export {
   HostsCollectives,
-  HOSTS_ALGORITHMS,
   HIERARCHICAL_MAX_BYTES,
   autoHostsAlgorithm,
-  type HostsAlgorithm,
   type HostsCallOptions,
 } from "./ops/hosts-collectives.js";
 export { CpuProcessGroup, type CpuInitOptions } from "./cpu/process-group.js";
@@ -126,8 +125,8 @@ export {
   type TimeoutRecord,
 } from "./distributed/sync-watch.js";
 export { NcclTimeoutError } from "./distributed/nccl-watchdog.js";
+export { CALL_KINDS } from "./ops/call-kinds.js";
 export {
-  CALL_KINDS,
   CallTag,
   CollectiveMismatchError,
   describeFingerprint,

@@ -4,18 +4,15 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { COLLECTIVE_ALGORITHMS } from "../src/ops/coll/registry.js";
 import { KernelStallError, SymmTimeoutError } from "../src/distributed/sync-watch.js";
-import { FUSED_RECORDS } from "../src/ops/fused/checks.js";
-import { AR_NORM } from "../src/ops/norm/records.js";
-import { ALL_TO_ALL, ALL_TO_ALL_V, SEND_RECV } from "../src/ops/exchange/records.js";
-import { MOE } from "../src/ops/moe/records.js";
-import { HOSTS } from "../src/ops/hosts-collectives.js";
-import type { OpRecords } from "../src/ops/records.js";
+import { CALL_KINDS } from "../src/ops/call-kinds.js";
+import { OP_RECORDS } from "../src/ops/op-records.js";
 import {
-  CALL_KINDS,
   CollectiveMismatchError,
+  defineCallKinds,
   describeFingerprint,
   fingerprint,
   fingerprintDifferences,
+  GROUP_KINDS,
   MAX_FINGERPRINT_COUNT,
   SHAPES,
   shapeDifferences,
@@ -30,37 +27,31 @@ import { CALL_TAG_LAYOUT } from "../src/distributed/device-layouts.js";
 import { normOperandsDigest } from "../src/ops/norm/checks.js";
 import { InvalidArgumentError } from "../src/errors.js";
 
-test("every call kind is some algorithm record's (or the barrier's, broadcast's), and kinds fit their 7 bits", () => {
-  const claimed = new Set<string>([
-    "barrier",
-    "broadcast",
+test("the call kinds are the group's and every algorithm record's, each once, coded by place in 7 bits", () => {
+  const claimed = [
     ...Object.entries(COLLECTIVE_ALGORITHMS).flatMap(([c, recs]) =>
       Object.keys(recs).map((a) => `${c}/${a}`),
     ),
-    ...(
-      [
-        ...Object.values(FUSED_RECORDS),
-        AR_NORM,
-        SEND_RECV,
-        ALL_TO_ALL,
-        ALL_TO_ALL_V,
-        MOE,
-        HOSTS,
-      ] as OpRecords[]
-    ).flatMap((records) => Object.values(records).flatMap((r) => r.kinds)),
-  ]);
-  const kinds = new Set<string>(CALL_KINDS);
-  assert.deepEqual(
-    [...claimed].filter((k) => !kinds.has(k)),
-    [],
-    "add these to CALL_KINDS (src/distributed/fingerprint.ts)",
-  );
-  assert.deepEqual(
-    CALL_KINDS.filter((k) => !claimed.has(k)),
-    [],
-    "a kind no record names: name it in its algorithm's record",
-  );
+    ...OP_RECORDS.flatMap(([, records]) => Object.values(records).flatMap((r) => r.kinds)),
+  ];
+  assert.deepEqual(CALL_KINDS.slice(0, GROUP_KINDS.length), GROUP_KINDS);
+  assert.deepEqual(new Set(CALL_KINDS), new Set([...GROUP_KINDS, ...claimed]));
+  assert.equal(new Set(CALL_KINDS).size, CALL_KINDS.length, "each kind once");
   assert.ok(CALL_KINDS.length <= 128);
+  // Every kind is coded and decodes to its name: a word of each names that kind.
+  for (const kind of CALL_KINDS) {
+    const dims = Array.from({ length: (SHAPES[kind] ?? SHAPES[kind.split("/")[0]!] ?? []).length }, () => 3);
+    assert.match(describeFingerprint(fingerprint(0, { kind, count: 1, dims }).word), new RegExp(`^${kind} `));
+  }
+  assert.throws(() => fingerprint(0, { kind: "all-reduce/no_such", count: 1 }), /unknown call kind/);
+  assert.throws(
+    () => defineCallKinds(Array.from({ length: 127 }, (_, i) => `op/${i}`)),
+    /129 call kinds: a fingerprint codes at most 128/,
+  );
+  assert.equal(
+    (fingerprint(0, { kind: "all-reduce/one_shot", count: 1 }).word >> 45n) & 127n,
+    BigInt(CALL_KINDS.indexOf("all-reduce/one_shot")),
+  );
 });
 
 const BASE = { kind: "all-reduce/one_shot", dtype: "bf16", op: "sum", count: 4096 } as const;
@@ -128,9 +119,7 @@ test("shape words: exact for every op that has one, each value named where two d
     return state % 2 ** bits;
   };
   for (const [kind, names] of Object.entries(SHAPES)) {
-    const k = (CALL_KINDS as readonly string[]).find(
-      (c) => c === kind || c.startsWith(`${kind}/`),
-    ) as CallKind;
+    const k = CALL_KINDS.find((c) => c === kind || c.startsWith(`${kind}/`)) as CallKind;
     // Values as wide as the word holds them all (6 bits of length for each but the last).
     const bits = Math.floor((63 - 6 * (names.length - 1)) / names.length) - 1;
     for (let i = 0; i < 10000; i++) {

@@ -8,7 +8,7 @@
 // reduce-scatter output.
 import { SymmkitError } from "../errors.js";
 import { init, type HostsProcessGroup } from "../init.js";
-import { HOSTS_ALGORITHMS, type HostsAlgorithm } from "../ops/hosts-collectives.js";
+import { HOSTS_ALGORITHMS, type HostsAlgorithm } from "../ops/hosts-records.js";
 import { deviceCount } from "../runtime/device.js";
 import { encode } from "../runtime/dtype.js";
 import { Stream } from "../runtime/stream.js";

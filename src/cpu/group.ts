@@ -7,6 +7,7 @@
 import type { DType, RawArray } from "../runtime/dtype.js";
 import { checkCapacity } from "../ops/validate.js";
 import { CallTag, CollectiveMismatchError, fingerprint, type CallShape } from "../distributed/fingerprint.js";
+import "../ops/call-kinds.js"; // the operations' kinds, before this group fingerprints a call
 import { SymmTimeoutError } from "../distributed/sync-watch.js";
 import { rawView, type HostTensor } from "./host-tensor.js";
 import type { CpuSymmetricTensor } from "./symmetric.js";

@@ -8,7 +8,7 @@
 //
 // Every field is exact, so two calls that differ in what the ranks must agree on never share a tag.
 // Call word, from bit 0: the element count (39 bits: more elements than any GPU's memory holds bytes;
-// larger counts are refused), the reduction (2), the dtype (4), the operation (7: CALL_KINDS index), the
+// larger counts are refused), the reduction (2), the dtype (4), the operation (7: its code, defineCallKinds), the
 // group's call number mod 1024 (10; a skipped or refused call is caught at its first signal, long before
 // numbers could wrap), the barrier step within the call (1: a kernel's second barrier sets it), and bit
 // 63, always set (a slot holding 0 is idle). Shape word: what else the ranks must pass alike for the
@@ -18,61 +18,11 @@ import { InvalidArgumentError, SymmkitError } from "../errors.js";
 import type { DType } from "../runtime/dtype.js";
 import type { ParamStruct } from "../runtime/kernel.js";
 
-/**
- * Every operation whose signals carry a fingerprint, by code (its index): collective/algorithm as the
- * registry names them (src/ops/coll/registry.ts), the fused matmuls, and the group barrier.
- * test/fingerprint.test.ts checks that every algorithm has its entry. Append only: ranks of one job run
- * the same code, but codes in messages stay comparable across versions.
- */
-export const CALL_KINDS = [
-  "barrier",
-  "all-reduce/lamport",
-  "all-reduce/lamport_two_shot",
-  "all-reduce/one_shot",
-  "all-reduce/two_shot",
-  "all-reduce/nccl",
-  "all-gather/ll",
-  "all-gather/copy_engine",
-  "all-gather/pull",
-  "all-gather/nccl",
-  "reduce-scatter/lamport",
-  "reduce-scatter/pull",
-  "reduce-scatter/copy_engine",
-  "reduce-scatter/nccl",
-  "all-gather-matmul/fused",
-  "all-gather-matmul/fused_copy_engine",
-  "all-gather-matmul/fused_pull",
-  "all-gather-matmul/sequential",
-  "all-gather-matmul/nccl_cublaslt",
-  "matmul-reduce-scatter/fused",
-  "matmul-reduce-scatter/sequential",
-  "matmul-reduce-scatter/nccl_cublaslt",
-  "broadcast",
-  "send-recv",
-  "all-reduce-rms-norm/lamport",
-  "all-reduce-rms-norm/lamport_two_shot",
-  "all-reduce-rms-norm/one_shot",
-  "all-reduce-rms-norm/two_shot",
-  "all-reduce-rms-norm/sequential",
-  "all-reduce-rms-norm/nccl",
-  "all-to-all/pull",
-  "all-to-all/nccl",
-  "all-to-all-v/pull",
-  "all-to-all-v/nccl",
-  "moe-dispatch/pull",
-  "moe-combine/pull",
-  "matmul-all-reduce/sequential",
-  "matmul-all-reduce/nccl_cublaslt",
-  "all-to-all-v/copy_engine",
-  "matmul-all-reduce/fused",
-  "moe-dispatch/pull_device",
-  "send-recv/copy_engine",
-  "moe-combine/in-place",
-  "all-reduce/hierarchical",
-  "all-gather/hierarchical",
-  "reduce-scatter/hierarchical",
-] as const;
-export type CallKind = (typeof CALL_KINDS)[number];
+/** The calls the group makes itself, whatever operations run on it: codes 0 and 1. */
+export const GROUP_KINDS = ["barrier", "broadcast"] as const;
+/** A kind of call a fingerprint names: one of GROUP_KINDS, or an operation's "collective/algorithm" as its
+ * algorithm record names it (src/ops/call-kinds.ts defines them). */
+export type CallKind = string;
 
 const DTYPE_CODES: Readonly<Record<DType, number>> = {
   f32: 0,
@@ -129,12 +79,8 @@ export interface CallAs {
 }
 
 const NO_DIMS: readonly number[] = [];
-const KIND_CODE = new Map<string, number>(CALL_KINDS.map((k, i) => [k, i]));
 /** The names of a kind's shape values (SHAPES). */
 const shapeNames = (kind: string): readonly string[] => SHAPES[kind] ?? SHAPES[kind.split("/", 1)[0]!] ?? [];
-/** How many values each kind's shape word holds. */
-const SHAPE_DIMS = new Map<string, number>(CALL_KINDS.map((k) => [k, shapeNames(k).length]));
-
 /** Bits of the call word's high half (word bit 32 + i is bit i here); the count fills the low half and
  * the high half's bits below op. */
 const FIELDS = {
@@ -148,6 +94,29 @@ type Field = keyof typeof FIELDS | "count";
 const MARK = 0x8000_0000;
 const COUNT_BITS = 39;
 const TWO_32 = 0x1_0000_0000;
+/** The kinds by code (a code is a place here), each kind's code, and how many values its shape word
+ * holds; the group's own until defineCallKinds adds the operations'. */
+let kindNames: readonly string[] = [];
+let kindCodes = new Map<string, number>();
+let shapeDims = new Map<string, number>();
+
+/**
+ * Makes the fingerprints name GROUP_KINDS and then `kinds` (every operation's, in record order, each
+ * once), coded by their places, and returns that list. The operations' layer calls it once, as it loads
+ * (src/ops/call-kinds.ts), so that a new algorithm's kind comes from its record: ranks of one job run the
+ * same code, hence the same codes, and messages name the kinds.
+ */
+export function defineCallKinds(kinds: readonly string[]): readonly string[] {
+  const all = [...new Set<string>([...GROUP_KINDS, ...kinds])];
+  if (all.length > 1 << FIELDS.kind.bits)
+    throw new Error(`${all.length} call kinds: a fingerprint codes at most ${1 << FIELDS.kind.bits}`);
+  kindNames = all;
+  kindCodes = new Map(all.map((k, i) => [k, i]));
+  shapeDims = new Map(all.map((k) => [k, shapeNames(k).length]));
+  return all;
+}
+defineCallKinds([]);
+
 /** Bits of a shape word's length fields (each value's bit length, but the last's). */
 const LENGTH_BITS = 6;
 
@@ -238,7 +207,7 @@ function shapeWord(kind: string, dims: readonly number[]): [number, number] {
 
 /** The fingerprint of call number `seq` (its barrier step 0). */
 export function fingerprint(seq: number, shape: CallShape): CallTag {
-  const kind = KIND_CODE.get(shape.kind);
+  const kind = kindCodes.get(shape.kind);
   if (kind === undefined) throw new InvalidArgumentError(`unknown call kind ${shape.kind}`);
   const count = shape.count;
   if (!exact(count, MAX_FINGERPRINT_COUNT))
@@ -251,9 +220,9 @@ export function fingerprint(seq: number, shape: CallShape): CallTag {
     (OP_CODES[shape.op ?? "none"]! << FIELDS.op.shift) |
     Math.floor(count / TWO_32);
   const dims = shape.dims ?? NO_DIMS;
-  if (dims.length !== SHAPE_DIMS.get(shape.kind))
+  if (dims.length !== shapeDims.get(shape.kind))
     throw new InvalidArgumentError(
-      `${shape.kind}: its fingerprint takes ${SHAPE_DIMS.get(shape.kind)} shape values (SHAPES), got ${dims.length}`,
+      `${shape.kind}: its fingerprint takes ${shapeDims.get(shape.kind)} shape values (SHAPES), got ${dims.length}`,
     );
   if (dims.length === 0) return new CallTag(hi >>> 0, count >>> 0);
   const [shapeHi, shapeLo] = shapeWord(shape.kind, dims);
@@ -272,7 +241,7 @@ function field(word: bigint, f: Field): number {
 
 /** Whether a word is a point-to-point message's: its number counts the pair's messages one way, not the
  * group's calls. */
-const isMessage = (word: bigint): boolean => (CALL_KINDS[field(word, "kind")] ?? "").startsWith("send-recv");
+const isMessage = (word: bigint): boolean => (kindNames[field(word, "kind")] ?? "").startsWith("send-recv");
 
 /** One field of a call word, in words. */
 function describeField(word: bigint, f: Field): string {
@@ -283,7 +252,7 @@ function describeField(word: bigint, f: Field): string {
     case "seq":
       return `${isMessage(word) ? "message" : "call"} #${x} (mod 1024)`;
     case "kind":
-      return CALL_KINDS[x] ?? `unknown operation ${x}`;
+      return kindNames[x] ?? `unknown operation ${x}`;
     case "dtype":
       return x === NO_DTYPE ? "no dtype" : (DTYPE_NAMES.get(x) ?? String(x));
     case "op":
@@ -328,7 +297,7 @@ function shapeValues(shape: bigint, n: number): bigint[] {
 
 /** The values in which two shape words of a call (its word `word`) differ, with both in words. */
 export function shapeDifferences(word: bigint, ours: bigint, theirs: bigint): string[] {
-  const kind = CALL_KINDS[field(word, "kind")] ?? "";
+  const kind = kindNames[field(word, "kind")] ?? "";
   const names = shapeNames(kind);
   if (ours === 0n || theirs === 0n || names.length === 0)
     return [`shape word: ours 0x${ours.toString(16)}, theirs 0x${theirs.toString(16)}`];

@@ -6,34 +6,30 @@
 // (GpuCollectives) makes one and hands it to each family.
 import { InvalidArgumentError } from "../errors.js";
 import { fingerprint, type CallShape, type CallTag } from "../distributed/fingerprint.js";
+import "./call-kinds.js"; // the operations' kinds, before this group fingerprints a call
 import type { NcclComm } from "../distributed/nccl-comm.js";
 import type { ProcessGroup } from "../distributed/process-group.js";
 import type { SymmetricTensor } from "../distributed/symmetric-memory.js";
 import { MAILBOX_HEADER_BYTES, MAILBOX_STATE_LAYOUT } from "../distributed/device-layouts.js";
 import type { Device } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
-import type { Kernel } from "../runtime/kernel.js";
+import type { Kernel, ParamType } from "../runtime/kernel.js";
 import { DeviceMemory, memset } from "../runtime/memory.js";
 import { sharedModule } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { agreedCheckCalls } from "./check-calls.js";
 import {
-  ALL_GATHER_PARAMS,
-  allGatherExpr,
-  allGatherProgram,
   BARRIER_HOLD_PARAMS,
   BARRIER_KERNEL_THREADS,
   BARRIER_KERNELS,
   GROUP_BARRIER_PARAMS,
-  REDUCING_PARAMS,
+  movingExpr,
+  movingProgram,
   reducingExpr,
   reducingProgram,
-  type AllGatherKernel,
-  type AllGatherParams,
+  type CollKernel,
   type MAILBOX_PARAMS,
-  type ReducingKernel,
-  type ReducingParams,
 } from "./coll/programs.js";
 import {
   THREADS,
@@ -148,8 +144,8 @@ export class GpuGroup implements CollectiveContext {
   calls = 0;
   readonly barrierHold: Kernel<typeof BARRIER_HOLD_PARAMS>;
   readonly #groupBarrier: Kernel<typeof GROUP_BARRIER_PARAMS>;
-  readonly #reducing: Memo3<ReducingKernel, DType, ReduceOp, Kernel>;
-  readonly #allGather = new Map<AllGatherKernel, Kernel>();
+  readonly #reducing: Memo3<CollKernel, DType, ReduceOp, Kernel>;
+  readonly #moving = new Map<CollKernel, Kernel>();
 
   private constructor(
     group: GroupOfGpu,
@@ -180,11 +176,10 @@ export class GpuGroup implements CollectiveContext {
     const barriers = sharedModule(BARRIER_KERNELS, this.device);
     this.#groupBarrier = barriers.kernel("symmkit::group_barrier", GROUP_BARRIER_PARAMS);
     this.barrierHold = barriers.kernel("symmkit::barrier_hold", BARRIER_HOLD_PARAMS);
-    // Every reducing kernel takes the parameters its records launch it with (coll/programs.ts).
     this.#reducing = new Memo3((kernel, dtype, op) =>
       sharedModule(reducingProgram(kernel, dtype, op), this.device).kernel(
         reducingExpr(kernel, dtype, op, this.world),
-        REDUCING_PARAMS[kernel],
+        kernel.params,
       ),
     );
   }
@@ -261,20 +256,21 @@ export class GpuGroup implements CollectiveContext {
     }
   }
 
-  reducing<K extends ReducingKernel>(kernel: K, dtype: DType, op: ReduceOp): Kernel<ReducingParams[K]> {
-    return this.#reducing.get(kernel, dtype, op) as Kernel<ReducingParams[K]>;
+  // A kernel is resolved with the parameters its declaration gives (CollKernel), hence the casts back.
+  reducing<P extends readonly ParamType[]>(kernel: CollKernel<P>, dtype: DType, op: ReduceOp): Kernel<P> {
+    return this.#reducing.get(kernel, dtype, op) as Kernel<P>;
   }
 
-  allGatherKernel<K extends AllGatherKernel>(kernel: K): Kernel<AllGatherParams[K]> {
-    let k = this.#allGather.get(kernel);
+  moving<P extends readonly ParamType[]>(kernel: CollKernel<P>): Kernel<P> {
+    let k = this.#moving.get(kernel);
     if (!k) {
-      k = sharedModule(allGatherProgram(kernel), this.device).kernel(
-        allGatherExpr(kernel, this.world),
-        ALL_GATHER_PARAMS[kernel],
+      k = sharedModule(movingProgram(kernel), this.device).kernel(
+        movingExpr(kernel, this.world),
+        kernel.params,
       );
-      this.#allGather.set(kernel, k);
+      this.#moving.set(kernel, k);
     }
-    return k as Kernel<AllGatherParams[K]>;
+    return k as Kernel<P>;
   }
 
   groupBarrier(view: Uint8Array, stream: Stream, tag: CallTag, step: 0 | 1 = 0): void {

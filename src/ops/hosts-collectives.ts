@@ -71,29 +71,8 @@ import {
   checkTensorArg,
   type ReduceOp,
 } from "./validate.js";
-import { algorithmList, type OpRecords } from "./records.js";
-
-/** The routes of all-reduce, all-gather and reduce-scatter across hosts, one record each (the shape:
- * src/ops/records.ts). Neither gives the rank-order bits: NCCL sums across hosts in its own order. */
-export const HOSTS = {
-  hierarchical: {
-    summary:
-      "symmkit's collective within each host, NCCL across hosts on the rails (one communicator per position within the host)",
-    backends: ["hosts"],
-    rankOrder: false,
-    needs: [],
-    kinds: ["all-reduce/hierarchical", "all-gather/hierarchical", "reduce-scatter/hierarchical"],
-  },
-  nccl: {
-    summary: "NCCL's collective over the whole group",
-    backends: ["hosts"],
-    rankOrder: false,
-    needs: [],
-    kinds: ["all-reduce/nccl", "all-gather/nccl", "reduce-scatter/nccl"],
-  },
-} as const satisfies OpRecords;
-
-export const HOSTS_ALGORITHMS = algorithmList(HOSTS, "hosts");
+import { HOSTS_ALGORITHMS, type HostsAlgorithm } from "./hosts-records.js";
+import "./call-kinds.js"; // the operations' kinds, before this group fingerprints a call
 
 /**
  * auto's rule until `symmkit bench hosts` has measured real hosts (docs/perf-notes.md, "Several hosts"):
@@ -106,7 +85,6 @@ export const HIERARCHICAL_MAX_BYTES = 1 << 20;
 /** What auto picks for `bytes` per rank (see HIERARCHICAL_MAX_BYTES). */
 export const autoHostsAlgorithm = (bytes: number): Exclude<HostsAlgorithm, "auto"> =>
   bytes <= HIERARCHICAL_MAX_BYTES ? "hierarchical" : "nccl";
-export type HostsAlgorithm = (typeof HOSTS_ALGORITHMS)[number];
 
 export interface HostsCallOptions {
   /** Where the call's work is enqueued (default: the device's default stream). */

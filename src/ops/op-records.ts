@@ -3,7 +3,7 @@
 import type { ProgramSpec } from "../runtime/module.js";
 import { ALL_TO_ALL, ALL_TO_ALL_V, SEND_RECV } from "./exchange/records.js";
 import { FUSED_RECORDS } from "./fused/checks.js";
-import { HOSTS } from "./hosts-collectives.js";
+import { HOSTS } from "./hosts-records.js";
 import { MOE } from "./moe/records.js";
 import { AR_NORM } from "./norm/records.js";
 import type { OpRecords } from "./records.js";

@@ -5,7 +5,7 @@
 // through its record (registry.ts). An eager call builds no strings and allocates nothing but its
 // argument objects (and its output, when none is given).
 import { InvalidArgumentError } from "../../errors.js";
-import type { CallAs, CallKind } from "../../distributed/fingerprint.js";
+import type { CallAs } from "../../distributed/fingerprint.js";
 import { Tensor } from "../../runtime/tensor.js";
 import type { CollectiveInput, CollectiveOptions, GpuGroup } from "../gpu-group.js";
 import { overlaps, sameSpan } from "../gemm/matmul.js";
@@ -263,7 +263,7 @@ export class GpuColl {
     const stream = this.#g.stream(options);
     const tag = this.#g.tag(
       {
-        kind: as?.kind ?? (`${collective}/${algorithm}` as CallKind),
+        kind: as?.kind ?? `${collective}/${algorithm}`,
         dtype: x.dtype,
         op: collective === "all-gather" ? undefined : op,
         count: x.numel,

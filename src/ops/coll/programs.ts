@@ -15,15 +15,35 @@ import type { ParamType } from "../../runtime/kernel.js";
 import type { ProgramSpec } from "../../runtime/module.js";
 import type { ReduceOp } from "../validate.js";
 
-export type ReducingKernel =
-  | "one_shot_all_reduce"
-  | "two_shot_all_reduce"
-  | "reduce_scatter_pull"
-  | "lamport_all_reduce"
-  | "lamport_two_shot_all_reduce"
-  | "lamport_reduce_scatter"
-  | "copy_engine_reduce_scatter";
 export const WORLD_SIZES = [2, 3, 4, 5, 6, 7, 8] as const;
+
+/** A collective kernel (coll/*.cuh, all reached from mailbox.cuh): its name and the parameters its launches
+ * pass. A reducing kernel is a template over <element type, op, world>, compiled as one program per
+ * (dtype, op); a moving one (all-gather's, all-to-all's) a template over <world>, one program. Each is
+ * declared beside the records that launch it (./registry.ts, exchange/programs.ts), so that a new kernel
+ * touches nothing here. */
+export interface CollKernel<P extends readonly ParamType[] = readonly ParamType[]> {
+  readonly name: string;
+  readonly reduces: boolean;
+  readonly params: P;
+}
+
+export const reducingKernel = <const P extends readonly ParamType[]>(
+  name: string,
+  params: P,
+): CollKernel<P> => ({
+  name,
+  reduces: true,
+  params,
+});
+export const movingKernel = <const P extends readonly ParamType[]>(
+  name: string,
+  params: P,
+): CollKernel<P> => ({
+  name,
+  reduces: false,
+  params,
+});
 
 const OP_TYPES: Record<ReduceOp, string> = {
   sum: "symmkit::OpSum",
@@ -32,35 +52,29 @@ const OP_TYPES: Record<ReduceOp, string> = {
 };
 const SOURCE = '#include "symmkit/coll/mailbox.cuh"\n';
 
-export function reducingExpr(kernel: ReducingKernel, dtype: DType, op: ReduceOp, world: number): string {
-  return `symmkit::${kernel}<${DTYPES[dtype].cType}, ${OP_TYPES[op]}, ${world}>`;
+export function reducingExpr(kernel: CollKernel, dtype: DType, op: ReduceOp, world: number): string {
+  return `symmkit::${kernel.name}<${DTYPES[dtype].cType}, ${OP_TYPES[op]}, ${world}>`;
 }
 
-/** The kernels that move bytes without reducing: all-gather's, and all-to-all's pull. */
-export type AllGatherKernel = "all_gather_pull" | "ll_all_gather" | "all_to_all_pull";
-
-export function allGatherExpr(kernel: AllGatherKernel, world: number): string {
-  return `symmkit::${kernel}<${world}>`;
+export function movingExpr(kernel: CollKernel, world: number): string {
+  return `symmkit::${kernel.name}<${world}>`;
 }
 
-export function reducingProgram(kernel: ReducingKernel, dtype: DType, op: ReduceOp): ProgramSpec {
+export function reducingProgram(kernel: CollKernel, dtype: DType, op: ReduceOp): ProgramSpec {
   return {
-    name: `symmkit/coll/${kernel}/${dtype}/${op}`,
+    name: `symmkit/coll/${kernel.name}/${dtype}/${op}`,
     source: SOURCE,
     nameExpressions: WORLD_SIZES.map((w) => reducingExpr(kernel, dtype, op, w)),
   };
 }
 
-export function allGatherProgram(kernel: AllGatherKernel): ProgramSpec {
+export function movingProgram(kernel: CollKernel): ProgramSpec {
   return {
-    name: `symmkit/coll/${kernel}`,
+    name: `symmkit/coll/${kernel.name}`,
     source: SOURCE,
-    nameExpressions: WORLD_SIZES.map((w) => allGatherExpr(kernel, w)),
+    nameExpressions: WORLD_SIZES.map((w) => movingExpr(kernel, w)),
   };
 }
-
-/** allToAll's pull kernel (not a registry record: all-to-all has no tune table yet). */
-export const ALL_TO_ALL_PROGRAM: ProgramSpec = allGatherProgram("all_to_all_pull");
 
 /** group_barrier and barrier_hold (sync/barrier_kernels.cuh). */
 export const BARRIER_KERNELS: ProgramSpec = {
@@ -100,24 +114,3 @@ export const MAILBOX_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "ptr", "u64
 /** The reduce stage of the copy-engine reduce-scatter: the staging slots, this rank's own input chunk,
  * the output, the element count, the rank. */
 export const COPY_ENGINE_REDUCE_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32"] as const;
-
-/** Each reducing kernel's parameters. */
-export const REDUCING_PARAMS = {
-  one_shot_all_reduce: COLL_PARAMS,
-  two_shot_all_reduce: TWO_SHOT_PARAMS,
-  reduce_scatter_pull: COLL_PARAMS,
-  lamport_all_reduce: MAILBOX_PARAMS,
-  lamport_two_shot_all_reduce: MAILBOX_PARAMS,
-  lamport_reduce_scatter: MAILBOX_PARAMS,
-  copy_engine_reduce_scatter: COPY_ENGINE_REDUCE_PARAMS,
-} as const satisfies Record<ReducingKernel, readonly ParamType[]>;
-export type ReducingParams = typeof REDUCING_PARAMS;
-
-/** Each all-gather kernel's parameters. */
-export const ALL_GATHER_PARAMS = {
-  all_gather_pull: COLL_PARAMS,
-  ll_all_gather: MAILBOX_PARAMS,
-  /** The count is the chunk's bytes (what each rank sends each rank). */
-  all_to_all_pull: COLL_PARAMS,
-} as const satisfies Record<AllGatherKernel, readonly ParamType[]>;
-export type AllGatherParams = typeof ALL_GATHER_PARAMS;

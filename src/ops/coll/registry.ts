@@ -5,7 +5,7 @@
 // here: adding an algorithm is one record plus its kernel.
 import { copyDeviceToDevice, memset, writeValue32 } from "../../runtime/memory.js";
 import type { DType } from "../../runtime/dtype.js";
-import type { Kernel } from "../../runtime/kernel.js";
+import type { Kernel, ParamType } from "../../runtime/kernel.js";
 import type { ProgramSpec } from "../../runtime/module.js";
 import type { Stream } from "../../runtime/stream.js";
 import { Tensor } from "../../runtime/tensor.js";
@@ -15,13 +15,15 @@ import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { checkCapacity, REDUCE_DTYPES, REDUCE_OPS, type ReduceOp } from "../validate.js";
 import type { TunedCollective } from "../tune-table.js";
 import {
-  allGatherProgram,
+  COLL_PARAMS,
+  COPY_ENGINE_REDUCE_PARAMS,
+  MAILBOX_PARAMS,
+  movingKernel,
+  movingProgram,
+  reducingKernel,
   reducingProgram,
-  type AllGatherKernel,
-  type AllGatherParams,
-  type MAILBOX_PARAMS,
-  type ReducingKernel,
-  type ReducingParams,
+  TWO_SHOT_PARAMS,
+  type CollKernel,
 } from "./programs.js";
 
 export type CollectiveName = TunedCollective;
@@ -57,9 +59,9 @@ export interface CollectiveContext {
   readonly stagingView: Uint8Array;
   readonly capacityBytes: number;
   /** A reducing kernel for this group's world size, resolved once per (kernel, dtype, op). */
-  reducing<K extends ReducingKernel>(kernel: K, dtype: DType, op: ReduceOp): Kernel<ReducingParams[K]>;
-  /** An all-gather kernel for this group's world size, resolved once. */
-  allGatherKernel<K extends AllGatherKernel>(kernel: K): Kernel<AllGatherParams[K]>;
+  reducing<P extends readonly ParamType[]>(kernel: CollKernel<P>, dtype: DType, op: ReduceOp): Kernel<P>;
+  /** A moving kernel (all-gather's, all-to-all's) for this group's world size, resolved once. */
+  moving<P extends readonly ParamType[]>(kernel: CollKernel<P>): Kernel<P>;
   /** A one-block barrier kernel over `view`'s pads (release/acquire, system scope), its signals carrying
    * `tag`: the call's barrier number `step` (0, or 1 for its second). */
   groupBarrier(view: Uint8Array, stream: Stream, tag: CallTag, step?: 0 | 1): void;
@@ -133,8 +135,19 @@ const none = (): number => 0;
 const sameBytes = (bytes: number): number => bytes;
 /** Algorithms that stage a plain input (and two_shot's scratch lives there). */
 const staged = (_bytes: number, s: number): number => s;
-const reducingPrograms = (k: ReducingKernel): ProgramSpec[] =>
+const reducingPrograms = (k: CollKernel): ProgramSpec[] =>
   REDUCE_DTYPES.flatMap((d) => REDUCE_OPS.map((op) => reducingProgram(k, d, op)));
+
+// The kernels the records below launch (coll/*.cuh), with the parameters they pass.
+const LAMPORT_ALL_REDUCE = reducingKernel("lamport_all_reduce", MAILBOX_PARAMS);
+const LAMPORT_TWO_SHOT_ALL_REDUCE = reducingKernel("lamport_two_shot_all_reduce", MAILBOX_PARAMS);
+const ONE_SHOT_ALL_REDUCE = reducingKernel("one_shot_all_reduce", COLL_PARAMS);
+const TWO_SHOT_ALL_REDUCE = reducingKernel("two_shot_all_reduce", TWO_SHOT_PARAMS);
+const LL_ALL_GATHER = movingKernel("ll_all_gather", MAILBOX_PARAMS);
+const ALL_GATHER_PULL = movingKernel("all_gather_pull", COLL_PARAMS);
+const LAMPORT_REDUCE_SCATTER = reducingKernel("lamport_reduce_scatter", MAILBOX_PARAMS);
+const REDUCE_SCATTER_PULL = reducingKernel("reduce_scatter_pull", COLL_PARAMS);
+const COPY_ENGINE_REDUCE_SCATTER = reducingKernel("copy_engine_reduce_scatter", COPY_ENGINE_REDUCE_PARAMS);
 
 /** On one rank a collective is a copy (none in place): the records' shared first step. Returns true
  * when that was all. */
@@ -160,10 +173,10 @@ const ALL_REDUCE = {
     autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
     mailboxThreadBytes: 16,
     mailboxBytesPerPeer: sameBytes,
-    programs: reducingPrograms("lamport_all_reduce"),
+    programs: reducingPrograms(LAMPORT_ALL_REDUCE),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.reducing("lamport_all_reduce", c.x.dtype, c.op);
+      const k = ctx.reducing(LAMPORT_ALL_REDUCE, c.x.dtype, c.op);
       ctx.push(ALL_REDUCE.lamport, k, c, c.x.numel, c.x.nbytes);
     },
   },
@@ -176,10 +189,10 @@ const ALL_REDUCE = {
     mailboxThreadBytes: 32,
     // A reduce-scatter and an all-gather chunk of 16-byte groups.
     mailboxBytesPerPeer: (bytes, world) => 2 * 16 * Math.ceil(Math.ceil(bytes / 16) / world),
-    programs: reducingPrograms("lamport_two_shot_all_reduce"),
+    programs: reducingPrograms(LAMPORT_TWO_SHOT_ALL_REDUCE),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.reducing("lamport_two_shot_all_reduce", c.x.dtype, c.op);
+      const k = ctx.reducing(LAMPORT_TWO_SHOT_ALL_REDUCE, c.x.dtype, c.op);
       ctx.push(ALL_REDUCE.lamport_two_shot, k, c, c.x.numel, c.x.nbytes);
     },
   },
@@ -192,11 +205,11 @@ const ALL_REDUCE = {
     benchPlain: true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: reducingPrograms("one_shot_all_reduce"),
+    programs: reducingPrograms(ONE_SHOT_ALL_REDUCE),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
-      const k = ctx.reducing("one_shot_all_reduce", c.x.dtype, c.op);
+      const k = ctx.reducing(ONE_SHOT_ALL_REDUCE, c.x.dtype, c.op);
       const grid = ctx.blocks(c.x.nbytes);
       k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.numel, c.tag);
     },
@@ -210,7 +223,7 @@ const ALL_REDUCE = {
     benchPlain: true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: reducingPrograms("two_shot_all_reduce"),
+    programs: reducingPrograms(TWO_SHOT_ALL_REDUCE),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c, true);
@@ -221,7 +234,7 @@ const ALL_REDUCE = {
         checkCapacity(`${c.what} (two-shot scratch)`, c.x.nbytes, ctx.capacityBytes);
         scratch = ctx.stagingView;
       }
-      const k = ctx.reducing("two_shot_all_reduce", c.x.dtype, c.op);
+      const k = ctx.reducing(TWO_SHOT_ALL_REDUCE, c.x.dtype, c.op);
       const grid = ctx.blocks(Math.ceil(c.x.nbytes / ctx.world));
       const cfg = { grid, block: THREADS, stream: c.stream };
       k.launch(cfg, view, scratch, input, c.output, c.x.numel, c.tag);
@@ -282,10 +295,10 @@ const ALL_GATHER = {
     autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
     mailboxThreadBytes: 8,
     mailboxBytesPerPeer: sameBytes,
-    programs: [allGatherProgram("ll_all_gather")],
+    programs: [movingProgram(LL_ALL_GATHER)],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.allGatherKernel("ll_all_gather");
+      const k = ctx.moving(LL_ALL_GATHER);
       ctx.push(ALL_GATHER.ll, k, c, c.x.nbytes, c.x.nbytes);
     },
   },
@@ -310,11 +323,11 @@ const ALL_GATHER = {
     autoWhen: () => true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: [allGatherProgram("all_gather_pull")],
+    programs: [movingProgram(ALL_GATHER_PULL)],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
-      const k = ctx.allGatherKernel("all_gather_pull");
+      const k = ctx.moving(ALL_GATHER_PULL);
       const grid = ctx.blocks(c.x.nbytes * ctx.world);
       k.launch({ grid, block: THREADS, stream: c.stream }, view, input, c.output, c.x.nbytes, c.tag);
     },
@@ -360,7 +373,7 @@ function copyEngineReduceScatter(ctx: CollectiveContext, c: CollectiveCall): voi
     copyDeviceToDevice(slot, x.ptr + BigInt(d * stride), chunk, stream);
   }
   ctx.groupBarrier(ctx.stagingView, stream, c.tag, 1);
-  const k = ctx.reducing("copy_engine_reduce_scatter", x.dtype, c.op);
+  const k = ctx.reducing(COPY_ENGINE_REDUCE_SCATTER, x.dtype, c.op);
   k.launch(
     { grid: ctx.blocks(chunk), block: THREADS, stream },
     ctx.staging.tensor.ptr,
@@ -380,10 +393,10 @@ const REDUCE_SCATTER = {
     autoWhen: (bytes) => bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES,
     mailboxThreadBytes: 16,
     mailboxBytesPerPeer: sameBytes,
-    programs: reducingPrograms("lamport_reduce_scatter"),
+    programs: reducingPrograms(LAMPORT_REDUCE_SCATTER),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
-      const k = ctx.reducing("lamport_reduce_scatter", c.x.dtype, c.op);
+      const k = ctx.reducing(LAMPORT_REDUCE_SCATTER, c.x.dtype, c.op);
       ctx.push(REDUCE_SCATTER.lamport, k, c, c.output.numel, c.output.nbytes);
     },
   },
@@ -395,11 +408,11 @@ const REDUCE_SCATTER = {
     autoWhen: () => true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: reducingPrograms("reduce_scatter_pull"),
+    programs: reducingPrograms(REDUCE_SCATTER_PULL),
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
-      const k = ctx.reducing("reduce_scatter_pull", c.x.dtype, c.op);
+      const k = ctx.reducing(REDUCE_SCATTER_PULL, c.x.dtype, c.op);
       const cfg = { grid: ctx.blocks(c.output.nbytes), block: THREADS, stream: c.stream };
       k.launch(cfg, view, input, c.output, c.output.numel, c.tag);
     },
@@ -412,7 +425,7 @@ const REDUCE_SCATTER = {
     mailboxBytesPerPeer: none,
     // It receives world chunks of its output size, whatever its input.
     stagingBytes: (bytes, _staged, world) => bytes * world,
-    programs: reducingPrograms("copy_engine_reduce_scatter"),
+    programs: reducingPrograms(COPY_ENGINE_REDUCE_SCATTER),
     launch: (ctx, c) => {
       if (!trivial(ctx, c)) copyEngineReduceScatter(ctx, c);
     },

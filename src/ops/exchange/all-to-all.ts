@@ -44,7 +44,7 @@ import {
   type GpuAllToAllVAlgorithm,
 } from "./checks.js";
 import { ncclExchange, type ExchangeInput } from "./exchange.js";
-import { A2AV_PROGRAM } from "./programs.js";
+import { A2AV_PROGRAM, ALL_TO_ALL_PULL } from "./programs.js";
 import { GPU_ALL_TO_ALL_AUTO, GPU_ALL_TO_ALL_V_AUTO } from "./records.js";
 import { autoPick } from "../records.js";
 
@@ -168,7 +168,7 @@ export class GpuAllToAll {
       const tag = ctx.tag({ kind: "all-to-all/pull", dtype: x.dtype, count: x.numel }, stream);
       if (ctx.world === 1) return copyDeviceToDevice(out.ptr, x.ptr, x.nbytes, stream);
       ctx
-        .allGatherKernel("all_to_all_pull")
+        .moving(ALL_TO_ALL_PULL)
         .launch(
           { grid: ctx.blocks(x.nbytes), block: THREADS, stream },
           plain ? ctx.stagingView : input.deviceView(),

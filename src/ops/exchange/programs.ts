@@ -1,8 +1,12 @@
 // The exchange ops' kernels (their records name them; the catalog compiles them): send/recv's put and
-// copy-engine signal kernels, allToAllV's pull with the counts on the device. allToAll's pull kernel is a
-// collective program (../coll/programs.ts).
+// copy-engine signal kernels, allToAll's pull (a moving collective kernel: coll/collectives.cuh),
+// allToAllV's pull with the counts on the device.
 import type { ProgramSpec } from "../../runtime/module.js";
-import { WORLD_SIZES } from "../coll/programs.js";
+import { COLL_PARAMS, movingKernel, movingProgram, WORLD_SIZES } from "../coll/programs.js";
+
+/** allToAll's pull: the count it takes is the chunk's bytes (what each rank sends each rank). */
+export const ALL_TO_ALL_PULL = movingKernel("all_to_all_pull", COLL_PARAMS);
+export const ALL_TO_ALL_PROGRAM: ProgramSpec = movingProgram(ALL_TO_ALL_PULL);
 
 /** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
 export const P2P_CHUNK_BYTES = 1 << 20;

@@ -2,9 +2,8 @@
 // They move bits, so every algorithm gives the reference's. Auto's rules are in the records (autoWhen)
 // over what each op's auto knows of the call: nothing for send/recv, whether the staging buffer holds x
 // for allToAll, where the counts are for allToAllV.
-import { ALL_TO_ALL_PROGRAM } from "../coll/programs.js";
 import { autoOrder, type OpRecords } from "../records.js";
-import { A2AV_PROGRAM, P2P_PROGRAM } from "./programs.js";
+import { A2AV_PROGRAM, ALL_TO_ALL_PROGRAM, P2P_PROGRAM } from "./programs.js";
 
 /** What allToAll's auto knows: whether the staging buffer holds x (or x is symmetric, read in place). */
 export interface AllToAllSituation {

@@ -24,7 +24,7 @@
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
 import { InvalidArgumentError, UnsupportedError } from "../../errors.js";
-import type { CallKind, CallTag } from "../../distributed/fingerprint.js";
+import type { CallTag } from "../../distributed/fingerprint.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { Event } from "../../runtime/event.js";
 import { copyDeviceToDevice, DeviceMemory, memset, writeValue32 } from "../../runtime/memory.js";
@@ -212,7 +212,7 @@ export class FusedMatmul {
     } else {
       const tag = this.#ctx.tag(
         {
-          kind: `all-gather-matmul/${algorithm}` as CallKind,
+          kind: `all-gather-matmul/${algorithm}`,
           dtype: p.elem,
           count: aShard.numel,
           dims: [p.k],

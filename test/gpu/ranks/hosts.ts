@@ -17,7 +17,7 @@ import { assertSameBits, sharedSeed } from "../../support/agree.js";
 import { init, type HostsProcessGroup } from "../../../src/init.js";
 import { UnsupportedError } from "../../../src/errors.js";
 import { CollectiveMismatchError } from "../../../src/distributed/fingerprint.js";
-import { HOSTS_ALGORITHMS } from "../../../src/ops/hosts-collectives.js";
+import { HOSTS_ALGORITHMS } from "../../../src/ops/hosts-records.js";
 import { encode, type DType } from "../../../src/runtime/dtype.js";
 import { Graph } from "../../../src/runtime/graph.js";
 import { Stream } from "../../../src/runtime/stream.js";
