@@ -240,6 +240,19 @@ const ALL_REDUCE = {
       k.launch(cfg, view, scratch, input, c.output, c.x.numel, c.tag);
     },
   },
+  copy_engine: {
+    collective: "all-reduce",
+    summary:
+      "the copy engines push each peer its chunk, a local reduce kernel, then the copy engines gather the reduced chunks: no SM moves a byte between GPUs",
+    rankOrder: true,
+    cpu: false,
+    mailboxBytesPerPeer: none,
+    stagingBytes: (bytes, _staged, world) => (world + 1) * copyEngineChunkBytes(bytes, world),
+    programs: reducingPrograms(COPY_ENGINE_REDUCE_SCATTER),
+    launch: (ctx, c) => {
+      if (!trivial(ctx, c)) copyEngineAllReduce(ctx, c);
+    },
+  },
   nccl: {
     collective: "all-reduce",
     summary: "NCCL (its own reduction order)",
@@ -255,6 +268,70 @@ const ALL_REDUCE = {
     },
   },
 } as const satisfies Record<string, CollectiveAlgorithm<"all-reduce">>;
+
+/** The room the copy-engine all-reduce gives each chunk in the staging buffer (16-byte groups, so that the
+ * reduced chunk lies aligned): at least any rank's chunk of a `bytes` input. */
+const copyEngineChunkBytes = (bytes: number, world: number): number => 16 * Math.ceil(bytes / (16 * world));
+
+/**
+ * Copy-engine all-reduce, all in stream order: the copy-engine reduce-scatter, its reduced chunk left in
+ * the staging buffer, then a copy-engine all-gather of the reduced chunks. Rank r owns elements
+ * [r per, (r + 1) per) of the n (per = ceil(n / world); the last chunks may be short or empty): every peer
+ * pushes it that chunk into slot `peer` of its staging buffer (slots of that chunk's size, as
+ * copy_engine_reduce_scatter reads them), which reduces them in rank order into the staging buffer at
+ * world chunk rooms in; every rank then copies every rank's reduced chunk into its output. Barrier kernels
+ * between the steps: (0) peers are done with their staging buffers, (1) every chunk pushed here has
+ * landed, (0) every reduced chunk is ready, (1) no peer still reads ours, so the next call may rewrite it.
+ * In place is safe: the output is written only after every read of the input.
+ */
+function copyEngineAllReduce(ctx: CollectiveContext, c: CollectiveCall): void {
+  const { world, rank, staging } = ctx;
+  const { x, output, stream } = c;
+  const e = x.elementBytes;
+  const per = Math.ceil(x.numel / world);
+  const bytesOf = (r: number): number => Math.max(0, Math.min(x.numel, (r + 1) * per) - r * per) * e;
+  const room = copyEngineChunkBytes(x.nbytes, world);
+  checkCapacity(
+    `${c.what} (copy-engine slots)`,
+    (world + 1) * room,
+    ctx.capacityBytes,
+    "pass a larger stagingBytes to init(), or use another algorithm",
+  );
+  const reduced = BigInt(world * room);
+  ctx.groupBarrier(ctx.stagingView, stream, c.tag);
+  for (let k = 1; k < world; k++) {
+    const d = (rank + k) % world;
+    const bytes = bytesOf(d);
+    if (bytes > 0)
+      copyDeviceToDevice(
+        staging.bufferPtrs[d]! + BigInt(rank * bytes),
+        x.ptr + BigInt(d * per * e),
+        bytes,
+        stream,
+      );
+  }
+  ctx.groupBarrier(ctx.stagingView, stream, c.tag, 1);
+  const mine = bytesOf(rank);
+  if (mine > 0)
+    ctx
+      .reducing(COPY_ENGINE_REDUCE_SCATTER, x.dtype, c.op)
+      .launch(
+        { grid: ctx.blocks(mine), block: THREADS, stream },
+        staging.tensor.ptr,
+        x.ptr + BigInt(rank * per * e),
+        staging.tensor.ptr + reduced,
+        mine / e,
+        rank,
+      );
+  ctx.groupBarrier(ctx.stagingView, stream, c.tag);
+  for (let k = 0; k < world; k++) {
+    const r = (rank + k) % world;
+    const bytes = bytesOf(r);
+    if (bytes > 0)
+      copyDeviceToDevice(output.ptr + BigInt(r * per * e), staging.bufferPtrs[r]! + reduced, bytes, stream);
+  }
+  ctx.groupBarrier(ctx.stagingView, stream, c.tag, 1);
+}
 
 /**
  * Copy-engine all-gather, all in stream order: (plain input: copy it into the staging buffer), zero the
@@ -593,9 +670,11 @@ export function pieceBytes(collective: CollectiveName, cap: Capacity): number {
   return Math.floor(room / 16) * 16;
 }
 
-/** Every GPU program the collectives use (for the catalog). */
+/** Every GPU program the collectives use, each once (records may share a kernel), for the catalog. */
 export function collectivePrograms(): ProgramSpec[] {
-  return Object.values(COLLECTIVE_ALGORITHMS).flatMap((byName) =>
-    Object.values(byName).flatMap((r: CollectiveAlgorithm) => r.programs),
-  );
+  const byName = new Map<string, ProgramSpec>();
+  for (const byAlgorithm of Object.values(COLLECTIVE_ALGORITHMS))
+    for (const r of Object.values(byAlgorithm) as CollectiveAlgorithm[])
+      for (const p of r.programs) byName.set(p.name, p);
+  return [...byName.values()];
 }
