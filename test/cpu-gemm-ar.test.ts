@@ -1,25 +1,23 @@
 // matmulAllReduce (GEMM + all-reduce, optionally + RMSNorm) on the CPU backend, the reference the GPU
-// kernels are checked against, under the real launcher at world sizes 2 and 3.
+// kernels are checked against, under the real launcher at world sizes 2 and 3: the GEMM + all-reduce
+// program GPUs run too (test/programs/gemm-ar.ts), here with its backend cpu: every algorithm bit for bit
+// with the rank-order reference after a decoy call, float64, exact integers, rank order, rmsNorm with bf16
+// and fp8 outputs, a straggler, bad inputs.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { runJob } from "./support/cpu-job.js";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "src", "cli.js");
+const program = path.join(path.dirname(fileURLToPath(import.meta.url)), "programs", "gemm-ar.js");
 
 for (const n of [2, 3]) {
   test(`CPU matmulAllReduce at world size ${n}: rank-order bits, float64, exact, rmsNorm, fp8, bad inputs`, () => {
-    const r = spawnSync(
-      process.execPath,
-      [cli, "run", "-n", String(n), "--grace-ms", "1000", path.join(here, "fixtures", "cpu-gemm-ar-rank.js")],
-      { encoding: "utf8", timeout: 120_000 },
-    );
-    const out = `${r.stdout}\n${r.stderr}`;
-    assert.equal(r.status, 0, out);
+    const r = runJob(n, program, {}, ["cpu"]);
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, /seed \d+ \(replay with SYMMKIT_TEST_SEED=\d+\)/, r.out);
     for (let rank = 0; rank < n; rank++)
-      assert.match(out, new RegExp(`^.*cpu gemm-ar ok rank ${rank}$`, "m"), `rank ${rank}:\n${out}`);
-    assert.equal(out.match(/cpu gemm-ar ok rank \d+/g)?.length, n, out);
+      assert.match(r.out, new RegExp(`^.*cpu gemm-ar ok rank ${rank}$`, "m"), `rank ${rank}:\n${r.out}`);
+    assert.equal(r.out.match(/cpu gemm-ar ok rank \d+/g)?.length, n, r.out);
   });
 }
