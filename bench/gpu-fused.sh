@@ -16,7 +16,7 @@ step gpu nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --forma
 if [[ $steps == *" tests"* || $steps == tests* ]]; then
   for n in 2 3 4; do
     if ((n <= world)); then
-      step fused-w$n bash -c "node dist/src/cli.js run -n $n dist/test/gpu/ranks/fused.js 2>&1 | tee '$out/fused-tests-w$n.txt'; exit \${PIPESTATUS[0]}"
+      step fused-w$n bash -c "node dist/src/cli.js run -n $n dist/test/programs/fused.js cuda 2>&1 | tee '$out/fused-tests-w$n.txt'; exit \${PIPESTATUS[0]}"
       step gemm-ar-w$n bash -c "node dist/src/cli.js run -n $n dist/test/programs/gemm-ar.js cuda 2>&1 | tee '$out/gemm-ar-tests-w$n.txt'; exit \${PIPESTATUS[0]}"
     fi
   done

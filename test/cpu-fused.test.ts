@@ -1,23 +1,23 @@
-// The fused matmuls on the CPU backend (the reference the GPU kernels are checked against), under the
-// real launcher at world sizes 2 and 3.
+// The fused matmuls on the CPU backend (the reference the GPU kernels are checked against), under the real
+// launcher at world sizes 2 and 3: the fused-matmul program GPUs run too (test/programs/fused.ts), here
+// with its backend cpu: allGatherMatmul and matmulReduceScatter with every algorithm, the backend's GEMM
+// and a float64 product, decoys, poisoned outputs, bitwise agreement, a straggler, alternating calls, bad
+// inputs.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { runJob } from "./support/cpu-job.js";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const cli = path.join(here, "..", "src", "cli.js");
+const program = path.join(path.dirname(fileURLToPath(import.meta.url)), "programs", "fused.js");
 
 for (const n of [2, 3]) {
   test(`CPU allGatherMatmul and matmulReduceScatter at world size ${n}: float64 reference, bad inputs`, () => {
-    const r = spawnSync(
-      process.execPath,
-      [cli, "run", "-n", String(n), "--grace-ms", "1000", path.join(here, "fixtures", "cpu-fused-rank.js")],
-      { encoding: "utf8", timeout: 120_000 },
-    );
-    const out = `${r.stdout}\n${r.stderr}`;
-    assert.equal(r.status, 0, out);
-    assert.equal(out.match(/cpu fused ok/g)?.length, n, out);
+    const r = runJob(n, program, {}, ["cpu"]);
+    assert.equal(r.status, 0, r.out);
+    assert.match(r.out, /seed \d+ \(replay with SYMMKIT_TEST_SEED=\d+\)/, r.out);
+    for (let rank = 0; rank < n; rank++)
+      assert.match(r.out, new RegExp(`^.*cpu fused ok rank ${rank}$`, "m"), `rank ${rank}:\n${r.out}`);
+    assert.equal(r.out.match(/cpu fused ok rank \d+/g)?.length, n, r.out);
   });
 }

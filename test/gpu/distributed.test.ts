@@ -1,5 +1,5 @@
 // The distributed runtime on several GPUs of one host: runs the rank programs of test/gpu/ranks, and the
-// collectives, exchange, MoE and GEMM + all-reduce programs both backends run (test/programs), under
+// collectives, fused-matmul, exchange, MoE and GEMM + all-reduce programs both backends run (test/programs), under
 // `symmkit run` at every world size this machine allows (2, 3 and 4 GPUs).
 import assert from "node:assert/strict";
 import path from "node:path";
@@ -9,6 +9,7 @@ import { deviceCount } from "../../src/runtime/device.js";
 import {
   COLLECTIVES_PROGRAM,
   EXCHANGE_PROGRAM,
+  FUSED_PROGRAM,
   GEMM_AR_PROGRAM,
   MOE_PROGRAM,
   runRanks,
@@ -64,9 +65,9 @@ for (const n of [2, 3, 4]) {
     `fused all-gather + GEMM and GEMM + reduce-scatter at world size ${n}: references, graphs, stragglers, bad inputs`,
     { skip },
     () => {
-      const r = run(n, "fused.js");
+      const r = runRanks(n, FUSED_PROGRAM, { args: ["cuda"], timeoutMs: 300_000 });
       assert.equal(r.status, 0);
-      assert.equal(r.out.match(/gpu fused ok/g)?.length, n);
+      assert.equal(r.out.match(/cuda fused ok/g)?.length, n);
     },
   );
 }

@@ -34,6 +34,7 @@ export const EXCHANGE_PROGRAM = path.join(here, "..", "programs", "exchange.js")
 export const COLLECTIVES_PROGRAM = path.join(here, "..", "programs", "collectives.js");
 export const MOE_PROGRAM = path.join(here, "..", "programs", "moe.js");
 export const GEMM_AR_PROGRAM = path.join(here, "..", "programs", "gemm-ar.js");
+export const FUSED_PROGRAM = path.join(here, "..", "programs", "fused.js");
 
 /** Prints a job's output as test diagnostics ("# " lines), only the lines matching `shown` if given. */
 export function showOutput(out: string, shown?: RegExp): void {

@@ -9,7 +9,14 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { EXCHANGE_PROGRAM, GEMM_AR_PROGRAM, MOE_PROGRAM, runRanks, skipReason } from "./gpu.js";
+import {
+  EXCHANGE_PROGRAM,
+  FUSED_PROGRAM,
+  GEMM_AR_PROGRAM,
+  MOE_PROGRAM,
+  runRanks,
+  skipReason,
+} from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gpus = skipReason ? 0 : deviceCount();
@@ -29,7 +36,7 @@ const rankProgram = (script: string): string => path.join(here, "ranks", script)
 /** Each program: its path and arguments, what each rank prints once it passes, the world sizes. */
 const PROGRAMS = [
   [GEMM_AR_PROGRAM, ["cuda"], "cuda gemm-ar ok", [2, 3]],
-  [rankProgram("fused.js"), [], "gpu fused ok", [2]],
+  [FUSED_PROGRAM, ["cuda"], "cuda fused ok", [2]],
   [MOE_PROGRAM, ["cuda"], "cuda moe ok", [2, 3]],
   [EXCHANGE_PROGRAM, ["cuda"], "cuda exchange ok", [2]],
   [rankProgram("ar-norm.js"), [], "gpu ar-norm ok", [2]],
