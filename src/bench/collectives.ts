@@ -81,6 +81,22 @@ function mailboxNeed(
   return Math.max(0, ...chosen.flatMap((i) => sizes.map((b) => mailboxBytesPerPeer(c, i.algorithm, b, 2))));
 }
 
+/** What the chosen implementations need of the staging buffer at `world` for the largest of `sizes`, by
+ * their records (a plain input staged whole): at least 1 MiB. */
+function stagingNeed(
+  c: Collective,
+  chosen: readonly Implementation<string>[],
+  sizes: readonly number[],
+): (world: number) => number {
+  return (world) =>
+    Math.max(
+      1 << 20,
+      ...chosen.flatMap((i) =>
+        sizes.map((b) => algorithmRecord(c, i.algorithm).stagingBytes?.(b, b, world) ?? 0),
+      ),
+    );
+}
+
 /** The implementations named in `names` (all when undefined), NCCL always among them. */
 function choose<A extends string>(
   collective: Collective,
@@ -192,7 +208,7 @@ async function benchCollective<A extends string>(
   ) => Promise<SizeCase>,
 ): Promise<CollectiveBenchResult | undefined> {
   const implementations = chosen.map((i) => i.name);
-  const group = o.group ?? (await benchGroup(o.sizes, mailboxBytes, collective === "reduce-scatter"));
+  const group = o.group ?? (await benchGroup(mailboxBytes, stagingNeed(collective, chosen, o.sizes)));
   const { device, rank, worldSize: world } = group;
   const comm = await group.nccl();
   const stream = Stream.create(device);
@@ -229,23 +245,16 @@ async function benchCollective<A extends string>(
   return result;
 }
 
-/** The world group a benchmark runs in: staging for the largest size (world times that with
- * `scatter`: the copy-engine reduce-scatter's slots for that output size) and at least
- * `minStagingBytes`, mailbox slots of at least `mailboxBytes`. */
+/** The world group a benchmark runs in: a staging buffer of `stagingBytes(world)`, mailbox slots of at
+ * least `mailboxBytes`. */
 export function benchGroup(
-  sizes: readonly number[],
   mailboxBytes: number,
-  scatter = false,
-  minStagingBytes = 0,
+  stagingBytes: (world: number) => number,
 ): Promise<BenchGroup> {
   return ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(
-      g,
-      Math.max(Math.max(...sizes, 1 << 20) * (scatter ? g.worldSize : 1), minStagingBytes),
-      {
-        mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
-      },
-    ),
+    GpuCollectives.create(g, stagingBytes(g.worldSize), {
+      mailboxSlotBytes: Math.max(DEFAULT_MAILBOX_SLOT_BYTES, Math.ceil(mailboxBytes / 16) * 16),
+    }),
   );
 }
 

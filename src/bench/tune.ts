@@ -117,7 +117,9 @@ export async function tune(options: {
     fusedStagingBytes("gemm-ar", GEMM_AR_TUNE_SHAPES, 8, elem),
   );
   const staging = Math.max(fusedStaging, arNormStagingBytes(AR_NORM_TUNE_TOKENS, AR_NORM_TUNE_HIDDEN));
-  const group = await benchGroup(options.sizes, Math.max(...options.sizes), true, staging);
+  // The collectives' largest need: the copy-engine all-reduce's and reduce-scatter's, about world x size.
+  const largest = Math.max(...options.sizes, 1 << 20);
+  const group = await benchGroup(largest, (world) => Math.max((world + 1) * largest, staging));
   const world = group.worldSize;
   const o = { sizes: options.sizes, dtype: options.dtype, group };
   const shapes = FUSED_TUNE_SHAPES.filter(([m]) => m % world === 0);
