@@ -33,6 +33,7 @@ const cli = path.join(here, "..", "..", "src", "cli.js");
 export const EXCHANGE_PROGRAM = path.join(here, "..", "programs", "exchange.js");
 export const COLLECTIVES_PROGRAM = path.join(here, "..", "programs", "collectives.js");
 export const MOE_PROGRAM = path.join(here, "..", "programs", "moe.js");
+export const AR_NORM_PROGRAM = path.join(here, "..", "programs", "ar-norm.js");
 
 /** Prints a job's output as test diagnostics ("# " lines), only the lines matching `shown` if given. */
 export function showOutput(out: string, shown?: RegExp): void {

@@ -9,7 +9,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
-import { EXCHANGE_PROGRAM, MOE_PROGRAM, runRanks, skipReason } from "./gpu.js";
+import { AR_NORM_PROGRAM, EXCHANGE_PROGRAM, MOE_PROGRAM, runRanks, skipReason } from "./gpu.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gpus = skipReason ? 0 : deviceCount();
@@ -32,7 +32,7 @@ const PROGRAMS = [
   [rankProgram("fused.js"), [], "gpu fused ok", [2]],
   [MOE_PROGRAM, ["cuda"], "cuda moe ok", [2, 3]],
   [EXCHANGE_PROGRAM, ["cuda"], "cuda exchange ok", [2]],
-  [rankProgram("ar-norm.js"), [], "gpu ar-norm ok", [2]],
+  [AR_NORM_PROGRAM, ["cuda"], "cuda ar-norm ok", [2]],
 ] as const;
 
 for (const [script, args, ok, worlds] of PROGRAMS)
