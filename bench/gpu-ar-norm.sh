@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fused norm area on a multi-GPU machine, in one call: the kernel cache warmed in parallel, the
-# allReduceRmsNorm tests (every algorithm against the host reference), the benchmark against plain
-# all-reduce and NCCL + norm, and the demo. Run from the repo root as
+# allReduceRmsNorm tests (test/programs/ar-norm.ts on cuda: every algorithm against the host reference),
+# the benchmark against plain all-reduce and NCCL + norm, and the demo. Run from the repo root as
 #   .gpustage/boot.sh bash bench/gpu-ar-norm.sh
 # STEPS picks steps (default "tests bench demo"); TOKENS and HIDDEN the benchmark's shapes.
 # Set SYMMKIT_GIT_REVISION to the development machine's revision (see gpu-collectives.sh).
@@ -14,7 +14,7 @@ steps=${STEPS:-tests bench demo}
 step gpu nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 step warm node bench/warm-kernels.mjs
 if [[ $steps == *tests* ]]; then
-  step ar-norm-tests node dist/src/cli.js run -n "$world" dist/test/gpu/ranks/ar-norm.js
+  step ar-norm-tests node dist/src/cli.js run -n "$world" dist/test/programs/ar-norm.js cuda
 fi
 if [[ $steps == *bench* ]]; then
   step ar-norm node dist/src/cli.js run -n "$world" dist/src/cli.js bench ar-norm \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU suite at one world size, in one call: every rank program of test/gpu/ranks, and collectives,
-# fused, exchange, moe and gemm-ar (programs both backends run, test/programs, here on cuda), on the first
-# WORLD GPUs (each timed, its output in $OUT), the fused ops' missing-rank timeouts, then the fault tests
+# fused, gemm-ar, ar-norm, exchange and moe (programs both backends run, test/programs, here on cuda), on
+# the first WORLD GPUs (each timed, its output in $OUT), the fused ops' missing-rank timeouts, then the fault tests
 # (faults, fault-matrix: their rank programs at this world). Run from the repo root, after building and
 # staging, as
 #   SYMMKIT_GIT_REVISION=<rev> WORLD=4 .gpustage/boot.sh bash bench/gpu-suite.sh

@@ -1,5 +1,6 @@
 // The distributed runtime on several GPUs of one host: runs the rank programs of test/gpu/ranks, and the
-// collectives, fused-matmul, exchange, MoE and GEMM + all-reduce programs both backends run (test/programs), under
+// collectives, fused-matmul, GEMM + all-reduce, all-reduce + RMSNorm, exchange and MoE programs both
+// backends run (test/programs), under
 // `symmkit run` at every world size this machine allows (2, 3 and 4 GPUs).
 import assert from "node:assert/strict";
 import path from "node:path";
@@ -7,6 +8,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
 import {
+  AR_NORM_PROGRAM,
   COLLECTIVES_PROGRAM,
   EXCHANGE_PROGRAM,
   FUSED_PROGRAM,
@@ -78,9 +80,9 @@ for (const n of [2, 3, 4]) {
     `all-reduce + bias + residual + RMSNorm at world size ${n}: every algorithm bit for bit with the reference, in place, fp8, graphs, stragglers, NaN, bad inputs`,
     { skip },
     () => {
-      const r = run(n, "ar-norm.js");
+      const r = runRanks(n, AR_NORM_PROGRAM, { args: ["cuda"], timeoutMs: 300_000 });
       assert.equal(r.status, 0);
-      assert.equal(r.out.match(/gpu ar-norm ok/g)?.length, n);
+      assert.equal(r.out.match(/cuda ar-norm ok/g)?.length, n);
     },
   );
 }

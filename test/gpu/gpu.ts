@@ -35,6 +35,7 @@ export const COLLECTIVES_PROGRAM = path.join(here, "..", "programs", "collective
 export const MOE_PROGRAM = path.join(here, "..", "programs", "moe.js");
 export const GEMM_AR_PROGRAM = path.join(here, "..", "programs", "gemm-ar.js");
 export const FUSED_PROGRAM = path.join(here, "..", "programs", "fused.js");
+export const AR_NORM_PROGRAM = path.join(here, "..", "programs", "ar-norm.js");
 
 /** Prints a job's output as test diagnostics ("# " lines), only the lines matching `shown` if given. */
 export function showOutput(out: string, shown?: RegExp): void {

@@ -10,6 +10,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { deviceCount } from "../../src/runtime/device.js";
 import {
+  AR_NORM_PROGRAM,
   EXCHANGE_PROGRAM,
   FUSED_PROGRAM,
   GEMM_AR_PROGRAM,
@@ -39,7 +40,7 @@ const PROGRAMS = [
   [FUSED_PROGRAM, ["cuda"], "cuda fused ok", [2]],
   [MOE_PROGRAM, ["cuda"], "cuda moe ok", [2, 3]],
   [EXCHANGE_PROGRAM, ["cuda"], "cuda exchange ok", [2]],
-  [rankProgram("ar-norm.js"), [], "gpu ar-norm ok", [2]],
+  [AR_NORM_PROGRAM, ["cuda"], "cuda ar-norm ok", [2]],
 ] as const;
 
 for (const [script, args, ok, worlds] of PROGRAMS)
