@@ -6,8 +6,8 @@
 // by tiling and compares with memcmp.
 import assert from "node:assert/strict";
 import { init } from "../../../src/init.js";
-import { TUNABLE_ALGORITHMS } from "../../../src/ops/coll/registry.js";
-import { mailboxBytesPerPeer } from "../../../src/ops/coll/registry.js";
+import { algorithmRecord, TUNABLE_ALGORITHMS } from "../../../src/ops/coll/registry.js";
+import { readDistEnv } from "../../../src/distributed/env.js";
 import type { TunedCollective } from "../../../src/ops/tune-table.js";
 import { encode, type RawArray } from "../../../src/runtime/dtype.js";
 import { Tensor } from "../../../src/runtime/tensor.js";
@@ -15,7 +15,18 @@ import { readEnvVar } from "../../../src/settings.js";
 import { sectionTimer } from "./guards.js";
 
 const MAX = readEnvVar("SYMMKIT_TEST_LARGE_MAX");
-const group = await init({ backend: "cuda", stagingBytes: MAX });
+// A staging buffer that every algorithm's record says holds its call at MAX (a plain input staged whole).
+const stagingBytes = Math.max(
+  MAX,
+  ...Object.entries(TUNABLE_ALGORITHMS).flatMap(([collective, names]) =>
+    names.map(
+      (a) =>
+        algorithmRecord(collective as TunedCollective, a).stagingBytes?.(MAX, MAX, readDistEnv().worldSize) ??
+        0,
+    ),
+  ),
+);
+const group = await init({ backend: "cuda", stagingBytes });
 const c = group.collectives;
 const { rank, worldSize: world } = group;
 const lap = sectionTimer(rank);
@@ -62,8 +73,10 @@ function check(want: RawArray, what: string, call: (out: Tensor) => void): void 
   whole.dispose();
 }
 
-const fits = (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
-  mailboxBytesPerPeer(collective, algorithm, bytes, world) <= c.mailboxSlotBytes;
+/** Whether the group's mailbox slot and staging buffer hold `algorithm`'s call of `bytes` (the records'
+ * measure) from a plain input of `input` bytes. */
+const fits = (collective: TunedCollective, algorithm: string, bytes: number, input = bytes): boolean =>
+  c.canRun(collective, algorithm, bytes, input);
 
 for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   const count = bytes / 2;
@@ -102,7 +115,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   );
   const chunk = periodic(n, sumOver(rank * n));
   for (const algorithm of TUNABLE_ALGORITHMS["reduce-scatter"]) {
-    if (!fits("reduce-scatter", algorithm, n * 2)) continue;
+    if (!fits("reduce-scatter", algorithm, n * 2, n * 2 * world)) continue;
     check(chunk, `reduceScatter ${algorithm} ${bytes} bytes`, (out) =>
       c.reduceScatter(whole, out, { algorithm }),
     );
