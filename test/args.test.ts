@@ -5,6 +5,7 @@ import { ArgPacker, layoutParams } from "../src/runtime/kernel.js";
 import { InvalidArgumentError } from "../src/errors.js";
 import { CALL_TAG_LAYOUT, CALL_TAG_PARAM } from "../src/distributed/device-layouts.js";
 import { fingerprint } from "../src/distributed/fingerprint.js";
+import "../src/ops/call-kinds.js"; // the operations' kinds, which fingerprints name
 
 test("parameters are laid out after the pointer array at natural alignment", () => {
   const { slots, bytes } = layoutParams(["i32", "ptr", "f32", { bytes: 128, align: 64 }, "u64"]);
