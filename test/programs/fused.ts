@@ -31,7 +31,15 @@ import assert from "node:assert/strict";
 import { assertSameBits, rawHash } from "../support/agree.js";
 import type { Case } from "../support/batch.js";
 import { startProgram, untyped } from "../support/program.js";
-import { bytesOf, concat, expectPoisonedIn, fromBytes, poisonedIn, poisonOf } from "../support/tensors.js";
+import {
+  assertClose,
+  bytesOf,
+  concat,
+  expectPoisonedIn,
+  fromBytes,
+  poisonedIn,
+  poisonOf,
+} from "../support/tensors.js";
 import { hostMatmul } from "../../src/cpu/matmul.js";
 import type { HostTensor } from "../../src/cpu/host-tensor.js";
 import { readDistEnv } from "../../src/distributed/env.js";
@@ -351,18 +359,8 @@ const same = (got: RawArray, want: RawArray, what: string): void =>
   assertSameBits(got, want, `rank ${rank}: ${what}`, seed);
 
 /** Within bf16 rounding of `want` (decoded values) in norm, for results computed in another order. */
-function close(got: RawArray, want: Float32Array | Float64Array, what: string, tol = 2 ** -6): void {
-  const g = decodeToF32("bf16", got);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < want.length; i++) {
-    num += (g[i]! - want[i]!) ** 2;
-    den += want[i]! ** 2;
-  }
-  const rel = Math.sqrt(num / Math.max(den, 1e-30));
-  if (!(rel < tol))
-    assert.fail(`rank ${rank}: ${what}: relative difference ${rel} from the reference (seed ${seed})`);
-}
+const close = (got: RawArray, want: Float32Array | Float64Array, what: string, tol = 2 ** -6): void =>
+  void assertClose(decodeToF32("bf16", got), want, `rank ${rank}: ${what} (seed ${seed})`, tol);
 
 /** Against the float64 product: bit for bit on small integers; else within one bf16 rounding of the result
  * plus one of each rank's partial, element by element, where the backend's GEMM accumulates in f32 (GPUs'

@@ -28,7 +28,15 @@ import assert from "node:assert/strict";
 import { assertSameBits, rawHash } from "../support/agree.js";
 import type { Case } from "../support/batch.js";
 import { startProgram, untyped } from "../support/program.js";
-import { asBytes, bytesOf, expectPoisonedIn, fromBytes, poisonedIn, poisonOf } from "../support/tensors.js";
+import {
+  assertClose,
+  asBytes,
+  bytesOf,
+  expectPoisonedIn,
+  fromBytes,
+  poisonedIn,
+  poisonOf,
+} from "../support/tensors.js";
 import { HostTensor } from "../../src/cpu/host-tensor.js";
 import { hostMatmul } from "../../src/cpu/matmul.js";
 import {
@@ -225,19 +233,9 @@ const optsOf = (x: Problem, a: Algorithm) => ({ ...opt(a), layoutB: x.combo.layo
 /** A decoy's operands: the case's salt plus this (no case's own salt comes near). */
 const DECOY = 100_000;
 
-/** Within bf16 rounding of `want`, for results computed in another order: relative Frobenius distance
- * under 2^-6. Returns the distance. */
-function close(got: ArrayLike<number>, want: ArrayLike<number>, what: string): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < want.length; i++) {
-    num += (got[i]! - want[i]!) ** 2;
-    den += want[i]! ** 2;
-  }
-  const rel = Math.sqrt(num / Math.max(den, 1e-30));
-  if (!(rel < 2 ** -6)) assert.fail(`${what}: relative distance ${rel} (seed ${seed}, rank ${rank})`);
-  return rel;
-}
+/** Within bf16 rounding of `want`, for results computed in another order. Returns the distance. */
+const close = (got: ArrayLike<number>, want: ArrayLike<number>, what: string): number =>
+  assertClose(got, want, `${what} (seed ${seed}, rank ${rank})`);
 
 // ---- Outputs: checked, the exact ones hashed for the ranks to agree on once a batch.
 let outputs: string[] = [];

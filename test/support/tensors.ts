@@ -104,3 +104,22 @@ export function expectPoisonedIn(
   assertSameBits(got.subarray(g, g + inner.length), inner, what, seed);
   return got;
 }
+
+/** Asserts that `got` is within rounding of `want` (decoded values), for results computed in another
+ * order: their relative Frobenius distance under `tol` (2^-6: bf16's). Returns the distance. */
+export function assertClose(
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  what: string,
+  tol = 2 ** -6,
+): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < want.length; i++) {
+    num += (got[i]! - want[i]!) ** 2;
+    den += want[i]! ** 2;
+  }
+  const rel = Math.sqrt(num / Math.max(den, 1e-30));
+  if (!(rel < tol)) assert.fail(`${what}: relative distance ${rel} from the reference`);
+  return rel;
+}

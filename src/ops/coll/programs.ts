@@ -28,22 +28,15 @@ export interface CollKernel<P extends readonly ParamType[] = readonly ParamType[
   readonly params: P;
 }
 
-export const reducingKernel = <const P extends readonly ParamType[]>(
-  name: string,
-  params: P,
-): CollKernel<P> => ({
-  name,
-  reduces: true,
-  params,
-});
-export const movingKernel = <const P extends readonly ParamType[]>(
-  name: string,
-  params: P,
-): CollKernel<P> => ({
-  name,
-  reduces: false,
-  params,
-});
+const collKernel =
+  (reduces: boolean) =>
+  <const P extends readonly ParamType[]>(name: string, params: P): CollKernel<P> => ({
+    name,
+    reduces,
+    params,
+  });
+export const reducingKernel = collKernel(true);
+export const movingKernel = collKernel(false);
 
 const OP_TYPES: Record<ReduceOp, string> = {
   sum: "symmkit::OpSum",
