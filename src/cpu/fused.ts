@@ -74,6 +74,13 @@ export function allGatherMatmul(
   const p = checkAllGatherMatmul(what, g.sync.world, aShard, b, options);
   const gathered = options.gathered ?? HostTensor.empty([p.m, p.k], p.elem);
   const out = options.out ?? HostTensor.empty([p.m, p.n], "bf16");
+  // The GPUs' refusals (they gather into `gathered` while the GEMM reads it, and write out as it runs).
+  for (const [name, t] of [
+    ["aShard", aShard],
+    ["b", b],
+  ] as const)
+    if (hostOverlaps(gathered, t)) throw new InvalidArgumentError(`${what}: gathered overlaps ${name}`);
+  if (hostOverlaps(out, aShard)) throw new InvalidArgumentError(`${what}: out overlaps aShard`);
   allGather(g, aShard, gathered, "auto", { kind: "all-gather-matmul/sequential", dims: [p.k] });
   hostMatmul(p, gathered, b, out, options);
   return { out, gathered };
@@ -90,6 +97,8 @@ export function matmulReduceScatter(
   const p = checkMatmulReduceScatter(what, g.sync.world, a, b, options);
   checkCapacity(what, p.m * p.n * 2, g.capacityBytes);
   const out = options.out ?? HostTensor.empty([p.shardRows, p.n], "bf16");
+  if (hostOverlaps(out, a) || hostOverlaps(out, b))
+    throw new InvalidArgumentError(`${what}: out overlaps an input`);
   const partial = hostMatmul(p, a, b, HostTensor.empty([p.m, p.n], "bf16"), options);
   reduceScatter(g, partial, out, "sum", "auto", {
     kind: "matmul-reduce-scatter/sequential",

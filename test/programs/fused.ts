@@ -797,26 +797,24 @@ if (gpu) {
       () => c.allGatherMatmul(bigShard, bigB, { algorithm: x }),
     ]),
   ];
-  // GPUs only: an out over the input (the CPU backend does not refuse it: it reads a whole before it writes
-  // out), and devices.
-  if (gpu) {
+  // An out over the input, on both backends (a GPU writes out while its GEMM still reads the input).
+  bad.push([
+    "out overlaps the input",
+    () =>
+      c.matmulReduceScatter(a, b, {
+        out: a
+          .view([64 * world * 128])
+          .slice(0, 64 * 256)
+          .view([64, 256]),
+      }),
+  ]);
+  // GPUs only: devices.
+  if (gpu && deviceCount() > 1) {
+    const other = Device.get((gpu.device.ordinal + 1) % deviceCount());
     bad.push([
-      "out overlaps the input",
-      () =>
-        c.matmulReduceScatter(a, b, {
-          out: a
-            .view([64 * world * 128])
-            .slice(0, 64 * 256)
-            .view([64, 256]),
-        }),
+      "b on another GPU",
+      () => c.allGatherMatmul(shard, Tensor.empty([256, 128], "bf16", { device: other }), { out }),
     ]);
-    if (deviceCount() > 1) {
-      const other = Device.get((gpu.device.ordinal + 1) % deviceCount());
-      bad.push([
-        "b on another GPU",
-        () => c.allGatherMatmul(shard, Tensor.empty([256, 128], "bf16", { device: other }), { out }),
-      ]);
-    }
   }
   const wrong = untyped(bad);
   wait();
