@@ -44,3 +44,14 @@ export function assertNothingLeft(out: string): void {
     "named shared memory left behind",
   );
 }
+
+/** Runs test/programs/NAME.js (a program both backends run) on the CPU backend at world `n`: it exits 0,
+ * prints its seed, and every rank prints "cpu NAME ok rank R" once. */
+export function assertProgramPasses(name: string, n: number): void {
+  const r = runJob(n, path.join(here, "..", "programs", `${name}.js`), {}, ["cpu"]);
+  assert.equal(r.status, 0, r.out);
+  assert.match(r.out, /seed \d+ \(replay with SYMMKIT_TEST_SEED=\d+\)/, r.out);
+  for (let rank = 0; rank < n; rank++)
+    assert.match(r.out, new RegExp(`^.*cpu ${name} ok rank ${rank}$`, "m"), `rank ${rank}:\n${r.out}`);
+  assert.equal(r.out.match(new RegExp(`cpu ${name} ok rank \\d+`, "g"))?.length, n, r.out);
+}
