@@ -195,16 +195,23 @@ export {
   type GpuSendRecvAlgorithm,
 } from "./ops/exchange/checks.js";
 export {
+  CPU_COMBINE_ALGORITHMS,
   CPU_MOE_ALGORITHMS,
   MOE_TOKEN_DTYPES,
   type CombineOptions,
+  type CpuCombineAlgorithm,
   type CpuMoeAlgorithm,
   type DispatchOptions,
   type DispatchResult,
   type MoeHandle,
   type MoeProblem,
 } from "./ops/moe/checks.js";
-export { GPU_MOE_ALGORITHMS, type GpuMoeAlgorithm } from "./ops/moe/checks.js";
+export {
+  GPU_COMBINE_ALGORITHMS,
+  GPU_MOE_ALGORITHMS,
+  type GpuCombineAlgorithm,
+  type GpuMoeAlgorithm,
+} from "./ops/moe/checks.js";
 export { GEMM_VARIANTS, type GemmVariant } from "./ops/gemm/programs.js";
 export { CublasLtMatmul, type LtMatmul } from "./ops/gemm/cublaslt-matmul.js";
 export { CublasError } from "./cuda/cublaslt.js";

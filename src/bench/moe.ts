@@ -3,14 +3,17 @@
 // Validated first: dispatch -> identity expert -> combine must give each token times the sum of its
 // weights (small integers and eighths, so exactly). dispatch pull waits on the host for the counts, so it
 // is timed eagerly (events around each call, median); dispatch pull_device (routed on the device, maxRows
-// = the rows received, so no spare rows to zero; checked against pull bit for bit) and combine from
-// CUDA-graph replays (median). GB/s counts
-// the token bytes this rank receives in dispatch (and sends back in combine), as DeepEP counts them.
+// = the rows received, so no spare rows to zero; checked against pull bit for bit), its fp8 e4m3 form
+// (per-token scales; checked against pull's), and combine (pull, in place, per_rank: each the exact
+// result) from CUDA-graph replays (median). Two byte counts: rows (one per (token, expert) pair this rank
+// receives, bf16) and DeepEP's (bytes received per rank, each token once per rank that owns any of its
+// experts, this rank's own included; fp8 rows as hidden bytes plus a 4-byte scale).
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
+import type { DispatchResult } from "../ops/moe/checks.js";
 import { deviceCount } from "../runtime/device.js";
-import { encodeBF16 } from "../runtime/dtype.js";
+import { encodeBF16, encodeE4M3 } from "../runtime/dtype.js";
 import { Event } from "../runtime/event.js";
 import { hostRandInt } from "../runtime/random.js";
 import { Stream } from "../runtime/stream.js";
@@ -35,12 +38,19 @@ export const DEFAULT_MOE_SHAPES: readonly MoeShape[] = [128, 512, 4096].map((tok
 export interface MoeRow extends MoeShape {
   /** Rows this rank received. */
   readonly rows: number;
+  /** Tokens this rank received counted once each (DeepEP's count: a token from any rank, this one
+   * included, that picked any of its experts). */
+  readonly tokensReceived: number;
   readonly dispatchUs: number;
   /** pull_device, graph-timed. */
   readonly dispatchDeviceUs: number;
   readonly combineUs: number;
   /** combine of a symmetric expert output, read in place (no staging copy), graph-timed. */
   readonly combineInPlaceUs: number;
+  /** combine per_rank (owners' partials in rank order), graph-timed. */
+  readonly combineByRankUs: number;
+  /** dispatch pull_device of fp8 e4m3 tokens with per-token scales, graph-timed. */
+  readonly dispatchFp8Us: number;
 }
 
 export interface MoeBenchResult {
@@ -64,6 +74,30 @@ function routing(s: MoeShape, seed: bigint, rank: number): { ids: Int32Array; we
   const weights = Float32Array.from(ids, (_, i) => 1 + (i % 2)).map((w) => w / 8);
   return { ids, weights };
 }
+
+/** Every tensor of a dispatch's result, its handle's included. */
+const resultTensors = (r: DispatchResult<Tensor>): Tensor[] => [
+  r.tokens,
+  r.weights,
+  r.counts,
+  ...(r.scales ? [r.scales] : []),
+  ...Object.values(r.handle).filter((t): t is Tensor => t instanceof Tensor),
+];
+
+/** Tokens rank `me` receives counted once each: tokens of every rank with any expert on `me`. */
+function tokensReceived(s: MoeShape, seed: bigint, world: number, me: number): number {
+  const local = s.experts / world;
+  let n = 0;
+  for (let r = 0; r < world; r++) {
+    const { ids } = routing(s, seed, r);
+    for (let t = 0; t < s.tokens; t++)
+      if (ids.subarray(t * s.topk, (t + 1) * s.topk).some((e) => Math.floor(e / local) === me)) n++;
+  }
+  return n;
+}
+
+const sameBits = (a: Tensor, b: Tensor): boolean =>
+  Buffer.from(a.toHost().buffer).equals(Buffer.from(b.toHost().buffer));
 
 export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeBenchResult | undefined> {
   for (const s of o.shapes)
@@ -94,6 +128,13 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
     const values = hostRandInt(s.tokens * s.hidden, seed, (BigInt(rank) << 32n) + 1n, 0, 9);
     const xBits = Uint16Array.from(values, (v) => encodeBF16(Number(v) - 4));
     const x = Tensor.fromHost(xBits, "bf16", { device, shape: [s.tokens, s.hidden] });
+    // The same small integers in fp8 (exact), scales 1.
+    const x8 = Tensor.fromHost(
+      Uint8Array.from(values, (v) => encodeE4M3(Number(v) - 4)),
+      "fp8e4m3",
+      { device, shape: [s.tokens, s.hidden] },
+    );
+    const scales = Tensor.fromHost(new Float32Array(s.tokens).fill(1), "f32", { device, shape: [s.tokens] });
     const idx = Tensor.fromHost(ids, "i32", { device, shape: [s.tokens, s.topk] });
     const w = Tensor.fromHost(weights, "f32", { device, shape: [s.tokens, s.topk] });
     progress.step(`moe ${s.tokens} x ${s.hidden}, top-${s.topk} of ${s.experts}: validating and timing ...`);
@@ -112,9 +153,7 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
       end.record(stream);
       group.synchronize(stream);
       if (i >= 10) per.push(end.elapsedMsSince(start) * 1000);
-      for (const t of [again.tokens, again.weights, again.counts, again.handle.expert, again.handle.row])
-        t.dispose();
-      again.handle.weights.dispose();
+      for (const t of resultTensors(again)) t.dispose();
     }
     const onDevice = { numExperts: s.experts, maxRows: d.handle.received, stream } as const;
     const dd = c.dispatch(x, idx, w, { ...onDevice, algorithm: "pull_device" });
@@ -125,10 +164,23 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
       ["counts", d.counts, dd.counts],
       ["rows", d.handle.row, dd.handle.row],
     ] as const)
-      if (!Buffer.from(a.toHost().buffer).equals(Buffer.from(b.toHost().buffer)))
+      if (!sameBits(a, b))
         throw new SymmkitError(
           "SYMMKIT_INVALID_ARGUMENT",
           `moe ${s.tokens} tokens: dispatch pull_device's ${name} differ from pull's (rank ${rank}); not timing a wrong kernel`,
+        );
+    const fp8 = { numExperts: s.experts, scales, stream } as const;
+    const d8 = c.dispatch(x8, idx, w, fp8);
+    const dd8 = c.dispatch(x8, idx, w, { ...fp8, maxRows: d.handle.received, algorithm: "pull_device" });
+    group.synchronize(stream);
+    for (const [name, a, b] of [
+      ["tokens", d8.tokens, dd8.tokens],
+      ["scales", d8.scales!, dd8.scales!],
+    ] as const)
+      if (!sameBits(a, b))
+        throw new SymmkitError(
+          "SYMMKIT_INVALID_ARGUMENT",
+          `moe ${s.tokens} tokens: fp8 dispatch pull_device's ${name} differ from pull's (rank ${rank}); not timing a wrong kernel`,
         );
     // The expert output in a symmetric tensor, as many rows on every rank (as many as any rank can get).
     const shared = await group.symmetric.empty([s.tokens * s.topk * world, s.hidden], "bf16");
@@ -137,56 +189,50 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
       .slice(0, d.tokens.numel)
       .copyFrom(d.tokens.view([d.tokens.numel]), stream);
     const outInPlace = Tensor.empty([s.tokens, s.hidden], "bf16", { device });
+    const outByRank = Tensor.empty([s.tokens, s.hidden], "bf16", { device });
     c.combine(shared, d.handle, { out: outInPlace, stream });
+    c.combine(d.tokens, d.handle, { out: outByRank, stream, algorithm: "per_rank" });
     group.synchronize(stream);
-    if (!Buffer.from(out.toHost().buffer).equals(Buffer.from(outInPlace.toHost().buffer)))
+    if (!sameBits(out, outInPlace))
       throw new SymmkitError(
         "SYMMKIT_INVALID_ARGUMENT",
         `moe ${s.tokens} tokens: combine in place differs from the staged combine (rank ${rank}); not timing a wrong kernel`,
       );
+    // Exact here too (the partials are small multiples of eighths).
+    validate(outByRank.toHost(), xBits, ids, weights, s, rank);
     const dispatchDevice = (): void => void c.dispatch(x, idx, w, { ...onDevice, into: dd });
+    const dispatchFp8 = (): void =>
+      void c.dispatch(x8, idx, w, { ...fp8, maxRows: d.handle.received, into: dd8 });
     const combine = (): void => void c.combine(d.tokens, d.handle, { out, stream });
     const combineInPlace = (): void => void c.combine(shared, d.handle, { out: outInPlace, stream });
-    const [dispatchDeviceUs, combineUs, combineInPlaceUs] = await timeTogether(
-      group,
-      stream,
-      [dispatchDevice, combine, combineInPlace],
-      { perGraph: 5 },
-    );
+    const combineByRank = (): void =>
+      void c.combine(d.tokens, d.handle, { out: outByRank, stream, algorithm: "per_rank" });
+    const [dispatchDeviceUs, dispatchFp8Us, combineUs, combineInPlaceUs, combineByRankUs] =
+      await timeTogether(
+        group,
+        stream,
+        [dispatchDevice, dispatchFp8, combine, combineInPlace, combineByRank],
+        { perGraph: 5 },
+      );
     outInPlace.dispose();
+    outByRank.dispose();
     await shared.dispose();
     const row: MoeRow = {
       ...s,
       rows: d.handle.received,
+      tokensReceived: tokensReceived(s, seed, world, rank),
       dispatchUs: median(per),
       dispatchDeviceUs: dispatchDeviceUs!,
       combineUs: combineUs!,
       combineInPlaceUs: combineInPlaceUs!,
+      combineByRankUs: combineByRankUs!,
+      dispatchFp8Us: dispatchFp8Us!,
     };
     rows.push(row);
     progress.log(
-      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us (in place ${row.combineInPlaceUs.toFixed(1)} us)`,
+      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us, fp8 ${row.dispatchFp8Us.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us (in place ${row.combineInPlaceUs.toFixed(1)} us, per_rank ${row.combineByRankUs.toFixed(1)} us)`,
     );
-    for (const t of [
-      x,
-      idx,
-      w,
-      out,
-      d.tokens,
-      d.weights,
-      d.counts,
-      d.handle.expert,
-      d.handle.row,
-      d.handle.weights,
-      dd.tokens,
-      dd.weights,
-      dd.counts,
-      dd.handle.expert,
-      dd.handle.row,
-      dd.handle.weights,
-      dd.handle.route!,
-    ])
-      t.dispose();
+    for (const t of [x, x8, scales, idx, w, out, ...[d, dd, d8, dd8].flatMap(resultTensors)]) t.dispose();
   }
   start.dispose();
   end.dispose();
@@ -237,31 +283,46 @@ export function formatMoe(r: MoeBenchResult): string {
     "top-k",
     "experts",
     "rows",
+    "tokens in",
     "dispatch us",
     "GB/s",
     "pull_device us",
     "GB/s",
+    "DeepEP GB/s",
+    "fp8 us",
+    "DeepEP GB/s",
     "combine us",
     "GB/s",
     "in place us",
     "GB/s",
+    "per_rank us",
+    "DeepEP GB/s",
   ];
   const rows = r.rows.map((x) => {
     const bytes = x.rows * x.hidden * 2;
+    const deepEp = x.tokensReceived * x.hidden * 2;
+    const deepEpFp8 = x.tokensReceived * (x.hidden + 4);
+    const gb = (n: number, us: number): string => (n / us / 1e3).toFixed(1);
     return [
       String(x.tokens),
       String(x.hidden),
       String(x.topk),
       String(x.experts),
       String(x.rows),
+      String(x.tokensReceived),
       x.dispatchUs.toFixed(1),
-      (bytes / x.dispatchUs / 1e3).toFixed(1),
+      gb(bytes, x.dispatchUs),
       x.dispatchDeviceUs.toFixed(1),
-      (bytes / x.dispatchDeviceUs / 1e3).toFixed(1),
+      gb(bytes, x.dispatchDeviceUs),
+      gb(deepEp, x.dispatchDeviceUs),
+      x.dispatchFp8Us.toFixed(1),
+      gb(deepEpFp8, x.dispatchFp8Us),
       x.combineUs.toFixed(1),
-      (bytes / x.combineUs / 1e3).toFixed(1),
+      gb(bytes, x.combineUs),
       x.combineInPlaceUs.toFixed(1),
-      (bytes / x.combineInPlaceUs / 1e3).toFixed(1),
+      gb(bytes, x.combineInPlaceUs),
+      x.combineByRankUs.toFixed(1),
+      gb(deepEp, x.combineByRankUs),
     ];
   });
   return [

@@ -20,6 +20,7 @@ import type { AllReduceRmsNormOptions, CpuArNormAlgorithm } from "../ops/norm/ch
 import type { CpuExchangeAlgorithm } from "../ops/exchange/checks.js";
 import type {
   CombineOptions,
+  CpuCombineAlgorithm,
   CpuMoeAlgorithm,
   DispatchOptions,
   DispatchResult,
@@ -50,6 +51,7 @@ export interface CpuAlgorithms {
   readonly allToAll: CpuExchangeAlgorithm;
   readonly allToAllV: CpuExchangeAlgorithm;
   readonly moe: CpuMoeAlgorithm;
+  readonly combine: CpuCombineAlgorithm;
 }
 
 export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAlgorithms> {
@@ -227,12 +229,13 @@ export class CpuCollectives implements Collectives<HostTensor, HostTensor, CpuAl
 
   /**
    * MoE combine, the reference: each expert owner's output rows back to the tokens they came from, each
-   * token the weighted sum over its slots in slot order (src/ops/moe/route.ts combineToken), bf16.
+   * token the weighted sum over its slots in slot order (src/ops/moe/route.ts combineToken), or per_rank
+   * (combineTokenByRank), bf16.
    */
   combine(
     expertOut: HostTensor,
     handle: MoeHandle<HostTensor>,
-    options: CombineOptions<HostTensor> & { algorithm?: CpuMoeAlgorithm } = {},
+    options: CombineOptions<HostTensor> & { algorithm?: CpuCombineAlgorithm } = {},
   ): HostTensor {
     return moe.combine(this.#group, expertOut, handle, options);
   }

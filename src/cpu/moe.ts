@@ -9,6 +9,7 @@ import {
   checkCombine,
   checkDispatch,
   checkDispatchInto,
+  CPU_COMBINE_ALGORITHMS,
   CPU_MOE_ALGORITHMS,
   dispatchHeader,
   dispatchVerdict,
@@ -16,12 +17,19 @@ import {
   MOE_HEADER_FIXED,
   stagedRows,
   type CombineOptions,
+  type CpuCombineAlgorithm,
   type CpuMoeAlgorithm,
   type DispatchOptions,
   type DispatchResult,
   type MoeHandle,
 } from "../ops/moe/checks.js";
-import { combineToken, expertCounts, receivedCounts, routeRows } from "../ops/moe/route.js";
+import {
+  combineToken,
+  combineTokenByRank,
+  expertCounts,
+  receivedCounts,
+  routeRows,
+} from "../ops/moe/route.js";
 import { align16, type CpuGroup } from "./group.js";
 import { HostTensor, hostOverlaps } from "./host-tensor.js";
 
@@ -144,24 +152,32 @@ export function dispatch(
   };
 }
 
-/** Every expert owner stages its rows; each rank sums its tokens' slots from the owners' buffers. */
+/** Every expert owner stages its rows; each rank sums its tokens' slots from the owners' buffers, in slot
+ * order (pull) or owner by owner (per_rank: combineTokenByRank; GPUs sum each owner's part where it is). */
 export function combine(
   g: CpuGroup,
   expertOut: HostTensor,
   handle: MoeHandle<HostTensor>,
-  options: CombineOptions<HostTensor> & { algorithm?: CpuMoeAlgorithm },
+  options: CombineOptions<HostTensor> & { algorithm?: CpuCombineAlgorithm },
 ): HostTensor {
   const what = "combine";
   const { rank, world } = g.sync;
   checkCombine(what, rank, world, expertOut, handle, options.out);
-  checkAlgorithm(what, options.algorithm ?? "auto", CPU_MOE_ALGORITHMS);
+  const algorithm = options.algorithm ?? "auto";
+  checkAlgorithm(what, algorithm, CPU_COMBINE_ALGORITHMS);
+  const byRank = algorithm === "per_rank";
   const p = handle.problem;
   const out = options.out ?? HostTensor.empty([p.tokens, p.hidden], "bf16");
   if (hostOverlaps(out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
   // The largest rank's rows: every rank judges the staging buffer's room alike.
   checkCapacity(what, stagedRows(handle) * p.hidden * 2, g.capacityBytes);
   const n = handle.received * p.hidden;
-  g.begin({ kind: "moe-combine/pull", dtype: "bf16", count: p.hidden, dims: [p.topk, p.numExperts] });
+  g.begin({
+    kind: byRank ? "moe-combine/per_rank" : "moe-combine/pull",
+    dtype: "bf16",
+    count: p.hidden,
+    dims: [p.topk, p.numExperts],
+  });
   g.stage(
     HostTensor.over(expertOut.raw.buffer, expertOut.raw.byteOffset, [n], "bf16", () => true),
     what,
@@ -175,16 +191,25 @@ export function combine(
   const row = handle.row.raw as Int32Array;
   const weights = handle.weights.raw as Float32Array;
   const K = p.topk;
+  const L = p.localExperts;
   for (let t = 0; t < p.tokens; t++) {
-    combineToken(
-      p.hidden,
-      K,
-      (k) => expert[t * K + k]! >= 0,
-      (k) => weights[t * K + k]!,
-      (k, i) => staged[Math.floor(expert[t * K + k]! / p.localExperts)]![row[t * K + k]! * p.hidden + i]!,
-      out.raw as Uint16Array,
-      t * p.hidden,
-    );
+    const used = (k: number): boolean => expert[t * K + k]! >= 0;
+    const owner = (k: number): number => Math.floor(expert[t * K + k]! / L);
+    const weight = (k: number): number => weights[t * K + k]!;
+    const value = (k: number, i: number): number => staged[owner(k)]![row[t * K + k]! * p.hidden + i]!;
+    if (byRank)
+      combineTokenByRank(
+        p.hidden,
+        K,
+        world,
+        used,
+        owner,
+        weight,
+        value,
+        out.raw as Uint16Array,
+        t * p.hidden,
+      );
+    else combineToken(p.hidden, K, used, weight, value, out.raw as Uint16Array, t * p.hidden);
   }
   g.meet();
   return out;

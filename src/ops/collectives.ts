@@ -21,8 +21,9 @@ export interface AlgorithmNames {
   readonly sendRecv: string;
   readonly allToAll: string;
   readonly allToAllV: string;
-  /** dispatch and combine share one list. */
+  /** dispatch's. */
   readonly moe: string;
+  readonly combine: string;
 }
 
 /** The algorithm names of the calls every group has, across hosts too (GroupCollectives). */
@@ -181,9 +182,16 @@ export interface Collectives<
   ): DispatchResult<T>;
   /**
    * MoE combine: `expertOut` (this rank's experts' output, row for row as dispatched, bf16) back to the
-   * tokens of `handle`'s dispatch, each the weighted sum over its slots in slot order (f32, every
-   * operation rounded, then bf16). A symmetric `expertOut` (every rank passes one of this group's) is read
-   * in place by the peers, with no copy into the staging buffer; a plain one is staged. Graph-capturable.
+   * tokens of `handle`'s dispatch, each the weighted sum over its slots (f32, every operation rounded,
+   * then bf16): in slot order (`pull`, auto), or per_rank: each expert owner sums the token's slots on it
+   * in slot order and rounds that to bf16, the partials added in rank order (src/ops/moe/route.ts
+   * combineTokenByRank), so a token's row crosses once per owner rank, not once per slot. With `pull`, a
+   * symmetric `expertOut` (every rank passes one of this group's) is read in place by the peers, with no
+   * copy into the staging buffer; a plain one is staged. Graph-capturable.
    */
-  combine(expertOut: T, handle: MoeHandle<T>, options?: X & CombineOptions<T> & { algorithm?: A["moe"] }): T;
+  combine(
+    expertOut: T,
+    handle: MoeHandle<T>,
+    options?: X & CombineOptions<T> & { algorithm?: A["combine"] },
+  ): T;
 }

@@ -37,7 +37,7 @@ import {
 } from "./gpu-group.js";
 import type { CombineOptions, DispatchOptions, DispatchResult, MoeHandle } from "./moe/checks.js";
 import { GpuMoe } from "./moe/moe.js";
-import type { GpuMoeAlgorithm } from "./moe/checks.js";
+import type { GpuCombineAlgorithm, GpuMoeAlgorithm } from "./moe/checks.js";
 import type { AllReduceRmsNormOptions, ArNormAlgorithm } from "./norm/checks.js";
 import { ArNorm, type ArNormInput, type ArNormResult } from "./norm/ar-norm.js";
 import type { LoadedTuneTable } from "./tune-table.js";
@@ -251,7 +251,7 @@ export class GpuCollectives implements Collectives<
   combine(
     expertOut: CollectiveInput,
     handle: MoeHandle<Tensor>,
-    options: O<CombineOptions<Tensor> & { algorithm?: GpuMoeAlgorithm }> = {},
+    options: O<CombineOptions<Tensor> & { algorithm?: GpuCombineAlgorithm }> = {},
   ): Tensor {
     return this.#moe.combine(expertOut, handle, options);
   }

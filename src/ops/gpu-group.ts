@@ -57,7 +57,7 @@ import type {
   MatmulAllReduceAlgorithm,
   MatmulReduceScatterAlgorithm,
 } from "./fused/checks.js";
-import type { GpuMoeAlgorithm } from "./moe/checks.js";
+import type { GpuCombineAlgorithm, GpuMoeAlgorithm } from "./moe/checks.js";
 import type { ArNormAlgorithm } from "./norm/checks.js";
 
 /** Mailbox kernels run blocks of 128 threads while that takes at most one block per SM (more SMs
@@ -118,6 +118,7 @@ export interface GpuAlgorithms {
   readonly allToAll: GpuAllToAllAlgorithm;
   readonly allToAllV: GpuAllToAllVAlgorithm;
   readonly moe: GpuMoeAlgorithm;
+  readonly combine: GpuCombineAlgorithm;
 }
 
 export class GpuGroup implements CollectiveContext {

@@ -4,7 +4,7 @@ import type { ProgramSpec } from "../runtime/module.js";
 import { ALL_TO_ALL, ALL_TO_ALL_V, SEND_RECV } from "./exchange/records.js";
 import { FUSED_RECORDS } from "./fused/checks.js";
 import { HOSTS } from "./hosts-records.js";
-import { MOE } from "./moe/records.js";
+import { MOE, MOE_COMBINE } from "./moe/records.js";
 import { AR_NORM } from "./norm/records.js";
 import type { OpRecords } from "./records.js";
 
@@ -14,7 +14,8 @@ export const OP_RECORDS: readonly (readonly [string, OpRecords])[] = [
   ["send / recv / sendRecv", SEND_RECV],
   ["all-to-all", ALL_TO_ALL],
   ["all-to-all-v", ALL_TO_ALL_V],
-  ["dispatch / combine", MOE],
+  ["dispatch", MOE],
+  ["combine", MOE_COMBINE],
   ["across hosts: all-reduce, all-gather, reduce-scatter", HOSTS],
 ];
 

@@ -383,22 +383,26 @@ export function arNormCharts(r: ArNormResult, c: Colours): Chart[] {
 
 /** MoE dispatch and combine against tokens per rank: µs per call, and GB/s of the token rows received. */
 export function moeCharts(r: MoeResult): Chart[] {
+  type Row = MoeResult["rows"][number];
+  // Bytes received by the rows' count: bf16 rows, fp8 rows with their 4-byte scale.
+  const bf16 = (x: Row): number => x.rows * x.hidden * 2;
+  const fp8 = (x: Row): number => x.rows * (x.hidden + 4);
   const phases = [
-    ["dispatch, pull (eager)", (x: MoeResult["rows"][number]) => x.dispatchUs],
-    ["dispatch, pull_device", (x: MoeResult["rows"][number]) => x.dispatchDeviceUs],
-    ["combine", (x: MoeResult["rows"][number]) => x.combineUs],
-    ["combine, in place", (x: MoeResult["rows"][number]) => x.combineInPlaceUs],
+    ["dispatch, pull (eager)", (x: Row) => x.dispatchUs, bf16],
+    ["dispatch, pull_device", (x: Row) => x.dispatchDeviceUs, bf16],
+    ["dispatch fp8, pull_device", (x: Row) => x.dispatchFp8Us, fp8],
+    ["combine", (x: Row) => x.combineUs, bf16],
+    ["combine, in place", (x: Row) => x.combineInPlaceUs, bf16],
+    ["combine, per_rank", (x: Row) => x.combineByRankUs, bf16],
   ] as const;
   const shapes = [...new Set(r.rows.map((x) => `${x.hidden}/${x.topk}/${x.experts}`))];
   return shapes.flatMap((shape): Chart[] => {
     const rows = r.rows.filter((x) => `${x.hidden}/${x.topk}/${x.experts}` === shape);
     const { hidden, topk, experts } = rows[0]!;
     const values = rows.flatMap((x) =>
-      phases.flatMap(([phase, of]) => {
+      phases.flatMap(([phase, of, bytes]) => {
         const us = of(x);
-        return us === undefined
-          ? []
-          : [{ tokens: x.tokens, phase, us, gbPerS: (x.rows * x.hidden * 2) / us / 1e3 }];
+        return us === undefined ? [] : [{ tokens: x.tokens, phase, us, gbPerS: bytes(x) / us / 1e3 }];
       }),
     );
     const shown = phases.map(([p]) => p).filter((p) => values.some((v) => v.phase === p));

@@ -136,6 +136,8 @@ export interface MoeResult {
     readonly dispatchDeviceUs: number | undefined;
     readonly combineUs: number;
     readonly combineInPlaceUs: number | undefined;
+    readonly combineByRankUs: number | undefined;
+    readonly dispatchFp8Us: number | undefined;
   }[];
 }
 
@@ -504,6 +506,8 @@ function moe(x: Json, environment: Environment, source: Source): MoeResult | str
       dispatchDeviceUs: optionalNumber(r.dispatchDeviceUs),
       combineUs: r.combineUs as number,
       combineInPlaceUs: optionalNumber(r.combineInPlaceUs),
+      combineByRankUs: optionalNumber(r.combineByRankUs),
+      dispatchFp8Us: optionalNumber(r.dispatchFp8Us),
     })),
   };
 }

@@ -38,9 +38,21 @@ import {
   poisonOf,
   type Maker,
 } from "../support/tensors.js";
-import { CPU_MOE_ALGORITHMS, GPU_MOE_ALGORITHMS, type DispatchResult } from "../../src/ops/moe/checks.js";
+import {
+  CPU_COMBINE_ALGORITHMS,
+  CPU_MOE_ALGORITHMS,
+  GPU_COMBINE_ALGORITHMS,
+  GPU_MOE_ALGORITHMS,
+  type DispatchResult,
+} from "../../src/ops/moe/checks.js";
 import { GPU_MOE_AUTO, MOE } from "../../src/ops/moe/records.js";
-import { combineToken, expertCounts, receivedCounts, routeRows } from "../../src/ops/moe/route.js";
+import {
+  combineToken,
+  combineTokenByRank,
+  expertCounts,
+  receivedCounts,
+  routeRows,
+} from "../../src/ops/moe/route.js";
 import { autoPick, type OpRecords } from "../../src/ops/records.js";
 import { decodeBF16, encodeBF16, type DType, type RawArray } from "../../src/runtime/dtype.js";
 import { Graph } from "../../src/runtime/graph.js";
@@ -61,6 +73,12 @@ const sharing = readEnvVar("SYMMKIT_SHARE_GPUS");
 // ---- Algorithms: this backend's, the default (undefined) first.
 type Algorithm = string | undefined;
 const ALGORITHMS: readonly Algorithm[] = [undefined, ...(cuda ? GPU_MOE_ALGORITHMS : CPU_MOE_ALGORITHMS)];
+/** combine's, the default first: pull (slot order) and per_rank (owner partials in rank order). */
+const COMBINES: readonly Algorithm[] = [
+  undefined,
+  ...(cuda ? GPU_COMBINE_ALGORITHMS : CPU_COMBINE_ALGORITHMS),
+];
+const byRank = (a: Algorithm): boolean => a === "per_rank";
 const named = (a: Algorithm): string => a ?? "default";
 const opt = (a: Algorithm): { algorithm?: string } => (a === undefined ? {} : { algorithm: a });
 /** Whether `a` routes on the device (by its record: no host wait). Auto and the default route on the host
@@ -220,12 +238,49 @@ function combined(p: Problem, s: Side, rowOf: Int32Array, rows: Rows): Uint16Arr
   return out;
 }
 
+/**
+ * combine per_rank of side `s`, as specified: for each token and column, over ranks in order, the rank's
+ * partial is fround(acc + fround(w x v)) over its slots in slot order from +0, to bf16; acc =
+ * fround(acc + partial) over the ranks that own any of the token's slots, from +0; acc to bf16.
+ */
+function combinedByRank(p: Problem, s: Side, rowOf: Int32Array, rows: Rows): Uint16Array {
+  const { hidden: H, topk: K } = p;
+  const out = new Uint16Array(s.tokens * H);
+  const acc = new Float32Array(H);
+  const part = new Float32Array(H);
+  for (let t = 0; t < s.tokens; t++) {
+    acc.fill(0);
+    for (let owner = 0; owner < world; owner++) {
+      part.fill(0);
+      let any = false;
+      for (let k = 0; k < K; k++) {
+        const e = s.ids[t * K + k]!;
+        if (e === -1 || Math.floor(e / p.local) !== owner) continue;
+        any = true;
+        const w = s.weights[t * K + k]!;
+        const v = rows(owner, rowOf[t * K + k]!);
+        for (let col = 0; col < H; col++) part[col] = f(part[col]! + f(w * decodeBF16(v[col]!)));
+      }
+      if (any) for (let col = 0; col < H; col++) acc[col] = f(acc[col]! + decodeBF16(encodeBF16(part[col]!)));
+    }
+    for (let col = 0; col < H; col++) out[t * H + col] = encodeBF16(acc[col]!);
+  }
+  return out;
+}
+
+/** A combine's want: slot order (pull), or per_rank's partials in rank order. */
+interface Combined {
+  readonly slots: Uint16Array;
+  readonly byRank: Uint16Array;
+}
+const pick = (w: Combined, a: Algorithm): Uint16Array => (byRank(a) ? w.byRank : w.slots);
+
 /** What the checks hold a drawn problem's results to (computed once, when first asked for). */
 interface Want {
   /** This rank's combine of f(owner, row, column) (valuesOf(tag)). */
-  readonly values: Uint16Array;
+  readonly values: Combined;
   /** bf16: this rank's combine of the identity expert (each row its dispatched token). */
-  readonly identity: Uint16Array | undefined;
+  readonly identity: Combined | undefined;
   /** This rank's exact combine: x times the sum of its weights. */
   readonly exact: Uint16Array;
 }
@@ -270,6 +325,7 @@ function drawn(what: string, p: Problem, sides: Side[]): Drawn {
   const compute = (): Want => {
     const rows = valuesOf(tag, H);
     const values = combined(p, mine, rowOf, rows);
+    const valuesByRank = combinedByRank(p, mine, rowOf, rows);
     // route.ts's combineToken, which both backends' combines follow, agrees.
     const viaRoute = new Uint16Array(mine.tokens * H);
     for (let t = 0; t < mine.tokens; t++) {
@@ -288,6 +344,22 @@ function drawn(what: string, p: Problem, sides: Side[]): Drawn {
       );
     }
     same(viaRoute, values, `${what}: route.ts's combineToken`);
+    for (let t = 0; t < mine.tokens; t++) {
+      const used = (k: number): boolean => mine.ids[t * K + k]! >= 0;
+      const owner = (k: number): number => Math.floor(mine.ids[t * K + k]! / p.local);
+      combineTokenByRank(
+        H,
+        K,
+        world,
+        used,
+        owner,
+        (k) => mine.weights[t * K + k]!,
+        (k, i) => rows(owner(k), rowOf[t * K + k]!)[i]!,
+        viaRoute,
+        t * H,
+      );
+    }
+    same(viaRoute, valuesByRank, `${what}: route.ts's combineTokenByRank`);
     const identity: Rows = (o, r) => {
       const pair = lay.rows[o]![r]!;
       return tokenRow(sides[pair.src]!, pair.t, H);
@@ -302,8 +374,11 @@ function drawn(what: string, p: Problem, sides: Side[]): Drawn {
         exactOut[t * H + col] = encodeBF16(decodeBF16(ex.bits[t * H + col]!) * sum + 0);
     }
     return {
-      values,
-      identity: p.dtype === "bf16" ? combined(p, mine, rowOf, identity) : undefined,
+      values: { slots: values, byRank: valuesByRank },
+      identity:
+        p.dtype === "bf16"
+          ? { slots: combined(p, mine, rowOf, identity), byRank: combinedByRank(p, mine, rowOf, identity) }
+          : undefined,
       exact: exactOut,
     };
   };
@@ -556,18 +631,20 @@ function moeCase(d: Drawn, a: Algorithm, k: number): Case {
   const made = [...inp.made, ...ex.made, values];
   const tensors = [...made.map(([t]) => t), outWhole, exWhole];
   const o = { numExperts: p.numExperts, scales: inp.scales, ...opt(a) };
+  // Combine's algorithms turn with the case: c1, c2 and c3 each take another.
+  const [b1, b2, b3] = [0, 1, 2].map((j) => COMBINES[(k + j) % COMBINES.length]);
   const calls = () => {
     const { tokens, topkIdx, topkWeights } = inp;
     const d1 = c.dispatch(tokens, topkIdx, topkWeights, { ...o, maxRows: exactRows });
-    const c1 = c.combine(values[0].slice(1, received + 3), d1.handle, { out, ...opt(a) });
+    const c1 = c.combine(values[0].slice(1, received + 3), d1.handle, { out, ...opt(b1) });
     const d2 = c.dispatch(tokens, topkIdx, topkWeights, { ...o, maxRows });
-    const c2 = p.dtype === "bf16" ? c.combine(d2.tokens, d2.handle, opt(a)) : undefined;
+    const c2 = p.dtype === "bf16" ? c.combine(d2.tokens, d2.handle, opt(b2)) : undefined;
     const d3 = c.dispatch(ex.tokens, ex.topkIdx, ex.topkWeights, {
       numExperts: p.numExperts,
       maxRows: exactRows,
       ...opt(a),
     });
-    const c3 = c.combine(d3.tokens, d3.handle, { out: exOut, ...opt(a) });
+    const c3 = c.combine(d3.tokens, d3.handle, { out: exOut, ...opt(b3) });
     let into: [DispatchResult<AnyTensor>, DispatchResult<AnyTensor>] | undefined;
     if (takesInto(a)) {
       const target = c.dispatch(tokens, topkIdx, topkWeights, { ...o, ...opt(withInto(a)), maxRows });
@@ -585,16 +662,24 @@ function moeCase(d: Drawn, a: Algorithm, k: number): Case {
       const want = d.want();
       checkDispatched(`${what}: dispatch`, p, sides, lay, got.d1, received, device);
       assert.equal(got.c1, out, `${what}: combine returns the given out`);
-      expectPoisoned(outWhole, asBytes(want.values), `${what}: combine of f(owner, row, column)`);
+      expectPoisoned(
+        outWhole,
+        asBytes(pick(want.values, b1)),
+        `${what}: combine ${named(b1)} of f(owner, row, column)`,
+      );
       checkDispatched(`${what}: dispatch maxRows ${maxRows}`, p, sides, lay, got.d2, maxRows, device);
       if (got.c2) {
         assert.deepEqual(got.c2.shape, [mine.tokens, p.hidden], `${what}: combine shape`);
         assert.equal(got.c2.dtype, "bf16", `${what}: combine dtype`);
-        same(got.c2.toHost(), want.identity!, `${what}: combine of the identity expert`);
+        same(
+          got.c2.toHost(),
+          pick(want.identity!, b2),
+          `${what}: combine ${named(b2)} of the identity expert`,
+        );
       }
       checkDispatched(`${what}: exact dispatch`, q, exact, lay, got.d3, received, device);
       assert.equal(got.c3, exOut, `${what}: exact combine returns the given out`);
-      expectPoisoned(exWhole, asBytes(want.exact), `${what}: exact combine`);
+      expectPoisoned(exWhole, asBytes(want.exact), `${what}: exact combine ${named(b3)}`);
       if (got.into) {
         const [target, d4] = got.into;
         assert.equal(d4, target, `${what}: dispatch into returns its result`);
@@ -704,49 +789,56 @@ if (gpu) {
   const inShared = shared.tensor.view([shared.tensor.numel]).slice(0, n * H);
   const [whole, out] = poisonedIn(Tensor, "bf16", [mine.tokens, H]);
   const [wholeInPlace, outInPlace] = poisonedIn(Tensor, "bf16", [mine.tokens, H]);
+  const [wholeByRank, outByRank] = poisonedIn(Tensor, "bf16", [mine.tokens, H]);
+  const outs = [out, outInPlace, outByRank];
   const replays = [0, 1, 2, 3].map(() => {
     const tag = tags++;
     return {
       tag,
       values: expertOutput(Tensor, H, tag, n)[0],
-      outs: [out, outInPlace].map(() => Tensor.empty([mine.tokens, H], "bf16")),
+      outs: outs.map(() => Tensor.empty([mine.tokens, H], "bf16")),
     };
   });
   await group.barrier();
   const r = gc.dispatch(inp.tokens, inp.topkIdx, inp.topkWeights, { numExperts: p.numExperts, stream });
-  const combineBoth = (): void => {
+  const combineAll = (): void => {
     gc.combine(expertOut, r.handle, { out, stream });
     gc.combine(shared, r.handle, { out: outInPlace, stream });
+    gc.combine(shared, r.handle, { out: outByRank, stream, algorithm: "per_rank" });
   };
-  const graph = Graph.capture(stream, combineBoth);
+  const graph = Graph.capture(stream, combineAll);
   for (const [i, replay] of replays.entries()) {
     expertOut.copyFrom(replay.values.slice(1, n + 1), stream);
     inShared.copyFrom(expertOut.view([n * H]), stream);
-    if (i === 0) combineBoth();
+    if (i === 0) combineAll();
     else graph.launch(stream);
-    replay.outs.forEach((o, j) => o.copyFrom([out, outInPlace][j]!, stream));
+    replay.outs.forEach((o, j) => o.copyFrom(outs[j]!, stream));
   }
   gpu.synchronize(stream);
   for (const [i, replay] of replays.entries()) {
     const want = combined(p, mine, lay.rowOf[rank]!, valuesOf(replay.tag, H));
     same(replay.outs[0]!.toHost(), want, `combine, replay ${i}`);
     same(replay.outs[1]!.toHost(), want, `combine in place, replay ${i}`);
+    const wantByRank = combinedByRank(p, mine, lay.rowOf[rank]!, valuesOf(replay.tag, H));
+    same(replay.outs[2]!.toHost(), wantByRank, `combine per_rank, replay ${i}`);
   }
   const last = replays[3]!.outs;
   expectPoisoned(whole, bytesOf(last[0]!), "combine out");
   expectPoisoned(wholeInPlace, bytesOf(last[1]!), "combine in place out");
+  expectPoisoned(wholeByRank, bytesOf(last[2]!), "combine per_rank out");
   graph.dispose();
   for (const t of [
     ...inp.made.map(([t]) => t),
     expertOut,
     whole,
     wholeInPlace,
+    wholeByRank,
     ...replays.flatMap((x) => [x.values, ...x.outs]),
     ...resultTensors(r),
   ])
     t.dispose();
   await shared.dispose();
-  done("combine against the reference, staged and in place, eager and in a graph: bit for bit");
+  done("combine against the reference, staged, in place and per_rank, eager and in a graph: bit for bit");
 }
 
 // A straggler, then calls alternating shapes, dtypes and algorithms back to back (fewer when ranks share a
@@ -956,13 +1048,16 @@ if (gpu) {
     row: Tensor.empty([tokens, K], "i32"),
     handleWeights: Tensor.empty([tokens, K], "f32"),
     out: Tensor.empty([tokens, H], "bf16"),
+    outByRank: Tensor.empty([tokens, H], "bf16"),
   }));
   const options = { numExperts: experts, maxRows, stream } as const;
   await group.barrier();
   load(0);
   const d = gc.dispatch(x, ids, w, { ...options, algorithm: DEVICE });
   const eager = gc.combine(d.tokens, d.handle, { stream });
-  const snapshot = (i: number, combinedOut: Tensor): void => {
+  const eagerByRank = gc.combine(d.tokens, d.handle, { stream, algorithm: "per_rank" });
+  const [wholeByRank, outByRank] = poisonedIn(Tensor, "bf16", [tokens, H]);
+  const snapshot = (i: number, combinedOut: Tensor, byRankOut: Tensor): void => {
     const s = snaps[i]!;
     const h = d.handle;
     s.tokens.copyFrom(d.tokens, stream);
@@ -972,8 +1067,9 @@ if (gpu) {
     s.row.copyFrom(h.row, stream);
     s.handleWeights.copyFrom(h.weights, stream);
     s.out.copyFrom(combinedOut, stream);
+    s.outByRank.copyFrom(byRankOut, stream);
   };
-  snapshot(0, eager);
+  snapshot(0, eager, eagerByRank);
   const capture = (fn: () => unknown): Graph => Graph.capture(stream, () => void fn());
   // Inside a capture every algorithm needs into: routed on the host it cannot be captured at all, on the
   // device its outputs must exist before.
@@ -986,11 +1082,12 @@ if (gpu) {
   const graph = capture(() => {
     gc.dispatch(x, ids, w, { ...options, into: d });
     gc.combine(d.tokens, d.handle, { out, stream });
+    gc.combine(d.tokens, d.handle, { out: outByRank, stream, algorithm: "per_rank" });
   });
   for (let i = 1; i < problems.length; i++) {
     load(i);
     graph.launch(stream);
-    snapshot(i, out);
+    snapshot(i, out, outByRank);
   }
   gpu.synchronize(stream);
   for (const [i, s] of snaps.entries()) {
@@ -1002,9 +1099,12 @@ if (gpu) {
       handle: { ...d.handle, expert: s.expert, row: s.row, weights: s.handleWeights },
     };
     checkDispatched(what, p, sides, lay, result, maxRows, true);
-    same(s.out.toHost(), problems[i]!.want().identity!, `${what}: combine of the identity expert`);
+    const identity = problems[i]!.want().identity!;
+    same(s.out.toHost(), identity.slots, `${what}: combine of the identity expert`);
+    same(s.outByRank.toHost(), identity.byRank, `${what}: combine per_rank of the identity expert`);
   }
   expectPoisoned(whole, bytesOf(snaps[4]!.out), "pull_device graph combine out");
+  expectPoisoned(wholeByRank, bytesOf(snaps[4]!.outByRank), "pull_device graph combine per_rank out");
   graph.dispose();
 
   /** Enqueues `call` after a store barrier; the synchronize then throws a typed error `names` matches.
@@ -1036,10 +1136,14 @@ if (gpu) {
     () => {
       ids.copyFrom(badIds, stream);
       gc.dispatch(x, ids, w, { ...options, into: d });
-      return gc.combine(d.tokens, d.handle, { stream });
+      return [
+        gc.combine(d.tokens, d.handle, { stream }),
+        gc.combine(d.tokens, d.handle, { stream, algorithm: "per_rank" }),
+      ];
     },
   );
-  same(none.toHost(), new Uint16Array(tokens * H), "combine after a refusal");
+  for (const [j, o] of none.entries())
+    same(o.toHost(), new Uint16Array(tokens * H), `combine ${["pull", "per_rank"][j]} after a refusal`);
   same(d.counts.toHost(), new Int32Array(cfg.perRank).fill(-1), "refused counts");
   same(d.tokens.toHost(), held[0], "refused: tokens kept");
   same(d.weights.toHost(), held[1], "refused: weights kept");
@@ -1081,7 +1185,9 @@ if (gpu) {
     badIds,
     fine,
     eager,
-    none,
+    eagerByRank,
+    wholeByRank,
+    ...none,
     tooFew[1],
     tooLarge[1],
     ...loads.flatMap((l) => l.made.map(([t]) => t)),
@@ -1224,6 +1330,7 @@ if (gpu) {
     ["handle {}", cb(r.tokens, {})],
     ["algorithm one_shot (all-reduce's)", cb(r.tokens, h, { out, algorithm: "one_shot" })],
     ["algorithm nccl", cb(r.tokens, h, { out, algorithm: "nccl" })],
+    ["algorithm pull_device (dispatch's)", cb(r.tokens, h, { out, algorithm: "pull_device" })],
     ...each(OTHER, "algorithm of the other backend:", (o) => c.combine(r.tokens, h, { out, ...o })),
   ];
   const wrong = untyped([
@@ -1239,7 +1346,7 @@ if (gpu) {
   const back = c.combine(r.tokens, h, { out });
   wait();
   assert.equal(back, out, "after bad inputs: combine returns the given out");
-  expectPoisoned(outWhole, asBytes(BASE.want().identity!), "after bad inputs: combine");
+  expectPoisoned(outWhole, asBytes(BASE.want().identity!.slots), "after bad inputs: combine");
   for (const t of [
     ...inp.made.map(([t]) => t),
     outWhole,

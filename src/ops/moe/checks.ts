@@ -11,15 +11,20 @@ import { InvalidArgumentError } from "../../errors.js";
 import type { DType } from "../../runtime/dtype.js";
 import { algorithmList } from "../records.js";
 import { checkTensorArg, type Described } from "../validate.js";
-import { MOE } from "./records.js";
+import { MOE, MOE_COMBINE } from "./records.js";
 
 /** Token dtypes dispatch carries: bf16, or fp8 e4m3 with a per-token f32 scale. Combine takes bf16. */
 export const MOE_TOKEN_DTYPES: readonly DType[] = ["bf16", "fp8e4m3"];
-/** dispatch's and combine's algorithms on each backend, auto first (what each does: ./records.ts). */
+/** dispatch's algorithms on each backend, auto first (what each does: ./records.ts). */
 export const GPU_MOE_ALGORITHMS = algorithmList(MOE, "cuda");
 export type GpuMoeAlgorithm = (typeof GPU_MOE_ALGORITHMS)[number];
 export const CPU_MOE_ALGORITHMS = algorithmList(MOE, "cpu");
 export type CpuMoeAlgorithm = (typeof CPU_MOE_ALGORITHMS)[number];
+/** combine's algorithms on each backend, auto first. */
+export const GPU_COMBINE_ALGORITHMS = algorithmList(MOE_COMBINE, "cuda");
+export type GpuCombineAlgorithm = (typeof GPU_COMBINE_ALGORITHMS)[number];
+export const CPU_COMBINE_ALGORITHMS = algorithmList(MOE_COMBINE, "cpu");
+export type CpuCombineAlgorithm = (typeof CPU_COMBINE_ALGORITHMS)[number];
 
 export interface DispatchOptions<T> {
   /** Experts over the whole group: a multiple of the world size. */
@@ -66,6 +71,11 @@ export interface MoeHandle<T> {
   readonly weights: T;
   /** pull_device: the plan the device wrote (dispatches `into` this result write it again). */
   readonly route?: T;
+  /** GPUs: [rows, 2] i32 of each received row: the next row of its token here in slot order (-1: none),
+   * and 1 on the token's first row here (combine per_rank sums each token's rows here from its first). */
+  readonly links?: T;
+  /** GPUs: [rows] f32, each received row's weight (combine per_rank applies it where the row is). */
+  readonly rowWeights?: T;
 }
 
 /** `into` (DispatchOptions.into) is a result of this rank's dispatches in this group with this dispatch's

@@ -13,8 +13,10 @@
 // judges and plans on the device what the host did (every rank alike; a refusal recorded for the next
 // group.synchronize(), counts -1, nothing written), moe_gather, a barrier: no host wait, so capturable.
 // The outputs' rows are fixed (maxRows); a capture writes into the tensors of an earlier result (`into`).
-// combine: the expert output's rows are staged, a barrier, moe_combine reads each pair's row from its
-// owner in slot order, a barrier: graph-capturable.
+// combine pull: the expert output's rows are staged, a barrier, moe_combine reads each pair's row from its
+// owner in slot order, a barrier. combine per_rank: moe_partials sums each token's rows here into the
+// staging at its first row (the dispatch's links), a barrier, moe_sum_partials reads one partial per owner
+// and sums them in rank order, a barrier. Both graph-capturable.
 import { InvalidArgumentError } from "../../errors.js";
 import type { CallTag } from "../../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
@@ -33,7 +35,9 @@ import { Tensor } from "../../runtime/tensor.js";
 import { overlaps } from "../gemm/matmul.js";
 import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
 import {
+  GPU_COMBINE_ALGORITHMS,
   GPU_MOE_ALGORITHMS,
+  type GpuCombineAlgorithm,
   type GpuMoeAlgorithm,
   checkCombine,
   checkDispatch,
@@ -55,7 +59,8 @@ import { autoPick } from "../records.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
 
 /** moe_route: the staging buffer's SymmView; experts, local experts, combine's row bytes, the staging
- * buffer's bytes; the plan, counts out, the handle's experts and rows and its pairs, the refusal record. */
+ * buffer's bytes; the plan, counts out, the handle's experts and rows and its pairs, its links, the
+ * refusal record. */
 const ROUTE_PARAMS = [
   SYMM_VIEW_PARAM,
   "u32",
@@ -67,6 +72,7 @@ const ROUTE_PARAMS = [
   "ptr",
   "ptr",
   "u64",
+  "ptr",
   "ptr",
 ] as const;
 /** moe.cuh's kRouteSharedPerExpert: the route kernel's dynamic shared memory per expert. */
@@ -114,6 +120,8 @@ const GATHER_PARAMS = [
   "ptr",
   "ptr",
   "ptr",
+  "ptr",
+  "ptr",
   "u64",
   "u64",
   "u64",
@@ -124,6 +132,21 @@ const GATHER_PARAMS = [
 const COMBINE_PARAMS = [
   SYMM_VIEW_PARAM,
   "ptr",
+  "ptr",
+  "ptr",
+  "ptr",
+  "u64",
+  "u32",
+  "u32",
+  "u32",
+  "u32",
+] as const;
+/** moe_partials: expert output, links, row weights, rows, hidden, topk, partials, vectors. */
+const PARTIALS_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32", "u32", "ptr", "u32"] as const;
+/** moe_sum_partials: the staging buffer's SymmView, the handle's experts and rows, out, tokens, topk, hidden,
+ * local experts, vectors. */
+const SUM_PARTIALS_PARAMS = [
+  SYMM_VIEW_PARAM,
   "ptr",
   "ptr",
   "ptr",
@@ -155,6 +178,8 @@ interface Kernels {
   readonly gather: Kernel<typeof GATHER_PARAMS>;
   readonly route: Kernel<typeof ROUTE_PARAMS>;
   readonly combine: Kernel<typeof COMBINE_PARAMS>;
+  readonly partials: Kernel<typeof PARTIALS_PARAMS>;
+  readonly sumPartials: Kernel<typeof SUM_PARTIALS_PARAMS>;
 }
 
 /** What dispatch's staging step leaves for the routing: the header's bytes, a row's, the call's tag. */
@@ -167,7 +192,18 @@ interface Staged {
 /** Frees a dispatch result's tensors (one this call made and then refused). */
 function disposeResult(r: DispatchResult<Tensor>): void {
   const h = r.handle;
-  for (const t of [r.tokens, r.weights, r.scales, r.counts, h.expert, h.row, h.weights, h.route])
+  for (const t of [
+    r.tokens,
+    r.weights,
+    r.scales,
+    r.counts,
+    h.expert,
+    h.row,
+    h.weights,
+    h.route,
+    h.links,
+    h.rowWeights,
+  ])
     t?.dispose();
 }
 
@@ -194,6 +230,8 @@ export class GpuMoe {
       gather: m.kernel(`symmkit::moe::moe_gather<${this.#ctx.world}>`, GATHER_PARAMS),
       route: m.kernel(`symmkit::moe::moe_route<${this.#ctx.world}>`, ROUTE_PARAMS),
       combine: m.kernel("symmkit::moe::moe_combine", COMBINE_PARAMS),
+      partials: m.kernel("symmkit::moe::moe_partials", PARTIALS_PARAMS),
+      sumPartials: m.kernel(`symmkit::moe::moe_sum_partials<${this.#ctx.world}>`, SUM_PARTIALS_PARAMS),
     });
   }
 
@@ -339,6 +377,8 @@ export class GpuMoe {
       expert: Tensor.empty([p.tokens, p.topk], "i32", made),
       row: Tensor.empty([p.tokens, p.topk], "i32", made),
       weights: Tensor.empty([p.tokens, p.topk], "f32", made),
+      links: Tensor.empty([rows, 2], "i32", made),
+      rowWeights: Tensor.empty([rows], "f32", made),
       ...(receivedByRank === undefined
         ? { route: Tensor.empty([moePlanLayout(world, p.numExperts).end], "i32", made) }
         : {}),
@@ -385,6 +425,7 @@ export class GpuMoe {
       handle.expert,
       handle.row,
       p.tokens * p.topk,
+      handle.links!,
       this.#ctx.refusalPtr,
     );
     this.#gather(p, out, route.ptr, rowBytes, headerBytes, maxRows, 2 * device.props.smCount, stream);
@@ -443,9 +484,9 @@ export class GpuMoe {
     plan[layout.received] = total[rank]!;
     const planMemory = this.#scratch("plan", plan.byteLength);
     copyHostToDevice(planMemory.ptr, plan, stream);
-    let pairs = 0;
-    for (let s = 0; s < world; s++) pairs += plan[s]! * p.topk;
-    const work = Math.max(pairs, rowsOut - total[rank]!);
+    let tokensAll = 0;
+    for (let s = 0; s < world; s++) tokensAll += plan[s]!;
+    const work = Math.max(tokensAll, rowsOut - total[rank]!);
     const grid = Math.min(4 * device.props.smCount, Math.ceil(work / (THREADS / 32)));
     out.handle.expert.copyFrom(topkIdx, stream);
     out.handle.weights.copyFrom(topkWeights, stream);
@@ -475,6 +516,8 @@ export class GpuMoe {
         out.weights,
         out.scales?.ptr ?? 0n,
         handle.row,
+        handle.links!,
+        handle.rowWeights!,
         rowBytes,
         headerBytes,
         rows,
@@ -484,19 +527,25 @@ export class GpuMoe {
       );
   }
 
-  /** combine (see GpuCollectives.combine): `input` is a plain expert output, or a symmetric one read in
-   * place. */
+  /** combine (see GpuCollectives.combine): `input` is a plain expert output, or a symmetric one (pull
+   * reads it in place). */
   combine(
     input: Tensor | SymmetricTensor,
     handle: MoeHandle<Tensor>,
-    o: CombineOptions<Tensor> & CollectiveOptions & { algorithm?: GpuMoeAlgorithm },
+    o: CombineOptions<Tensor> & CollectiveOptions & { algorithm?: GpuCombineAlgorithm },
   ): Tensor {
     const what = "combine";
     const ctx = this.#ctx;
     checkTensorArg(what, "expertOut", input);
     const expertOut = ctx.local(input, what);
-    checkCombine(what, ctx.rank, ctx.world, expertOut, handle, o.out, !(input instanceof Tensor));
-    checkAlgorithm(what, o.algorithm ?? "auto", GPU_MOE_ALGORITHMS);
+    const algorithm = o.algorithm ?? "auto";
+    checkAlgorithm(what, algorithm, GPU_COMBINE_ALGORITHMS);
+    const byRank = algorithm === "per_rank";
+    // In place (pull): the peers read each rank's own expertOut, so every rank's must hold the most rows.
+    const inPlace = !byRank && !(input instanceof Tensor);
+    checkCombine(what, ctx.rank, ctx.world, expertOut, handle, o.out, inPlace);
+    if (byRank && !(handle.links instanceof Tensor && handle.rowWeights instanceof Tensor))
+      throw new InvalidArgumentError(`${what}: handle must be the handle a dispatch of this group returned`);
     if (o.out) {
       ctx.onDevice(what, o.out);
       if (overlaps(o.out, expertOut)) throw new InvalidArgumentError(`${what}: out overlaps expertOut`);
@@ -504,17 +553,17 @@ export class GpuMoe {
     const stream = ctx.stream(o);
     const { staging, device } = this.#ctx;
     const p = handle.problem;
-    const inPlace = !(input instanceof Tensor);
     const rowBytes = p.hidden * 2;
     // Routed on the device, the dispatch made sure every rank's maxRows fit, or was refused on every
     // rank: its pairs are then unused and no row is read, and the rows staged are cut to the buffer
     // (no rank may throw here alone). Routed on the host, the largest rank's rows: judged alike.
-    // In place, nothing is staged: the peers read each rank's own expertOut (every rank's the same shape).
+    // In place, nothing is staged. per_rank stages a partial at a token's first row: no more rows.
     if (handle.receivedByRank !== undefined && !inPlace)
       checkCapacity(what, stagedRows(handle) * rowBytes, staging.tensor.nbytes);
     const out = o.out ?? Tensor.empty([p.tokens, p.hidden], "bf16", { device, stream });
     // The handle's tensors were made on the dispatch's stream, which may not be this one.
-    for (const t of [handle.expert, handle.row, handle.weights]) t.recordStream(stream);
+    for (const t of [handle.expert, handle.row, handle.weights, handle.links, handle.rowWeights])
+      t?.recordStream(stream);
     const k = this.#k();
     // The kind tells a rank that reads in place from one that stages (CollectiveMismatchError).
     // In place, the shape also carries the symmetric tensor's number: ranks that pass different tensors
@@ -522,23 +571,57 @@ export class GpuMoe {
     const dims = [p.topk, p.numExperts];
     const tag = this.#ctx.tag(
       {
-        kind: inPlace ? "moe-combine/in-place" : "moe-combine/pull",
+        kind: byRank ? "moe-combine/per_rank" : inPlace ? "moe-combine/in-place" : "moe-combine/pull",
         dtype: "bf16",
         count: p.hidden,
         dims: inPlace ? [...dims, input.id] : dims,
       },
       stream,
     );
-    if (!inPlace) {
-      const bytes = Math.min(handle.received, Math.floor(staging.tensor.nbytes / rowBytes)) * rowBytes;
-      copyDeviceToDevice(staging.tensor.ptr, expertOut.ptr, bytes, stream);
+    const stagedCount = Math.min(handle.received, Math.floor(staging.tensor.nbytes / rowBytes));
+    if (byRank) {
+      const vectors = p.hidden % 8 === 0 && expertOut.ptr % 16n === 0n ? 1 : 0;
+      const warps = THREADS / 32;
+      if (stagedCount > 0)
+        k.partials.launch(
+          {
+            grid: Math.min(Math.ceil(stagedCount / warps), 4 * device.props.smCount),
+            block: THREADS,
+            stream,
+          },
+          expertOut,
+          handle.links!,
+          handle.rowWeights!,
+          stagedCount,
+          p.hidden,
+          p.topk,
+          staging.tensor.ptr,
+          vectors,
+        );
+    } else if (!inPlace) {
+      copyDeviceToDevice(staging.tensor.ptr, expertOut.ptr, stagedCount * rowBytes, stream);
     }
-    // Every rank's expert output is complete (staged, or written in place before the call).
+    // Every rank's expert output (pull) or partials (per_rank) complete: staged, or written in place
+    // before the call.
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag);
     const vectors = p.hidden % 8 === 0 && out.ptr % 16n === 0n ? 1 : 0;
-    if (p.tokens > 0)
+    const grid = { grid: Math.min(p.tokens, 4 * device.props.smCount), block: THREADS, stream };
+    if (p.tokens > 0 && byRank)
+      k.sumPartials.launch(
+        grid,
+        this.#ctx.stagingView,
+        handle.expert,
+        handle.row,
+        out,
+        p.tokens,
+        p.topk,
+        p.hidden,
+        p.localExperts,
+        vectors,
+      );
+    else if (p.tokens > 0)
       k.combine.launch(
-        { grid: Math.min(p.tokens, 4 * device.props.smCount), block: THREADS, stream },
+        grid,
         inPlace ? input.deviceView() : this.#ctx.stagingView,
         handle.expert,
         handle.row,

@@ -9,10 +9,12 @@ export const MOE_PROGRAM: ProgramSpec = {
   nameExpressions: [
     "symmkit::moe::moe_positions",
     "symmkit::moe::moe_combine",
+    "symmkit::moe::moe_partials",
     // World 1 too: a lone rank's experts are all local, and the gather is its layout.
     ...[1, ...WORLD_SIZES].flatMap((w) => [
       `symmkit::moe::moe_gather<${w}>`,
       `symmkit::moe::moe_route<${w}>`,
+      `symmkit::moe::moe_sum_partials<${w}>`,
     ]),
   ],
 };

@@ -1,6 +1,8 @@
-// MoE dispatch and combine: their algorithms, one record each (the shape: src/ops/records.ts). Both give
-// the host reference's bits (src/ops/moe/route.ts). Auto routes on the device inside a capture and into a
-// given result, on the host otherwise (its errors then thrown by the call itself).
+// MoE dispatch and combine: their algorithms, one record each (the shape: src/ops/records.ts). Dispatch's
+// give the host reference's layout (src/ops/moe/route.ts); its auto routes on the device inside a capture
+// and into a given result, on the host otherwise (its errors then thrown by the call itself). Combine's
+// differ in the order they add a token's slots (route.ts combineToken, combineTokenByRank); auto keeps
+// slot order.
 import { autoOrder, type OpRecords } from "../records.js";
 import { MOE_PROGRAM } from "./programs.js";
 
@@ -18,7 +20,7 @@ export const MOE = {
     backends: ["cuda", "cpu"],
     rankOrder: true,
     needs: ["staging buffer", "host wait"],
-    kinds: ["moe-dispatch/pull", "moe-combine/pull", "moe-combine/in-place"],
+    kinds: ["moe-dispatch/pull"],
     programs: () => [MOE_PROGRAM],
     autoWhen: (s: MoeSituation) => !s.capturing && !s.into,
   },
@@ -36,3 +38,26 @@ export const MOE = {
 
 /** What dispatch's auto may run on GPUs (autoPick takes the first whose rule holds). */
 export const GPU_MOE_AUTO = autoOrder(MOE, "cuda");
+
+/** Combine's: every dispatch's result takes either. */
+export const MOE_COMBINE = {
+  pull: {
+    summary:
+      "each rank reads its tokens' rows from their experts' owners (NVLink) and sums them in slot order: a row crosses once per slot",
+    backends: ["cuda", "cpu"],
+    rankOrder: true,
+    needs: ["staging buffer"],
+    kinds: ["moe-combine/pull", "moe-combine/in-place"],
+    programs: () => [MOE_PROGRAM],
+    autoWhen: () => true,
+  },
+  per_rank: {
+    summary:
+      "each owner sums a token's slots on it (slot order, rounded to bf16); each rank reads one such partial per owner and sums them in rank order: a row crosses once per rank",
+    backends: ["cuda", "cpu"],
+    rankOrder: false,
+    needs: ["staging buffer"],
+    kinds: ["moe-combine/per_rank"],
+    programs: () => [MOE_PROGRAM],
+  },
+} as const satisfies OpRecords;

@@ -88,3 +88,36 @@ export function combineToken(
     out[at + i] = f32ToBf16Bits(acc);
   }
 }
+
+/**
+ * One token's combine per_rank, as its kernels compute it: for each rank r in order that owns any of the
+ * token's used slots, r's partial = bf16 of (over r's slots in slot order, acc = acc + weight x value in
+ * f32, each operation rounded); acc = acc + partial in f32, rounded; the sum rounded once to bf16.
+ * `owner(k)` is slot k's expert's rank.
+ */
+export function combineTokenByRank(
+  hidden: number,
+  topk: number,
+  world: number,
+  used: (k: number) => boolean,
+  owner: (k: number) => number,
+  weight: (k: number) => number,
+  value: (k: number, i: number) => number,
+  out: Uint16Array,
+  at: number,
+): void {
+  const f = Math.fround;
+  const slots = Array.from({ length: world }, (_, r) =>
+    Array.from({ length: topk }, (_, k) => k).filter((k) => used(k) && owner(k) === r),
+  );
+  for (let i = 0; i < hidden; i++) {
+    let acc = 0;
+    for (const mine of slots) {
+      if (mine.length === 0) continue;
+      let partial = 0;
+      for (const k of mine) partial = f(partial + f(weight(k) * decodeBF16(value(k, i))));
+      acc = f(acc + decodeBF16(f32ToBf16Bits(partial)));
+    }
+    out[at + i] = f32ToBf16Bits(acc);
+  }
+}

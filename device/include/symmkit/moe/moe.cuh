@@ -22,17 +22,26 @@
 //                  in the handle (a combine after it reads nothing and writes zeros) and records the
 //                  refusal (sync/refusal.cuh); every rank refuses alike, so the closing barrier still
 //                  pairs.
-//   moe_gather     after a barrier (every rank's staging complete and visible): one warp per pair of
-//                  every source, in source-major order; it reads the pair's id and pos from the source's
-//                  staging (NVLink), writes this rank's own pairs' rows into the handle, and copies a
-//                  pair of one of this rank's experts (token row, weight, scale) to its row. Followed by
-//                  a barrier, so nobody restages while a peer reads. Rows from this rank's received
-//                  to max_rows (the dispatched tensors' spare rows) are zeroed.
+//   moe_gather     after a barrier (every rank's staging complete and visible): one warp per token of
+//                  every source, in source-major order; lane k reads slot k's id and pos from the
+//                  source's staging (NVLink), writes this rank's own pairs' rows into the handle, and for
+//                  the slots of this rank's experts writes the row's weight (and scale) and the handle's
+//                  links (the token's rows here in slot order, its first row marked). The token's row
+//                  crosses NVLink once per rank that owns any of its experts and is stored to each of
+//                  its rows. Followed by a barrier, so nobody restages while a peer reads. Rows from
+//                  this rank's received to max_rows (the dispatched tensors' spare rows) are zeroed and
+//                  unlinked.
 //   moe_combine    after a barrier (every rank's expert output staged): one block per token of this
 //                  rank; for slots 0..topk-1 in order, skipping -1, acc = acc + w x value in f32 with
 //                  every operation rounded (__fmul_rn, __fadd_rn: never contracted into FMA), the value
 //                  read from the expert owner's staging (NVLink); rounded once to bf16. Bit for bit the
 //                  host's combineToken. Followed by a barrier.
+//   combine per_rank  moe_partials on each owner: for each token's first row here, the weighted sum of the
+//                  token's rows here in slot order (f32, every operation rounded), rounded to bf16 into
+//                  this rank's staging at that row; a barrier; moe_sum_partials: each token's partials,
+//                  read from each owner at the row of its first slot there, summed in rank order in
+//                  f32 and rounded once (route.ts combineTokenByRank); a barrier. A token's row crosses
+//                  NVLink once per owner rank, not once per slot.
 // Staging layout of a dispatch on each rank: header i32 [tokens, first bad pair, maxRows, bytes needed
 // beyond the buffer, count[E]], padded to 16 bytes; then, from
 // `header_bytes`, ids, pos, weights (i32/i32/f32 [tokens x topk]), token rows, scales (f32 [tokens]), each
@@ -160,13 +169,13 @@ constexpr u32 kRouteSharedPerExpert = 16;
 
 /** One block; dynamic shared memory: kRouteSharedPerExpert x experts bytes (every expert's rows, then the
  * rows of its owner's earlier local experts, as i64: sums that overflow i32 are refused, not wrapped).
- * A refused call also marks this rank's pairs unused in the handle (expert and row -1), so a combine
- * enqueued after it reads no row and writes zeros. */
+ * A refused call also marks this rank's pairs unused in the handle (expert and row -1) and no row as a
+ * token's first (links), so a combine enqueued after it reads no row and writes zeros. */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ SymmView v, u32 experts, u32 local_experts,
                                                       u64 combine_row_bytes, u64 capacity, i32* plan, i32* counts_out,
                                                       i32* handle_expert, i32* handle_row, u64 own_pairs,
-                                                      Refusal* refusal) {
+                                                      i32* handle_links, Refusal* refusal) {
   static_assert(W <= kWarps, "one warp scans each owner's experts");
   extern __shared__ i64 route_shared[];
   __shared__ i32 fixed[W][kHeaderFixed];
@@ -243,6 +252,8 @@ __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ Sy
     if (threadIdx.x == 0) plan[at.received] = fixed[me][2];
     for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = -1;
     for (u64 i = threadIdx.x; i < own_pairs; i += kThreads) handle_expert[i] = handle_row[i] = -1;
+    // No row opens a token: a combine per_rank after it sums nothing here.
+    for (u64 r = threadIdx.x; r < static_cast<u64>(max(fixed[me][2], 0)); r += kThreads) handle_links[2 * r + 1] = 0;
     if (threadIdx.x == 0) record_refusal(refusal, verdict, who, detail);
     return;
   }
@@ -258,17 +269,22 @@ struct GatherArgs {
   float* out_weights;  // [rows]
   float* out_scales;   // [rows], or null (no scales)
   i32* handle_rows;    // [tokens x topk] of this rank: each own pair's row at its owner
+  i32* links;          // [rows, 2]: the next row of the same token in slot order (-1: none), 1 on a token's first row
+  float* row_weights;  // [rows]: each row's weight, the handle's copy (combine per_rank reads it)
   u64 row_bytes;
   u64 header_bytes;
   u64 max_rows;        // rows of the dispatched tensors: those past the rows received are zeroed
   u32 experts, local_experts, topk;
 };
 
-/** Zeroes rows [from, to) of the dispatched tensors, spread over the grid. */
+/** Zeroes rows [from, to) of the dispatched tensors (and unlinks them), spread over the grid. */
 __device__ __forceinline__ void zero_spare(const GatherArgs& a, u64 from, u64 to) {
   const u64 threads = static_cast<u64>(gridDim.x) * kThreads, t = static_cast<u64>(blockIdx.x) * kThreads + threadIdx.x;
   for (u64 r = from + t; r < to; r += threads) {
     a.out_weights[r] = 0.0f;
+    a.row_weights[r] = 0.0f;
+    a.links[2 * r] = -1;
+    a.links[2 * r + 1] = 0;
     if (a.out_scales) a.out_scales[r] = 0.0f;
   }
   u8* lo = a.out_tokens + from * a.row_bytes;
@@ -280,43 +296,89 @@ __device__ __forceinline__ void zero_spare(const GatherArgs& a, u64 from, u64 to
   }
 }
 
+/** One warp copies the row `src` to rows dest[0, n) of `out`: each 16-byte vector is read once (over
+ * NVLink) and stored to every destination, kCopyUnroll loads in flight per lane; single bytes when a row
+ * is not 16-byte aligned. */
+__device__ __forceinline__ void copy_to_rows(u8* out, const i32* dest, u32 n, u64 row_bytes, const u8* src, u32 lane) {
+  if (((reinterpret_cast<u64>(out) | reinterpret_cast<u64>(src) | row_bytes) & 15) == 0) {
+    constexpr u64 step = 16 * 32;
+    for (u64 o = 16 * static_cast<u64>(lane); o < row_bytes; o += kCopyUnroll * step) {
+      u32x4 v[kCopyUnroll];
+#pragma unroll
+      for (u32 u = 0; u < kCopyUnroll; ++u)
+        if (o + u * step < row_bytes) v[u] = ld_128(src + o + u * step);
+      for (u32 j = 0; j < n; ++j) {
+        u8* d = out + static_cast<u64>(dest[j]) * row_bytes;
+#pragma unroll
+        for (u32 u = 0; u < kCopyUnroll; ++u)
+          if (o + u * step < row_bytes) st_128(d + o + u * step, v[u]);
+      }
+    }
+  } else {
+    for (u64 o = lane; o < row_bytes; o += 32) {
+      const u8 b = src[o];
+      for (u32 j = 0; j < n; ++j) out[static_cast<u64>(dest[j]) * row_bytes + o] = b;
+    }
+  }
+}
+
+/** One warp per token of every source, source-major. Lane k reads slot k's id and pos from the source's
+ * staging (32 slots at a time), writes this rank's own pairs' rows into the handle, and for the slots of
+ * this rank's experts writes the row's weight (and scale) and links the token's rows in slot order; the
+ * token's row then crosses NVLink once and is stored to each of them. */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ SymmView v, const i32* plan,
                                                        u8* out_tokens, float* out_weights, float* out_scales,
-                                                       i32* handle_rows, u64 row_bytes, u64 header_bytes,
-                                                       u64 max_rows, u32 experts, u32 local_experts, u32 topk) {
-  const GatherArgs a{plan,      out_tokens, out_weights, out_scales, handle_rows, row_bytes, header_bytes,
-                     max_rows, experts,    local_experts, topk};
+                                                       i32* handle_rows, i32* links, float* row_weights,
+                                                       u64 row_bytes, u64 header_bytes, u64 max_rows, u32 experts,
+                                                       u32 local_experts, u32 topk) {
+  __shared__ i32 dest[kWarps][32];
+  const GatherArgs a{plan,        out_tokens, out_weights, out_scales, handle_rows,   links, row_weights,
+                     row_bytes,   header_bytes, max_rows,  experts,    local_experts, topk};
   const u64 received = static_cast<u64>(a.plan[plan_layout(W, experts).received]);
   if (received < a.max_rows) zero_spare(a, received, a.max_rows);
-  const u32 lane = threadIdx.x % 32;
+  const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const u64 warps = static_cast<u64>(gridDim.x) * kWarps;
   u64 total = 0;
 #pragma unroll
-  for (u32 s = 0; s < W; ++s) total += static_cast<u64>(a.plan[s]) * a.topk;
+  for (u32 s = 0; s < W; ++s) total += static_cast<u64>(a.plan[s]);
   const i32* bases = a.plan + W;
-  for (u64 item = static_cast<u64>(blockIdx.x) * kWarps + threadIdx.x / 32; item < total; item += warps) {
-    // Source-major: find the source and the pair within it.
+  for (u64 item = static_cast<u64>(blockIdx.x) * kWarps + warp; item < total; item += warps) {
     u32 s = 0;
-    u64 i = item;
-    while (i >= static_cast<u64>(a.plan[s]) * a.topk) i -= static_cast<u64>(a.plan[s++]) * a.topk;
-    const u64 tokens = static_cast<u64>(a.plan[s]);
-    const Staged at = staged_at(tokens, a.topk, a.row_bytes);
+    u64 token = item;
+    while (token >= static_cast<u64>(a.plan[s])) token -= static_cast<u64>(a.plan[s++]);
+    const Staged at = staged_at(static_cast<u64>(a.plan[s]), a.topk, a.row_bytes);
     const u8* src = static_cast<const u8*>(v.buffers[s]) + a.header_bytes;
-    const i32 e = reinterpret_cast<const i32*>(src + at.ids)[i];
-    if (e < 0) {
-      if (s == v.rank && lane == 0) a.handle_rows[i] = -1;
-      continue;
-    }
-    const i32 row = bases[static_cast<u64>(s) * a.experts + e] + reinterpret_cast<const i32*>(src + at.pos)[i];
-    if (s == v.rank && lane == 0) a.handle_rows[i] = row;
-    if (static_cast<u32>(e) / a.local_experts != v.rank) continue;
-    const u64 token = i / a.topk;
-    copy_lanes(a.out_tokens + static_cast<u64>(row) * a.row_bytes, src + at.tokens + token * a.row_bytes, a.row_bytes,
-               lane, 32);
-    if (lane == 0) {
-      a.out_weights[row] = reinterpret_cast<const float*>(src + at.weights)[i];
-      if (a.out_scales) a.out_scales[row] = reinterpret_cast<const float*>(src + at.scales)[token];
+    const u64 pair0 = token * a.topk;
+    i32 prev = -1;  // the token's last row here among the slots before this group of 32
+    for (u32 k0 = 0; k0 < a.topk; k0 += 32) {
+      const u32 k = k0 + lane;
+      const i32 e = k < a.topk ? reinterpret_cast<const i32*>(src + at.ids)[pair0 + k] : -1;
+      const i32 row =
+          e < 0 ? -1 : bases[static_cast<u64>(s) * a.experts + e] + reinterpret_cast<const i32*>(src + at.pos)[pair0 + k];
+      if (s == v.rank && k < a.topk) a.handle_rows[pair0 + k] = row;
+      const bool local = e >= 0 && static_cast<u32>(e) / a.local_experts == v.rank;
+      const u32 mask = __ballot_sync(0xffffffffu, local);
+      if (mask == 0) continue;
+      const u32 above = mask & ~((2u << lane) - 1u);  // lane 31: 2u << 31 wraps to 0, so nothing above
+      const i32 next = __shfl_sync(0xffffffffu, row, above ? __ffs(above) - 1 : lane);
+      const u32 first = __ffs(mask) - 1;
+      const i32 first_row = __shfl_sync(0xffffffffu, row, first);
+      const i32 last_row = __shfl_sync(0xffffffffu, row, 31 - __clz(mask));
+      if (local) {
+        const float w = reinterpret_cast<const float*>(src + at.weights)[pair0 + k];
+        a.out_weights[row] = w;
+        a.row_weights[row] = w;
+        if (a.out_scales) a.out_scales[row] = reinterpret_cast<const float*>(src + at.scales)[token];
+        a.links[2 * row] = above ? next : -1;
+        a.links[2 * row + 1] = prev < 0 && lane == first ? 1 : 0;
+        dest[warp][__popc(mask & ((1u << lane) - 1u))] = row;
+      }
+      if (prev >= 0 && lane == 0) a.links[2 * prev] = first_row;
+      prev = last_row;
+      __syncwarp();
+      copy_to_rows(a.out_tokens, dest[warp], __popc(mask), a.row_bytes, src + at.tokens + token * a.row_bytes, lane);
+      __syncwarp();  // every lane has read dest before the next group writes it
     }
   }
 }
@@ -387,6 +449,120 @@ __global__ void __launch_bounds__(kThreads) moe_combine(const __grid_constant__ 
         out[t * hidden + g] = __float2bfloat16_rn(acc[0]);
       }
     }
+  }
+}
+
+/** Rows of a token's chain one warp holds in shared memory while moe_partials sums them (longer chains,
+ * more than 32 of a token's slots on one rank, walk the rest from the links). */
+constexpr u32 kChain = 32;
+
+/** combine per_rank on each expert owner: one warp per received row that opens its token's chain
+ * (links); partial = bf16(sum over the chain's rows, in slot order, of w x expert output) in f32 with
+ * every operation rounded, into this rank's staging at that row. `vectors`: hidden a multiple of 8 and
+ * expert_out 16-byte aligned (the host's judgment), else single elements: the same operations. At most
+ * `topk` rows are followed, whatever the links say. */
+__global__ void __launch_bounds__(kThreads) moe_partials(const __nv_bfloat16* expert_out, const i32* links,
+                                                         const float* row_weights, u64 rows, u32 hidden, u32 topk,
+                                                         __nv_bfloat16* partials, u32 vectors) {
+  __shared__ i32 chain_rows[kWarps][kChain];
+  __shared__ float chain_weights[kWarps][kChain];
+  const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const u64 warps = static_cast<u64>(gridDim.x) * kWarps;
+  const u32 groups = vectors ? hidden / 8 : hidden;
+  for (u64 head = static_cast<u64>(blockIdx.x) * kWarps + warp; head < rows; head += warps) {
+    if (links[2 * head + 1] == 0) continue;
+    // Lane 0 walks the first kChain rows of the chain; `rest` is where the walk stopped.
+    u32 n = 0;
+    i32 rest = static_cast<i32>(head);
+    if (lane == 0) {
+      while (rest >= 0 && n < kChain && n < topk) {
+        chain_rows[warp][n] = rest;
+        chain_weights[warp][n] = row_weights[rest];
+        rest = links[2 * rest];
+        ++n;
+      }
+    }
+    n = __shfl_sync(0xffffffffu, n, 0);
+    rest = __shfl_sync(0xffffffffu, rest, 0);
+    __syncwarp();
+    for (u32 g = lane; g < groups; g += 32) {
+      float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (vectors) {
+        for (u32 j0 = 0; j0 < n; j0 += kCombineBatch) {
+          u32x4 val[kCombineBatch];
+#pragma unroll
+          for (u32 j = 0; j < kCombineBatch; ++j)
+            if (j0 + j < n) val[j] = ld_128(expert_out + static_cast<u64>(chain_rows[warp][j0 + j]) * hidden + 8 * g);
+#pragma unroll
+          for (u32 j = 0; j < kCombineBatch; ++j)
+            if (j0 + j < n) add_weighted(acc, chain_weights[warp][j0 + j], val[j]);
+        }
+        i32 r = rest;
+        for (u32 m = n; r >= 0 && m < topk; ++m, r = links[2 * r])
+          add_weighted(acc, row_weights[r], ld_128(expert_out + static_cast<u64>(r) * hidden + 8 * g));
+        u32x4 packed;
+        __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&packed);
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) e[j] = __float2bfloat16_rn(acc[j]);
+        st_128(partials + head * hidden + 8 * g, packed);
+      } else {
+        for (u32 j = 0; j < n; ++j)
+          acc[0] = __fadd_rn(acc[0], __fmul_rn(chain_weights[warp][j],
+                                               __bfloat162float(expert_out[static_cast<u64>(chain_rows[warp][j]) * hidden + g])));
+        i32 r = rest;
+        for (u32 m = n; r >= 0 && m < topk; ++m, r = links[2 * r])
+          acc[0] = __fadd_rn(acc[0], __fmul_rn(row_weights[r], __bfloat162float(expert_out[static_cast<u64>(r) * hidden + g])));
+        partials[head * hidden + g] = __float2bfloat16_rn(acc[0]);
+      }
+    }
+    __syncwarp();  // every lane has read the chain before lane 0 writes the next
+  }
+}
+
+/** combine per_rank on each rank, after a barrier (every owner's partials staged): one block per token;
+ * owner r's partial is at the row of the token's first slot on r (the dispatch's rows); out = bf16(sum of
+ * the partials in rank order, f32, every addition rounded), zero for a token with no slot. */
+template <u32 W>
+__global__ void __launch_bounds__(kThreads) moe_sum_partials(const __grid_constant__ SymmView v, const i32* expert,
+                                                             const i32* row, __nv_bfloat16* out, u64 tokens, u32 topk,
+                                                             u32 hidden, u32 local_experts, u32 vectors) {
+  __shared__ i32 head[W];
+  const u32 groups = vectors ? hidden / 8 : hidden;
+  for (u64 t = blockIdx.x; t < tokens; t += gridDim.x) {
+    if (threadIdx.x < W) {
+      i32 h = -1;
+      for (u32 k = 0; k < topk && h < 0; ++k) {
+        const i32 e = expert[t * topk + k];
+        if (e >= 0 && static_cast<u32>(e) / local_experts == threadIdx.x) h = row[t * topk + k];
+      }
+      head[threadIdx.x] = h;
+    }
+    __syncthreads();
+    for (u32 g = threadIdx.x; g < groups; g += kThreads) {
+      float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (vectors) {
+        u32x4 val[W];
+#pragma unroll
+        for (u32 r = 0; r < W; ++r)
+          if (head[r] >= 0)
+            val[r] = ld_128(static_cast<const __nv_bfloat16*>(v.buffers[r]) + static_cast<u64>(head[r]) * hidden + 8 * g);
+#pragma unroll
+        for (u32 r = 0; r < W; ++r)
+          if (head[r] >= 0) add_weighted(acc, 1.0f, val[r]);
+        u32x4 packed;
+        __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&packed);
+#pragma unroll
+        for (u32 j = 0; j < 8; ++j) e[j] = __float2bfloat16_rn(acc[j]);
+        st_128(out + t * hidden + 8 * g, packed);
+      } else {
+#pragma unroll
+        for (u32 r = 0; r < W; ++r)
+          if (head[r] >= 0)
+            acc[0] = __fadd_rn(acc[0], __bfloat162float(static_cast<const __nv_bfloat16*>(v.buffers[r])[static_cast<u64>(head[r]) * hidden + g]));
+        out[t * hidden + g] = __float2bfloat16_rn(acc[0]);
+      }
+    }
+    __syncthreads();
   }
 }
 
