@@ -125,6 +125,7 @@ const GATHER_PARAMS = [
   "u64",
   "u64",
   "u64",
+  "u64",
   "u32",
   "u32",
   "u32",
@@ -141,8 +142,8 @@ const COMBINE_PARAMS = [
   "u32",
   "u32",
 ] as const;
-/** moe_partials: expert output, links, row weights, rows, hidden, topk, partials, vectors. */
-const PARTIALS_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32", "u32", "ptr", "u32"] as const;
+/** moe_partials: expert output, links, row weights, rows, hidden, topk, groups per warp, partials, vectors. */
+const PARTIALS_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32", "u32", "u32", "ptr", "u32"] as const;
 /** moe_sum_partials: the staging buffer's SymmView, the handle's experts and rows, out, tokens, topk, hidden,
  * local experts, vectors. */
 const SUM_PARTIALS_PARAMS = [
@@ -160,6 +161,14 @@ const SUM_PARTIALS_PARAMS = [
 const THREADS = 512;
 
 const align16 = (n: number): number => Math.ceil(n / 16) * 16;
+
+/** How many parts a kernel splits each of `items` rows of `units` into, so that about twice the warps of
+ * `grid` blocks have work (a warp per row left too few loads in flight at small counts); parts of at
+ * least `least` units. */
+function parts(items: number, units: number, grid: number, least: number): number {
+  const want = Math.ceil((2 * grid * (THREADS / 32)) / Math.max(items, 1));
+  return Math.max(1, Math.min(want, Math.floor(units / least)));
+}
 
 /** moe.cuh's staged_at: offsets (from the header's end) of a rank's staged dispatch. */
 export function moeStagedAt(tokens: number, topk: number, rowBytes: number) {
@@ -428,7 +437,9 @@ export class GpuMoe {
       handle.links!,
       this.#ctx.refusalPtr,
     );
-    this.#gather(p, out, route.ptr, rowBytes, headerBytes, maxRows, 2 * device.props.smCount, stream);
+    // The peers' tokens are known on the device only: as many as this rank's, the guess.
+    const grid = 2 * device.props.smCount;
+    this.#gather(p, out, route.ptr, rowBytes, headerBytes, maxRows, grid, p.tokens * this.#ctx.world, stream);
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
     return out;
   }
@@ -487,15 +498,16 @@ export class GpuMoe {
     let tokensAll = 0;
     for (let s = 0; s < world; s++) tokensAll += plan[s]!;
     const work = Math.max(tokensAll, rowsOut - total[rank]!);
-    const grid = Math.min(4 * device.props.smCount, Math.ceil(work / (THREADS / 32)));
+    // As many blocks as routing on the device takes (the gather splits rows to fill them); none, no work.
+    const grid = work === 0 ? 0 : 2 * device.props.smCount;
     out.handle.expert.copyFrom(topkIdx, stream);
     out.handle.weights.copyFrom(topkWeights, stream);
-    this.#gather(p, out, planMemory.ptr, rowBytes, headerBytes, rowsOut, grid, stream);
+    this.#gather(p, out, planMemory.ptr, rowBytes, headerBytes, rowsOut, grid, tokensAll, stream);
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
     return out;
   }
 
-  /** moe_gather over `plan` (nothing to launch for a grid of 0). */
+  /** moe_gather over `plan` (nothing to launch for a grid of 0), about `tokens` tokens from all sources. */
   #gather(
     p: MoeProblem,
     out: DispatchResult<Tensor>,
@@ -504,9 +516,12 @@ export class GpuMoe {
     headerBytes: number,
     rows: number,
     grid: number,
+    tokens: number,
     stream: Stream,
   ): void {
     const { handle } = out;
+    // Chunks of at least 512 bytes (a warp's 16-byte vectors), a multiple of 16.
+    const chunkBytes = align16(Math.ceil(rowBytes / parts(tokens, rowBytes, grid, 512)));
     if (grid > 0)
       this.#k().gather.launch(
         { grid, block: THREADS, stream },
@@ -519,6 +534,7 @@ export class GpuMoe {
         handle.links!,
         handle.rowWeights!,
         rowBytes,
+        chunkBytes,
         headerBytes,
         rows,
         p.numExperts,
@@ -581,20 +597,20 @@ export class GpuMoe {
     const stagedCount = Math.min(handle.received, Math.floor(staging.tensor.nbytes / rowBytes));
     if (byRank) {
       const vectors = p.hidden % 8 === 0 && expertOut.ptr % 16n === 0n ? 1 : 0;
-      const warps = THREADS / 32;
+      const groups = vectors ? p.hidden / 8 : p.hidden;
+      const grid = Math.min(Math.ceil(stagedCount / (THREADS / 32)), 4 * device.props.smCount);
+      // Groups per warp: at least a warp's worth. (Rows, not the fewer tokens' first rows, size it.)
+      const chunkGroups = Math.ceil(groups / parts(stagedCount, groups, grid, 32));
       if (stagedCount > 0)
         k.partials.launch(
-          {
-            grid: Math.min(Math.ceil(stagedCount / warps), 4 * device.props.smCount),
-            block: THREADS,
-            stream,
-          },
+          { grid, block: THREADS, stream },
           expertOut,
           handle.links!,
           handle.rowWeights!,
           stagedCount,
           p.hidden,
           p.topk,
+          chunkGroups,
           staging.tensor.ptr,
           vectors,
         );

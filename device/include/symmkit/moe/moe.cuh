@@ -272,6 +272,7 @@ struct GatherArgs {
   i32* links;          // [rows, 2]: the next row of the same token in slot order (-1: none), 1 on a token's first row
   float* row_weights;  // [rows]: each row's weight, the handle's copy (combine per_rank reads it)
   u64 row_bytes;
+  u64 chunk_bytes;     // a warp copies this much of a token's row (a multiple of 16)
   u64 header_bytes;
   u64 max_rows;        // rows of the dispatched tensors: those past the rows received are zeroed
   u32 experts, local_experts, topk;
@@ -296,45 +297,48 @@ __device__ __forceinline__ void zero_spare(const GatherArgs& a, u64 from, u64 to
   }
 }
 
-/** One warp copies the row `src` to rows dest[0, n) of `out`: each 16-byte vector is read once (over
- * NVLink) and stored to every destination, kCopyUnroll loads in flight per lane; single bytes when a row
- * is not 16-byte aligned. */
-__device__ __forceinline__ void copy_to_rows(u8* out, const i32* dest, u32 n, u64 row_bytes, const u8* src, u32 lane) {
+/** One warp copies bytes [from, to) of the row `src` to rows dest[0, n) of `out`: each 16-byte vector is
+ * read once (over NVLink) and stored to every destination, kCopyUnroll loads in flight per lane; single
+ * bytes when a row is not 16-byte aligned (`from` is a multiple of 16). */
+__device__ __forceinline__ void copy_to_rows(u8* out, const i32* dest, u32 n, u64 row_bytes, const u8* src, u64 from,
+                                             u64 to, u32 lane) {
   if (((reinterpret_cast<u64>(out) | reinterpret_cast<u64>(src) | row_bytes) & 15) == 0) {
     constexpr u64 step = 16 * 32;
-    for (u64 o = 16 * static_cast<u64>(lane); o < row_bytes; o += kCopyUnroll * step) {
+    for (u64 o = from + 16 * static_cast<u64>(lane); o < to; o += kCopyUnroll * step) {
       u32x4 v[kCopyUnroll];
 #pragma unroll
       for (u32 u = 0; u < kCopyUnroll; ++u)
-        if (o + u * step < row_bytes) v[u] = ld_128(src + o + u * step);
+        if (o + u * step < to) v[u] = ld_128(src + o + u * step);
       for (u32 j = 0; j < n; ++j) {
         u8* d = out + static_cast<u64>(dest[j]) * row_bytes;
 #pragma unroll
         for (u32 u = 0; u < kCopyUnroll; ++u)
-          if (o + u * step < row_bytes) st_128(d + o + u * step, v[u]);
+          if (o + u * step < to) st_128(d + o + u * step, v[u]);
       }
     }
   } else {
-    for (u64 o = lane; o < row_bytes; o += 32) {
+    for (u64 o = from + lane; o < to; o += 32) {
       const u8 b = src[o];
       for (u32 j = 0; j < n; ++j) out[static_cast<u64>(dest[j]) * row_bytes + o] = b;
     }
   }
 }
 
-/** One warp per token of every source, source-major. Lane k reads slot k's id and pos from the source's
- * staging (32 slots at a time), writes this rank's own pairs' rows into the handle, and for the slots of
- * this rank's experts writes the row's weight (and scale) and links the token's rows in slot order; the
- * token's row then crosses NVLink once and is stored to each of them. */
+/** One warp per chunk of chunk_bytes of a token of every source, source-major, a token's chunks side by side
+ * (a warp per token kept too few loads in flight at small token counts). Lane k reads slot k's id and pos
+ * from the source's staging (32 slots at a time); the chunk crosses NVLink once and is stored to each row
+ * of this rank's experts. The token's first chunk also writes this rank's own pairs' rows into the handle,
+ * and for the slots of this rank's experts the row's weight (and scale) and the links of the token's rows
+ * in slot order. */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ SymmView v, const i32* plan,
                                                        u8* out_tokens, float* out_weights, float* out_scales,
                                                        i32* handle_rows, i32* links, float* row_weights,
-                                                       u64 row_bytes, u64 header_bytes, u64 max_rows, u32 experts,
-                                                       u32 local_experts, u32 topk) {
+                                                       u64 row_bytes, u64 chunk_bytes, u64 header_bytes, u64 max_rows,
+                                                       u32 experts, u32 local_experts, u32 topk) {
   __shared__ i32 dest[kWarps][32];
-  const GatherArgs a{plan,        out_tokens, out_weights, out_scales, handle_rows,   links, row_weights,
-                     row_bytes,   header_bytes, max_rows,  experts,    local_experts, topk};
+  const GatherArgs a{plan,      out_tokens,  out_weights,  out_scales, handle_rows, links,         row_weights,
+                     row_bytes, chunk_bytes, header_bytes, max_rows,   experts,     local_experts, topk};
   const u64 received = static_cast<u64>(a.plan[plan_layout(W, experts).received]);
   if (received < a.max_rows) zero_spare(a, received, a.max_rows);
   const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -342,10 +346,13 @@ __global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ S
   u64 total = 0;
 #pragma unroll
   for (u32 s = 0; s < W; ++s) total += static_cast<u64>(a.plan[s]);
+  const u64 chunks = a.row_bytes == 0 ? 1 : (a.row_bytes + a.chunk_bytes - 1) / a.chunk_bytes;
   const i32* bases = a.plan + W;
-  for (u64 item = static_cast<u64>(blockIdx.x) * kWarps + warp; item < total; item += warps) {
+  for (u64 item = static_cast<u64>(blockIdx.x) * kWarps + warp; item < total * chunks; item += warps) {
+    const u64 chunk = item % chunks;
+    const bool first_chunk = chunk == 0;
     u32 s = 0;
-    u64 token = item;
+    u64 token = item / chunks;
     while (token >= static_cast<u64>(a.plan[s])) token -= static_cast<u64>(a.plan[s++]);
     const Staged at = staged_at(static_cast<u64>(a.plan[s]), a.topk, a.row_bytes);
     const u8* src = static_cast<const u8*>(v.buffers[s]) + a.header_bytes;
@@ -356,7 +363,7 @@ __global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ S
       const i32 e = k < a.topk ? reinterpret_cast<const i32*>(src + at.ids)[pair0 + k] : -1;
       const i32 row =
           e < 0 ? -1 : bases[static_cast<u64>(s) * a.experts + e] + reinterpret_cast<const i32*>(src + at.pos)[pair0 + k];
-      if (s == v.rank && k < a.topk) a.handle_rows[pair0 + k] = row;
+      if (first_chunk && s == v.rank && k < a.topk) a.handle_rows[pair0 + k] = row;
       const bool local = e >= 0 && static_cast<u32>(e) / a.local_experts == v.rank;
       const u32 mask = __ballot_sync(0xffffffffu, local);
       if (mask == 0) continue;
@@ -365,19 +372,21 @@ __global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ S
       const u32 first = __ffs(mask) - 1;
       const i32 first_row = __shfl_sync(0xffffffffu, row, first);
       const i32 last_row = __shfl_sync(0xffffffffu, row, 31 - __clz(mask));
-      if (local) {
+      if (local) dest[warp][__popc(mask & ((1u << lane) - 1u))] = row;
+      if (first_chunk && local) {
         const float w = reinterpret_cast<const float*>(src + at.weights)[pair0 + k];
         a.out_weights[row] = w;
         a.row_weights[row] = w;
         if (a.out_scales) a.out_scales[row] = reinterpret_cast<const float*>(src + at.scales)[token];
         a.links[2 * row] = above ? next : -1;
         a.links[2 * row + 1] = prev < 0 && lane == first ? 1 : 0;
-        dest[warp][__popc(mask & ((1u << lane) - 1u))] = row;
       }
-      if (prev >= 0 && lane == 0) a.links[2 * prev] = first_row;
+      if (first_chunk && prev >= 0 && lane == 0) a.links[2 * prev] = first_row;
       prev = last_row;
       __syncwarp();
-      copy_to_rows(a.out_tokens, dest[warp], __popc(mask), a.row_bytes, src + at.tokens + token * a.row_bytes, lane);
+      const u64 from = chunk * a.chunk_bytes, to = min(a.row_bytes, from + a.chunk_bytes);
+      copy_to_rows(a.out_tokens, dest[warp], __popc(mask), a.row_bytes, src + at.tokens + token * a.row_bytes, from, to,
+                   lane);
       __syncwarp();  // every lane has read dest before the next group writes it
     }
   }
@@ -456,20 +465,23 @@ __global__ void __launch_bounds__(kThreads) moe_combine(const __grid_constant__ 
  * more than 32 of a token's slots on one rank, walk the rest from the links). */
 constexpr u32 kChain = 32;
 
-/** combine per_rank on each expert owner: one warp per received row that opens its token's chain
- * (links); partial = bf16(sum over the chain's rows, in slot order, of w x expert output) in f32 with
+/** combine per_rank on each expert owner: one warp per chunk_groups groups (of 8 elements, or single ones)
+ * of each received row that opens its token's chain (links); partial = bf16(sum over the chain's rows, in slot order, of w x expert output) in f32 with
  * every operation rounded, into this rank's staging at that row. `vectors`: hidden a multiple of 8 and
  * expert_out 16-byte aligned (the host's judgment), else single elements: the same operations. At most
  * `topk` rows are followed, whatever the links say. */
 __global__ void __launch_bounds__(kThreads) moe_partials(const __nv_bfloat16* expert_out, const i32* links,
                                                          const float* row_weights, u64 rows, u32 hidden, u32 topk,
-                                                         __nv_bfloat16* partials, u32 vectors) {
+                                                         u32 chunk_groups, __nv_bfloat16* partials, u32 vectors) {
   __shared__ i32 chain_rows[kWarps][kChain];
   __shared__ float chain_weights[kWarps][kChain];
   const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const u64 warps = static_cast<u64>(gridDim.x) * kWarps;
   const u32 groups = vectors ? hidden / 8 : hidden;
-  for (u64 head = static_cast<u64>(blockIdx.x) * kWarps + warp; head < rows; head += warps) {
+  const u32 chunks = (groups + chunk_groups - 1) / chunk_groups;
+  for (u64 item = static_cast<u64>(blockIdx.x) * kWarps + warp; item < rows * chunks; item += warps) {
+    const u64 head = item / chunks;
+    const u32 g0 = static_cast<u32>(item % chunks) * chunk_groups, g1 = min(groups, g0 + chunk_groups);
     if (links[2 * head + 1] == 0) continue;
     // Lane 0 walks the first kChain rows of the chain; `rest` is where the walk stopped.
     u32 n = 0;
@@ -485,7 +497,7 @@ __global__ void __launch_bounds__(kThreads) moe_partials(const __nv_bfloat16* ex
     n = __shfl_sync(0xffffffffu, n, 0);
     rest = __shfl_sync(0xffffffffu, rest, 0);
     __syncwarp();
-    for (u32 g = lane; g < groups; g += 32) {
+    for (u32 g = g0 + lane; g < g1; g += 32) {
       float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if (vectors) {
         for (u32 j0 = 0; j0 < n; j0 += kCombineBatch) {
