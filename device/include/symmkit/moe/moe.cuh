@@ -6,7 +6,8 @@
 // rank, pos the pair's index among s's pairs of expert e in (token, slot) order, and base the host's
 // table (src/ops/moe/route.ts routeBases) from the count matrix every rank published.
 //   moe_positions  one block per expert e over this rank's ids: a block-wide scan of "is e" in pair
-//                  order (warp ballots, then the 16 warp totals) gives each pair of e its pos (written
+//                  order (kScanRun pairs a thread, a warp scan, then the 16 warp totals) gives each
+//                  pair of e its pos (written
 //                  to this rank's staging), and the block's total is header count[e]. Deterministic.
 //                  The grid (at least one block per SM) first copies this rank's ids, weights, token
 //                  rows (and scales) into the staging, and for pull_device the ids and weights into the
@@ -82,6 +83,9 @@ __device__ __forceinline__ Staged staged_at(u64 tokens, u32 topk, u64 row_bytes)
  * src/ops/moe/checks.ts (dispatchHeader is the host's twin). moe_positions writes it all. */
 constexpr u32 kHeaderFixed = 4;
 
+/** Consecutive pairs one thread of moe_positions judges per round. */
+constexpr u32 kScanRun = 8;
+
 /** Block e: pos of every pair of expert e in `ids` into staging + header_bytes + pos, and count[e] into the
  * header; block 0 also the header's tokens, max_rows and needed, and the first pair whose id is out of
  * range. With `needed` (the staged dispatch does not fit; launched as one block) only the header's fixed
@@ -121,15 +125,28 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
   i32* pos = reinterpret_cast<i32*>(staging + header_bytes + at.pos);
   const u32 lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   u32 base = 0;
-  for (u64 chunk = 0; chunk < pairs; chunk += kThreads) {
-    const u64 i = chunk + threadIdx.x;
-    const bool mine = i < pairs && ids[i] == static_cast<i32>(e);
-    const u32 ballot = __ballot_sync(0xffffffffu, mine);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
+  // Each thread takes kScanRun consecutive pairs per round: a warp scan of the threads' matches, then the
+  // warps' totals, so a round of two block syncs covers kScanRun x kThreads pairs.
+  for (u64 chunk = 0; chunk < pairs; chunk += kScanRun * kThreads) {
+    const u64 i0 = chunk + static_cast<u64>(threadIdx.x) * kScanRun;
+    u32 mine = 0;  // bit j: pair i0 + j is expert e's
+#pragma unroll
+    for (u32 j = 0; j < kScanRun; ++j)
+      if (i0 + j < pairs && ids[i0 + j] == static_cast<i32>(e)) mine |= 1u << j;
+    const u32 m = __popc(mine);
+    u32 incl = m;
+#pragma unroll
+    for (u32 d = 1; d < 32; d *= 2) {
+      const u32 y = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += y;
+    }
+    if (lane == 31) warp_counts[warp] = incl;
     __syncthreads();
-    u32 before = base;
+    u32 before = base + incl - m;
     for (u32 w = 0; w < warp; ++w) before += warp_counts[w];
-    if (mine) pos[i] = static_cast<i32>(before + __popc(ballot & ((1u << lane) - 1u)));
+#pragma unroll
+    for (u32 j = 0; j < kScanRun; ++j)
+      if (mine >> j & 1u) pos[i0 + j] = static_cast<i32>(before++);
     for (u32 w = 0; w < kWarps; ++w) base += warp_counts[w];
     __syncthreads();
   }
