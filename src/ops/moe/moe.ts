@@ -145,13 +145,14 @@ const COMBINE_PARAMS = [
 /** moe_partials: expert output, links, row weights, rows, hidden, topk, groups per warp, partials, vectors. */
 const PARTIALS_PARAMS = ["ptr", "ptr", "ptr", "u64", "u32", "u32", "u32", "ptr", "u32"] as const;
 /** moe_sum_partials: the staging buffer's SymmView, the handle's experts and rows, out, tokens, topk, hidden,
- * local experts, vectors. */
+ * local experts, groups per warp, vectors. */
 const SUM_PARTIALS_PARAMS = [
   SYMM_VIEW_PARAM,
   "ptr",
   "ptr",
   "ptr",
   "u64",
+  "u32",
   "u32",
   "u32",
   "u32",
@@ -621,10 +622,11 @@ export class GpuMoe {
     // before the call.
     this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag);
     const vectors = p.hidden % 8 === 0 && out.ptr % 16n === 0n ? 1 : 0;
-    const grid = { grid: Math.min(p.tokens, 4 * device.props.smCount), block: THREADS, stream };
-    if (p.tokens > 0 && byRank)
+    if (p.tokens > 0 && byRank) {
+      const groups = vectors ? p.hidden / 8 : p.hidden;
+      const blocks = 2 * device.props.smCount;
       k.sumPartials.launch(
-        grid,
+        { grid: blocks, block: THREADS, stream },
         this.#ctx.stagingView,
         handle.expert,
         handle.row,
@@ -633,11 +635,12 @@ export class GpuMoe {
         p.topk,
         p.hidden,
         p.localExperts,
+        Math.ceil(groups / parts(p.tokens, groups, blocks, 32)),
         vectors,
       );
-    else if (p.tokens > 0)
+    } else if (p.tokens > 0)
       k.combine.launch(
-        grid,
+        { grid: Math.min(p.tokens, 4 * device.props.smCount), block: THREADS, stream },
         inPlace ? input.deviceView() : this.#ctx.stagingView,
         handle.expert,
         handle.row,

@@ -348,7 +348,7 @@ __device__ __forceinline__ void copy_to_rows(u8* out, const i32* dest, u32 n, u6
  * and for the slots of this rank's experts the row's weight (and scale) and the links of the token's rows
  * in slot order. */
 template <u32 W>
-__global__ void __launch_bounds__(kThreads) moe_gather(const __grid_constant__ SymmView v, const i32* plan,
+__global__ void __launch_bounds__(kThreads, 2) moe_gather(const __grid_constant__ SymmView v, const i32* plan,
                                                        u8* out_tokens, float* out_weights, float* out_scales,
                                                        i32* handle_rows, i32* links, float* row_weights,
                                                        u64 row_bytes, u64 chunk_bytes, u64 header_bytes, u64 max_rows,
@@ -487,7 +487,7 @@ constexpr u32 kChain = 32;
  * every operation rounded, into this rank's staging at that row. `vectors`: hidden a multiple of 8 and
  * expert_out 16-byte aligned (the host's judgment), else single elements: the same operations. At most
  * `topk` rows are followed, whatever the links say. */
-__global__ void __launch_bounds__(kThreads) moe_partials(const __nv_bfloat16* expert_out, const i32* links,
+__global__ void __launch_bounds__(kThreads, 2) moe_partials(const __nv_bfloat16* expert_out, const i32* links,
                                                          const float* row_weights, u64 rows, u32 hidden, u32 topk,
                                                          u32 chunk_groups, __nv_bfloat16* partials, u32 vectors) {
   __shared__ i32 chain_rows[kWarps][kChain];
@@ -548,26 +548,37 @@ __global__ void __launch_bounds__(kThreads) moe_partials(const __nv_bfloat16* ex
   }
 }
 
-/** combine per_rank on each rank, after a barrier (every owner's partials staged): one block per token;
- * owner r's partial is at the row of the token's first slot on r (the dispatch's rows); out = bf16(sum of
- * the partials in rank order, f32, every addition rounded), zero for a token with no slot. */
+/** combine per_rank on each rank, after a barrier (every owner's partials staged): one warp per chunk of
+ * chunk_groups groups of a token (lane k reads slot k's expert and row, 32 slots at a time; a ballot per
+ * rank finds the token's first slot there, whose row holds that owner's partial); out = bf16(sum of the
+ * partials in rank order, f32, every addition rounded), zero for a token with no slot. */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_sum_partials(const __grid_constant__ SymmView v, const i32* expert,
                                                              const i32* row, __nv_bfloat16* out, u64 tokens, u32 topk,
-                                                             u32 hidden, u32 local_experts, u32 vectors) {
-  __shared__ i32 head[W];
+                                                             u32 hidden, u32 local_experts, u32 chunk_groups,
+                                                             u32 vectors) {
+  const u32 lane = threadIdx.x % 32;
+  const u64 warps = static_cast<u64>(gridDim.x) * kWarps;
   const u32 groups = vectors ? hidden / 8 : hidden;
-  for (u64 t = blockIdx.x; t < tokens; t += gridDim.x) {
-    if (threadIdx.x < W) {
-      i32 h = -1;
-      for (u32 k = 0; k < topk && h < 0; ++k) {
-        const i32 e = expert[t * topk + k];
-        if (e >= 0 && static_cast<u32>(e) / local_experts == threadIdx.x) h = row[t * topk + k];
+  const u32 chunks = (groups + chunk_groups - 1) / chunk_groups;
+  for (u64 item = static_cast<u64>(blockIdx.x) * kWarps + threadIdx.x / 32; item < tokens * chunks; item += warps) {
+    const u64 t = item / chunks;
+    const u32 g0 = static_cast<u32>(item % chunks) * chunk_groups, g1 = min(groups, g0 + chunk_groups);
+    i32 head[W];
+#pragma unroll
+    for (u32 r = 0; r < W; ++r) head[r] = -1;
+    for (u32 k0 = 0; k0 < topk; k0 += 32) {
+      const u32 k = k0 + lane;
+      const i32 e = k < topk ? expert[t * topk + k] : -1;
+      const i32 at = e >= 0 ? row[t * topk + k] : -1;
+#pragma unroll
+      for (u32 r = 0; r < W; ++r) {
+        const u32 mask = __ballot_sync(0xffffffffu, e >= 0 && static_cast<u32>(e) / local_experts == r);
+        const i32 first = __shfl_sync(0xffffffffu, at, mask ? __ffs(mask) - 1 : 0);
+        if (head[r] < 0 && mask) head[r] = first;
       }
-      head[threadIdx.x] = h;
     }
-    __syncthreads();
-    for (u32 g = threadIdx.x; g < groups; g += kThreads) {
+    for (u32 g = g0 + lane; g < g1; g += 32) {
       float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
       if (vectors) {
         u32x4 val[W];
@@ -591,7 +602,6 @@ __global__ void __launch_bounds__(kThreads) moe_sum_partials(const __grid_consta
         out[t * hidden + g] = __float2bfloat16_rn(acc[0]);
       }
     }
-    __syncthreads();
   }
 }
 
