@@ -1,11 +1,11 @@
 // `symmkit run -n N -- symmkit bench moe`: MoE dispatch and combine at the references' shapes (tokens per
 // rank x hidden bf16, top-k of E experts, routing drawn at random with distinct experts per token).
 // Validated first: dispatch -> identity expert -> combine must give each token times the sum of its
-// weights (small integers and eighths, so exactly). dispatch pull waits on the host for the counts, so it
-// is timed eagerly (events around each call, median); dispatch pull_device (routed on the device, maxRows
-// = the rows received, so no spare rows to zero; checked against pull bit for bit), its fp8 e4m3 form
-// (per-token scales; checked against pull's), and combine (pull, in place, per_rank: each the exact
-// result) from CUDA-graph replays (median). Two byte counts: rows (one per (token, expert) pair this rank
+// weights (small integers and eighths, so exactly). Eager calls (events around each call, median): dispatch
+// pull, which waits on the host for the counts, and pull_device. From CUDA-graph replays (median):
+// dispatch pull_device (maxRows = the rows received, so no spare rows to zero; checked against pull bit
+// for bit), its fp8 e4m3 form (per-token scales; checked against pull's), and combine (pull, in place,
+// per_rank: each the exact result). Two byte counts: rows (one per (token, expert) pair this rank
 // receives, bf16) and DeepEP's (bytes received per rank, each token once per rank that owns any of its
 // experts, this rank's own included; fp8 rows as hidden bytes plus a 4-byte scale).
 import { SymmkitError } from "../errors.js";
@@ -44,6 +44,8 @@ export interface MoeRow extends MoeShape {
   readonly dispatchUs: number;
   /** pull_device, graph-timed. */
   readonly dispatchDeviceUs: number;
+  /** pull_device called eagerly (fresh outputs each call), timed as pull is. */
+  readonly dispatchEagerDeviceUs: number;
   readonly combineUs: number;
   /** combine of a symmetric expert output, read in place (no staging copy), graph-timed. */
   readonly combineInPlaceUs: number;
@@ -143,19 +145,27 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
     c.combine(d.tokens, d.handle, { out, stream });
     group.synchronize(stream);
     validate(out.toHost(), xBits, ids, weights, s, rank);
-    const per: number[] = [];
-    // Eager: its host round trip warms up over tens of calls (the JIT, the pool), so the median of 40 after
-    // 10 (a 2000-call loop settles at 108 µs of host time per call at 128 tokens on one H100).
-    for (let i = 0; i < 50; i++) {
-      await startTogether(group, stream);
-      start.record(stream);
-      const again = c.dispatch(x, idx, w, { numExperts: s.experts, stream });
-      end.record(stream);
-      group.synchronize(stream);
-      if (i >= 10) per.push(end.elapsedMsSince(start) * 1000);
-      for (const t of resultTensors(again)) t.dispose();
-    }
+    // Eager: events around one call, fresh outputs each time (disposed after). It warms up over tens of
+    // calls (the JIT, the pool), so the median of 40 after 10 (a 2000-call loop of pull settles at 108 µs
+    // of host time per call at 128 tokens on one H100).
+    const eager = async (call: () => DispatchResult<Tensor>): Promise<number> => {
+      const per: number[] = [];
+      for (let i = 0; i < 50; i++) {
+        await startTogether(group, stream);
+        start.record(stream);
+        const again = call();
+        end.record(stream);
+        group.synchronize(stream);
+        if (i >= 10) per.push(end.elapsedMsSince(start) * 1000);
+        for (const t of resultTensors(again)) t.dispose();
+      }
+      return median(per);
+    };
     const onDevice = { numExperts: s.experts, maxRows: d.handle.received, stream } as const;
+    const dispatchUs = await eager(() => c.dispatch(x, idx, w, { numExperts: s.experts, stream }));
+    const dispatchEagerDeviceUs = await eager(() =>
+      c.dispatch(x, idx, w, { ...onDevice, algorithm: "pull_device" }),
+    );
     const dd = c.dispatch(x, idx, w, { ...onDevice, algorithm: "pull_device" });
     group.synchronize(stream);
     for (const [name, a, b] of [
@@ -221,7 +231,8 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
       ...s,
       rows: d.handle.received,
       tokensReceived: tokensReceived(s, seed, world, rank),
-      dispatchUs: median(per),
+      dispatchUs,
+      dispatchEagerDeviceUs,
       dispatchDeviceUs: dispatchDeviceUs!,
       combineUs: combineUs!,
       combineInPlaceUs: combineInPlaceUs!,
@@ -230,7 +241,7 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
     };
     rows.push(row);
     progress.log(
-      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us, fp8 ${row.dispatchFp8Us.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us (in place ${row.combineInPlaceUs.toFixed(1)} us, per_rank ${row.combineByRankUs.toFixed(1)} us)`,
+      `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us, eager ${row.dispatchEagerDeviceUs.toFixed(1)} us, fp8 ${row.dispatchFp8Us.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us (in place ${row.combineInPlaceUs.toFixed(1)} us, per_rank ${row.combineByRankUs.toFixed(1)} us)`,
     );
     for (const t of [x, x8, scales, idx, w, out, ...[d, dd, d8, dd8].flatMap(resultTensors)]) t.dispose();
   }
@@ -289,6 +300,7 @@ export function formatMoe(r: MoeBenchResult): string {
     "pull_device us",
     "GB/s",
     "DeepEP GB/s",
+    "eager us",
     "fp8 us",
     "DeepEP GB/s",
     "combine us",
@@ -315,6 +327,7 @@ export function formatMoe(r: MoeBenchResult): string {
       x.dispatchDeviceUs.toFixed(1),
       gb(bytes, x.dispatchDeviceUs),
       gb(deepEp, x.dispatchDeviceUs),
+      x.dispatchEagerDeviceUs.toFixed(1),
       x.dispatchFp8Us.toFixed(1),
       gb(deepEpFp8, x.dispatchFp8Us),
       x.combineUs.toFixed(1),

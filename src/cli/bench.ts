@@ -387,8 +387,8 @@ export function addBenchCommands(program: CliCommand): void {
     .command("moe")
     .summary("MoE dispatch and combine at the references' shapes (under symmkit run)")
     .description(
-      "dispatch pull (eager: it waits on the host for the counts), dispatch pull_device and combine (graph-timed) of tokens x hidden " +
-        `bf16 per rank, top-k of E experts at random; validated through an identity expert. ${RUN_UNDER} moe`,
+      "dispatch pull (eager: it waits on the host for the counts) and pull_device eager; dispatch pull_device bf16 and fp8 and combine pull, in place and per_rank (graph-timed) of tokens x hidden " +
+        `per rank, top-k of E experts at random; validated through an identity expert; GB/s by rows and by DeepEP's count. ${RUN_UNDER} moe`,
     )
     .lazyOptions(async (cmd) => {
       const { DEFAULT_MOE_SHAPES } = await import("../bench/moe.js");

@@ -390,6 +390,7 @@ export function moeCharts(r: MoeResult): Chart[] {
   const phases = [
     ["dispatch, pull (eager)", (x: Row) => x.dispatchUs, bf16],
     ["dispatch, pull_device", (x: Row) => x.dispatchDeviceUs, bf16],
+    ["dispatch, pull_device (eager)", (x: Row) => x.dispatchEagerDeviceUs, bf16],
     ["dispatch fp8, pull_device", (x: Row) => x.dispatchFp8Us, fp8],
     ["combine", (x: Row) => x.combineUs, bf16],
     ["combine, in place", (x: Row) => x.combineInPlaceUs, bf16],

@@ -134,6 +134,7 @@ export interface MoeResult {
     readonly rows: number;
     readonly dispatchUs: number;
     readonly dispatchDeviceUs: number | undefined;
+    readonly dispatchEagerDeviceUs: number | undefined;
     readonly combineUs: number;
     readonly combineInPlaceUs: number | undefined;
     readonly combineByRankUs: number | undefined;
@@ -504,6 +505,7 @@ function moe(x: Json, environment: Environment, source: Source): MoeResult | str
       rows: r.rows,
       dispatchUs: r.dispatchUs as number,
       dispatchDeviceUs: optionalNumber(r.dispatchDeviceUs),
+      dispatchEagerDeviceUs: optionalNumber(r.dispatchEagerDeviceUs),
       combineUs: r.combineUs as number,
       combineInPlaceUs: optionalNumber(r.combineInPlaceUs),
       combineByRankUs: optionalNumber(r.combineByRankUs),
