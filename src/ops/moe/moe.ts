@@ -272,7 +272,11 @@ export class GpuMoe {
     const capturing = Graph.activeCapture(stream) !== undefined;
     const algorithm =
       o.algorithm === "auto" || o.algorithm === undefined
-        ? autoPick(GPU_MOE_AUTO, { capturing, into: o.into !== undefined })
+        ? autoPick(GPU_MOE_AUTO, {
+            capturing,
+            into: o.into !== undefined,
+            fixedRows: o.maxRows !== undefined,
+          })
         : o.algorithm;
     if (algorithm === "pull" && capturing)
       throw new InvalidArgumentError(
@@ -599,9 +603,11 @@ export class GpuMoe {
     if (byRank) {
       const vectors = p.hidden % 8 === 0 && expertOut.ptr % 16n === 0n ? 1 : 0;
       const groups = vectors ? p.hidden / 8 : p.hidden;
-      const grid = Math.min(Math.ceil(stagedCount / (THREADS / 32)), 4 * device.props.smCount);
-      // Groups per warp: at least a warp's worth. (Rows, not the fewer tokens' first rows, size it.)
-      const chunkGroups = Math.ceil(groups / parts(stagedCount, groups, grid, 32));
+      // Only a token's first row here does work: at least rows / min(topk, local experts) of them. The
+      // grid takes two blocks a multiprocessor (the kernel's bounds); groups per warp at least a warp's.
+      const heads = Math.ceil(stagedCount / Math.min(p.topk, p.localExperts));
+      const grid = 2 * device.props.smCount;
+      const chunkGroups = Math.ceil(groups / parts(heads, groups, grid, 32));
       if (stagedCount > 0)
         k.partials.launch(
           { grid, block: THREADS, stream },

@@ -1,16 +1,18 @@
 // MoE dispatch and combine: their algorithms, one record each (the shape: src/ops/records.ts). Dispatch's
-// give the host reference's layout (src/ops/moe/route.ts); its auto routes on the device inside a capture
-// and into a given result, on the host otherwise (its errors then thrown by the call itself). Combine's
+// give the host reference's layout (src/ops/moe/route.ts); its auto routes on the device inside a capture,
+// into a given result or with fixed rows (maxRows: no host wait, eager too), on the host otherwise (its
+// errors then thrown by the call itself). Combine's
 // differ in the order they add a token's slots (route.ts combineToken, combineTokenByRank); auto keeps
 // slot order.
 import { autoOrder, type OpRecords } from "../records.js";
 import { MOE_PROGRAM } from "./programs.js";
 
-/** What dispatch's auto knows: whether the call is being captured, and whether it writes into a given
- * result (`into`). */
+/** What dispatch's auto knows: whether the call is being captured, whether it writes into a given result
+ * (`into`), and whether its outputs' rows are fixed (`maxRows`). */
 export interface MoeSituation {
   readonly capturing: boolean;
   readonly into: boolean;
+  readonly fixedRows: boolean;
 }
 
 export const MOE = {
@@ -22,7 +24,7 @@ export const MOE = {
     needs: ["staging buffer", "host wait"],
     kinds: ["moe-dispatch/pull"],
     programs: () => [MOE_PROGRAM],
-    autoWhen: (s: MoeSituation) => !s.capturing && !s.into,
+    autoWhen: (s: MoeSituation) => !s.capturing && !s.into && !s.fixedRows,
   },
   pull_device: {
     summary:
@@ -32,7 +34,7 @@ export const MOE = {
     needs: ["staging buffer"],
     kinds: ["moe-dispatch/pull_device"],
     programs: () => [MOE_PROGRAM],
-    autoWhen: (s: MoeSituation) => s.capturing || s.into,
+    autoWhen: (s: MoeSituation) => s.capturing || s.into || s.fixedRows,
   },
 } as const satisfies OpRecords;
 
