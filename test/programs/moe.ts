@@ -7,8 +7,9 @@
 // the layout it must receive (expert-major, then source rank, token, slot) and the tokens combine must
 // give it back (f32 in slot order, every operation rounded), and checks src/ops/moe/route.ts, the host
 // reference both backends follow, against them. Both backends make every check, bit for bit: bf16 tokens
-// of any finite value and fp8 e4m3 of any byte with scales; hidden 1, 7, 64 and 7168; top-1 to top-8 of 1
-// to 256 experts; a rank with no tokens, one whose every slot is unused (-1), all pairs to one rank, a
+// of any finite value and fp8 e4m3 of any byte with scales; hidden 1, 7, 64 and 7168; top-1 to top-8,
+// 36 and 40 (over a warp's 32 lanes, and over 32 rows of one token on one rank) of 1 to 256 experts; a
+// rank with no tokens, one whose every slot is unused (-1), all pairs to one rank, a
 // token picking two experts of one rank or one expert twice; inputs as slices of larger tensors; dispatch
 // of exactly the rows that arrive and of maxRows (spare rows zero), and into an earlier result scribbled
 // over; combine of an expert output with poison rows around it into a poisoned out, of the identity expert
@@ -734,6 +735,9 @@ const usable = (what: string): Promise<void> => batch(ALGORITHMS.map((a, k) => s
     { hidden: 64, topk: 8, perRank: many, dtype: "fp8e4m3", tokens: ranks.map((r) => 40 - r) },
     { hidden: 64, topk: 2, perRank: 4, dtype: "bf16", tokens: [21] },
     { hidden: 7168, topk: 8, perRank: many, dtype: "bf16", tokens: [cuda ? 512 : 16] },
+    // Over 32 slots: a warp reads them in two rounds; on rank 0 a token's rows chain past 32.
+    { hidden: 64, topk: 40, perRank: 48, dtype: "bf16", tokens: [6, 5, 4], toRank0: true },
+    { hidden: 7, topk: 36, perRank: 20, dtype: "fp8e4m3", tokens: [4, 3, 5] },
   ];
   /** What the configurations met, over all ranks' inputs (checked below: the test covers what it says). */
   const met = {
@@ -744,6 +748,7 @@ const usable = (what: string): Promise<void> => batch(ALGORITHMS.map((a, k) => s
     twoExpertsOfOneRank: false,
     twoSourcesOneExpert: false,
     nothingReceived: false,
+    over32SlotsOnOneRank: false,
   };
   let pairs = 0;
   let calls = 0;
@@ -760,6 +765,8 @@ const usable = (what: string): Promise<void> => batch(ALGORITHMS.map((a, k) => s
         const experts = [...new Set(ids)];
         if (new Set(experts.map((e) => Math.floor(e / p.local))).size < experts.length)
           met.twoExpertsOfOneRank = true;
+        for (const r of ranks)
+          if (ids.filter((e) => Math.floor(e / p.local) === r).length > 32) met.over32SlotsOnOneRank = true;
       }
     }
     const expertOf = (a: Pair): number => sides[a.src]!.ids[a.t * p.topk + a.k]!;
