@@ -638,8 +638,10 @@ function moeCase(d: Drawn, a: Algorithm, k: number): Case {
   const made = [...inp.made, ...ex.made, values];
   const tensors = [...made.map(([t]) => t), outWhole, exWhole];
   const o = { numExperts: p.numExperts, scales: inp.scales, ...opt(a) };
-  // Combine's algorithms turn with the case: c1, c2 and c3 each take another.
-  const [b1, b2, b3] = [0, 1, 2].map((j) => COMBINES[(k + j) % COMBINES.length]);
+  // Combine's algorithms turn with the case: c1 and c2 each take another, and per_rank (other bits,
+  // other kernels) runs in every case: c3 takes it unless c1 or c2 did.
+  const [b1, b2] = [0, 1].map((j) => COMBINES[(k + j) % COMBINES.length]);
+  const b3 = byRank(b1) || byRank(b2) ? COMBINES[(k + 2) % COMBINES.length] : "per_rank";
   const calls = () => {
     const { tokens, topkIdx, topkWeights } = inp;
     const d1 = c.dispatch(tokens, topkIdx, topkWeights, { ...o, maxRows: exactRows });
