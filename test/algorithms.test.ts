@@ -140,10 +140,11 @@ test("exchange and MoE auto: the records' rules cover every situation, exactly o
   for (const capturing of bools)
     for (const into of bools)
       for (const fixedRows of bools)
-        assert.equal(
-          only(GPU_MOE_AUTO, { capturing, into, fixedRows }),
-          capturing || into || fixedRows ? "pull_device" : "pull",
-        );
+        for (const routeFits of bools)
+          assert.equal(
+            only(GPU_MOE_AUTO, { capturing, into, fixedRows, routeFits }),
+            capturing || into || (fixedRows && routeFits) ? "pull_device" : "pull",
+          );
   // The CPU backend runs one algorithm per op: auto is it.
   for (const list of [CPU_EXCHANGE_ALGORITHMS, CPU_MOE_ALGORITHMS]) assert.deepEqual(list, ["auto", "pull"]);
   assert.throws(() => autoPick([], {}), /miss a case/);

@@ -11,7 +11,7 @@
 import { SymmkitError } from "../errors.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
-import type { DispatchResult } from "../ops/moe/checks.js";
+import { dispatchTensors, type DispatchResult } from "../ops/moe/checks.js";
 import { deviceCount } from "../runtime/device.js";
 import { encodeBF16, encodeE4M3 } from "../runtime/dtype.js";
 import { Event } from "../runtime/event.js";
@@ -76,15 +76,6 @@ function routing(s: MoeShape, seed: bigint, rank: number): { ids: Int32Array; we
   const weights = Float32Array.from(ids, (_, i) => 1 + (i % 2)).map((w) => w / 8);
   return { ids, weights };
 }
-
-/** Every tensor of a dispatch's result, its handle's included. */
-const resultTensors = (r: DispatchResult<Tensor>): Tensor[] => [
-  r.tokens,
-  r.weights,
-  r.counts,
-  ...(r.scales ? [r.scales] : []),
-  ...Object.values(r.handle).filter((t): t is Tensor => t instanceof Tensor),
-];
 
 /** Tokens rank `me` receives counted once each: tokens of every rank with any expert on `me`. */
 function tokensReceived(s: MoeShape, seed: bigint, world: number, me: number): number {
@@ -157,7 +148,7 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
         end.record(stream);
         group.synchronize(stream);
         if (i >= 10) per.push(end.elapsedMsSince(start) * 1000);
-        for (const t of resultTensors(again)) t.dispose();
+        for (const t of dispatchTensors(again)) t.dispose();
       }
       return median(per);
     };
@@ -243,7 +234,7 @@ export async function benchMoe(o: { shapes: readonly MoeShape[] }): Promise<MoeB
     progress.log(
       `  ${s.tokens} tokens: dispatch ${row.dispatchUs.toFixed(1)} us (pull_device ${row.dispatchDeviceUs.toFixed(1)} us, eager ${row.dispatchEagerDeviceUs.toFixed(1)} us, fp8 ${row.dispatchFp8Us.toFixed(1)} us), combine ${row.combineUs.toFixed(1)} us (in place ${row.combineInPlaceUs.toFixed(1)} us, per_rank ${row.combineByRankUs.toFixed(1)} us)`,
     );
-    for (const t of [x, x8, scales, idx, w, out, ...[d, dd, d8, dd8].flatMap(resultTensors)]) t.dispose();
+    for (const t of [x, x8, scales, idx, w, out, ...[d, dd, d8, dd8].flatMap(dispatchTensors)]) t.dispose();
   }
   start.dispose();
   end.dispose();

@@ -7,14 +7,15 @@
 // the layout it must receive (expert-major, then source rank, token, slot) and the tokens combine must
 // give it back (f32 in slot order, every operation rounded), and checks src/ops/moe/route.ts, the host
 // reference both backends follow, against them. Both backends make every check, bit for bit: bf16 tokens
-// of any finite value and fp8 e4m3 of any byte with scales; hidden 1, 7, 64 and 7168; top-1 to top-8,
-// 36 and 40 (over a warp's 32 lanes, and over 32 rows of one token on one rank) of 1 to 256 experts; a
-// rank with no tokens, one whose every slot is unused (-1), all pairs to one rank, a
-// token picking two experts of one rank or one expert twice; inputs as slices of larger tensors; dispatch
+// of any finite value and fp8 e4m3 of any byte with scales; hidden 1, 7, 64, 999, 1031 and 7168; top-1 to
+// top-8, 36 and 40 (over a warp's 32 lanes, and over 32 rows of one token on one rank) of 1 to 256
+// experts; a rank with no tokens, one whose every slot is unused (-1), all pairs to one rank, a token
+// picking two experts of one rank or one expert twice; inputs as slices of larger tensors; dispatch
 // of exactly the rows that arrive and of maxRows (spare rows zero), and into an earlier result scribbled
 // over; combine of an expert output with poison rows around it into a poisoned out, of the identity expert
 // with weights where any other order or a fused multiply-add gives other bits, and exact (x times its
-// summed weights); inputs unwritten; a rank 50 ms late for 40 calls alternating shapes and algorithms;
+// summed weights), each in slot order (pull) and per_rank (owners' partials in rank order: route.ts
+// combineTokenByRank), and per_rank after a dispatch into a scribbled result; inputs unwritten; a rank 50 ms late for 40 calls alternating shapes and algorithms;
 // group-judged refusals (an expert id out of range, one rank's maxRows too small, one rank's tokens beyond
 // the staging buffer) thrown by every rank alike, naming the rank, nothing written; local bad inputs as
 // typed errors with a stable code, nothing written; the group usable after. On GPUs only: pull_device
@@ -44,6 +45,7 @@ import {
   CPU_MOE_ALGORITHMS,
   GPU_COMBINE_ALGORITHMS,
   GPU_MOE_ALGORITHMS,
+  dispatchTensors,
   type DispatchResult,
 } from "../../src/ops/moe/checks.js";
 import { GPU_MOE_AUTO, MOE } from "../../src/ops/moe/records.js";
@@ -90,10 +92,11 @@ const routesOnDevice = (name: string): boolean =>
  * rows. */
 const onDevice = (a: Algorithm, fixedRows = false): boolean =>
   a === undefined || a === "auto"
-    ? cuda && routesOnDevice(autoPick(GPU_MOE_AUTO, { capturing: false, into: false, fixedRows }))
+    ? cuda &&
+      routesOnDevice(autoPick(GPU_MOE_AUTO, { capturing: false, into: false, fixedRows, routeFits: true }))
     : routesOnDevice(a);
 /** What GPUs' auto runs with `into`: the device routing that writes into an earlier result. */
-const DEVICE = autoPick(GPU_MOE_AUTO, { capturing: false, into: true, fixedRows: true });
+const DEVICE = autoPick(GPU_MOE_AUTO, { capturing: false, into: true, fixedRows: true, routeFits: true });
 /** The algorithm of a dispatch `into` an earlier result made by algorithm `a`: GPUs write into one only
  * when routing on the device (DispatchOptions.into), so auto and the default pick it there. */
 const withInto = (a: Algorithm): Algorithm => (cuda && (a === undefined || a === "auto") ? DEVICE : a);
@@ -546,14 +549,6 @@ function expertOutput<T extends AnyTensor>(m: Maker<T>, hidden: number, tag: num
   return [fromBytes(m, "bf16", bytes, [rows + 3, hidden]), bytes];
 }
 
-/** A dispatch result's tensors, to dispose of. */
-function resultTensors(r: DispatchResult<AnyTensor>): AnyTensor[] {
-  const h = r.handle;
-  return [r.tokens, r.weights, r.scales, r.counts, h.expert, h.row, h.weights, h.route].filter(
-    (t) => t !== undefined,
-  );
-}
-
 /** Checks this rank's dispatch of `sides` bit for bit against the layout, `rows` rows (spare rows zero),
  * and its handle: routed on the device (`device`), it says maxRows rows received and no rank's. */
 function checkDispatched(
@@ -611,6 +606,9 @@ function checkDispatched(
 const scribble = (r: DispatchResult<AnyTensor>): void => {
   for (const t of [r.tokens, r.weights, r.scales, r.counts, r.handle.expert, r.handle.row, r.handle.weights])
     t?.fill(t.dtype === "i32" ? -7 : NaN);
+  // GPUs' links: every row a token's first, chained to row 1 (combine per_rank would sum wrong rows).
+  r.handle.links?.fill(1);
+  r.handle.rowWeights?.fill(NaN);
 };
 
 /**
@@ -638,10 +636,13 @@ function moeCase(d: Drawn, a: Algorithm, k: number): Case {
   const made = [...inp.made, ...ex.made, values];
   const tensors = [...made.map(([t]) => t), outWhole, exWhole];
   const o = { numExperts: p.numExperts, scales: inp.scales, ...opt(a) };
-  // Combine's algorithms turn with the case: c1 and c2 each take another, and per_rank (other bits,
-  // other kernels) runs in every case: c3 takes it unless c1 or c2 did.
-  const [b1, b2] = [0, 1].map((j) => COMBINES[(k + j) % COMBINES.length]);
-  const b3 = byRank(b1) || byRank(b2) ? COMBINES[(k + 2) % COMBINES.length] : "per_rank";
+  // Combine's algorithms turn with the case: c1 and c2 (bf16 only) each take another, and per_rank (other
+  // bits, other kernels) runs in every case: c3 takes it unless c1 or c2 did. Past top-32 c1 takes it (its
+  // values tell the order of a token's rows).
+  const b1 = p.topk > 32 ? "per_rank" : COMBINES[k % COMBINES.length];
+  const b2 = COMBINES[(k + 1) % COMBINES.length];
+  const b3 =
+    byRank(b1) || (p.dtype === "bf16" && byRank(b2)) ? COMBINES[(k + 2) % COMBINES.length] : "per_rank";
   const calls = () => {
     const { tokens, topkIdx, topkWeights } = inp;
     const d1 = c.dispatch(tokens, topkIdx, topkWeights, { ...o, maxRows: exactRows });
@@ -660,8 +661,17 @@ function moeCase(d: Drawn, a: Algorithm, k: number): Case {
       scribble(target);
       into = [target, c.dispatch(tokens, topkIdx, topkWeights, { ...o, maxRows, into: target })];
     }
-    tensors.push(...[d1, d2, d3, ...(into ?? [])].flatMap(resultTensors), ...(c2 ? [c2] : []));
-    return { d1, d2, d3, into, c1, c2, c3 };
+    // per_rank after dispatch into a scribbled result: its links and weights written again.
+    const c4 =
+      into && p.dtype === "bf16"
+        ? c.combine(into[1].tokens, into[1].handle, { algorithm: "per_rank" })
+        : undefined;
+    tensors.push(
+      ...[d1, d2, d3, ...(into ?? [])].flatMap(dispatchTensors),
+      ...(c2 ? [c2] : []),
+      ...(c4 ? [c4] : []),
+    );
+    return { d1, d2, d3, into, c1, c2, c3, c4 };
   };
   let got: ReturnType<typeof calls> | undefined;
   return {
@@ -701,6 +711,7 @@ function moeCase(d: Drawn, a: Algorithm, k: number): Case {
         const [target, d4] = got.into;
         assert.equal(d4, target, `${what}: dispatch into returns its result`);
         checkDispatched(`${what}: dispatch into`, p, sides, lay, d4, maxRows, onDevice(withInto(a)));
+        if (got.c4) same(got.c4.toHost(), want.identity!.byRank, `${what}: combine per_rank after into`);
       }
       for (const m of made) unwritten(m, what);
     },
@@ -737,6 +748,9 @@ const usable = (what: string): Promise<void> => batch(ALGORITHMS.map((a, k) => s
     { hidden: 64, topk: 8, perRank: many, dtype: "fp8e4m3", tokens: ranks.map((r) => 40 - r) },
     { hidden: 64, topk: 2, perRank: 4, dtype: "bf16", tokens: [21] },
     { hidden: 7168, topk: 8, perRank: many, dtype: "bf16", tokens: [cuda ? 512 : 16] },
+    // Rows of 1031 bytes and of 999 bf16 (not 16-byte vectors), split over warps.
+    { hidden: 1031, topk: 4, perRank: 4, dtype: "fp8e4m3", tokens: [5, 3, 6] },
+    { hidden: 999, topk: 4, perRank: 2, dtype: "bf16", tokens: [4, 6, 2] },
     // Over 32 slots: a warp reads them in two rounds; on rank 0 a token's rows chain past 32.
     { hidden: 64, topk: 40, perRank: 48, dtype: "bf16", tokens: [6, 5, 4], toRank0: true },
     { hidden: 7, topk: 36, perRank: 20, dtype: "fp8e4m3", tokens: [4, 3, 5] },
@@ -857,7 +871,7 @@ if (gpu) {
     wholeInPlace,
     wholeByRank,
     ...replays.flatMap((x) => [x.values, ...x.outs]),
-    ...resultTensors(r),
+    ...dispatchTensors(r),
   ])
     t.dispose();
   await shared.dispose();
@@ -938,7 +952,7 @@ const BASE = (() => {
             maxRows: intoRows,
             ...opt(withInto(a)),
           });
-        if (target) tensors.push(...resultTensors(target));
+        if (target) tensors.push(...dispatchTensors(target));
         try {
           const o = { numExperts: p.numExperts, scales: inp.scales, ...opt(a) };
           c.dispatch(inp.tokens, inp.topkIdx, inp.topkWeights, {
@@ -1217,7 +1231,7 @@ if (gpu) {
     tooLarge[1],
     ...loads.flatMap((l) => l.made.map(([t]) => t)),
     ...snaps.flatMap((s) => Object.values(s)),
-    ...[d, tooFew[0], tooLarge[0]].flatMap(resultTensors),
+    ...[d, tooFew[0], tooLarge[0]].flatMap(dispatchTensors),
   ])
     t.dispose();
   await usable("after device refusals");
@@ -1381,7 +1395,7 @@ if (gpu) {
     outWhole,
     fp8,
     large,
-    ...[earlier, r, ...(hostRouted ? [hostRouted] : [])].flatMap(resultTensors),
+    ...[earlier, r, ...(hostRouted ? [hostRouted] : [])].flatMap(dispatchTensors),
   ])
     t.dispose();
   await usable("after bad inputs");

@@ -108,6 +108,24 @@ export function checkDispatchInto(
     );
 }
 
+/** Every tensor of a dispatch's result, its handle's included. */
+export function dispatchTensors<T>(r: DispatchResult<T>): T[] {
+  const h = r.handle;
+  const all = [
+    r.tokens,
+    r.weights,
+    r.scales,
+    r.counts,
+    h.expert,
+    h.row,
+    h.weights,
+    h.route,
+    h.links,
+    h.rowWeights,
+  ];
+  return all.filter((t): t is T => t !== undefined);
+}
+
 /** Rows combine stages on the rank that stages most (see MoeHandle.receivedByRank). */
 export function stagedRows(handle: MoeHandle<unknown>): number {
   return Math.max(...(handle.receivedByRank ?? [handle.received]));

@@ -43,6 +43,7 @@ import {
   checkDispatch,
   checkDispatchInto,
   dispatchHeader,
+  dispatchTensors,
   dispatchVerdict,
   MOE_HEADER_FIXED,
   stagedRows,
@@ -201,20 +202,7 @@ interface Staged {
 
 /** Frees a dispatch result's tensors (one this call made and then refused). */
 function disposeResult(r: DispatchResult<Tensor>): void {
-  const h = r.handle;
-  for (const t of [
-    r.tokens,
-    r.weights,
-    r.scales,
-    r.counts,
-    h.expert,
-    h.row,
-    h.weights,
-    h.route,
-    h.links,
-    h.rowWeights,
-  ])
-    t?.dispose();
+  for (const t of dispatchTensors(r)) t.dispose();
 }
 
 export class GpuMoe {
@@ -270,12 +258,17 @@ export class GpuMoe {
     for (const t of [tokens, topkIdx, topkWeights, o.scales]) if (t) ctx.onDevice(what, t);
     const stream = ctx.stream(o);
     const capturing = Graph.activeCapture(stream) !== undefined;
+    // The route kernel keeps every expert's sums in one block's shared memory (its own is small: a KiB of
+    // margin).
+    const routeShared = MOE_ROUTE_SHARED_PER_EXPERT * p.numExperts;
+    const routeFits = routeShared + 1024 <= this.#ctx.device.props.sharedBytesPerBlockOptin;
     const algorithm =
       o.algorithm === "auto" || o.algorithm === undefined
         ? autoPick(GPU_MOE_AUTO, {
             capturing,
             into: o.into !== undefined,
             fixedRows: o.maxRows !== undefined,
+            routeFits,
           })
         : o.algorithm;
     if (algorithm === "pull" && capturing)
@@ -287,9 +280,7 @@ export class GpuMoe {
         `${what}: into goes with algorithm pull_device, whose outputs' rows are fixed`,
       );
     if (algorithm === "pull_device") {
-      const shared = MOE_ROUTE_SHARED_PER_EXPERT * p.numExperts;
-      // The route kernel's own shared memory is small: a KiB of margin.
-      if (shared + 1024 > this.#ctx.device.props.sharedBytesPerBlockOptin)
+      if (!routeFits)
         throw new InvalidArgumentError(
           `${what}: algorithm pull_device routes ${p.numExperts} experts in one block's shared memory, more than this GPU holds; use pull`,
         );

@@ -1,18 +1,20 @@
 // MoE dispatch and combine: their algorithms, one record each (the shape: src/ops/records.ts). Dispatch's
 // give the host reference's layout (src/ops/moe/route.ts); its auto routes on the device inside a capture,
-// into a given result or with fixed rows (maxRows: no host wait, eager too), on the host otherwise (its
-// errors then thrown by the call itself). Combine's
+// into a given result or with fixed rows (maxRows: no host wait, eager too, where the device's router holds
+// the experts), on the host otherwise (its errors then thrown by the call itself). Combine's
 // differ in the order they add a token's slots (route.ts combineToken, combineTokenByRank); auto keeps
 // slot order.
 import { autoOrder, type OpRecords } from "../records.js";
 import { MOE_PROGRAM } from "./programs.js";
 
 /** What dispatch's auto knows: whether the call is being captured, whether it writes into a given result
- * (`into`), and whether its outputs' rows are fixed (`maxRows`). */
+ * (`into`), whether its outputs' rows are fixed (`maxRows`), and whether the device's router holds this
+ * many experts (one block's shared memory). */
 export interface MoeSituation {
   readonly capturing: boolean;
   readonly into: boolean;
   readonly fixedRows: boolean;
+  readonly routeFits: boolean;
 }
 
 export const MOE = {
@@ -24,7 +26,7 @@ export const MOE = {
     needs: ["staging buffer", "host wait"],
     kinds: ["moe-dispatch/pull"],
     programs: () => [MOE_PROGRAM],
-    autoWhen: (s: MoeSituation) => !s.capturing && !s.into && !s.fixedRows,
+    autoWhen: (s: MoeSituation) => !s.capturing && !s.into && (!s.fixedRows || !s.routeFits),
   },
   pull_device: {
     summary:
@@ -34,7 +36,8 @@ export const MOE = {
     needs: ["staging buffer"],
     kinds: ["moe-dispatch/pull_device"],
     programs: () => [MOE_PROGRAM],
-    autoWhen: (s: MoeSituation) => s.capturing || s.into || s.fixedRows,
+    // In a capture or into a result only it can run (it says so when the experts do not fit).
+    autoWhen: (s: MoeSituation) => s.capturing || s.into || (s.fixedRows && s.routeFits),
   },
 } as const satisfies OpRecords;
 

@@ -67,11 +67,23 @@ export function routeRows(
   return rows;
 }
 
-/**
- * One token's combine, as the kernels compute it: over slots 0..topk-1 in order, skipping unused ones,
- * acc = acc + weight x value in f32, each operation rounded; the sum rounded once to bf16. `value(k, i)`
- * gives element i of slot k's expert output as bf16 bits.
- */
+/** Element `i` of a token's sum over its slots in slot order, as the kernels compute it: acc = acc +
+ * weight x value over the used slots from +0, in f32 with each operation rounded (a float32, unrounded to
+ * bf16). `value(k, i)` gives element i of slot k's expert output as bf16 bits. */
+function slotSum(
+  i: number,
+  topk: number,
+  used: (k: number) => boolean,
+  weight: (k: number) => number,
+  value: (k: number, i: number) => number,
+): number {
+  const f = Math.fround;
+  let acc = 0;
+  for (let k = 0; k < topk; k++) if (used(k)) acc = f(acc + f(weight(k) * decodeBF16(value(k, i))));
+  return acc;
+}
+
+/** One token's combine, as the kernels compute it: its slot-order sum (slotSum) rounded once to bf16. */
 export function combineToken(
   hidden: number,
   topk: number,
@@ -81,19 +93,13 @@ export function combineToken(
   out: Uint16Array,
   at: number,
 ): void {
-  const f = Math.fround;
-  for (let i = 0; i < hidden; i++) {
-    let acc = 0;
-    for (let k = 0; k < topk; k++) if (used(k)) acc = f(acc + f(weight(k) * decodeBF16(value(k, i))));
-    out[at + i] = f32ToBf16Bits(acc);
-  }
+  for (let i = 0; i < hidden; i++) out[at + i] = f32ToBf16Bits(slotSum(i, topk, used, weight, value));
 }
 
 /**
  * One token's combine per_rank, as its kernels compute it: for each rank r in order that owns any of the
- * token's used slots, r's partial = bf16 of (over r's slots in slot order, acc = acc + weight x value in
- * f32, each operation rounded); acc = acc + partial in f32, rounded; the sum rounded once to bf16.
- * `owner(k)` is slot k's expert's rank.
+ * token's used slots, r's partial is the slot-order sum of r's slots rounded to bf16; acc = acc + partial
+ * in f32, rounded; the sum rounded once to bf16. `owner(k)` is slot k's expert's rank.
  */
 export function combineTokenByRank(
   hidden: number,
@@ -106,18 +112,15 @@ export function combineTokenByRank(
   out: Uint16Array,
   at: number,
 ): void {
-  const f = Math.fround;
-  const slots = Array.from({ length: world }, (_, r) =>
-    Array.from({ length: topk }, (_, k) => k).filter((k) => used(k) && owner(k) === r),
+  // Each rank that owns any used slot, in rank order, with its slots.
+  const ranks = Array.from({ length: world }, (_, r) => r).filter((r) =>
+    Array.from({ length: topk }, (_, k) => k).some((k) => used(k) && owner(k) === r),
   );
+  const onRank = ranks.map((r) => (k: number) => used(k) && owner(k) === r);
   for (let i = 0; i < hidden; i++) {
     let acc = 0;
-    for (const mine of slots) {
-      if (mine.length === 0) continue;
-      let partial = 0;
-      for (const k of mine) partial = f(partial + f(weight(k) * decodeBF16(value(k, i))));
-      acc = f(acc + decodeBF16(f32ToBf16Bits(partial)));
-    }
+    for (const mine of onRank)
+      acc = Math.fround(acc + decodeBF16(f32ToBf16Bits(slotSum(i, topk, mine, weight, value))));
     out[at + i] = f32ToBf16Bits(acc);
   }
 }

@@ -23,13 +23,13 @@
 //                  in the handle (a combine after it reads nothing and writes zeros) and records the
 //                  refusal (sync/refusal.cuh); every rank refuses alike, so the closing barrier still
 //                  pairs.
-//   moe_gather     after a barrier (every rank's staging complete and visible): one warp per token of
-//                  every source, in source-major order; lane k reads slot k's id and pos from the
-//                  source's staging (NVLink), writes this rank's own pairs' rows into the handle, and for
-//                  the slots of this rank's experts writes the row's weight (and scale) and the handle's
-//                  links (the token's rows here in slot order, its first row marked). The token's row
-//                  crosses NVLink once per rank that owns any of its experts and is stored to each of
-//                  its rows. Followed by a barrier, so nobody restages while a peer reads. Rows from
+//   moe_gather     after a barrier (every rank's staging complete and visible): one warp per chunk of a
+//                  token of every source, in source-major order; lane k reads slot k's id and pos from
+//                  the source's staging (NVLink), writes this rank's own pairs' rows into the handle, and
+//                  for the slots of this rank's experts writes the row's weight (and scale) and the
+//                  handle's links (the token's rows here in slot order, its first row marked). The chunk
+//                  crosses NVLink once per rank that owns any of the token's experts (once per group of
+//                  32 slots holding any, past top-32) and is stored to each of its rows. Followed by a barrier, so nobody restages while a peer reads. Rows from
 //                  this rank's received to max_rows (the dispatched tensors' spare rows) are zeroed and
 //                  unlinked.
 //   moe_combine    after a barrier (every rank's expert output staged): one block per token of this
@@ -343,8 +343,8 @@ __device__ __forceinline__ void copy_to_rows(u8* out, const i32* dest, u32 n, u6
 
 /** One warp per chunk of chunk_bytes of a token of every source, source-major, a token's chunks side by side
  * (a warp per token kept too few loads in flight at small token counts). Lane k reads slot k's id and pos
- * from the source's staging (32 slots at a time); the chunk crosses NVLink once and is stored to each row
- * of this rank's experts. The token's first chunk also writes this rank's own pairs' rows into the handle,
+ * from the source's staging (32 slots at a time); the chunk crosses NVLink once per group of 32 slots
+ * holding any of this rank's experts (once, up to top-32) and is stored to each of their rows. The token's first chunk also writes this rank's own pairs' rows into the handle,
  * and for the slots of this rank's experts the row's weight (and scale) and the links of the token's rows
  * in slot order. */
 template <u32 W>
@@ -395,10 +395,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gather(const __grid_constant_
         a.out_weights[row] = w;
         a.row_weights[row] = w;
         if (a.out_scales) a.out_scales[row] = reinterpret_cast<const float*>(src + at.scales)[token];
-        a.links[2 * row] = above ? next : -1;
-        a.links[2 * row + 1] = prev < 0 && lane == first ? 1 : 0;
+        a.links[2 * static_cast<u64>(row)] = above ? next : -1;
+        a.links[2 * static_cast<u64>(row) + 1] = prev < 0 && lane == first ? 1 : 0;
       }
-      if (first_chunk && prev >= 0 && lane == 0) a.links[2 * prev] = first_row;
+      if (first_chunk && prev >= 0 && lane == 0) a.links[2 * static_cast<u64>(prev)] = first_row;
       prev = last_row;
       __syncwarp();
       const u64 from = chunk * a.chunk_bytes, to = min(a.row_bytes, from + a.chunk_bytes);
@@ -414,6 +414,15 @@ __device__ __forceinline__ void add_weighted(float (&acc)[8], float w, const u32
   const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw);
 #pragma unroll
   for (u32 j = 0; j < 8; ++j) acc[j] = __fadd_rn(acc[j], __fmul_rn(w, __bfloat162float(e[j])));
+}
+
+/** Stores acc[0..8) rounded to bf16 as one 16-byte vector at p (16-byte aligned). */
+__device__ __forceinline__ void st_bf16x8(__nv_bfloat16* p, const float (&acc)[8]) {
+  u32x4 packed;
+  __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&packed);
+#pragma unroll
+  for (u32 j = 0; j < 8; ++j) e[j] = __float2bfloat16_rn(acc[j]);
+  st_128(p, packed);
 }
 
 /** Slots of a token whose loads one thread has in flight at once in moe_combine: a slot's row is a load
@@ -466,11 +475,7 @@ __global__ void __launch_bounds__(kThreads) moe_combine(const __grid_constant__ 
         }
       }
       if (vectors) {
-        u32x4 packed;
-        __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&packed);
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) e[j] = __float2bfloat16_rn(acc[j]);
-        st_128(out + t * hidden + 8 * g, packed);
+        st_bf16x8(out + t * hidden + 8 * g, acc);
       } else {
         out[t * hidden + g] = __float2bfloat16_rn(acc[0]);
       }
@@ -507,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_partials(const __nv_bfloat16*
       while (rest >= 0 && n < kChain && n < topk) {
         chain_rows[warp][n] = rest;
         chain_weights[warp][n] = row_weights[rest];
-        rest = links[2 * rest];
+        rest = links[2 * static_cast<u64>(rest)];
         ++n;
       }
     }
@@ -527,19 +532,15 @@ __global__ void __launch_bounds__(kThreads, 2) moe_partials(const __nv_bfloat16*
             if (j0 + j < n) add_weighted(acc, chain_weights[warp][j0 + j], val[j]);
         }
         i32 r = rest;
-        for (u32 m = n; r >= 0 && m < topk; ++m, r = links[2 * r])
+        for (u32 m = n; r >= 0 && m < topk; ++m, r = links[2 * static_cast<u64>(r)])
           add_weighted(acc, row_weights[r], ld_128(expert_out + static_cast<u64>(r) * hidden + 8 * g));
-        u32x4 packed;
-        __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&packed);
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) e[j] = __float2bfloat16_rn(acc[j]);
-        st_128(partials + head * hidden + 8 * g, packed);
+        st_bf16x8(partials + head * hidden + 8 * g, acc);
       } else {
         for (u32 j = 0; j < n; ++j)
           acc[0] = __fadd_rn(acc[0], __fmul_rn(chain_weights[warp][j],
                                                __bfloat162float(expert_out[static_cast<u64>(chain_rows[warp][j]) * hidden + g])));
         i32 r = rest;
-        for (u32 m = n; r >= 0 && m < topk; ++m, r = links[2 * r])
+        for (u32 m = n; r >= 0 && m < topk; ++m, r = links[2 * static_cast<u64>(r)])
           acc[0] = __fadd_rn(acc[0], __fmul_rn(row_weights[r], __bfloat162float(expert_out[static_cast<u64>(r) * hidden + g])));
         partials[head * hidden + g] = __float2bfloat16_rn(acc[0]);
       }
@@ -589,11 +590,7 @@ __global__ void __launch_bounds__(kThreads) moe_sum_partials(const __grid_consta
 #pragma unroll
         for (u32 r = 0; r < W; ++r)
           if (head[r] >= 0) add_weighted(acc, 1.0f, val[r]);
-        u32x4 packed;
-        __nv_bfloat16* e = reinterpret_cast<__nv_bfloat16*>(&packed);
-#pragma unroll
-        for (u32 j = 0; j < 8; ++j) e[j] = __float2bfloat16_rn(acc[j]);
-        st_128(out + t * hidden + 8 * g, packed);
+        st_bf16x8(out + t * hidden + 8 * g, acc);
       } else {
 #pragma unroll
         for (u32 r = 0; r < W; ++r)
