@@ -169,10 +169,10 @@ export interface Collectives<
    * scale), the rows per local expert, and the handle combine takes. The group's staging buffer holds
    * the staged tokens. Algorithm pull waits on the host for the peers' counts (to size the outputs and
    * judge the call alike on every rank): a refused call throws on every rank, and it cannot be captured.
-   * Algorithm pull_device (auto inside a capture, with `into` or with maxRows) needs maxRows: a kernel judges and routes, no host
-   * wait, so it can be captured, with `into` (an eager pull_device result of the same shapes, whose
-   * tensors it writes again); a refused call writes nothing, sets counts to -1 on every rank, and the next
-   * group.synchronize() throws InvalidArgumentError saying why.
+   * Algorithm pull_device (auto inside a capture, with `into` or with maxRows) needs maxRows: a kernel
+   * judges and routes, no host wait, so it can be captured, with `into` (an eager pull_device result of the
+   * same shapes, whose tensors it writes again); a refused call writes nothing, sets counts to -1 on every
+   * rank, and the next group.synchronize() throws InvalidArgumentError saying why.
    */
   dispatch(
     tokens: T,

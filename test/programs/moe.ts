@@ -15,10 +15,11 @@
 // over; combine of an expert output with poison rows around it into a poisoned out, of the identity expert
 // with weights where any other order or a fused multiply-add gives other bits, and exact (x times its
 // summed weights), each in slot order (pull) and per_rank (owners' partials in rank order: route.ts
-// combineTokenByRank), and per_rank after a dispatch into a scribbled result; inputs unwritten; a rank 50 ms late for 40 calls alternating shapes and algorithms;
-// group-judged refusals (an expert id out of range, one rank's maxRows too small, one rank's tokens beyond
-// the staging buffer) thrown by every rank alike, naming the rank, nothing written; local bad inputs as
-// typed errors with a stable code, nothing written; the group usable after. On GPUs only: pull_device
+// combineTokenByRank), and per_rank after a dispatch into a scribbled result; inputs unwritten; a rank
+// 50 ms late for 40 calls alternating shapes and algorithms; group-judged refusals (an expert id out of
+// range, one rank's maxRows too small, one rank's tokens beyond the staging buffer) thrown by every rank
+// alike, naming the rank, nothing written; local bad inputs as typed errors with a stable code, nothing
+// written; the group usable after. On GPUs only: pull_device
 // (routed on the device), combine in a CUDA graph replayed with new expert outputs and in place from a
 // symmetric tensor, dispatch + combine in a graph replayed with new routes, capture rules, refusals on the
 // device.

@@ -29,9 +29,9 @@
 //                  for the slots of this rank's experts writes the row's weight (and scale) and the
 //                  handle's links (the token's rows here in slot order, its first row marked). The chunk
 //                  crosses NVLink once per rank that owns any of the token's experts (once per group of
-//                  32 slots holding any, past top-32) and is stored to each of its rows. Followed by a barrier, so nobody restages while a peer reads. Rows from
-//                  this rank's received to max_rows (the dispatched tensors' spare rows) are zeroed and
-//                  unlinked.
+//                  32 slots holding any, past top-32) and is stored to each of its rows. Followed by a
+//                  barrier, so nobody restages while a peer reads. Rows from this rank's received to
+//                  max_rows (the dispatched tensors' spare rows) are zeroed and unlinked.
 //   moe_combine    after a barrier (every rank's expert output staged): one block per token of this
 //                  rank; for slots 0..topk-1 in order, skipping -1, acc = acc + w x value in f32 with
 //                  every operation rounded (__fmul_rn, __fadd_rn: never contracted into FMA), the value
@@ -344,9 +344,9 @@ __device__ __forceinline__ void copy_to_rows(u8* out, const i32* dest, u32 n, u6
 /** One warp per chunk of chunk_bytes of a token of every source, source-major, a token's chunks side by side
  * (a warp per token kept too few loads in flight at small token counts). Lane k reads slot k's id and pos
  * from the source's staging (32 slots at a time); the chunk crosses NVLink once per group of 32 slots
- * holding any of this rank's experts (once, up to top-32) and is stored to each of their rows. The token's first chunk also writes this rank's own pairs' rows into the handle,
- * and for the slots of this rank's experts the row's weight (and scale) and the links of the token's rows
- * in slot order. */
+ * holding any of this rank's experts (once, up to top-32) and is stored to each of their rows. The
+ * token's first chunk also writes this rank's own pairs' rows into the handle, and for the slots of this
+ * rank's experts the row's weight (and scale) and the links of the token's rows in slot order. */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads, 2) moe_gather(const __grid_constant__ SymmView v, const i32* plan,
                                                        u8* out_tokens, float* out_weights, float* out_scales,
@@ -488,8 +488,9 @@ __global__ void __launch_bounds__(kThreads) moe_combine(const __grid_constant__ 
 constexpr u32 kChain = 32;
 
 /** combine per_rank on each expert owner: one warp per chunk_groups groups (of 8 elements, or single ones)
- * of each received row that opens its token's chain (links); partial = bf16(sum over the chain's rows, in slot order, of w x expert output) in f32 with
- * every operation rounded, into this rank's staging at that row. `vectors`: hidden a multiple of 8 and
+ * of each received row that opens its token's chain (links); partial = bf16(sum over the chain's rows, in
+ * slot order, of w x expert output) in f32 with every operation rounded, into this rank's staging at that
+ * row. `vectors`: hidden a multiple of 8 and
  * expert_out 16-byte aligned (the host's judgment), else single elements: the same operations. At most
  * `topk` rows are followed, whatever the links say. */
 __global__ void __launch_bounds__(kThreads, 2) moe_partials(const __nv_bfloat16* expert_out, const i32* links,
