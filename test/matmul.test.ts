@@ -8,12 +8,12 @@ import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm/programs
 import { gemmKernelFor, gemmTiles, splitsFor } from "../src/ops/gemm/hopper-gemm.js";
 import { PROGRAMS } from "../src/catalog.js";
 import {
-  DECODE_COLS,
   DECODE_PROGRAMS,
   DECODE_VARIANTS,
   decodeFits,
   decodeFlagCount,
   decodeShape,
+  describeDecodeShape,
   decodeSharedBytes,
   decodeSplitsFor,
   decodeThreads,
@@ -149,12 +149,21 @@ test("split-K choice: powers of two filling one wave, slices long enough for the
 
 test("decode GEMM choice: tile shapes, slices, which problems it takes, its programs", () => {
   assert.deepEqual(
-    [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 160, 161, 192, 193, 256].map((m) => {
-      const s = decodeShape(m);
-      return s.wide ? `${s.cols}w` : `${s.cols}`;
-    }),
-    ["8", "8", "16", "16", "32", "64", "64", "128", "128", "160", "160", "192", "192", "128w", "128w"],
+    [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 160, 161, 192, 193, 256, 257, 320, 321, 384].map((m) =>
+      describeDecodeShape(decodeShape(m)),
+    ),
+    [
+      ...["8", "8", "16", "16", "32", "64", "64", "128", "128", "160", "160", "192", "192"].map(
+        (c) => `${c} x 64`,
+      ),
+      ...["128", "128", "160", "160", "192", "192"].map((c) => `${c} x 128 paired`),
+    ],
   );
+  // A pair's tile-rows come in twos, however few rows the second covers.
+  const pairedTiles = (m: number, cols: 64 | 160) => decodeTiles(m, 8192, { cols, wide: true, paired: true });
+  assert.deepEqual(pairedTiles(300, 160), { tilesM: 2, tilesN: 64 });
+  assert.deepEqual(pairedTiles(333, 64), { tilesM: 6, tilesN: 64 });
+  assert.deepEqual(pairedTiles(60, 64), { tilesM: 2, tilesN: 64 });
   assert.deepEqual(decodeTiles(150, 8200, decodeShape(150)), { tilesM: 1, tilesN: 129 });
   assert.deepEqual(decodeTiles(100, 8200, decodeShape(100)), { tilesM: 1, tilesN: 129 });
   assert.deepEqual(decodeTiles(200, 8200, decodeShape(200)), { tilesM: 2, tilesN: 65 });
@@ -174,17 +183,18 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
         assert.ok(Number.isInteger(Math.log2(s)), `${m}x${n}x${k}: ${s} is not a power of two`);
         assert.ok(s === 1 || tilesM * tilesN * s <= 132, `${m}x${n}x${k}: ${s} slices overflow one wave`);
       }
-  assert.ok(decodeFits(256, 8192, "nk"));
-  assert.ok(!decodeFits(257, 8192, "nk"), "beyond 256 rows the 128 x 256 tiles win");
+  assert.ok(decodeFits(384, 8192, "nk"));
+  assert.ok(!decodeFits(385, 8192, "nk"), "beyond 384 rows the 128 x 256 tiles win");
   assert.ok(!decodeFits(1, 8192, "kn"), "B as [k, n] would need an MN-major wgmma A operand");
   assert.ok(!decodeFits(1, 8196, "nk"), "rows of D are stored in 16-byte chunks");
   assert.equal(decodeFlagCount(1, 8192, 2), 256);
   assert.equal(decodeFlagCount(200, 8192, 2), 2 * 2 * 64 * 2); // a flag per consumer
   for (const v of DECODE_VARIANTS) {
-    assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${v.cols}/${v.wide}: shared memory`);
+    assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${describeDecodeShape(v)}: shared memory`);
     assert.equal(decodeThreads(v), v.wide ? 384 : 256);
   }
-  assert.equal(DECODE_PROGRAMS.length, 2 * (DECODE_COLS.length + 1) * 2);
+  // Both dtypes, with and without the all-reduce: 7 one-consumer tiles and 3 paired ones.
+  assert.equal(DECODE_PROGRAMS.length, 2 * (7 + 3) * 2);
   assert.equal(new Set(DECODE_PROGRAMS.map((p) => p.name)).size, DECODE_PROGRAMS.length);
   assert.ok(PROGRAMS.includes(DECODE_PROGRAMS[0]!), "CI compiles the decode GEMM's programs");
 });

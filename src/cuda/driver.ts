@@ -119,6 +119,8 @@ export const DRIVER_DECLARATIONS = {
     "CUresult cuTensorMapEncodeTiled(void *tensorMap, int dataType, uint32_t rank, CUdeviceptr globalAddress, const void *globalDim, const void *globalStrides, const void *boxDim, const void *elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill)",
   // config, kernelParams and extra are addresses of native blocks the caller owns (runtime/kernel.ts).
   cuLaunchKernelEx: "CUresult cuLaunchKernelEx(void *config, CUfunction f, void *kernelParams, void *extra)",
+  cuOccupancyMaxActiveClusters:
+    "CUresult cuOccupancyMaxActiveClusters(_Out_ int *numClusters, CUfunction func, void *config)",
 } as const;
 
 type Out<T> = [T];
@@ -181,6 +183,7 @@ export interface Driver {
   cuFuncGetAttribute(v: Out<number>, attrib: number, f: Ptr): number;
   cuFuncSetAttribute(f: Ptr, attrib: number, value: number): number;
   cuLaunchKernelEx(config: Ptr, f: Ptr, params: Ptr, extra: Ptr): number;
+  cuOccupancyMaxActiveClusters(n: Out<number>, f: Ptr, config: Ptr): number;
   cuStreamWriteValue32_v2(s: Ptr, addr: Ptr, value: number, flags: number): number;
   cuTensorMapEncodeTiled(
     map: Ptr,

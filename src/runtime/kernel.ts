@@ -250,6 +250,27 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
 
   launch(config: LaunchConfig, ...args: ArgsFor<Ps>): void {
     const params = this.#args.pack(args, this.name);
+    this.#writeConfig(config);
+    this.device.makeCurrent();
+    const status = driver().cuLaunchKernelEx(this.#config.ptr, this.handle, params, 0n);
+    if (status !== 0) check(status, `cuLaunchKernelEx(${this.name})`);
+  }
+
+  /** How many clusters of `config.cluster` CTAs can be resident at once, launched with `config`
+   * (cuOccupancyMaxActiveClusters): the most a persistent grid of clusters may hold. */
+  maxActiveClusters(config: LaunchConfig): number {
+    this.#writeConfig(config);
+    this.device.makeCurrent();
+    const n: [number] = [0];
+    check(
+      driver().cuOccupancyMaxActiveClusters(n, this.handle, this.#config.ptr),
+      `cuOccupancyMaxActiveClusters(${this.name})`,
+    );
+    return n[0];
+  }
+
+  /** Fills the native CUlaunchConfig from `config`. */
+  #writeConfig(config: LaunchConfig): void {
     const v = this.#config.view;
     writeDim3(v, 0, config.grid, "grid");
     writeDim3(v, 12, config.block, "block");
@@ -272,9 +293,6 @@ export class Kernel<Ps extends readonly ParamType[] = readonly ParamType[]> {
       v.setUint32(at + 8, 1, true);
     }
     v.setUint32(48, attrs, true);
-    this.device.makeCurrent();
-    const status = driver().cuLaunchKernelEx(this.#config.ptr, this.handle, params, 0n);
-    if (status !== 0) check(status, `cuLaunchKernelEx(${this.name})`);
   }
 
   #raiseSharedLimit(bytes: number): void {

@@ -1,6 +1,7 @@
-// The decode GEMM (A and B swapped, tiles of 64 rows of B by 8 to 192 rows of A) on one GPU: on exact
-// inputs it must give the bits of symmkit's other GEMM and of the CPU backend's reference for every tile
-// width and slice count (odd rows and columns, rows past 128, bf16 and fp8 with scales), leave the guards
+// The decode GEMM (A and B swapped, tiles of 64 rows of B by 8 to 192 rows of A, wide tiles of 128 rows of
+// B alone or paired in clusters) on one GPU: on exact inputs it must give the bits of symmkit's other GEMM
+// and of the CPU backend's reference for every tile width, pairing and slice count (odd rows and columns,
+// rows past 128, several pairs of tile-rows, bf16 and fp8 with scales), leave the guards
 // around its output alone, leave its split counters at zero (launched twice), replay in a graph with A
 // changed between replays, walk more tiles than SMs (a persistent grid), run its all-reduce epilogue at
 // world 1 (the sum of one partial is that partial), and refuse what it cannot do with typed errors.
@@ -13,8 +14,8 @@ import { Stream } from "../../src/runtime/stream.js";
 import { Tensor } from "../../src/runtime/tensor.js";
 import { HopperGemm } from "../../src/ops/gemm/hopper-gemm.js";
 import {
-  DECODE_COLS,
   DecodeGemm,
+  describeDecodeShape,
   soloExchange,
   decodeShape,
   decodeTiles,
@@ -33,12 +34,13 @@ const seed = skip ? 0n : testSeed();
 type Elem = "bf16" | "fp8e4m3";
 const decoders = new Map<string, DecodeGemm>();
 function decoder(elem: Elem, shape: DecodeShape, allReduce = false): DecodeGemm {
-  const key = `${elem}/${shape.cols}/${shape.wide}/${allReduce}`;
+  const key = `${elem}/${describeDecodeShape(shape)}/${allReduce}`;
   let g = decoders.get(key);
   if (!g) decoders.set(key, (g = new DecodeGemm(Device.get(0), { elem, ...shape, allReduce })));
   return g;
 }
-const narrow8: DecodeShape = { cols: 8, wide: false };
+const narrow8: DecodeShape = { cols: 8, wide: false, paired: false };
+const paired = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: true });
 
 /** Exact operands on the device and the reference bits (symmkit's other GEMM, checked against the CPU's). */
 function problem(m: number, n: number, k: number, elem: Elem, salt: number, scale?: Tensor) {
@@ -75,7 +77,6 @@ test(
   "every tile width and slice count gives the reference bits on exact inputs, twice, guards intact",
   { skip },
   () => {
-    const sms = Device.get(0).props.smCount;
     const cases: [string, Elem, number, number, number, number[], boolean][] = [
       ["one row", "bf16", 1, 1040, 4096, [1, 2, 4], false],
       ["odd rows", "bf16", 7, 520, 2048, [1, 2, 8], false],
@@ -84,6 +85,7 @@ test(
       ["rows 65-128, many tiles", "bf16", 100, 8200, 1024, [1], false],
       ["rows 129-256 (wide tiles)", "bf16", 200, 2056, 1024, [1, 4], false],
       ["rows past 256", "bf16", 300, 2048, 256, [1], false],
+      ["rows past 256 in slices (pairs of tile-rows)", "bf16", 333, 1032, 2048, [1, 2], false],
       ["more tiles than SMs (persistent)", "bf16", 3, 20480, 256, [1], false],
       ["fp8", "fp8e4m3", 5, 512, 4096, [1, 2, 8], false],
       ["fp8 with scales", "fp8e4m3", 40, 520, 1024, [1, 4], true],
@@ -94,19 +96,21 @@ test(
       const scale = scaled ? Tensor.fromHost([0.5], "f32", { device: Device.get(0) }) : undefined;
       const { device, a, b, bits, scales } = problem(m, n, k, elem, (salt += 2), scale);
       // The shape the host picks, the wider ones (more zero rows of A in each tile, or several tile-rows
-      // past 128 rows), and wide tiles (two consumers, 128 rows of B).
+      // past 128 rows), wide tiles (two consumers, 128 rows of B), and paired wide tiles (one tile-row
+      // pair, or several, or a pair whose second tile-row lies past m).
       const shapes: DecodeShape[] = [
         decodeShape(m),
-        ...DECODE_COLS.filter((cols) => cols >= 128).map((cols) => ({ cols, wide: false })),
-        { cols: 128, wide: true },
+        ...[128, 160, 192].map((cols) => ({ cols, wide: false, paired: false }) as DecodeShape),
+        { cols: 128, wide: true, paired: false },
+        ...([64, 80, 96, 112, 128, 160, 192] as const).map(paired),
       ];
       for (const shape of shapes.filter(
-        (x, i) => shapes.findIndex((y) => y.cols === x.cols && y.wide === x.wide) === i,
+        (x, i) => shapes.findIndex((y) => describeDecodeShape(y) === describeDecodeShape(x)) === i,
       ))
         for (const splits of splitsList) {
           const { tilesM, tilesN } = decodeTiles(m, n, shape);
-          if (splits > 1 && tilesM * tilesN * splits > sms) continue;
-          const label = `${what} ${m}x${n}x${k} ${elem}, ${shape.cols} x ${shape.wide ? 128 : 64} tiles, ${splits} slices`;
+          if (splits > 1 && tilesM * tilesN * splits > decoder(elem, shape).resident()) continue;
+          const label = `${what} ${m}x${n}x${k} ${elem}, ${describeDecodeShape(shape)} tiles, ${splits} slices`;
           const got = new Guarded([m, n], "bf16", device);
           for (let r = 0; r < 2; r++)
             decoder(elem, shape).launch({
@@ -128,66 +132,75 @@ test(
   },
 );
 
-test("graph replays with A changed between them, split and not, narrow and 160-row tiles", { skip }, () => {
-  const [m, n, k] = [3, 2048, 8192];
-  const first = problem(m, n, k, "bf16", 101);
-  const second = problem(m, n, k, "bf16", 103);
-  const { device } = first;
-  const stream = Stream.create(device);
-  const a = Tensor.empty([m, k], "bf16", { device });
-  for (const [splits, g] of [
-    [1, decoder("bf16", narrow8)],
-    [4, decoder("bf16", narrow8)],
-    [1, decoder("bf16", { cols: 160, wide: false })],
-  ] as const) {
-    const out = Tensor.empty([m, n], "bf16", { device });
-    const launch = () => g.launch({ a: a.ptr, b: first.b.ptr, d: out.ptr, m, n, k, splits, stream });
-    a.copyFrom(first.a, stream);
-    launch(); // the split scratch is allocated outside the capture
-    const graph = Graph.capture(stream, launch);
-    for (const [r, src] of [first, second, first].entries()) {
-      // B stays the first problem's; the second's A times it is the second's reference only if B is
-      // shared, so compare against an eager launch on the same operands.
-      a.copyFrom(src.a, stream);
-      out.fill(NaN, stream);
-      graph.launch(stream);
-      stream.synchronize();
-      const eager = Tensor.empty([m, n], "bf16", { device });
-      g.launch({ a: a.ptr, b: first.b.ptr, d: eager.ptr, m, n, k, splits, stream });
-      stream.synchronize();
-      assert.deepEqual(
-        out.toHost(),
-        eager.toHost(),
-        `${g.kernel.name}, ${splits} slices, replay ${r}: other bits than eager`,
-      );
-      if (src === first)
+test(
+  "graph replays with A changed between them, split and not, narrow, 160-row and paired tiles",
+  { skip },
+  () => {
+    const [m, n, k] = [3, 2048, 8192];
+    const first = problem(m, n, k, "bf16", 101);
+    const second = problem(m, n, k, "bf16", 103);
+    const { device } = first;
+    const stream = Stream.create(device);
+    const a = Tensor.empty([m, k], "bf16", { device });
+    for (const [splits, g] of [
+      [1, decoder("bf16", narrow8)],
+      [4, decoder("bf16", narrow8)],
+      [1, decoder("bf16", { cols: 160, wide: false, paired: false })],
+      [1, decoder("bf16", paired(64))],
+      [2, decoder("bf16", paired(64))],
+    ] as const) {
+      const out = Tensor.empty([m, n], "bf16", { device });
+      const launch = () => g.launch({ a: a.ptr, b: first.b.ptr, d: out.ptr, m, n, k, splits, stream });
+      a.copyFrom(first.a, stream);
+      launch(); // the split scratch is allocated outside the capture
+      const graph = Graph.capture(stream, launch);
+      for (const [r, src] of [first, second, first].entries()) {
+        // B stays the first problem's; the second's A times it is the second's reference only if B is
+        // shared, so compare against an eager launch on the same operands.
+        a.copyFrom(src.a, stream);
+        out.fill(NaN, stream);
+        graph.launch(stream);
+        stream.synchronize();
+        const eager = Tensor.empty([m, n], "bf16", { device });
+        g.launch({ a: a.ptr, b: first.b.ptr, d: eager.ptr, m, n, k, splits, stream });
+        stream.synchronize();
         assert.deepEqual(
           out.toHost(),
-          first.bits,
-          `${g.kernel.name}, ${splits} slices, replay ${r}: wrong bits`,
+          eager.toHost(),
+          `${g.kernel.name}, ${splits} slices, replay ${r}: other bits than eager`,
         );
-      eager.dispose();
+        if (src === first)
+          assert.deepEqual(
+            out.toHost(),
+            first.bits,
+            `${g.kernel.name}, ${splits} slices, replay ${r}: wrong bits`,
+          );
+        eager.dispose();
+      }
+      graph.dispose();
+      out.dispose();
     }
-    graph.dispose();
-    out.dispose();
-  }
-  stream.dispose();
-  for (const t of [a, first.a, first.b, second.a, second.b]) t.dispose();
-});
+    stream.dispose();
+    for (const t of [a, first.a, first.b, second.a, second.b]) t.dispose();
+  },
+);
 
 test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
-  // 24 tiles in up to 4 slices, 320 tiles walked by a persistent grid, and 64 wide tiles (two consumers).
-  for (const [m, n, k, splitsList] of [
-    [24, 1536, 2048, [1, 2, 4, 1]],
-    [5, 20480, 512, [1, 1]],
-    [160, 4096, 1024, [1, 2]],
+  // 24 tiles in up to 4 slices, 320 tiles walked by a persistent grid, 64 wide tiles (two consumers),
+  // and paired wide tiles: 64 pairs, and 160 pairs walked by a persistent grid of clusters.
+  for (const [m, n, k, splitsList, shape] of [
+    [24, 1536, 2048, [1, 2, 4, 1], undefined],
+    [5, 20480, 512, [1, 1], undefined],
+    [160, 4096, 1024, [1, 2], undefined],
+    [160, 8192, 1024, [1, 1], paired(80)],
+    [200, 20480, 512, [1], paired(112)],
   ] as const) {
     const { device, a, b, bits } = problem(m, n, k, "bf16", 201 + m);
-    const exchange = soloExchange(device, m, n);
+    const exchange = soloExchange(device, m, n, shape ?? decodeShape(m));
     for (const splits of splitsList) {
-      const label = `${m}x${n}x${k} all-reduce, ${splits} slices`;
+      const label = `${m}x${n}x${k} all-reduce, ${describeDecodeShape(shape ?? decodeShape(m))} tiles, ${splits} slices`;
       const got = new Guarded([m, n], "bf16", device);
-      decoder("bf16", decodeShape(m), true).launch({
+      decoder("bf16", shape ?? decodeShape(m), true).launch({
         a: a.ptr,
         b: b.ptr,
         d: got.t.ptr,

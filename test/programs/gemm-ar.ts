@@ -455,20 +455,22 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
 {
   const SHAPES: Shape3[] = [];
   for (const m of [1, 7, 33]) for (const n of [16, 48, 264]) for (const k of [16, 80]) SHAPES.push([m, n, k]);
-  // GPU-only: these pick the GPU GEMM's kernel paths (m from a decode step to 300, K long enough for
+  // GPU-only: these pick the GPU GEMM's kernel paths (m from a decode step to 350, K long enough for
   // split-K up to 8 slices and not); the CPU backend has one loop, where every rank's host GEMMs of them
   // would take minutes.
   const KERNEL_PATHS: Shape3[] = [
     [1, 256, 512],
     [7, 1040, 784],
     [128, 512, 1024],
-    [300, 784, 512],
+    [300, 784, 512], // paired decode tiles of 160 rows of A: clusters of two CTAs sharing B
     [5, 2048, 4096],
     [33, 1040, 3072],
     [150, 1040, 1024], // decode tiles of 160 rows of A
     [180, 520, 2048], // decode tiles of 192 rows of A
-    [200, 1040, 1024], // wide decode tiles: two consumers, a flag each
+    [200, 1040, 1024], // paired decode tiles of 128: two consumers, a flag each
+    [350, 1032, 1024], // paired decode tiles of 192
     [2, 16384, 256], // 256 decode tiles, more than SMs: a persistent grid exchanging tile after tile
+    [260, 16384, 256], // 128 pairs of tiles, more than fit: a persistent grid of clusters
   ];
   let cases = 0;
   let calls = 0;

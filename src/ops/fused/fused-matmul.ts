@@ -76,7 +76,7 @@ import {
   type Span,
   type SymmkitGemmPlan,
 } from "../gemm/matmul.js";
-import { decodeFlagCount, DecodeGemm, type DecodeShape } from "../gemm/decode-gemm.js";
+import { decodeFlagCount, DecodeGemm, describeDecodeShape, type DecodeShape } from "../gemm/decode-gemm.js";
 import { launchNorm, normKernel } from "../norm/rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
 import { pickFusedRule, type TunedFused } from "../tune-table.js";
@@ -523,13 +523,13 @@ export class FusedMatmul {
   }
 
   #decoder(elem: FusedProblem["elem"], shape: DecodeShape): DecodeGemm {
-    const { cols, wide } = shape;
-    const key = `decode/${elem}/${cols}/${wide}`;
+    const { cols, wide, paired } = shape;
+    const key = `decode/${elem}/${describeDecodeShape(shape)}`;
     let g = this.#decoders.get(key);
     if (!g) {
       g = new DecodeGemm(
         this.#ctx.group.device,
-        { elem, cols, wide, allReduce: true },
+        { elem, cols, wide, paired, allReduce: true },
         this.#ctx.group.watch,
       );
       this.#decoders.set(key, g);

@@ -1,6 +1,6 @@
 // symmkit's GEMM for few rows of A (device/include/symmkit/gemm/decode_gemm.cuh): D[m, n] = A[m, k] * B[n, k]^T
-// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (128 by 128, two consumers,
-// above 192 rows), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in
+// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (or 128 rows of B, two
+// consumers, alone or paired in clusters of two CTAs that share B by multicast), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in
 // its epilogue. matmul() and the fused GEMM + all-reduce run it at decode sizes (decodeFits); HopperGemm
 // runs everything else.
 import { InvalidArgumentError } from "../../errors.js";
@@ -26,7 +26,7 @@ import {
 import { SplitScratch } from "./split-scratch.js";
 
 /** Rows of A a tile takes (wgmma's N side). */
-export const DECODE_COLS = [8, 16, 32, 64, 128, 160, 192] as const;
+export const DECODE_COLS = [8, 16, 32, 64, 80, 96, 112, 128, 160, 192] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
 /** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
 export const DECODE_ROWS_B = 64;
@@ -34,10 +34,18 @@ const MAX_STAGES = 16;
 const SHARED_MAX = 227 * 1024;
 const TILE_K_BYTES = 128;
 
-/** A tile's shape: `cols` rows of A by 64 rows of B, or 128 with `wide` (two consumer warpgroups). */
+/** A tile's shape: `cols` rows of A by 64 rows of B, or 128 with `wide` (two consumer warpgroups); wide
+ * tiles `paired` run in clusters of two CTAs on neighbouring tile-rows of A, each loading half of their
+ * block of B multicast to both (decode_gemm.cuh kPair). */
 export interface DecodeShape {
   readonly cols: DecodeCols;
   readonly wide: boolean;
+  readonly paired: boolean;
+}
+
+/** A shape in words: "160 x 64", "128 x 128", "96 x 128 paired". */
+export function describeDecodeShape(s: DecodeShape): string {
+  return `${s.cols} x ${s.wide ? 128 : 64}${s.paired ? " paired" : ""}`;
 }
 
 export interface DecodeVariant extends DecodeShape {
@@ -47,6 +55,7 @@ export interface DecodeVariant extends DecodeShape {
 }
 
 const consumers = (s: DecodeShape): number => (s.wide ? 2 : 1);
+const pairOf = (s: DecodeShape): number => (s.paired ? 2 : 1);
 
 /** Threads of a launch: the producer's warpgroup and one per consumer. */
 export function decodeThreads(s: DecodeShape): number {
@@ -62,13 +71,19 @@ export function decodeSharedBytes(s: DecodeShape): number {
   return stages * stage + transposed + 2 * stages * 8 + 1024;
 }
 
-/** The tile for m rows of A: the narrowest of DECODE_COLS that covers them, one consumer, up to 192 rows;
- * beyond, 128 rows of A by 128 of B (two consumers, two tile-rows), which beat one consumer's m64n256
- * MMAs (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM). */
+/** The tile for m rows of A: the narrowest one-consumer tile that covers them up to 192 rows; beyond, the
+ * narrowest paired wide tiles whose two tile-rows cover them (128, 160 or 192 rows of A each), which read
+ * B from L2 once per pair: on an H200 they beat the unpaired wide tiles by 8-15% and the Hopper GEMM's
+ * 128 x 256 tiles by 25-30% there (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM). */
 export function decodeShape(m: number): DecodeShape {
-  const cols = DECODE_COLS.find((c) => c >= m);
-  return cols === undefined ? { cols: 128, wide: true } : { cols, wide: false };
+  const cols = NARROW_COLS.find((c) => c >= m);
+  if (cols !== undefined) return { cols, wide: false, paired: false };
+  return { cols: PAIRED_COLS.find((c) => 2 * c >= m) ?? 192, wide: true, paired: true };
 }
+const NARROW_COLS: readonly DecodeCols[] = [8, 16, 32, 64, 128, 160, 192];
+/** Paired tiles' rows of A that matmul() takes: wgmma's N at a multiple of 32 (80 and 112 measured 20-30%
+ * slower than 96 and 128). */
+const PAIRED_COLS: readonly DecodeCols[] = [128, 160, 192];
 
 /** Rows of A's box (decode_box_rows): the tile's, or m rounded up to 8 when A has fewer rows, so that
  * little of a box lies past A (TMA's zero fill of a box mostly past the tensor is slow). */
@@ -76,13 +91,19 @@ export function decodeBoxRows(m: number, cols: DecodeCols): number {
   return m < cols ? Math.ceil(m / 8) * 8 : cols;
 }
 
+/** Tile-rows of A (a multiple of the pair) and tile-columns of B. */
 export function decodeTiles(m: number, n: number, s: DecodeShape): { tilesM: number; tilesN: number } {
-  return { tilesM: Math.ceil(m / s.cols), tilesN: Math.ceil(n / (consumers(s) * DECODE_ROWS_B)) };
+  const pair = pairOf(s);
+  return {
+    tilesM: pair * Math.ceil(m / (pair * s.cols)),
+    tilesN: Math.ceil(n / (consumers(s) * DECODE_ROWS_B)),
+  };
 }
 
-/** The most rows matmul() and GEMM + all-reduce give the decode GEMM: beyond, HopperGemm's 128 x 256
- * tiles reuse B across more rows of A in shared memory and win (bench/gemm-split-sweep.mjs). */
-export const DECODE_MAX_ROWS = 256;
+/** The most rows matmul() and GEMM + all-reduce give the decode GEMM (two paired tile-rows of 192): beyond,
+ * HopperGemm's 128 x 256 tiles reuse B across more rows of A in shared memory and win
+ * (bench/decode-shapes.mjs). */
+export const DECODE_MAX_ROWS = 384;
 
 /** Whether the decode GEMM takes this problem: few rows, B as [n, k], whole 16-byte chunks of D's rows. */
 export function decodeFits(m: number, n: number, layoutB: "nk" | "kn"): boolean {
@@ -93,17 +114,17 @@ export function decodeFits(m: number, n: number, layoutB: "nk" | "kn"): boolean 
 const MIN_SPLIT_KBLOCKS = 16;
 const MAX_SPLITS = 16;
 
-/** Split-K slices that fill `smCount` SMs with one CTA each: a power of two, 1 once the tiles fill half
- * the SMs (n >= 4224 at m <= 128 on 132 SMs). */
+/** Split-K slices that fill the `resident` CTAs (the SMs, or DecodeGemm.resident()) with one tile slice
+ * each: a power of two, 1 once the tiles fill half of them (n >= 4224 at m <= 128 on 132 SMs). */
 export function decodeSplitsFor(
   m: number,
   n: number,
   k: number,
   elementBytes: number,
-  smCount: number,
+  resident: number,
 ): number {
   const { tilesM, tilesN } = decodeTiles(m, n, decodeShape(m));
-  const byGrid = Math.floor(smCount / (tilesM * tilesN));
+  const byGrid = Math.floor(resident / (tilesM * tilesN));
   const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
   const most = Math.min(byGrid, byK, MAX_SPLITS);
   return most < 2 ? 1 : 2 ** Math.floor(Math.log2(most));
@@ -112,21 +133,23 @@ export function decodeSplitsFor(
 const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
 
 export function decodeExpr(v: DecodeVariant): string {
-  return `symmkit::gemm::decode_gemm<${ELEM_TYPES[v.elem]}, ${v.cols}, ${consumers(v)}, ${v.allReduce}>`;
+  return `symmkit::gemm::decode_gemm<${ELEM_TYPES[v.elem]}, ${v.cols}, ${consumers(v)}, ${pairOf(v)}, ${v.allReduce}>`;
 }
 
 export function decodeProgram(v: DecodeVariant): ProgramSpec {
   return {
-    name: `symmkit/gemm/decode/${v.elem}-n${v.cols}${v.wide ? "-wide" : ""}${v.allReduce ? "-all-reduce" : ""}`,
+    name: `symmkit/gemm/decode/${v.elem}-n${v.cols}${v.wide ? "-wide" : ""}${v.paired ? "-paired" : ""}${v.allReduce ? "-all-reduce" : ""}`,
     source: '#include "symmkit/gemm/decode_gemm.cuh"\n',
     nameExpressions: [decodeExpr(v)],
   };
 }
 
+/** The variants matmul() and GEMM + all-reduce may run (decodeShape's), in both dtypes. */
 export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
-  [...DECODE_COLS.map((cols) => ({ cols, wide: false })), { cols: 128 as const, wide: true }].flatMap(
-    (shape) => [false, true].map((allReduce) => ({ elem, ...shape, allReduce })),
-  ),
+  [
+    ...NARROW_COLS.map((cols) => ({ cols, wide: false, paired: false })),
+    ...PAIRED_COLS.map((cols) => ({ cols, wide: true, paired: true })),
+  ].flatMap((shape) => [false, true].map((allReduce) => ({ elem, ...shape, allReduce }))),
 );
 export const DECODE_PROGRAMS: readonly ProgramSpec[] = DECODE_VARIANTS.map(decodeProgram);
 
@@ -165,9 +188,9 @@ export const DECODE_PARAMS = [
   { bytes: L.bytes, align: 8 },
 ] as const;
 
-/** Flags one rank's GEMM + all-reduce needs in the decode GEMM: world x tiles x consumers. */
-export function decodeFlagCount(m: number, n: number, world: number): number {
-  const shape = decodeShape(m);
+/** Flags one rank's GEMM + all-reduce needs in the decode GEMM: world x tiles x consumers (of the tiles
+ * matmul() picks, or of `shape`). */
+export function decodeFlagCount(m: number, n: number, world: number, shape = decodeShape(m)): number {
   const { tilesM, tilesN } = decodeTiles(m, n, shape);
   return world * tilesM * tilesN * consumers(shape);
 }
@@ -179,9 +202,10 @@ export function soloExchange(
   device: Device,
   m: number,
   n: number,
+  shape = decodeShape(m),
 ): GemmScatter & { epoch: Ptr; counts: Tensor; dispose(): void } {
   const recv = Tensor.empty([m, n], "bf16", { device });
-  const flags = Tensor.zeros([decodeFlagCount(m, n, 1)], "u32", { device });
+  const flags = Tensor.zeros([decodeFlagCount(m, n, 1, shape)], "u32", { device });
   const counts = Tensor.zeros([2], "u32", { device });
   return {
     rank: 0,
@@ -213,6 +237,7 @@ export class DecodeGemm extends HopperLauncher {
   readonly kernel: Kernel<typeof DECODE_PARAMS>;
   readonly #args = new Uint8Array(L.bytes);
   readonly #view = new DataView(this.#args.buffer);
+  #resident: number | undefined;
 
   constructor(device: Device, variant: DecodeVariant, watch?: SyncWatch) {
     super(device, watch);
@@ -235,7 +260,7 @@ export class DecodeGemm extends HopperLauncher {
     const tiles = tilesM * tilesN;
     const splits = p.splits ?? 1;
     const kblocks = gemmKBlocks(k, es);
-    const sms = this.device.props.smCount;
+    const sms = this.resident();
     if (!Number.isInteger(splits) || splits < 1 || !Number.isInteger(Math.log2(splits)) || splits > kblocks)
       throw new InvalidArgumentError(
         `gemm: splits = ${splits} must be a power of two at most the ${kblocks} k-blocks`,
@@ -243,7 +268,7 @@ export class DecodeGemm extends HopperLauncher {
     // A split launch's scratch holds one wave.
     if (splits > 1 && tiles * splits > sms)
       throw new InvalidArgumentError(
-        `gemm: the decode GEMM in slices runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} SMs`,
+        `gemm: the decode GEMM in slices runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} CTAs resident at once`,
       );
     if (v.allReduce !== (p.exchange !== undefined))
       throw new InvalidArgumentError(
@@ -282,15 +307,36 @@ export class DecodeGemm extends HopperLauncher {
         grid: Math.min(tiles * splits, sms),
         block: decodeThreads(v),
         sharedBytes: decodeSharedBytes(v),
+        ...(v.paired ? { cluster: 2 } : {}),
         stream,
         // The exchange waits (griddepcontrol.wait) for the kernel before it, the barrier over the ranks,
         // only before its first push: the main loop runs under the barrier.
         programmatic: v.allReduce,
       },
       map(p.a, m, decodeBoxRows(m, v.cols)),
-      map(p.b, n, consumers(v) * DECODE_ROWS_B),
+      map(p.b, n, (consumers(v) / pairOf(v)) * DECODE_ROWS_B),
       this.#args,
     );
+  }
+
+  /** CTAs of this variant resident at once, one per SM: the SMs, or for pairs the clusters of two that
+   * fit (cuOccupancyMaxActiveClusters), twice. A persistent grid holds no more. */
+  resident(): number {
+    if (this.#resident === undefined) {
+      const sms = this.device.props.smCount;
+      this.#resident = this.variant.paired
+        ? 2 *
+          this.kernel.maxActiveClusters({
+            grid: 2 * Math.floor(sms / 2),
+            block: decodeThreads(this.variant),
+            sharedBytes: decodeSharedBytes(this.variant),
+            cluster: 2,
+          })
+        : sms;
+      if (this.#resident < 2)
+        throw new InvalidArgumentError(`gemm: no cluster of two ${this.kernel.name} CTAs fits on this GPU`);
+    }
+    return this.#resident;
   }
 
   #writeExchange(s: GemmScatter, m: number): void {

@@ -9,7 +9,14 @@ import { dtypeInfo, type DType } from "../../runtime/dtype.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js";
 import { gemmKernelFor, HopperGemm, splitsFor } from "./hopper-gemm.js";
 import type { GemmVariant } from "./programs.js";
-import { decodeFits, DecodeGemm, decodeShape, decodeSplitsFor, type DecodeShape } from "./decode-gemm.js";
+import {
+  decodeFits,
+  DecodeGemm,
+  decodeShape,
+  decodeSplitsFor,
+  describeDecodeShape,
+  type DecodeShape,
+} from "./decode-gemm.js";
 
 export const MATMUL_IMPLS = ["symmkit", "cublaslt"] as const;
 export type MatmulImpl = (typeof MATMUL_IMPLS)[number];
@@ -184,6 +191,17 @@ export function gemmOperands(
 const gemms = new Map<string, HopperGemm>();
 const decoders = new Map<string, DecodeGemm>();
 
+/** The plain decode GEMM of `shape` on `device`, made on first use. */
+function decoderFor(device: Device, elem: MatmulProblem["elem"], shape: DecodeShape): DecodeGemm {
+  const key = `${device.ordinal}/${elem}/${describeDecodeShape(shape)}`;
+  let g = decoders.get(key);
+  if (!g) {
+    const { cols, wide, paired } = shape;
+    decoders.set(key, (g = new DecodeGemm(device, { elem, cols, wide, paired, allReduce: false })));
+  }
+  return g;
+}
+
 /** Which of symmkit's GEMM kernels runs a problem, and in how many slices of K. */
 export type SymmkitGemmPlan =
   | ({ readonly kernel: "decode"; readonly splits: number } & DecodeShape)
@@ -200,8 +218,12 @@ export type SymmkitGemmPlan =
 export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPlan {
   const es = dtypeInfo(p.elem).bytes;
   const sms = device.props.smCount;
-  if (decodeFits(p.m, p.n, p.layoutB))
-    return { kernel: "decode", ...decodeShape(p.m), splits: decodeSplitsFor(p.m, p.n, p.k, es, sms) };
+  if (decodeFits(p.m, p.n, p.layoutB)) {
+    const shape = decodeShape(p.m);
+    // Paired tiles' slices fill the clusters that fit, which may be fewer than the SMs' pairs.
+    const resident = shape.paired ? decoderFor(device, p.elem, shape).resident() : sms;
+    return { kernel: "decode", ...shape, splits: decodeSplitsFor(p.m, p.n, p.k, es, resident) };
+  }
   const splits = splitsFor(p.m, p.n, p.k, es, sms);
   return { kernel: "hopper", splits, ...gemmKernelFor(p.m, splits) };
 }
@@ -209,7 +231,7 @@ export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPl
 /** A plan in words, for benchmarks: "decode, 8-row tiles, 4 slices", "hopper, narrow ring, 2 slices". */
 export function describePlan(plan: SymmkitGemmPlan): string {
   const slices = `${plan.splits} slice${plan.splits > 1 ? "s" : ""}`;
-  if (plan.kernel === "decode") return `decode, ${plan.cols} x ${plan.wide ? 128 : 64} tiles, ${slices}`;
+  if (plan.kernel === "decode") return `decode, ${describeDecodeShape(plan)} tiles, ${slices}`;
   return `hopper${plan.narrow ? ", narrow ring" : ""}, ${slices}`;
 }
 
@@ -230,14 +252,7 @@ export function launchSymmkitGemm(
 ): void {
   const common = { ...operands, splits: plan.splits, ...(stream ? { stream } : {}) };
   if (plan.kernel === "decode") {
-    const key = `${device.ordinal}/${p.elem}/${plan.cols}/${plan.wide}`;
-    let g = decoders.get(key);
-    if (!g)
-      decoders.set(
-        key,
-        (g = new DecodeGemm(device, { elem: p.elem, cols: plan.cols, wide: plan.wide, allReduce: false })),
-      );
-    g.launch(common);
+    decoderFor(device, p.elem, plan).launch(common);
     return;
   }
   const key = `${device.ordinal}/${p.elem}/${p.layoutB}/${plan.splitK}/${plan.narrow}`;

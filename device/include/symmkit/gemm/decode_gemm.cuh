@@ -6,19 +6,28 @@
 // needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
 // warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 256; the host takes the
 // narrowest of 8 to 192 that covers m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n =
-// 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by 128 of A with one consumer per
-// 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over two warpgroups: the host
-// takes them above 192 rows. cuBLASLt's decode kernels are built the same way (nvjet "64x8" to
-// "128x128" tiles, A and B swapped).
+// 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by kCols of A, with one consumer per
+// 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over two warpgroups. Paired wide
+// tiles (kPair = 2) run in clusters of two CTAs on neighbouring tile-rows of A (tm even and odd, the same
+// tn), each CTA loading half of their common block of B multicast to both: B then crosses L2 once per
+// block and A once per pair, where L2's bandwidth bounds the unpaired tiles (H200, m > 128). cuBLASLt's
+// decode kernels are built the same way (nvjet "64x8" to "128x128" tiles, A and B swapped, 1 x 2
+// clusters).
 //
-// Contract. A persistent grid of at most one CTA per SM walks steps i = blockIdx.x, + gridDim.x, ...: step
-// i is slice i % 2^split_log2 of tile i >> split_log2, tile = tn * tiles_m + tm (the tiles of A that
-// share one block of B run side by side, for L2). Warpgroup 0's first thread is the producer: for each
-// k-block of each of its steps it waits for a free stage (empty mbarrier, one arrival per consumer) and
-// issues two TMA loads, 64 kConsumers rows of B and kCols rows of A by 128 bytes of K, completing the
-// stage's full mbarrier. Warpgroup 1 + c is consumer c, for rows 64 c .. 64 c + 63 of the tile's B: it
+// Contract. A persistent grid of at most one CTA per SM (one cluster of kPair per kPair SMs) walks steps
+// i = blockIdx.x / kPair, + gridDim.x / kPair, ...: step i is slice i % 2^split_log2 of tile-unit
+// u = i >> split_log2, and the CTA of cluster rank c takes tile tn * tiles_m + tm with tn = u / (tiles_m /
+// kPair), tm = kPair (u % (tiles_m / kPair)) + c (tiles_m is a multiple of kPair; the tiles of A that share
+// one block of B run side by side, for L2). Warpgroup 0's first thread is the producer: for each k-block of
+// each of its steps it waits for a free stage (empty mbarrier, one arrival per consumer of each CTA of the
+// cluster) and issues the TMA loads of kCols rows of A and of 64 kConsumers rows of B by 128 bytes of K,
+// completing the stage's full mbarrier; paired, it loads the 64 rows of B of its cluster rank, multicast
+// to both CTAs (the two CTAs walk the same steps, so a stage is the same k-block in both). Warpgroup 1 + c is consumer c, for rows 64 c .. 64 c + 63 of the tile's B: it
 // waits for a full stage, issues wgmma m64n<kCols> over its four 32-byte k-steps and releases the
-// previous stage once wgmma_wait<1> proves its MMAs retired. The accumulator register 4j + {0..3} of
+// previous stage (in both CTAs of a pair: the peer's producer writes it too) once wgmma_wait<1> proves its
+// MMAs retired. A pair meets at a cluster barrier after its barriers are initialised, before any load
+// reaches the peer, and at its end, so that neither CTA exits while the other may still arrive on its
+// barriers. The accumulator register 4j + {0..3} of
 // thread t holds D^T rows (columns of D) 16 (t / 32) + (t % 32) / 4 (+8) of the consumer's 64 and
 // columns (rows of D) 8j + 2 (t % 4) (+1).
 // Split-K (split_log2 > 0; the host launches one wave, one CTA per tile slice): each slice's consumers
@@ -68,8 +77,8 @@ constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
 template <u32 kCols, u32 kConsumers>
 struct DecodeRing {
   static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 256, "wgmma's N side: 8 to 256 rows of A");
-  static_assert(kConsumers == 1 || (kConsumers == 2 && kCols <= 128),
-                "one consumer warpgroup, or two with at most 128 accumulator columns each (registers)");
+  static_assert(kConsumers == 1 || (kConsumers == 2 && kCols <= 192),
+                "one consumer warpgroup, or two with at most 192 accumulator columns each (registers)");
   static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
@@ -235,10 +244,22 @@ __device__ __forceinline__ bool decode_split_fixup(const DecodeArgs& a, float (&
   return true;
 }
 
-template <typename Elem, u32 kCols, u32 kConsumers, bool kAllReduce>
+/** Step i's tile (see the contract): slice, tile index, tile-row of A, tile-column of B. */
+struct DecodeStep {
+  u32 split, tile, tm, tn;
+};
+template <u32 kPair>
+__device__ __forceinline__ DecodeStep decode_step(const DecodeArgs& a, u32 i, u32 cta_rank) {
+  const u32 unit = i >> a.split_log2, unit_rows = a.tiles_m / kPair;
+  const u32 tm = kPair * (unit % unit_rows) + cta_rank, tn = unit / unit_rows;
+  return {i & ((1u << a.split_log2) - 1), tn * a.tiles_m + tm, tm, tn};
+}
+
+template <typename Elem, u32 kCols, u32 kConsumers, u32 kPair, bool kAllReduce>
 __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     decode_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
                 const __grid_constant__ DecodeArgs args) {
+  static_assert(kPair == 1 || (kPair == 2 && kConsumers == 2), "pairs of wide tiles: each CTA loads one consumer's rows of B");
   using R = DecodeRing<kCols, kConsumers>;
   constexpr u32 kRowsB = kConsumers * kDecodeRowsB;
   constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
@@ -256,18 +277,20 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   __shared__ u32 epoch;
 
   const u32 split_log2 = args.split_log2;
-  const u32 split_mask = (1u << split_log2) - 1;
-  const u32 count = (args.tiles_m * args.tiles_n) << split_log2;
+  const u32 count = (args.tiles_m * args.tiles_n) << split_log2 >> (kPair - 1);
+  const u32 first = blockIdx.x / kPair, stride = gridDim.x / kPair;
+  const u32 cta_rank = kPair > 1 ? cluster_cta_rank() : 0;
   const u64 pipeline_ns = kPipelineTimeoutNs + args.env.timeout_ns;
   if (threadIdx.x == 0) {
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, kConsumers);  // one arrival per consumer warpgroup
+      mbar_init(empty + s, kConsumers * kPair);  // one arrival per consumer warpgroup of the cluster
     }
     mbar_init_fence();
     if constexpr (kAllReduce) epoch = call_epoch(args.epoch);
   }
   __syncthreads();
+  if constexpr (kPair > 1) cluster_sync();  // the peer's barriers exist before a load or arrival reaches them
   const u32 kblocks = (args.k + kTileK - 1) / kTileK;
 
   // With two consumers, 384 threads leave 168 registers each, fewer than a consumer's accumulators and
@@ -277,18 +300,24 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     if constexpr (kShiftRegisters) set_max_registers_dec<40>();
     if (threadIdx.x != 0) return;
     u32 it = 0;
-    for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-      const u32 split = i & split_mask, tile = i >> split_log2;
-      const u32 tm = tile % args.tiles_m, tn = tile / args.tiles_m;
-      const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
-      for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
+    for (u32 i = first; i < count; i += stride) {
+      const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
+      const u32 kb_end = split_begin(kblocks, split_log2, st.split + 1);
+      for (u32 kb = split_begin(kblocks, split_log2, st.split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
         mbar_wait<true>(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, s));
         mbar_arrive_expect_tx(full + s, R::kBytesB + decode_box_rows<kCols>(args.m) * kTileKBytes);
-        tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, tn * kRowsB);
-        tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, decode_row_a<kCols>(args.m, tm));
+        if constexpr (kPair > 1) {
+          const u32 half = cta_rank * kDecodeRowsB;
+          tma_load_2d_multicast(tiles_b + s * R::kBytesB + half * kTileKBytes, &map_b, full + s, kb * kTileK,
+                                st.tn * kRowsB + half, 0b11);
+        } else {
+          tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, st.tn * kRowsB);
+        }
+        tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, decode_row_a<kCols>(args.m, st.tm));
       }
     }
+    if constexpr (kPair > 1) cluster_sync();
     return;
   }
 
@@ -299,10 +328,15 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   float scale = 1.0f;
   if (args.scale_a) scale *= *args.scale_a;
   if (args.scale_b) scale *= *args.scale_b;
+  // A stage is free once this CTA's consumers and, paired, the peer's have released it.
+  const auto release = [&](u32 s) {
+    if (wg_thread == 0) mbar_arrive(empty + s);
+    if (kPair > 1 && wg_thread == 1) mbar_arrive_cluster(empty + s, cta_rank ^ 1);
+  };
   u32 it = 0;
-  for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-    const u32 split = i & split_mask, tile = i >> split_log2;
-    const u32 tm = tile % args.tiles_m, tn = tile / args.tiles_m;
+  for (u32 i = first; i < count; i += stride) {
+    const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
+    const u32 split = st.split, tile = st.tile, tm = st.tm, tn = st.tn;
     const u32 nkb = split_begin(kblocks, split_log2, split + 1) - split_begin(kblocks, split_log2, split);
     float acc[kRegs];
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
@@ -319,11 +353,11 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
         mma_m64n(acc, kmajor_sw128_desc(b0 + 32 * step), kmajor_sw128_desc(a0 + 32 * step), 1u, Elem{});
       wgmma_commit();
       wgmma_wait<1>();
-      if (kb > 0 && wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
+      if (kb > 0) release((it + kStages - 1) % kStages);
     }
     wgmma_wait<0>();
     fence_accumulators(acc);
-    if (wg_thread == 0) mbar_arrive(empty + (it + kStages - 1) % kStages);
+    release((it + kStages - 1) % kStages);
     if (split_log2 != 0 &&
         !decode_split_fixup<kRegs, kConsumers>(args, acc, tile, split, consumer, wg_thread, split_last))
       continue;
@@ -340,6 +374,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       });
     }
   }
+  if constexpr (kPair > 1) cluster_sync();
 }
 
 }  // namespace gemm

@@ -104,6 +104,35 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64
       : "memory");
 }
 
+/** The same load, multicast: the box lands at `dst`'s offset in the shared memory of every CTA of the
+ * cluster in `cta_mask`, and each of them gets the bytes on the mbarrier at `bar`'s offset. */
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap* map, u64* bar, i32 x, i32 y, u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(smem_addr(bar)), "h"(cta_mask)
+      : "memory");
+}
+
+/** This CTA's rank in its cluster. */
+__device__ __forceinline__ u32 cluster_cta_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+/** Arrives on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `cta`. */
+__device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 cta) {
+  asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}"
+               ::"r"(smem_addr(bar)), "r"(cta)
+               : "memory");
+}
+
+/** Barrier over every thread of the cluster (threads that exited count as arrived); what a thread did
+ * before it is visible to every thread of the cluster after it. */
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
 /** 2D tiled TMA store of the box at (x, y) from shared memory; clipped at the tensor's bounds. */
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, const void* src, i32 x, i32 y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"

@@ -99,7 +99,7 @@ __device__ __forceinline__ void mma_m64n(float (&d)[128], u64 desc_a, u64 desc_b
 
 #undef SYMMKIT_WGMMA_M64N256
 
-// m64nN MMAs for N = 8 to 192 (the decode GEMM, gemm/decode_gemm.cuh; N = 256 is above): d (+)= A[64 x k] * B[N x k]^T, both
+// m64nN MMAs for N = 8, 16, 32, 64, 80, 96, 112, 128, 160, 192 (the decode GEMM, gemm/decode_gemm.cuh; N = 256 is above): d (+)= A[64 x k] * B[N x k]^T, both
 // K-major; d holds N / 2 floats per thread, register 4*j + {0,1,2,3} of thread t (warp w = t / 32, lane
 // l) rows 16*w + l/4 (+8 for 2, 3) and columns 8*j + 2*(l%4) (+1 for 1, 3), as for m64n256. Overloaded on
 // the accumulator's length; `accumulate` == 0 overwrites d.
@@ -130,6 +130,27 @@ __device__ __forceinline__ void mma_m64n(float (&d)[128], u64 desc_a, u64 desc_b
                "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
                "}, %32, %33, p, " IMMS ";\n}\n" \
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
+#define SYMMKIT_WGMMA_M64N80(INSTR, IMMS) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n" INSTR " {" \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39" \
+               "}, %40, %41, p, " IMMS ";\n}\n" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]) \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
+#define SYMMKIT_WGMMA_M64N96(INSTR, IMMS) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n" INSTR " {" \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" \
+               "}, %48, %49, p, " IMMS ";\n}\n" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]) \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
+#define SYMMKIT_WGMMA_M64N112(INSTR, IMMS) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %58, 0;\n" INSTR " {" \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55" \
+               "}, %56, %57, p, " IMMS ";\n}\n" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]) \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 
 #define SYMMKIT_WGMMA_M64N128(INSTR, IMMS) \
@@ -181,6 +202,27 @@ __device__ __forceinline__ void mma_m64n(float (&d)[32], u64 desc_a, u64 desc_b,
   SYMMKIT_WGMMA_M64N64("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", "1, 1");
 }
 
+__device__ __forceinline__ void mma_m64n(float (&d)[40], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
+  SYMMKIT_WGMMA_M64N80("wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16", "1, 1, 0, 0");
+}
+__device__ __forceinline__ void mma_m64n(float (&d)[40], u64 desc_a, u64 desc_b, u32 accumulate, fp8e4m3) {
+  SYMMKIT_WGMMA_M64N80("wgmma.mma_async.sync.aligned.m64n80k32.f32.e4m3.e4m3", "1, 1");
+}
+
+__device__ __forceinline__ void mma_m64n(float (&d)[48], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
+  SYMMKIT_WGMMA_M64N96("wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16", "1, 1, 0, 0");
+}
+__device__ __forceinline__ void mma_m64n(float (&d)[48], u64 desc_a, u64 desc_b, u32 accumulate, fp8e4m3) {
+  SYMMKIT_WGMMA_M64N96("wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3", "1, 1");
+}
+
+__device__ __forceinline__ void mma_m64n(float (&d)[56], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
+  SYMMKIT_WGMMA_M64N112("wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16", "1, 1, 0, 0");
+}
+__device__ __forceinline__ void mma_m64n(float (&d)[56], u64 desc_a, u64 desc_b, u32 accumulate, fp8e4m3) {
+  SYMMKIT_WGMMA_M64N112("wgmma.mma_async.sync.aligned.m64n112k32.f32.e4m3.e4m3", "1, 1");
+}
+
 __device__ __forceinline__ void mma_m64n(float (&d)[64], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
   SYMMKIT_WGMMA_M64N128("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "1, 1, 0, 0");
 }
@@ -209,6 +251,12 @@ __device__ __forceinline__ void mma_m64n(float (&d)[96], u64 desc_a, u64 desc_b,
 #undef SYMMKIT_WGMMA_M64N32
 
 #undef SYMMKIT_WGMMA_M64N64
+
+#undef SYMMKIT_WGMMA_M64N80
+
+#undef SYMMKIT_WGMMA_M64N96
+
+#undef SYMMKIT_WGMMA_M64N112
 
 #undef SYMMKIT_WGMMA_M64N128
 
