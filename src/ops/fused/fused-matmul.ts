@@ -509,17 +509,19 @@ export class FusedMatmul {
   /** Why the fused GEMM + all-reduce cannot run for `p` in this group, or undefined. */
   #allReduceRoom(p: FusedProblem): string | undefined {
     const world = this.#ctx.group.worldSize;
+    const plan = this.#allReduceKernel(p);
     const flags =
-      this.#allReduceKernel(p).kernel === "decode"
-        ? decodeFlagCount(p.m, p.n, world)
-        : scatterFlagCount(p.m, p.n, world);
+      plan.kernel === "decode" ? decodeFlagCount(p.m, p.n, world, plan) : scatterFlagCount(p.m, p.n, world);
     return this.#exchangeRoom("world x m x n x 2", world * p.m * p.n * 2, flags);
   }
 
   /** The fused GEMM + all-reduce's kernel: the one matmul() runs, with its all-reduce epilogue (the Hopper
-   * GEMM's all-reduce has split-K compiled in), so fused and sequential do the same arithmetic. */
+   * GEMM's all-reduce has split-K compiled in), so fused and sequential do the same arithmetic. Paired
+   * decode tiles run unpaired here, with the same tiles, slices and MMAs: their exchange epilogue measured
+   * 20-25 µs slower paired at m = 224-256 (bench/decode-ar.mjs, one H200), level at 320-384. */
   #allReduceKernel(p: FusedProblem): SymmkitGemmPlan {
-    return symmkitGemmPlan(this.#ctx.group.device, p);
+    const plan = symmkitGemmPlan(this.#ctx.group.device, p);
+    return plan.kernel === "decode" ? { ...plan, paired: false } : plan;
   }
 
   #decoder(elem: FusedProblem["elem"], shape: DecodeShape): DecodeGemm {
