@@ -193,8 +193,13 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
     assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${describeDecodeShape(v)}: shared memory`);
     assert.equal(decodeThreads(v), v.wide ? 384 : 256);
   }
-  // Both dtypes, with and without the all-reduce: 7 one-consumer tiles and 3 paired ones.
+  // Both dtypes: 7 one-consumer tiles with and without the all-reduce, and 3 wide ones, paired plain and
+  // unpaired with the all-reduce (what FusedMatmul runs).
   assert.equal(DECODE_PROGRAMS.length, 2 * (7 + 3) * 2);
+  assert.ok(
+    DECODE_VARIANTS.every((v) => v.paired === (v.wide && !v.allReduce)),
+    "matmul() pairs wide tiles, GEMM + all-reduce runs them unpaired",
+  );
   assert.equal(new Set(DECODE_PROGRAMS.map((p) => p.name)).size, DECODE_PROGRAMS.length);
   assert.ok(PROGRAMS.includes(DECODE_PROGRAMS[0]!), "CI compiles the decode GEMM's programs");
 });

@@ -1,8 +1,8 @@
 // symmkit's GEMM for few rows of A (device/include/symmkit/gemm/decode_gemm.cuh): D[m, n] = A[m, k] * B[n, k]^T
 // computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (or 128 rows of B, two
-// consumers, alone or paired in clusters of two CTAs that share B by multicast), with split-K for problems of few tiles and, optionally, GEMM + all-reduce's exchange in
-// its epilogue. matmul() and the fused GEMM + all-reduce run it at decode sizes (decodeFits); HopperGemm
-// runs everything else.
+// consumers, alone or paired in clusters of two CTAs that share B by multicast), with split-K for problems
+// of few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
+// all-reduce run it at decode sizes (decodeFits); HopperGemm runs everything else.
 import { InvalidArgumentError } from "../../errors.js";
 import type { Ptr } from "../../cuda/native.js";
 import type { Device } from "../../runtime/device.js";
@@ -144,13 +144,18 @@ export function decodeProgram(v: DecodeVariant): ProgramSpec {
   };
 }
 
-/** The variants matmul() and GEMM + all-reduce may run (decodeShape's), in both dtypes. */
-export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
-  [
-    ...NARROW_COLS.map((cols) => ({ cols, wide: false, paired: false })),
-    ...PAIRED_COLS.map((cols) => ({ cols, wide: true, paired: true })),
-  ].flatMap((shape) => [false, true].map((allReduce) => ({ elem, ...shape, allReduce }))),
-);
+/** The variants matmul() and GEMM + all-reduce may run, in both dtypes: decodeShape's one-consumer tiles
+ * with and without the all-reduce; its wide tiles paired for matmul(), and unpaired with the all-reduce
+ * (FusedMatmul runs them so). */
+export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) => [
+  ...NARROW_COLS.flatMap((cols) =>
+    [false, true].map((allReduce) => ({ elem, cols, wide: false, paired: false, allReduce })),
+  ),
+  ...PAIRED_COLS.flatMap((cols) => [
+    { elem, cols, wide: true, paired: true, allReduce: false },
+    { elem, cols, wide: true, paired: false, allReduce: true },
+  ]),
+]);
 export const DECODE_PROGRAMS: readonly ProgramSpec[] = DECODE_VARIANTS.map(decodeProgram);
 
 /** Byte offsets of DecodeArgs' fields (decode_gemm.cuh asserts its size; test/gemm-layout.test.ts
