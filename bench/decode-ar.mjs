@@ -18,8 +18,10 @@ for (const m of rows) {
   const ops = operands(m, n, k);
   const c = ops.launch;
   const chosen = decodeShape(m);
+  // matmul()'s slices (GEMM + all-reduce runs the same on the tiles unpaired).
+  const resident = new DecodeGemm(device, { elem: "bf16", ...chosen, allReduce: false }).resident();
+  const splits = decodeSplitsFor(m, n, k, 2, resident);
   for (const shape of chosen.paired ? [chosen, { ...chosen, paired: false }] : [chosen]) {
-    const splits = shape === chosen ? decodeSplitsFor(m, n, k, 2, device.props.smCount) : 1;
     const exchange = soloExchange(device, m, n, shape);
     const plain = new DecodeGemm(device, { elem: "bf16", ...shape, allReduce: false });
     const ar = new DecodeGemm(device, { elem: "bf16", ...shape, allReduce: true });

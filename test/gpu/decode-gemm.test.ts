@@ -249,5 +249,10 @@ test("bad input: typed errors before anything runs", { skip }, () => {
     InvalidArgumentError,
     "all-reduce without exchange",
   );
+  assert.throws(
+    () => new DecodeGemm(device, { elem: "bf16", cols: 64, wide: false, paired: true, allReduce: false }),
+    InvalidArgumentError,
+    "one-consumer tiles do not pair",
+  );
   for (const t of [a, b, d]) t.dispose();
 });

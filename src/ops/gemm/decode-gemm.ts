@@ -226,7 +226,8 @@ export function soloExchange(
 
 /** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */
 export interface DecodeLaunch extends GemmOperandPtrs {
-  /** Slices of K per tile: a power of two at most the k-blocks, tiles x splits at most the SMs (default 1). */
+  /** Slices of K per tile: a power of two at most the k-blocks, tiles x splits at most resident() (default
+   * 1). */
   readonly splits?: number;
   /** allReduce variants: the exchange (shardRows = m; flags: decodeFlagCount of them per rank). */
   readonly exchange?: GemmScatter;
@@ -246,6 +247,10 @@ export class DecodeGemm extends HopperLauncher {
 
   constructor(device: Device, variant: DecodeVariant, watch?: SyncWatch) {
     super(device, watch);
+    if (variant.paired && !variant.wide)
+      throw new InvalidArgumentError(
+        "gemm: only wide decode tiles pair (two CTAs sharing B); one-consumer tiles run unpaired",
+      );
     this.variant = variant;
     this.kernel = sharedModule(decodeProgram(variant), device).kernel(decodeExpr(variant), DECODE_PARAMS);
   }

@@ -11,7 +11,7 @@ import { DeviceMemory, memset } from "../../runtime/memory.js";
 import type { Stream } from "../../runtime/stream.js";
 
 /** f32 partials of the largest one-wave split: one 128 x 256 tile slice (HopperGemm's; DecodeGemm's are
- * at most 64 x 192) per SM. */
+ * at most 128 x 192) per SM. */
 const TILE_SLICE_FLOATS = 128 * 256;
 
 const byDevice = new Map<Device, SplitScratch>();

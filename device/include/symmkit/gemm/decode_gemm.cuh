@@ -4,8 +4,8 @@
 // Why a second kernel: at m <= 128 the GEMM is a stream of B (235 MB at 8192 x 14336 bf16), and
 // hopper_gemm's 128 x 256 tiles of D give n / 256 tiles (32 at n = 8192), most of them zero rows, so it
 // needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
-// warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 256; the host takes the
-// narrowest of 8 to 192 that covers m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n =
+// warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 192; up to 192 rows the
+// host takes the narrowest one-consumer tile that covers m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n =
 // 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by kCols of A, with one consumer per
 // 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over two warpgroups. Paired wide
 // tiles (kPair = 2) run in clusters of two CTAs on neighbouring tile-rows of A (tm even and odd, the same
@@ -14,7 +14,8 @@
 // decode kernels are built the same way (nvjet "64x8" to "128x128" tiles, A and B swapped, 1 x 2
 // clusters).
 //
-// Contract. A persistent grid of at most one CTA per SM (one cluster of kPair per kPair SMs) walks steps
+// Contract. A persistent grid of CTAs all resident at once, one per SM (paired: at most the clusters of two
+// that fit, cuOccupancyMaxActiveClusters, which may be fewer than the SMs' pairs), walks steps
 // i = blockIdx.x / kPair, + gridDim.x / kPair, ...: step i is slice i % 2^split_log2 of tile-unit
 // u = i >> split_log2, and the CTA of cluster rank c takes tile tn * tiles_m + tm with tn = u / (tiles_m /
 // kPair), tm = kPair (u % (tiles_m / kPair)) + c (tiles_m is a multiple of kPair; the tiles of A that share
@@ -45,11 +46,13 @@
 // receive buffer in f32 in rank order, rounded once to bf16 into d: every rank writes the same bits, the
 // bits of this GEMM's bf16 output all-reduced in rank order. No deadlock: a consumer pushes its share
 // before it waits, and every rank walks the same steps in increasing order on CTAs that are all resident
-// (at most one per SM), so by induction over the steps every wait ends (whatever the grid's size on each
+// (the grid's bound above), so by induction over the steps every wait ends (whatever the grid's size on each
 // rank). A receive buffer is rewritten by the next call only after a barrier over the ranks: the host
 // launches one before the GEMM, and the GEMM behind it programmatically, so its main loop runs under the
 // barrier and its first push waits for it.
-// Bounds: A's box never reaches far past m (decode_row_a, decode_box_rows); TMA fills rows past n and m
+// Bounds: A's box never reaches far past m (decode_row_a, decode_box_rows), except a pair's second
+// tile-row where m <= kCols, which lies wholly past m (correct, zero-filled, slow: the host never picks such
+// a pair); TMA fills rows past n and m
 // and the K tail with zeros; stores skip rows of D past m and those another tile-row owns; n is a
 // multiple of 8 (host), so a 16-byte chunk of a row lies wholly inside or outside D. Every wait is
 // bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch.
@@ -97,7 +100,7 @@ struct DecodeArgs {
   u64 ldd;
   u32 m, n, k;
   u32 tiles_n;            // blocks of 64 kConsumers rows of B
-  u32 tiles_m;            // kCols-row blocks of A
+  u32 tiles_m;            // kCols-row blocks of A, rounded up to a multiple of kPair
   u32 split_log2;         // 2^split_log2 slices of K per tile, at most the k-blocks
   float* split_ws;        // split-K: [tiles][slices][consumers][kCols / 2][128] f32
   u32* split_counters;    // split-K: one per tile, zero before the launch and after it
