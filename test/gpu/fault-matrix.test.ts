@@ -3,6 +3,8 @@
 // skips the call (eager and in a replayed graph: a typed error naming it within the deadline plus 5 s on
 // every other rank), and a rank SIGKILLed in the middle of a stream of calls (the launcher stops the job
 // naming it; nothing left behind); then the skip and kill cases again, FAULT_REPEATS times each (6).
+// FAULT_WORLD sets the world (default: the GPUs, at most 4); ranks beyond the GPUs share them
+// (--share-gpus), which checks the same detection and naming on a machine with fewer GPUs.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -15,10 +17,11 @@ import { runRanks, skipReason } from "./gpu.js";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const script = path.join(here, "ranks", "fault-matrix.js");
 const gpus = skipReason ? 0 : deviceCount();
-const skip = skipReason || (gpus < 2 ? `needs 2 or more GPUs, this machine has ${gpus}` : false);
+const n = Number(process.env.FAULT_WORLD ?? Math.min(gpus, 4));
+const skip =
+  skipReason || (n < 2 ? `needs a world of 2 or more: ${gpus} GPU(s) here; FAULT_WORLD shares them` : false);
 if (skip) console.log(`# GPU fault matrix skipped: ${skip}`);
 const LIMIT_MS = 3000;
-const n = Math.min(gpus, 4);
 const ALL = (Object.keys(TUNABLE_ALGORITHMS) as CollectiveName[]).flatMap((col) =>
   TUNABLE_ALGORITHMS[col].map((a) => `${col}/${a}`),
 );
@@ -27,7 +30,7 @@ const run = (env: Record<string, string>): { status: number | null; out: string 
   runRanks(n, script, {
     env: { ...env, SYMMKIT_SYNC_TIMEOUT_MS: String(LIMIT_MS) },
     timeoutMs: 60_000,
-    launcherArgs: ["--grace-ms", "2000"],
+    launcherArgs: ["--grace-ms", "2000", ...(n > gpus ? ["--share-gpus"] : [])],
     shown: /matrix|symmkit run:|WRONG|Error/,
   });
 
