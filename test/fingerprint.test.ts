@@ -273,7 +273,8 @@ test("takeTurns: a call that throws before taking its turn takes it, once; the e
   assert.ok(refused instanceof InvalidArgumentError);
   assert.equal(refused.code, "SYMMKIT_INVALID_ARGUMENT");
   assert.equal(refused.message, `call: refused ${SPENT_CALL}`);
-  assert.ok(refused.stack!.includes(SPENT_CALL), "the stack shows the message as it is now");
+  // V8 formats a stack when it is first read, from the message of that moment: once, not twice.
+  assert.equal(refused.stack!.split(SPENT_CALL).length, 2, "the stack shows the message as it is now, once");
   assert.throws(
     () => g.call(1, "late"),
     (e: Error) => !e.message.includes(SPENT_CALL),

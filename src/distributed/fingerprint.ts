@@ -472,6 +472,9 @@ export function takeCollectiveTurns<T extends object>(
 function say(e: Error, sentence: string): void {
   const before = e.message;
   if (before.endsWith(sentence)) return; // an error object thrown again
+  // Read first: V8 formats a stack lazily, from the message at that moment (it would hold the sentence
+  // already, and the replace below would add it twice).
+  const stack = e.stack;
   e.message = `${before} ${sentence}`;
-  if (e.stack?.includes(before)) e.stack = e.stack.replace(before, () => e.message);
+  if (stack?.includes(before)) e.stack = stack.replace(before, () => e.message);
 }

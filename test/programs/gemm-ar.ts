@@ -53,9 +53,10 @@ import { Graph } from "../../src/runtime/graph.js";
 import { defaultStream } from "../../src/runtime/stream.js";
 import { Tensor, type AnyTensor } from "../../src/runtime/tensor.js";
 
-// GPUs: the fused algorithm's receive slots (world x m x n x 2 bytes) of every shape below; the CPU
-// backend stages the partials of its small shapes.
-const program = await startProgram("gemm-ar", { cuda: 32 << 20, cpu: 4 << 20 });
+// GPUs: the fused algorithm's receive slots (world x m x n x 2 bytes) of every shape below up to world 8
+// (260 x 16384 the largest: 68 MB there, 34 MB at world 4); the CPU backend stages the partials of its
+// small shapes.
+const program = await startProgram("gemm-ar", { cuda: 80 << 20, cpu: 4 << 20 });
 const { backend, cuda, group, gpu, c, make, rank, world, seed } = program;
 const { agree, ranks, wait, batch, done, total } = program;
 const f = Math.fround;
@@ -758,7 +759,7 @@ if (gpu) {
       mm({ algorithm: al, ...norm({ outputScale: 0.25 }) }),
     ]),
   ];
-  // world x 4096 x 8192 x 2 bytes of receive buffer: more than the GPUs' 32 MiB staging buffer from world 2.
+  // world x 4096 x 8192 x 2 bytes of receive buffer: more than the GPUs' 80 MiB staging buffer from world 2.
   if (world > 1 && staging.length > 0) {
     const [aBig, bBig] = [make.full([4096, 64], 0, "bf16"), make.full([8192, 64], 0, "bf16")];
     bad.push(
