@@ -494,8 +494,9 @@ if (gpu) {
   const progress = Tensor.empty([world], "u32");
   /** Each captured call: its name, its output, the call. */
   const calls: [string, Tensor, () => void][] = [];
-  const named = (collective: CollectiveName, bytes: number): string[] =>
-    runnable(collective, bytes, bytes).filter((a) => a !== "auto");
+  /** The algorithms besides auto that run `bytes` per rank with a plain input of `staged` bytes. */
+  const named = (collective: CollectiveName, bytes: number, staged = bytes): string[] =>
+    runnable(collective, bytes, staged).filter((a) => a !== "auto");
   for (const a of named("all-reduce", 2 * n)) {
     const out = Tensor.empty([n], dtype);
     calls.push([
@@ -513,7 +514,7 @@ if (gpu) {
       () => void gc.allGather(x, out, { algorithm: a as GpuAllGatherAlgorithm, stream, ...flags }),
     ]);
   }
-  for (const a of named("reduce-scatter", 2 * chunk)) {
+  for (const a of named("reduce-scatter", 2 * chunk, head.nbytes)) {
     const out = Tensor.empty([chunk], dtype);
     calls.push([
       `reduceScatter ${a}`,
