@@ -15,15 +15,22 @@ import { readEnvVar } from "../../../src/settings.js";
 import { sectionTimer } from "./guards.js";
 
 const MAX = readEnvVar("SYMMKIT_TEST_LARGE_MAX");
+const WORLD = readDistEnv().worldSize;
+/** What the records measure of this program's call of `collective` at `bytes` per rank (see above): the
+ * call's bytes (all-reduce and all-gather input, reduce-scatter output) and its plain input's. */
+function measure(collective: TunedCollective, bytes: number): [number, number] {
+  const part = 2 * Math.floor(bytes / 2 / WORLD);
+  if (collective === "all-reduce") return [bytes, bytes];
+  return collective === "all-gather" ? [part, part] : [part, part * WORLD];
+}
 // A staging buffer that every algorithm's record says holds its call at MAX (a plain input staged whole).
 const stagingBytes = Math.max(
   MAX,
   ...Object.entries(TUNABLE_ALGORITHMS).flatMap(([collective, names]) =>
-    names.map(
-      (a) =>
-        algorithmRecord(collective as TunedCollective, a).stagingBytes?.(MAX, MAX, readDistEnv().worldSize) ??
-        0,
-    ),
+    names.map((a) => {
+      const col = collective as TunedCollective;
+      return algorithmRecord(col, a).stagingBytes?.(...measure(col, MAX), WORLD) ?? 0;
+    }),
   ),
 );
 const group = await init({ backend: "cuda", stagingBytes });
@@ -73,10 +80,9 @@ function check(want: RawArray, what: string, call: (out: Tensor) => void): void 
   whole.dispose();
 }
 
-/** Whether the group's mailbox slot and staging buffer hold `algorithm`'s call of `bytes` (the records'
- * measure) from a plain input of `input` bytes. */
-const fits = (collective: TunedCollective, algorithm: string, bytes: number, input = bytes): boolean =>
-  c.canRun(collective, algorithm, bytes, input);
+/** Whether the group's mailbox slot and staging buffer hold `algorithm`'s call at `bytes` per rank. */
+const fits = (collective: TunedCollective, algorithm: string, bytes: number): boolean =>
+  c.canRun(collective, algorithm, ...measure(collective, bytes));
 
 for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   const count = bytes / 2;
@@ -104,7 +110,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
       r * n,
     );
   for (const algorithm of TUNABLE_ALGORITHMS["all-gather"]) {
-    if (!fits("all-gather", algorithm, n * 2)) continue;
+    if (!fits("all-gather", algorithm, bytes)) continue;
     check(gathered, `allGather ${algorithm} ${bytes} bytes`, (out) => c.allGather(part, out, { algorithm }));
   }
   part.dispose();
@@ -115,7 +121,7 @@ for (let bytes = 1024; bytes <= MAX; bytes *= 2) {
   );
   const chunk = periodic(n, sumOver(rank * n));
   for (const algorithm of TUNABLE_ALGORITHMS["reduce-scatter"]) {
-    if (!fits("reduce-scatter", algorithm, n * 2, n * 2 * world)) continue;
+    if (!fits("reduce-scatter", algorithm, bytes)) continue;
     check(chunk, `reduceScatter ${algorithm} ${bytes} bytes`, (out) =>
       c.reduceScatter(whole, out, { algorithm }),
     );
