@@ -156,10 +156,16 @@ export class ProcessGroup<C extends GroupCollectives = GroupCollectives> extends
   };
 
   /** Waits for `stream`; a kernel that gave up waiting for a peer becomes SymmTimeoutError naming it, and
-   * a call the GPU refused since the last synchronize (allToAllV with device counts) InvalidArgumentError. */
+   * a call the GPU refused since the last synchronize (allToAllV with device counts) InvalidArgumentError.
+   * Ranks sharing a GPU poll the stream instead (SyncWatch.pollUntil): a trapped kernel there may never
+   * end its stream. */
   synchronize(stream: Stream = defaultStream(this.device)): void {
-    this.shared.watch.translate(() => stream.synchronize());
-    this.shared.watch.throwIfRefused();
+    const watch = this.shared.watch;
+    if (this.sharesGpus) {
+      stream.device.makeCurrent();
+      watch.translate(() => watch.pollUntil(() => stream.query()));
+    } else watch.translate(() => stream.synchronize());
+    watch.throwIfRefused();
   }
 
   /** Releases the graphs that captured the group's work, then frees the collectives and the

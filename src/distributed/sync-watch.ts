@@ -98,6 +98,10 @@ export class KernelStallError extends SymmkitError {
   }
 }
 
+/** How long a kernel's record may stand while its stream is still unfinished before pollUntil gives up. */
+const RECORD_GRACE_MS = 2000;
+const nap = new Int32Array(new SharedArrayBuffer(4));
+
 /** The process's watches not yet disposed: where a failed CUDA call looks for the kernel that caused it. */
 const live = new Set<SyncWatch>();
 
@@ -271,6 +275,28 @@ export class SyncWatch implements Disposable {
   explain(e: unknown): unknown {
     const r = e instanceof CudaError && currentContext() === this.#ctx ? this.record() : undefined;
     return r ? this.#error(r, "The CUDA context is unusable after this.", e) : e;
+  }
+
+  /**
+   * Polls `done` (a stream's query) until it says the work finished. Where a kernel's record has stood for
+   * RECORD_GRACE_MS while the work still runs, throws the error the record stands for: with ranks sharing
+   * a GPU, a kernel that gave up and trapped was seen to leave its stream unfinished forever (time-sliced
+   * contexts), so cuStreamSynchronize would never return.
+   */
+  pollUntil(done: () => boolean): void {
+    let recordedAt: number | undefined;
+    for (let polls = 0; !done(); ++polls) {
+      if (recordedAt === undefined) {
+        if (this.record() !== undefined) recordedAt = performance.now();
+      } else if (performance.now() - recordedAt > RECORD_GRACE_MS) {
+        throw this.#error(
+          this.record() as TimeoutRecord,
+          `Its kernel gave up ${RECORD_GRACE_MS} ms ago and its stream never finished; the CUDA context is unusable after this.`,
+        );
+      }
+      // Ranks may outnumber cores: after a short spin, give the core away briefly between polls.
+      if (polls > 256) Atomics.wait(nap, 0, 0, 0.05);
+    }
   }
 
   /** Throws the error a kernel of this group already recorded, if any: its signals are out of step. */

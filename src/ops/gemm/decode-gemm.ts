@@ -31,6 +31,9 @@ export type DecodeCols = (typeof DECODE_COLS)[number];
 /** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
 export const DECODE_ROWS_B = 64;
 const MAX_STAGES = 16;
+/** kDecodeHoleBelowStages: fewer stages beside the transposed tiles than this, and a plain one-consumer
+ * kernel transposes in a hole of its ring instead. */
+const HOLE_BELOW_STAGES = 12;
 const SHARED_MAX = 227 * 1024;
 const TILE_K_BYTES = 128;
 
@@ -62,13 +65,17 @@ export function decodeThreads(s: DecodeShape): number {
   return 128 * (1 + consumers(s));
 }
 
-/** Dynamic shared memory of a launch (DecodeRing<cols, consumers>::kSharedBytes). */
-export function decodeSharedBytes(s: DecodeShape): number {
-  const stage = (s.cols + consumers(s) * DECODE_ROWS_B) * TILE_K_BYTES;
-  const transposed = consumers(s) * s.cols * (DECODE_ROWS_B + 8) * 2;
-  const room = Math.floor((SHARED_MAX - transposed - 1024 - 2 * MAX_STAGES * 8) / stage);
-  const stages = Math.min(MAX_STAGES, room);
-  return stages * stage + transposed + 2 * stages * 8 + 1024;
+/** Dynamic shared memory of a launch (DecodeRing<cols, consumers, allReduce>::kSharedBytes): the ring, and
+ * the transposed tiles beside it unless one consumer of a plain GEMM transposes in a hole of the ring. */
+export function decodeSharedBytes(v: DecodeVariant): number {
+  const stage = (v.cols + consumers(v) * DECODE_ROWS_B) * TILE_K_BYTES;
+  const room = (beside: number): number =>
+    Math.floor((SHARED_MAX - beside - 1024 - 2 * MAX_STAGES * 8) / stage);
+  const transposed = consumers(v) * v.cols * (DECODE_ROWS_B + 8) * 2;
+  const hole = consumers(v) === 1 && !v.allReduce && room(transposed) < HOLE_BELOW_STAGES;
+  const beside = hole ? 0 : transposed;
+  const stages = Math.min(MAX_STAGES, room(beside));
+  return stages * stage + beside + 2 * stages * 8 + 1024;
 }
 
 /** The tile for m rows of A: the narrowest one-consumer tile that covers them up to 192 rows; beyond, the

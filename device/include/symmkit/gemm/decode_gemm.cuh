@@ -22,7 +22,7 @@
 // one block of B run side by side, for L2). Warpgroup 0's first thread is the producer: for each k-block of
 // each of its steps it waits for a free stage (empty mbarrier, one arrival per consumer of each CTA of the
 // cluster) and issues the TMA loads of kCols rows of A and of 64 kConsumers rows of B by 128 bytes of K,
-// completing the stage's full mbarrier; paired, it loads the 64 rows of B of its cluster rank, multicast
+// completing the stage's full mbarrier (a stage: B's rows, then A's, advanced by a RingCursor); paired, it loads the 64 rows of B of its cluster rank, multicast
 // to both CTAs (the two CTAs walk the same steps, so a stage is the same k-block in both). Warpgroup 1 + c is consumer c, for rows 64 c .. 64 c + 63 of the tile's B: it
 // waits for a full stage, issues wgmma m64n<kCols> over its four 32-byte k-steps and releases the
 // previous stage (in both CTAs of a pair: the peer's producer writes it too) once wgmma_wait<1> proves its
@@ -36,10 +36,14 @@
 // coalesced, and the same layout in every slice's CTA), then the CTA counts itself on the tile's counter
 // (a barrier over the consumers, then one acq_rel add at gpu scope); the CTA that counts last resets
 // the counter and sums the slices in slice order, so the bits do not depend on which CTA is last.
-// Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through a buffer
-// of shared memory into rows of D (the ring meanwhile loads the next step), then stored 16 bytes at a
-// time: into d (kAllReduce false), or, for GEMM + all-reduce, into slot `rank` of every rank's receive
-// buffer (recv[p]: world slots of [m, n] bf16, the layout of hopper_gemm's AllReduceTiles). The consumer
+// Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through shared
+// memory into rows of D, then stored 16 bytes at a time. The transposed tile lies in a buffer beside the
+// ring, which meanwhile loads the next step; or, for one consumer of a plain GEMM whose ring would be
+// short of stages (DecodeRing::kHole), in the step's hole: after each step's k-blocks the producer waits
+// for the next stage to be free and completes its full barrier with nothing loaded, and the consumer,
+// after that wait, transposes there and releases it (a fence orders its stores before the TMA loads
+// that land there next; no cycle: the stage's previous use was released before). It stores into d
+// (kAllReduce false), or, for GEMM + all-reduce, into slot `rank` of every rank's receive buffer (recv[p]: world slots of [m, n] bf16, the layout of hopper_gemm's AllReduceTiles). The consumer
 // then sets its share's flag flags[p][rank][tile][consumer] to this call's epoch (call_epoch) on every
 // rank p (a barrier, then one thread's system-scope fence and stores), waits (acquire, bounded, naming
 // the rank) for every rank's flag of the share here, and sums the world partials from this rank's
@@ -67,8 +71,11 @@ namespace gemm {
 
 /** Rows of B per consumer: one m64 wgmma. */
 constexpr u32 kDecodeRowsB = 64;
-/** Most stages worth having; the ring takes what shared memory the transposed tiles leave. */
+/** Most stages worth having; the ring takes what shared memory the transposed tiles' buffers leave. */
 constexpr u32 kDecodeMaxStages = 16;
+/** Below this many stages a hole (DecodeRing::kHole) pays: from 12 on the ring hides the loads' latency
+ * already, and a hole costs about 1 us a step (bench/decode-shapes.mjs: m = 1 to 64 on an H200). */
+constexpr u32 kDecodeHoleBelowStages = 12;
 constexpr u32 kDecodeSharedMax = 227 * 1024;
 /** Named barrier over every consumer warpgroup (1 + consumer is one consumer's own). */
 constexpr u32 kDecodeAllConsumers = 3;
@@ -76,8 +83,9 @@ constexpr u32 kDecodeAllConsumers = 3;
  * of lanes writes fall in different banks, and rows stay 16-byte aligned. */
 constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
 
-/** The shared memory of a launch: the stage ring, each consumer's transposed tile, the barriers. */
-template <u32 kCols, u32 kConsumers>
+/** The shared memory of a launch: the stage ring (a stage: B's rows, then A's), the transposed tiles'
+ * buffers, the barriers. */
+template <u32 kCols, u32 kConsumers, bool kAllReduce>
 struct DecodeRing {
   static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 256, "wgmma's N side: 8 to 256 rows of A");
   static_assert(kConsumers == 1 || (kConsumers == 2 && kCols <= 192),
@@ -85,8 +93,15 @@ struct DecodeRing {
   static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
-  /** The transposed tiles' buffers, apart from the ring, which loads the next tile meanwhile. */
-  static constexpr u32 kEpilogueBytes = kConsumers * kCols * kDecodeTRow * 2;
+  static constexpr u32 kTransposedBytes = kConsumers * kCols * kDecodeTRow * 2;
+  static constexpr u32 kRoomBeside = (kDecodeSharedMax - kTransposedBytes - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
+  /** Where the transposed tiles beside the ring would leave it few stages, one consumer of a plain GEMM
+   * transposes its tile in a stage the producer leaves unloaded after each step (the step's hole): the
+   * shared memory buys a stage more (128 to 192 rows of A: 9, 8 and 7 stages instead of 8, 7 and 6). Else
+   * the transposed tiles lie beside the ring, which loads the next tile meanwhile. */
+  static constexpr bool kHole = kConsumers == 1 && !kAllReduce && kRoomBeside < kDecodeHoleBelowStages;
+  static_assert(!kHole || kTransposedBytes <= kStageBytes, "a stage holds the transposed tile");
+  static constexpr u32 kEpilogueBytes = kHole ? 0 : kTransposedBytes;
   static constexpr u32 kRoom = (kDecodeSharedMax - kEpilogueBytes - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
   static constexpr u32 kStages = kRoom < kDecodeMaxStages ? kRoom : kDecodeMaxStages;
   static constexpr u32 kSharedBytes = kStages * kStageBytes + kEpilogueBytes + 2 * kStages * 8 + 1024;
@@ -263,7 +278,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     decode_gemm(const __grid_constant__ TensorMap map_a, const __grid_constant__ TensorMap map_b,
                 const __grid_constant__ DecodeArgs args) {
   static_assert(kPair == 1 || (kPair == 2 && kConsumers == 2), "pairs of wide tiles: each CTA loads one consumer's rows of B");
-  using R = DecodeRing<kCols, kConsumers>;
+  using R = DecodeRing<kCols, kConsumers, kAllReduce>;
   constexpr u32 kRowsB = kConsumers * kDecodeRowsB;
   constexpr u32 kTileK = kTileKBytes / sizeof(Elem);
   constexpr u32 kRegs = kCols / 2;
@@ -271,8 +286,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
 
   extern __shared__ u8 shared_raw[];
   u8* ring = reinterpret_cast<u8*>((reinterpret_cast<u64>(shared_raw) + 1023) & ~u64(1023));
-  u8* tiles_b = ring;
-  u8* tiles_a = ring + kStages * R::kBytesB;
+  const auto stage_b = [&](u32 s) { return ring + s * R::kStageBytes; };
+  const auto stage_a = [&](u32 s) { return ring + s * R::kStageBytes + R::kBytesB; };
   __nv_bfloat16* transposed = reinterpret_cast<__nv_bfloat16*>(ring + kStages * R::kStageBytes);
   u64* full = reinterpret_cast<u64*>(ring + kStages * R::kStageBytes + R::kEpilogueBytes);
   u64* empty = full + kStages;
@@ -302,22 +317,30 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   if (threadIdx.x < 128) {
     if constexpr (kShiftRegisters) set_max_registers_dec<40>();
     if (threadIdx.x != 0) return;
-    u32 it = 0;
+    RingCursor<kStages> at;
+    const auto wait_free = [&] {
+      mbar_wait<true>(empty + at.stage, at.parity ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, at.stage));
+    };
     for (u32 i = first; i < count; i += stride) {
       const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
       const u32 kb_end = split_begin(kblocks, split_log2, st.split + 1);
-      for (u32 kb = split_begin(kblocks, split_log2, st.split); kb < kb_end; ++kb, ++it) {
-        const u32 s = it % kStages;
-        mbar_wait<true>(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, s));
+      for (u32 kb = split_begin(kblocks, split_log2, st.split); kb < kb_end; ++kb, at.advance()) {
+        const u32 s = at.stage;
+        wait_free();
         mbar_arrive_expect_tx(full + s, R::kBytesB + decode_box_rows<kCols>(args.m) * kTileKBytes);
         if constexpr (kPair > 1) {
           const u32 half = cta_rank * kDecodeRowsB;
-          tma_load_2d_multicast(tiles_b + s * R::kBytesB + half * kTileKBytes, &map_b, full + s, kb * kTileK,
-                                st.tn * kRowsB + half, 0b11);
+          tma_load_2d_multicast(stage_b(s) + half * kTileKBytes, &map_b, full + s, kb * kTileK, st.tn * kRowsB + half,
+                                0b11);
         } else {
-          tma_load_2d(tiles_b + s * R::kBytesB, &map_b, full + s, kb * kTileK, st.tn * kRowsB);
+          tma_load_2d(stage_b(s), &map_b, full + s, kb * kTileK, st.tn * kRowsB);
         }
-        tma_load_2d(tiles_a + s * R::kBytesA, &map_a, full + s, kb * kTileK, decode_row_a<kCols>(args.m, st.tm));
+        tma_load_2d(stage_a(s), &map_a, full + s, kb * kTileK, decode_row_a<kCols>(args.m, st.tm));
+      }
+      if constexpr (R::kHole) {  // the step's hole: handed to the consumer once free, nothing loaded
+        wait_free();
+        mbar_arrive(full + at.stage);
+        at.advance();
       }
     }
     if constexpr (kPair > 1) cluster_sync();
@@ -336,7 +359,10 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     if (wg_thread == 0) mbar_arrive(empty + s);
     if (kPair > 1 && wg_thread == 1) mbar_arrive_cluster(empty + s, cta_rank ^ 1);
   };
-  u32 it = 0;
+  RingCursor<kStages> at;
+  const auto wait_full = [&] {
+    mbar_wait<true>(full + at.stage, at.parity, pipeline_ns, args.env, stall_phase(kStallStageFull, at.stage));
+  };
   for (u32 i = first; i < count; i += stride) {
     const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
     const u32 split = st.split, tile = st.tile, tm = st.tm, tn = st.tn;
@@ -345,36 +371,47 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll
     for (u32 r = 0; r < kRegs; ++r) acc[r] = 0.0f;
-    for (u32 kb = 0; kb < nkb; ++kb, ++it) {
-      const u32 s = it % kStages;
-      mbar_wait<true>(full + s, (it / kStages) & 1, pipeline_ns, args.env, stall_phase(kStallStageFull, s));
-      const u32 b0 = smem_addr(tiles_b + s * R::kBytesB + consumer * kDecodeRowsB * kTileKBytes);
-      const u32 a0 = smem_addr(tiles_a + s * R::kBytesA);
+    u32 previous = 0;
+    for (u32 kb = 0; kb < nkb; ++kb, at.advance()) {
+      wait_full();
+      const u32 b0 = smem_addr(stage_b(at.stage) + consumer * kDecodeRowsB * kTileKBytes);
+      const u32 a0 = smem_addr(stage_a(at.stage));
       wgmma_fence();
 #pragma unroll
       for (u32 step = 0; step < kTileKBytes / 32; ++step)
         mma_m64n(acc, kmajor_sw128_desc(b0 + 32 * step), kmajor_sw128_desc(a0 + 32 * step), 1u, Elem{});
       wgmma_commit();
       wgmma_wait<1>();
-      if (kb > 0) release((it + kStages - 1) % kStages);
+      if (kb > 0) release(previous);
+      previous = at.stage;
     }
     wgmma_wait<0>();
     fence_accumulators(acc);
-    release((it + kStages - 1) % kStages);
-    if (split_log2 != 0 &&
-        !decode_split_fixup<kRegs, kConsumers>(args, acc, tile, split, consumer, wg_thread, split_last))
-      continue;
-    const u32 col0 = tn * kRowsB + consumer * kDecodeRowsB;
-    const u32 row_a = decode_row_a<kCols>(args.m, tm), row_lo = tm * kCols;
-    if constexpr (kAllReduce) {
-      decode_all_reduce<kCols, kConsumers>(args, my_transposed, acc, scale, tile, row_a, row_lo, col0, epoch, consumer,
-                                           wg_thread);
-    } else {
-      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
-      decode_transpose<kCols>(args, my_transposed, acc, scale, row_a, row_lo, col0, consumer, wg_thread,
-                              [&](u32 row, u32 col, uint4 v) {
-        *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v;
-      });
+    release(previous);
+    __nv_bfloat16* t = my_transposed;
+    if constexpr (R::kHole) {
+      wait_full();
+      t = reinterpret_cast<__nv_bfloat16*>(stage_b(at.stage));
+    }
+    if (split_log2 == 0 ||
+        decode_split_fixup<kRegs, kConsumers>(args, acc, tile, split, consumer, wg_thread, split_last)) {
+      const u32 col0 = tn * kRowsB + consumer * kDecodeRowsB;
+      const u32 row_a = decode_row_a<kCols>(args.m, tm), row_lo = tm * kCols;
+      if constexpr (kAllReduce) {
+        decode_all_reduce<kCols, kConsumers>(args, t, acc, scale, tile, row_a, row_lo, col0, epoch, consumer, wg_thread);
+      } else {
+        __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
+        decode_transpose<kCols>(args, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread,
+                                [&](u32 row, u32 col, uint4 v) { *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v; });
+      }
+    }
+    if constexpr (R::kHole) {
+      // Every thread is done with the hole, and its ordinary stores there come before the TMA loads that
+      // will land there next (another proxy).
+      fence_proxy_async_shared();
+      named_barrier(1 + consumer, 128);
+      release(at.stage);
+      at.advance();
     }
   }
   if constexpr (kPair > 1) cluster_sync();

@@ -70,6 +70,17 @@ __device__ __forceinline__ bool mbar_try_wait(u64* bar, u32 parity) {
   return done != 0;
 }
 
+/** A position in a ring of kStages stages: the stage, and the parity of the phase a wait there is for.
+ * Advanced by a compare rather than derived from a count (it % kStages, it / kStages), which costs a
+ * multiply-high sequence per k-block when kStages is not a power of two. */
+template <u32 kStages>
+struct RingCursor {
+  u32 stage = 0, parity = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) stage = 0, parity ^= 1;
+  }
+};
+
 /** Which of a kernel's waits on itself stalled: TimeoutRecord.phase = kind << 24 | stage (kStalled records;
  * the host's PIPELINE_WAITS in src/distributed/device-layouts.ts). */
 constexpr u32 kStallStageEmpty = 1;  // the producer, for the consumers to release a stage
