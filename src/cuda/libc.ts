@@ -1,5 +1,5 @@
 // libc: the few system calls Node does not offer: Unix-domain datagram sockets that carry file
-// descriptors (SCM_RIGHTS), and the parent-death signal. Linux layouts (LP64), checked against the
+// descriptors (SCM_RIGHTS), the parent-death signal, and an exit without exit handlers. Linux layouts (LP64), checked against the
 // system headers: struct msghdr 56 bytes, cmsghdr 16, sockaddr_un 110.
 import { SymmkitError } from "../errors.js";
 import { bindAll, koffi, type Ptr } from "./native.js";
@@ -18,6 +18,7 @@ export const LIBC_DECLARATIONS = {
   ftruncate: "int ftruncate(int fd, int64_t length)",
   mmap: "void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)",
   munmap: "int munmap(void *addr, size_t length)",
+  _exit: "void _exit(int status)",
 } as const;
 
 export interface Libc {
@@ -34,6 +35,7 @@ export interface Libc {
   ftruncate(fd: number, length: number): number;
   mmap(addr: Ptr | null, length: number, prot: number, flags: number, fd: number, offset: number): Ptr | null;
   munmap(addr: Ptr, length: number): number;
+  _exit(status: number): void;
   strerror(errnum: number): string;
 }
 

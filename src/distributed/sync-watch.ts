@@ -1,8 +1,11 @@
 // The host's half of bounded waits (device/include/symmkit/sync/wait.cuh): the abort flag kernels poll
 // and the record a kernel leaves when it gives up, both in host-mapped pinned memory, and the
 // translation of a failed synchronisation into SymmTimeoutError naming the peer that never came.
+import { writeSync } from "node:fs";
+import { inspect } from "node:util";
 import { CudaError, InvalidArgumentError, SymmkitError } from "../errors.js";
 import type { Ptr } from "../cuda/native.js";
+import { libc } from "../cuda/libc.js";
 import { setFailureExplainer } from "../cuda/driver.js";
 import { currentContext, type Device } from "../runtime/device.js";
 import { PinnedMemory } from "../runtime/memory.js";
@@ -101,6 +104,26 @@ export class KernelStallError extends SymmkitError {
 /** How long a kernel's record may stand while its stream is still unfinished before pollUntil gives up. */
 const RECORD_GRACE_MS = 2000;
 const nap = new Int32Array(new SharedArrayBuffer(4));
+
+let teardownSkipped = false;
+
+/**
+ * From now on the process ends without the exit handlers of the libraries it loaded: the CUDA driver's
+ * would wait forever for a stream that a trapped kernel never ended (ranks sharing a GPU). The exit code
+ * and what was written to stdout and stderr (pipes and files are written synchronously) stay.
+ */
+export function exitWithoutTeardown(): void {
+  if (teardownSkipped) return;
+  teardownSkipped = true;
+  const c = libc();
+  // Node prints an uncaught error only after the exit event, which _exit ends: print it here.
+  let uncaught: unknown;
+  process.on("uncaughtExceptionMonitor", (e) => (uncaught = e));
+  process.on("exit", (code) => {
+    if (uncaught !== undefined) writeSync(2, `${inspect(uncaught)}\n`);
+    c._exit(code);
+  });
+}
 
 /** The process's watches not yet disposed: where a failed CUDA call looks for the kernel that caused it. */
 const live = new Set<SyncWatch>();
@@ -281,7 +304,8 @@ export class SyncWatch implements Disposable {
    * Polls `done` (a stream's query) until it says the work finished. Where a kernel's record has stood for
    * RECORD_GRACE_MS while the work still runs, throws the error the record stands for: with ranks sharing
    * a GPU, a kernel that gave up and trapped was seen to leave its stream unfinished forever (time-sliced
-   * contexts), so cuStreamSynchronize would never return.
+   * contexts), so cuStreamSynchronize would never return; the process then ends without the driver's
+   * teardown (exitWithoutTeardown), which would wait for it too.
    */
   pollUntil(done: () => boolean): void {
     let recordedAt: number | undefined;
@@ -289,6 +313,7 @@ export class SyncWatch implements Disposable {
       if (recordedAt === undefined) {
         if (this.record() !== undefined) recordedAt = performance.now();
       } else if (performance.now() - recordedAt > RECORD_GRACE_MS) {
+        exitWithoutTeardown();
         throw this.#error(
           this.record() as TimeoutRecord,
           `Its kernel gave up ${RECORD_GRACE_MS} ms ago and its stream never finished; the CUDA context is unusable after this.`,
