@@ -110,18 +110,24 @@ let teardownSkipped = false;
 /**
  * From now on the process ends without the exit handlers of the libraries it loaded: the CUDA driver's
  * would wait forever for a stream that a trapped kernel never ended (ranks sharing a GPU). The exit code
- * and what was written to stdout and stderr (pipes and files are written synchronously) stay.
+ * stays, and an uncaught error is still printed. Output still queued for a pipe is lost as it would be by
+ * Node's own exit; what native libraries buffered in C's stdio is lost too.
  */
 export function exitWithoutTeardown(): void {
   if (teardownSkipped) return;
   teardownSkipped = true;
   const c = libc();
-  // Node prints an uncaught error only after the exit event, which _exit ends: print it here.
-  let uncaught: unknown;
-  process.on("uncaughtExceptionMonitor", (e) => (uncaught = e));
+  // Node prints an uncaught error only after the exit event, which _exit ends: print it here, unless the
+  // application handles it.
+  let fatal: { error: unknown } | undefined;
+  process.on("uncaughtExceptionMonitor", (error) => {
+    const handled =
+      process.listenerCount("uncaughtException") > 0 || process.hasUncaughtExceptionCaptureCallback();
+    if (!handled) fatal = { error };
+  });
   process.on("exit", (code) => {
-    if (uncaught !== undefined) writeSync(2, `${inspect(uncaught)}\n`);
-    c._exit(code);
+    if (fatal) writeSync(2, `${inspect(fatal.error)}\n`);
+    c._exit(typeof process.exitCode === "number" ? process.exitCode : code);
   });
 }
 

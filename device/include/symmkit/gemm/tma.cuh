@@ -161,7 +161,8 @@ template <int N>
 __device__ __forceinline__ void bulk_wait() {
   asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
-/** Makes this thread's generic writes to shared memory visible to a later TMA store (async proxy). */
+/** Orders this thread's generic accesses to shared memory before later async-proxy ones: a TMA store that
+ * reads what it wrote, or TMA loads that overwrite it. */
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
