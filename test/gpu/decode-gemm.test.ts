@@ -96,11 +96,12 @@ test(
       const scale = scaled ? Tensor.fromHost([0.5], "f32", { device: Device.get(0) }) : undefined;
       const { device, a, b, bits, scales } = problem(m, n, k, elem, (salt += 2), scale);
       // The shape the host picks, the wider ones (more zero rows of A in each tile, or several tile-rows
-      // past 128 rows), wide tiles (two consumers, 128 rows of B), and paired wide tiles (one tile-row
-      // pair, or several, or a pair whose second tile-row lies past m).
+      // past 128 rows; from 80 rows their transposed tile lies in a hole of the ring), wide tiles (two
+      // consumers, 128 rows of B), and paired wide tiles (one tile-row pair, or several, or a pair whose
+      // second tile-row lies past m).
       const shapes: DecodeShape[] = [
         decodeShape(m),
-        ...[128, 160, 192].map((cols) => ({ cols, wide: false, paired: false }) as DecodeShape),
+        ...([80, 96, 112, 128, 160, 192] as const).map((cols) => ({ cols, wide: false, paired: false })),
         { cols: 128, wide: true, paired: false },
         ...([64, 80, 96, 112, 128, 160, 192] as const).map(paired),
       ];
