@@ -10,7 +10,7 @@ const SRC = path.join(PACKAGE_ROOT, "src");
 
 /** Bottom to top; a file of `src/` (or the top-level file) is in the first layer that names it. */
 const LAYERS: readonly (readonly [string, readonly string[]])[] = [
-  ["base", ["errors.ts", "paths.ts", "exit.ts", "settings.ts"]],
+  ["base", ["errors.ts", "paths.ts", "exit.ts", "settings.ts", "sleep.ts"]],
   ["libraries", ["cuda/"]],
   ["runtime", ["runtime/"]],
   ["distributed", ["distributed/"]],

@@ -9,6 +9,7 @@
 // past the deadline it throws SymmTimeoutError naming the peer that never signalled.
 import { CollectiveMismatchError, type CallTag } from "../distributed/fingerprint.js";
 import { SymmTimeoutError } from "../distributed/sync-watch.js";
+import { sleepSync } from "../sleep.js";
 
 export interface CpuSyncEnv {
   readonly rank: number;
@@ -27,8 +28,6 @@ export const ACK_SLOTS = 3;
 export const SLOT_GROUPS = 4;
 /** Bytes of a slot. */
 export const SLOT_BYTES = 8;
-
-const nap = new Int32Array(new SharedArrayBuffer(4));
 
 function boundedWait(env: CpuSyncEnv, peer: number, phase: bigint, done: () => boolean): void {
   if (done()) return;
@@ -54,7 +53,7 @@ function boundedWait(env: CpuSyncEnv, peer: number, phase: bigint, done: () => b
         );
       }
       // Ranks may outnumber cores: after a short spin, give the core away briefly between polls.
-      if (polls > 256) Atomics.wait(nap, 0, 0, 0.05);
+      if (polls > 256) sleepSync(0.05);
     }
   }
 }

@@ -1,6 +1,6 @@
 // libc: the few system calls Node does not offer: Unix-domain datagram sockets that carry file
-// descriptors (SCM_RIGHTS), the parent-death signal, and an exit without exit handlers. Linux layouts (LP64), checked against the
-// system headers: struct msghdr 56 bytes, cmsghdr 16, sockaddr_un 110.
+// descriptors (SCM_RIGHTS), the parent-death signal, and an exit without exit handlers. Linux layouts
+// (LP64), checked against the system headers: struct msghdr 56 bytes, cmsghdr 16, sockaddr_un 110.
 import { SymmkitError } from "../errors.js";
 import { bindAll, koffi, type Ptr } from "./native.js";
 

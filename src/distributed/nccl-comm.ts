@@ -27,6 +27,7 @@ import type { CaptureScope } from "../runtime/graph.js";
 import { NcclWatchdog } from "./nccl-watchdog.js";
 import { VERDICT_GRACE_MS } from "./nccl-watchdog-protocol.js";
 import type { SyncWatch } from "./sync-watch.js";
+import { sleepSync } from "../sleep.js";
 
 /** What a group gives its communicator so that its waits are bounded. */
 export interface NcclWatchOptions {
@@ -49,9 +50,6 @@ function ncclType(d: DType): number {
   if (t === undefined) throw new InvalidArgumentError(`NCCL has no type for ${d}`);
   return t;
 }
-
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-const sleepMs = (ms: number): void => void Atomics.wait(sleeper, 0, 0, ms);
 
 export class NcclComm {
   readonly rank: number;
@@ -252,7 +250,7 @@ export class NcclComm {
           `NCCL work did not finish within ${timeoutMs} ms; the communicator was aborted`,
         );
       }
-      if (spins > 100) sleepMs(1);
+      if (spins > 100) sleepSync(1);
     }
   }
 

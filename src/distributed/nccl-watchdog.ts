@@ -35,6 +35,7 @@ import {
   WATCHING,
   type WatchdogConfig,
 } from "./nccl-watchdog-protocol.js";
+import { sleepSync } from "../sleep.js";
 
 /** NCCL work of a group made no progress within the deadline; the watchdog ended the CUDA context. */
 export class NcclTimeoutError extends SymmkitError {
@@ -63,7 +64,6 @@ export class NcclTimeoutError extends SymmkitError {
 }
 
 let nextId = 1;
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 export class NcclWatchdog {
   readonly #control: Int32Array;
@@ -182,7 +182,7 @@ export class NcclWatchdog {
     // deadline, and then nothing more is tracked).
     while (head - advanceTail(c, this.#done) >= WATCHED_OPS) {
       if (this.fired) this.throwError();
-      Atomics.wait(sleeper, 0, 0, 0.05);
+      sleepSync(0.05);
     }
     const slot = head % WATCHED_OPS;
     check(driver().cuEventRecord(this.#events[slot]!, stream.handle), "cuEventRecord");
@@ -196,7 +196,7 @@ export class NcclWatchdog {
     const c = this.#control;
     while (advanceTail(c, this.#done) < Atomics.load(c, CONTROL.head) && !this.fired) {
       if (Date.now() > deadline) return false;
-      Atomics.wait(sleeper, 0, 0, 1);
+      sleepSync(1);
     }
     return true;
   }

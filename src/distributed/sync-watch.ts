@@ -18,6 +18,7 @@ import {
   TIMEOUT_RECORD_LAYOUT,
 } from "./device-layouts.js";
 import { CollectiveMismatchError, describeFingerprint } from "./fingerprint.js";
+import { sleepSync } from "../sleep.js";
 
 export { DEFAULT_SYNC_TIMEOUT_MS } from "../settings.js";
 
@@ -103,7 +104,6 @@ export class KernelStallError extends SymmkitError {
 
 /** How long a kernel's record may stand while its stream is still unfinished before pollUntil gives up. */
 const RECORD_GRACE_MS = 2000;
-const nap = new Int32Array(new SharedArrayBuffer(4));
 
 let teardownSkipped = false;
 
@@ -326,7 +326,7 @@ export class SyncWatch implements Disposable {
         );
       }
       // Ranks may outnumber cores: after a short spin, give the core away briefly between polls.
-      if (polls > 256) Atomics.wait(nap, 0, 0, 0.05);
+      if (polls > 256) sleepSync(0.05);
     }
   }
 

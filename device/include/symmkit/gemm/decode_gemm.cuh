@@ -5,9 +5,10 @@
 // hopper_gemm's 128 x 256 tiles of D give n / 256 tiles (32 at n = 8192), most of them zero rows, so it
 // needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
 // warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 192; up to 192 rows the
-// host takes the narrowest one-consumer tile that covers m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n =
-// 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by kCols of A, with one consumer per
-// 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over two warpgroups. Paired wide
+// host takes the narrowest one-consumer tile that covers m), so the MMA is as narrow as the batch and
+// n / 64 tiles (128 at n = 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by kCols
+// of A, with one consumer per 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over
+// two warpgroups. Paired wide
 // tiles (kPair = 2) run in clusters of two CTAs on neighbouring tile-rows of A (tm even and odd, the same
 // tn), each CTA loading half of their common block of B multicast to both: B then crosses L2 once per
 // block and A once per pair, where L2's bandwidth bounds the unpaired tiles (H200, m > 128). cuBLASLt's
@@ -22,14 +23,14 @@
 // one block of B run side by side, for L2). Warpgroup 0's first thread is the producer: for each k-block of
 // each of its steps it waits for a free stage (empty mbarrier, one arrival per consumer of each CTA of the
 // cluster) and issues the TMA loads of kCols rows of A and of 64 kConsumers rows of B by 128 bytes of K,
-// completing the stage's full mbarrier (a stage: B's rows, then A's, advanced by a RingCursor); paired, it loads the 64 rows of B of its cluster rank, multicast
-// to both CTAs (the two CTAs walk the same steps, so a stage is the same k-block in both). Warpgroup 1 + c is consumer c, for rows 64 c .. 64 c + 63 of the tile's B: it
-// waits for a full stage, issues wgmma m64n<kCols> over its four 32-byte k-steps and releases the
-// previous stage (in both CTAs of a pair: the peer's producer writes it too) once wgmma_wait<1> proves its
-// MMAs retired. A pair meets at a cluster barrier after its barriers are initialised, before any load
-// reaches the peer, and at its end, so that neither CTA exits while the other may still arrive on its
-// barriers. The accumulator register 4j + {0..3} of
-// thread t holds D^T rows (columns of D) 16 (t / 32) + (t % 32) / 4 (+8) of the consumer's 64 and
+// completing the stage's full mbarrier (a stage: B's rows, then A's, advanced by a RingCursor); paired,
+// it loads the 64 rows of B of its cluster rank, multicast to both CTAs (the two CTAs walk the same steps,
+// so a stage is the same k-block in both). Warpgroup 1 + c is consumer c, for rows 64 c .. 64 c + 63 of
+// the tile's B: it waits for a full stage, issues wgmma m64n<kCols> over its four 32-byte k-steps and
+// releases the previous stage (in both CTAs of a pair: the peer's producer writes it too) once
+// wgmma_wait<1> proves its MMAs retired. A pair meets at a cluster barrier after its barriers are
+// initialised, before any load reaches the peer, and at its end, so that neither CTA exits while the other
+// may still arrive on its barriers. The accumulator register 4j + {0..3} of thread t holds D^T rows (columns of D) 16 (t / 32) + (t % 32) / 4 (+8) of the consumer's 64 and
 // columns (rows of D) 8j + 2 (t % 4) (+1).
 // Split-K (split_log2 > 0; the host launches one wave, one CTA per tile slice): each slice's consumers
 // write their f32 accumulators to split_ws in register order ([tile][slice][consumer][register][thread]:
@@ -43,7 +44,8 @@
 // for the next stage to be free and completes its full barrier with nothing loaded, and the consumer,
 // after that wait, transposes there and releases it (a fence orders its stores before the TMA loads
 // that land there next; no cycle: the stage's previous use was released before). It stores into d
-// (kAllReduce false), or, for GEMM + all-reduce, into slot `rank` of every rank's receive buffer (recv[p]: world slots of [m, n] bf16, the layout of hopper_gemm's AllReduceTiles). The consumer
+// (kAllReduce false), or, for GEMM + all-reduce, into slot `rank` of every rank's receive buffer (recv[p]:
+// world slots of [m, n] bf16, the layout of hopper_gemm's AllReduceTiles). The consumer
 // then sets its share's flag flags[p][rank][tile][consumer] to this call's epoch (call_epoch) on every
 // rank p (a barrier, then one thread's system-scope fence and stores), waits (acquire, bounded, naming
 // the rank) for every rank's flag of the share here, and sums the world partials from this rank's
@@ -94,12 +96,13 @@ struct DecodeRing {
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
   static constexpr u32 kTransposedBytes = kConsumers * kCols * kDecodeTRow * 2;
-  static constexpr u32 kRoomBeside = (kDecodeSharedMax - kTransposedBytes - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
+  static constexpr u32 kRoomBeside =
+      (kDecodeSharedMax - kTransposedBytes - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
   /** Where the transposed tiles beside the ring would leave it few stages, one consumer of a plain GEMM
    * transposes its tile in a stage the producer leaves unloaded after each step (the step's hole): the
    * shared memory buys a stage more (80 to 192 rows of A; matmul()'s tiles of 128, 160 and 192 rows: 9, 8
-   * and 7 stages instead of 8, 7 and 6). Else
-   * the transposed tiles lie beside the ring, which loads the next tile meanwhile. */
+   * and 7 stages instead of 8, 7 and 6). Else the transposed tiles lie beside the ring, which loads the
+   * next tile meanwhile. */
   static constexpr bool kHole = kConsumers == 1 && !kAllReduce && kRoomBeside < kDecodeHoleBelowStages;
   static_assert(!kHole || kTransposedBytes <= kStageBytes, "a stage holds the transposed tile");
   static constexpr u32 kEpilogueBytes = kHole ? 0 : kTransposedBytes;
@@ -403,7 +406,9 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       } else {
         __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
         decode_transpose<kCols>(args, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread,
-                                [&](u32 row, u32 col, uint4 v) { *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v; });
+                                [&](u32 row, u32 col, uint4 v) {
+          *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v;
+        });
       }
     }
     if constexpr (R::kHole) {
