@@ -1,39 +1,62 @@
-// The decode GEMM's tile shapes against each other, matmul()'s plan and cuBLASLt (graph-timed, µs): the
-// measurements behind decodeShape() and DECODE_MAX_ROWS in src/ops/gemm/decode-gemm.ts. Per m: the
-// one-consumer tiles of 128, 160 and 192 rows of A, the wide tiles (128 x 128), and the three narrowest
-// paired wide tiles whose pair of tile-rows covers m. Run from the repo root on a Hopper GPU:
-//   node bench/decode-shapes.mjs [M,M,...] [N] [K] [bf16|fp8e4m3]
-import { DecodeGemm, describeDecodeShape } from "../dist/src/ops/gemm/decode-gemm.js";
-import { describePlan, launchSymmkitGemm, symmkitGemmPlan } from "../dist/src/ops/gemm/matmul.js";
-import { cublas, device, operands, stream, time } from "./gemm-kit.mjs";
+// matmul()'s plan against the decode GEMM's other tiles, the Hopper GEMM and cuBLASLt, timed side by side
+// (every replay round runs each graph once in turn, so that the power cap's clock swings reach them all
+// alike; µs, and cuBLASLt's time over each): the measurements behind decodeShape() and DECODE_MAX_ROWS in
+// src/ops/gemm/decode-gemm.ts and symmkitGemmPlan() in src/ops/gemm/matmul.ts. Per shape: the plan, the
+// one-consumer and the wide tile of its rows of A (in 1 and 2 slices), the wide tiles past 192 rows,
+// unpaired and paired, and the Hopper GEMM in 1 and 2 slices; fastest first. Run from the repo root on a
+// Hopper GPU:
+//   node bench/decode-shapes.mjs [E-MxNxK,...]     (E: b for bf16, f for fp8e4m3)
+import {
+  describePlan,
+  launchSymmkitGemm,
+  symmkitGemmPlan,
+  TILE_GEMM_PLAN,
+} from "../dist/src/ops/gemm/matmul.js";
+import { graphTimeManyUs } from "../dist/src/bench/report.js";
+import { cublas, device, operands, stream } from "./gemm-kit.mjs";
 
-const rows = (process.argv[2] ?? "129,136,144,160,176,192,208,224,240,256").split(",").map(Number);
-const [n, k] = [Number(process.argv[3] ?? 8192), Number(process.argv[4] ?? 14336)];
-const elem = process.argv[5] ?? "bf16";
-const PAIRED_COLS = [64, 80, 96, 112, 128, 160, 192];
-for (const m of rows) {
-  const ops = operands(m, n, k, elem);
+const ONE_CONSUMER_COLS = [8, 16, 32, 64, 128, 160, 192];
+const shapes = (process.argv[2] ?? "b-128x8192x14336,b-128x28672x4096,b-256x8192x14336,b-256x28672x4096")
+  .split(",")
+  .map((s) => {
+    const [e, mnk] = s.split("-");
+    const [m, n, k] = mnk.split("x").map(Number);
+    return { elem: e === "f" ? "fp8e4m3" : "bf16", m, n, k, layoutB: "nk" };
+  });
+const decode = (cols, wide, paired, splits = 1) => ({ kernel: "decode", cols, wide, paired, splits });
+for (const p of shapes) {
+  const ops = operands(p.m, p.n, p.k, p.elem);
   const c = ops.launch;
-  const problem = { elem, m, n, k, layoutB: "nk" };
-  const plan = symmkitGemmPlan(device, problem);
-  const row = [
-    `${m}x${n}x${k} ${elem}`,
-    `cuBLASLt ${await time(() => cublas(c, elem))}`,
-    `matmul (${describePlan(plan)}) ${await time(() => launchSymmkitGemm(device, problem, c, stream, plan))}`,
+  const chosen = symmkitGemmPlan(device, p);
+  const candidates = [chosen, TILE_GEMM_PLAN, { kernel: "hopper", splits: 2, splitK: true, narrow: false }];
+  const cols = ONE_CONSUMER_COLS.find((x) => x >= p.m);
+  if (cols !== undefined)
+    for (const wide of [false, true])
+      candidates.push(decode(cols, wide, false), decode(cols, wide, false, 2));
+  else
+    for (const wideCols of [128, 160, 192])
+      candidates.push(decode(wideCols, true, false), decode(wideCols, true, true));
+  // Each plan once, and only those the launcher takes (a split past one wave is refused).
+  const plans = candidates.filter((plan, i) => {
+    if (candidates.findIndex((q) => describePlan(q) === describePlan(plan)) !== i) return false;
+    try {
+      launchSymmkitGemm(device, p, c, stream, plan);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  const runs = [
+    () => cublas(c, p.elem),
+    ...plans.map((plan) => () => launchSymmkitGemm(device, p, c, stream, plan)),
   ];
-  const shapes = [
-    ...[128, 160, 192].map((cols) => ({ cols, wide: false, paired: false })),
-    { cols: 128, wide: true, paired: false },
-    ...PAIRED_COLS.filter((cols) => 2 * cols >= m)
-      .slice(0, 3)
-      .map((cols) => ({ cols, wide: true, paired: true })),
-  ];
-  for (const s of shapes) {
-    const g = new DecodeGemm(device, { elem, ...s, allReduce: false });
-    const { registers, localBytes } = g.kernel.attributes();
-    const use = `${registers} regs${localBytes ? `, ${localBytes} B local` : ""}`;
-    row.push(`${describeDecodeShape(s)} ${await time(() => g.launch(c))} (${use})`);
-  }
-  console.log(row.join("  "));
+  runs[0]();
+  const perGraph = Math.max(3, Math.min(100, Math.ceil(3e-3 / ((2 * p.m * p.n * p.k) / 400e12 + 5e-6))));
+  const [lt, ...us] = await graphTimeManyUs(stream, runs, { perGraph, replays: 30 });
+  const row = plans
+    .map((plan, i) => ({ what: `${plan === chosen ? "* " : ""}${describePlan(plan)}`, us: us[i] }))
+    .sort((x, y) => x.us - y.us)
+    .map((r) => `${r.what} ${r.us.toFixed(1)} (${(lt / r.us).toFixed(2)})`);
+  console.log(`${p.elem} ${p.m}x${p.n}x${p.k}  cuBLASLt ${lt.toFixed(1)}  |  ${row.join("  |  ")}`);
   ops.dispose();
 }

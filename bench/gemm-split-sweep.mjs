@@ -28,7 +28,7 @@ for (const [m, n, k] of shapes) {
       }
       row.push(`${name}/${splits} ${await time(() => g.launch({ ...c, splits }))}`);
     }
-  const shape = decodeShape(m);
+  const shape = decodeShape(m, n, device.props.smCount);
   const decoder = new DecodeGemm(device, { elem: "bf16", ...shape, allReduce: false });
   for (const splits of [1, 2, 4, 8, 16]) {
     try {

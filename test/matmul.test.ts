@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "../src/errors.js";
-import { checkMatmul } from "../src/ops/gemm/matmul.js";
+import { checkMatmul, describePlan, gemmPlanFor } from "../src/ops/gemm/matmul.js";
 import { GEMM_PROGRAMS, GEMM_VARIANTS, gemmExpr } from "../src/ops/gemm/programs.js";
 import { gemmKernelFor, gemmTiles, splitsFor } from "../src/ops/gemm/hopper-gemm.js";
 import { PROGRAMS } from "../src/catalog.js";
@@ -148,26 +148,36 @@ test("split-K choice: powers of two filling one wave, slices long enough for the
 });
 
 test("decode GEMM choice: tile shapes, slices, which problems it takes, its programs", () => {
+  const h200Shape = (m: number, n = 8192) => describeDecodeShape(decodeShape(m, n, 132));
   assert.deepEqual(
     [1, 8, 9, 16, 17, 33, 64, 65, 128, 129, 160, 161, 192, 193, 256, 257, 320, 321, 384].map((m) =>
-      describeDecodeShape(decodeShape(m)),
+      h200Shape(m),
     ),
     [
       ...["8", "8", "16", "16", "32", "64", "64", "128", "128", "160", "160", "192", "192"].map(
         (c) => `${c} x 64`,
       ),
-      ...["128", "128", "160", "160", "192", "192"].map((c) => `${c} x 128 paired`),
+      ...["128", "128", "160", "160", "192", "192"].map((c) => `${c} x 128`),
     ],
   );
+  // One-consumer tiles past one wave (n / 64 > 132 tiles) become wide tiles of the same rows of A.
+  assert.equal(h200Shape(8, 8448), "8 x 64");
+  assert.equal(h200Shape(8, 8456), "8 x 128");
+  assert.equal(h200Shape(128, 14336), "128 x 128");
+  assert.equal(h200Shape(192, 28672), "192 x 128");
+  assert.equal(h200Shape(256, 28672), "128 x 128");
   // A pair's tile-rows come in twos, however few rows the second covers.
   const pairedTiles = (m: number, cols: 64 | 160) => decodeTiles(m, 8192, { cols, wide: true, paired: true });
   assert.deepEqual(pairedTiles(300, 160), { tilesM: 2, tilesN: 64 });
   assert.deepEqual(pairedTiles(333, 64), { tilesM: 6, tilesN: 64 });
   assert.deepEqual(pairedTiles(60, 64), { tilesM: 2, tilesN: 64 });
-  assert.deepEqual(decodeTiles(150, 8200, decodeShape(150)), { tilesM: 1, tilesN: 129 });
-  assert.deepEqual(decodeTiles(100, 8200, decodeShape(100)), { tilesM: 1, tilesN: 129 });
-  assert.deepEqual(decodeTiles(200, 8200, decodeShape(200)), { tilesM: 2, tilesN: 65 });
-  const h200 = (m: number, n: number, k: number): number => decodeSplitsFor(m, n, k, 2, 132);
+  const tiles = (m: number, n: number) => decodeTiles(m, n, decodeShape(m, n, 132));
+  assert.deepEqual(tiles(150, 8200), { tilesM: 1, tilesN: 129 });
+  assert.deepEqual(tiles(100, 8200), { tilesM: 1, tilesN: 129 });
+  assert.deepEqual(tiles(200, 8200), { tilesM: 2, tilesN: 65 });
+  assert.deepEqual(tiles(100, 20480), { tilesM: 1, tilesN: 160 }, "wide: 128 rows of B a tile");
+  const h200 = (m: number, n: number, k: number): number =>
+    decodeSplitsFor(m, n, k, 2, 132, decodeShape(m, n, 132));
   assert.equal(h200(1, 8192, 14336), 1); // 128 tiles of 64 rows of B fill the SMs
   assert.equal(h200(128, 8192, 14336), 1);
   assert.equal(h200(256, 8192, 14336), 1); // 2 x 64 tiles of 128 x 128
@@ -176,30 +186,52 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(h200(16, 1024, 8192), 8); // 16 tiles, 128 k-blocks: slices of 16
   assert.equal(h200(1, 1024, 1024), 1); // 16 k-blocks: no slice would be long enough
   for (const m of [1, 7, 64, 128, 200])
-    for (const n of [512, 2048, 8192])
+    for (const n of [512, 2048, 8192, 28672])
       for (const k of [512, 4096, 28672]) {
         const s = h200(m, n, k);
-        const { tilesM, tilesN } = decodeTiles(m, n, decodeShape(m));
+        const { tilesM, tilesN } = tiles(m, n);
         assert.ok(Number.isInteger(Math.log2(s)), `${m}x${n}x${k}: ${s} is not a power of two`);
         assert.ok(s === 1 || tilesM * tilesN * s <= 132, `${m}x${n}x${k}: ${s} slices overflow one wave`);
       }
+  // matmul's plan on 132 SMs: the Hopper GEMM where the decode GEMM's wide tiles pass one wave and its
+  // tile-rows of 128 cover m with no more rows.
+  const plan = (m: number, n: number, k = 4096) =>
+    describePlan(gemmPlanFor({ elem: "bf16", m, n, k, layoutB: "nk" }, 132));
+  assert.equal(plan(128, 8192), "decode, 128 x 64 tiles, 1 slice");
+  assert.equal(plan(128, 14336), "decode, 128 x 128 tiles, 1 slice");
+  assert.equal(plan(128, 28672), "hopper, 1 slice");
+  assert.equal(plan(64, 28672), "decode, 64 x 128 tiles, 1 slice", "a tile-row of 128 for 64 rows");
+  assert.equal(plan(192, 28672), "decode, 192 x 128 tiles, 1 slice", "two tile-rows of 128 for 192 rows");
+  assert.equal(plan(256, 14336), "hopper, 1 slice");
+  assert.equal(plan(256, 8192), "decode, 128 x 128 tiles, 1 slice");
+  assert.equal(plan(320, 28672), "decode, 160 x 128 tiles, 1 slice");
+  assert.equal(plan(384, 28672), "hopper, 1 slice");
+  assert.equal(plan(385, 8192), "hopper, 1 slice");
   assert.ok(decodeFits(384, 8192, "nk"));
   assert.ok(!decodeFits(385, 8192, "nk"), "beyond 384 rows the 128 x 256 tiles win");
   assert.ok(!decodeFits(1, 8192, "kn"), "B as [k, n] would need an MN-major wgmma A operand");
   assert.ok(!decodeFits(1, 8196, "nk"), "rows of D are stored in 16-byte chunks");
-  assert.equal(decodeFlagCount(1, 8192, 2), 256);
-  assert.equal(decodeFlagCount(200, 8192, 2), 2 * 2 * 64 * 2); // a flag per consumer
+  assert.equal(decodeFlagCount(1, 8192, 2, decodeShape(1, 8192, 132)), 256);
+  assert.equal(decodeFlagCount(200, 8192, 2, decodeShape(200, 8192, 132)), 2 * 2 * 64 * 2); // per consumer
   for (const v of DECODE_VARIANTS) {
     assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${describeDecodeShape(v)}: shared memory`);
     assert.equal(decodeThreads(v), v.wide ? 384 : 256);
   }
-  // Both dtypes: 7 one-consumer tiles with and without the all-reduce, and 3 wide ones, paired plain and
-  // unpaired with the all-reduce (what FusedMatmul runs).
-  assert.equal(DECODE_PROGRAMS.length, 2 * (7 + 3) * 2);
-  assert.ok(
-    DECODE_VARIANTS.every((v) => v.paired === (v.wide && !v.allReduce)),
-    "matmul() pairs wide tiles, GEMM + all-reduce runs them unpaired",
-  );
+  // Both dtypes: the 7 rows of A of the one-consumer tiles, one-consumer and wide, with and without the
+  // all-reduce; no pairs.
+  assert.equal(DECODE_PROGRAMS.length, 2 * 7 * 2 * 2);
+  assert.ok(DECODE_VARIANTS.every((v) => !v.paired));
+  for (const m of [1, 100, 200, 384])
+    for (const n of [8192, 28672]) {
+      const shape = decodeShape(m, n, 132);
+      for (const allReduce of [false, true])
+        assert.ok(
+          DECODE_VARIANTS.some(
+            (v) => describeDecodeShape(v) === describeDecodeShape(shape) && v.allReduce === allReduce,
+          ),
+          `${m}x${n}: ${describeDecodeShape(shape)} ${allReduce ? "with" : "without"} the all-reduce is shipped`,
+        );
+    }
   assert.equal(new Set(DECODE_PROGRAMS.map((p) => p.name)).size, DECODE_PROGRAMS.length);
   assert.ok(PROGRAMS.includes(DECODE_PROGRAMS[0]!), "CI compiles the decode GEMM's programs");
 });

@@ -9,7 +9,7 @@ import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/gemm/cublaslt-
 import { HopperGemm } from "../ops/gemm/hopper-gemm.js";
 import { describePlan, launchSymmkitGemm, symmkitGemmPlan } from "../ops/gemm/matmul.js";
 import { startProgress } from "./progress.js";
-import { benchEnvironment, graphTimeUs, table, type BenchEnvironment } from "./report.js";
+import { benchEnvironment, graphTimeManyUs, table, type BenchEnvironment } from "./report.js";
 
 export type GemmShape = readonly [number, number, number];
 
@@ -120,9 +120,13 @@ export async function benchGemm(options: {
       }
       const flops = 2 * m * n * k;
       const perGraph = Math.max(3, Math.min(200, Math.ceil(20e-3 / (flops / 600e12))));
-      const usS = await graphTimeUs(stream, runS, { perGraph, replays: 10 });
-      const usL = await graphTimeUs(stream, runL, { perGraph, replays: 10 });
-      const unsplit = plain ? undefined : await graphTimeUs(stream, runUnsplit, { perGraph, replays: 10 });
+      // Side by side: under a power cap the clock swings within a run, and the kernels do not follow it
+      // alike (docs/perf-notes.md: the decode GEMM's ring).
+      const us = await graphTimeManyUs(stream, plain ? [runS, runL] : [runS, runL, runUnsplit], {
+        perGraph,
+        replays: 20,
+      });
+      const [usS, usL, unsplit] = [us[0]!, us[1]!, us[2]];
       const row: GemmRow = {
         m,
         n,

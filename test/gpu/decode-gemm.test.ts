@@ -95,14 +95,16 @@ test(
     for (const [what, elem, m, n, k, splitsList, scaled] of cases) {
       const scale = scaled ? Tensor.fromHost([0.5], "f32", { device: Device.get(0) }) : undefined;
       const { device, a, b, bits, scales } = problem(m, n, k, elem, (salt += 2), scale);
-      // The shape the host picks, the wider ones (more zero rows of A in each tile, or several tile-rows
-      // past 128 rows; from 80 rows their transposed tile lies in a hole of the ring), wide tiles (two
-      // consumers, 128 rows of B), and paired wide tiles (one tile-row pair, or several, or a pair whose
-      // second tile-row lies past m).
+      // The shape the host picks and its other width, the wider ones (more zero rows of A in each tile, or
+      // several tile-rows past 128 rows; from 80 rows their transposed tile lies in a hole of the ring),
+      // wide tiles (two consumers, 128 rows of B), and paired wide tiles (one tile-row pair, or several, or
+      // a pair whose second tile-row lies past m).
+      const chosen = decodeShape(m, n, device.props.smCount);
       const shapes: DecodeShape[] = [
-        decodeShape(m),
+        chosen,
+        { ...chosen, wide: !chosen.wide },
         ...([80, 96, 112, 128, 160, 192] as const).map((cols) => ({ cols, wide: false, paired: false })),
-        { cols: 128, wide: true, paired: false },
+        ...([8, 32, 64, 128, 160, 192] as const).map((cols) => ({ cols, wide: true, paired: false })),
         ...([64, 80, 96, 112, 128, 160, 192] as const).map(paired),
       ];
       for (const shape of shapes.filter(
@@ -187,21 +189,27 @@ test(
 );
 
 test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
-  // 24 tiles in up to 4 slices, 320 tiles walked by a persistent grid, 64 wide tiles (two consumers),
-  // and paired wide tiles: 64 pairs, and 160 pairs walked by a persistent grid of clusters.
+  // 24 tiles in up to 4 slices, 160 wide tiles (two consumers) walked by a persistent grid, 320 narrow
+  // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows, and paired wide tiles: 64 pairs,
+  // and 160 pairs walked by a persistent grid of clusters.
+  const wide = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: false });
   for (const [m, n, k, splitsList, shape] of [
     [24, 1536, 2048, [1, 2, 4, 1], undefined],
     [5, 20480, 512, [1, 1], undefined],
+    [5, 20480, 512, [1], narrow8],
     [160, 4096, 1024, [1, 2], undefined],
+    [30, 2048, 1024, [1, 4], wide(32)],
+    [64, 20480, 512, [1], wide(64)],
     [160, 8192, 1024, [1, 1], paired(80)],
     [200, 20480, 512, [1], paired(112)],
   ] as const) {
     const { device, a, b, bits } = problem(m, n, k, "bf16", 201 + m);
-    const exchange = soloExchange(device, m, n, shape ?? decodeShape(m));
+    const tiles = shape ?? decodeShape(m, n, device.props.smCount);
+    const exchange = soloExchange(device, m, n, tiles);
     for (const splits of splitsList) {
-      const label = `${m}x${n}x${k} all-reduce, ${describeDecodeShape(shape ?? decodeShape(m))} tiles, ${splits} slices`;
+      const label = `${m}x${n}x${k} all-reduce, ${describeDecodeShape(tiles)} tiles, ${splits} slices`;
       const got = new Guarded([m, n], "bf16", device);
-      decoder("bf16", shape ?? decodeShape(m), true).launch({
+      decoder("bf16", tiles, true).launch({
         a: a.ptr,
         b: b.ptr,
         d: got.t.ptr,

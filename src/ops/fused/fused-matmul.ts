@@ -516,12 +516,9 @@ export class FusedMatmul {
   }
 
   /** The fused GEMM + all-reduce's kernel: the one matmul() runs, with its all-reduce epilogue (the Hopper
-   * GEMM's all-reduce has split-K compiled in), so fused and sequential do the same arithmetic. Paired
-   * decode tiles run unpaired here, with the same tiles, slices and MMAs: their exchange epilogue measured
-   * 20-25 µs slower paired at m = 224-256 (bench/decode-ar.mjs, one H200), level at 320-384. */
+   * GEMM's all-reduce has split-K compiled in), so fused and sequential do the same arithmetic. */
   #allReduceKernel(p: FusedProblem): SymmkitGemmPlan {
-    const plan = symmkitGemmPlan(this.#ctx.group.device, p);
-    return plan.kernel === "decode" ? { ...plan, paired: false } : plan;
+    return symmkitGemmPlan(this.#ctx.group.device, p);
   }
 
   #decoder(elem: FusedProblem["elem"], shape: DecodeShape): DecodeGemm {

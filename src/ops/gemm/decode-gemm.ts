@@ -2,7 +2,8 @@
 // computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (or 128 rows of B, two
 // consumers, alone or paired in clusters of two CTAs that share B by multicast), with split-K for problems
 // of few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
-// all-reduce run it at decode sizes (decodeFits); HopperGemm runs everything else.
+// all-reduce run it at decode sizes (decodeFits) unless HopperGemm's tiles do better there
+// (symmkitGemmPlan, matmul.ts); HopperGemm runs everything else.
 import { InvalidArgumentError } from "../../errors.js";
 import type { Ptr } from "../../cuda/native.js";
 import type { Device } from "../../runtime/device.js";
@@ -39,7 +40,8 @@ const TILE_K_BYTES = 128;
 
 /** A tile's shape: `cols` rows of A by 64 rows of B, or 128 with `wide` (two consumer warpgroups); wide
  * tiles `paired` run in clusters of two CTAs on neighbouring tile-rows of A, each loading half of their
- * block of B multicast to both (decode_gemm.cuh kPair). */
+ * block of B multicast to both (decode_gemm.cuh kPair). matmul() runs no paired tiles: on the ring of
+ * stages as [B | A] the unpaired wide tiles measured level with them or faster on an H200. */
 export interface DecodeShape {
   readonly cols: DecodeCols;
   readonly wide: boolean;
@@ -78,19 +80,25 @@ export function decodeSharedBytes(v: DecodeVariant): number {
   return stages * stage + beside + 2 * stages * 8 + 1024;
 }
 
-/** The tile for m rows of A: the narrowest one-consumer tile that covers them up to 192 rows; beyond, the
- * narrowest paired wide tiles whose two tile-rows cover them (128, 160 or 192 rows of A each), which read
- * B from L2 once per pair: on an H200 they beat the unpaired wide tiles by 8-15% and the Hopper GEMM's
- * 128 x 256 tiles by 25-30% there (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM). */
-export function decodeShape(m: number): DecodeShape {
+/** The tile for m rows of A and n rows of B on `sms` SMs: the narrowest one-consumer tile that covers the
+ * rows up to 192, or, where its tiles would take more than one wave, the wide tile of the same rows of A
+ * (two consumers: half as many tiles, each reading A once for 128 rows of B); beyond 192 rows, the
+ * narrowest wide tiles whose two tile-rows cover them (128, 160 or 192 rows of A each). Timed side by side
+ * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
+ * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
+ * wave; unpaired wide tiles matched or beat the paired ones (0-4%) at every shape past 192 rows. */
+export function decodeShape(m: number, n: number, sms: number): DecodeShape {
   const cols = NARROW_COLS.find((c) => c >= m);
-  if (cols !== undefined) return { cols, wide: false, paired: false };
-  return { cols: PAIRED_COLS.find((c) => 2 * c >= m) ?? 192, wide: true, paired: true };
+  if (cols === undefined)
+    return { cols: WIDE_COLS.find((c) => 2 * c >= m) ?? 192, wide: true, paired: false };
+  const narrow: DecodeShape = { cols, wide: false, paired: false };
+  const { tilesM, tilesN } = decodeTiles(m, n, narrow);
+  return tilesM * tilesN > sms ? { cols, wide: true, paired: false } : narrow;
 }
 const NARROW_COLS: readonly DecodeCols[] = [8, 16, 32, 64, 128, 160, 192];
-/** Paired tiles' rows of A that matmul() takes: wgmma's N at a multiple of 32 (80 and 112 measured 20-30%
- * slower than 96 and 128). */
-const PAIRED_COLS: readonly DecodeCols[] = [128, 160, 192];
+/** Wide tiles' rows of A past 192 rows: wgmma's N at a multiple of 32 (80 and 112 measured 20-30% slower
+ * than 96 and 128). */
+const WIDE_COLS: readonly DecodeCols[] = [128, 160, 192];
 
 /** Rows of A's box (decode_box_rows): the tile's, or m rounded up to 8 when A has fewer rows, so that
  * little of a box lies past A (TMA's zero fill of a box mostly past the tensor is slow). */
@@ -107,7 +115,7 @@ export function decodeTiles(m: number, n: number, s: DecodeShape): { tilesM: num
   };
 }
 
-/** The most rows matmul() and GEMM + all-reduce give the decode GEMM (two paired tile-rows of 192): beyond,
+/** The most rows matmul() and GEMM + all-reduce give the decode GEMM (two wide tile-rows of 192): beyond,
  * HopperGemm's 128 x 256 tiles reuse B across more rows of A in shared memory and win
  * (bench/decode-shapes.mjs). */
 export const DECODE_MAX_ROWS = 384;
@@ -121,16 +129,18 @@ export function decodeFits(m: number, n: number, layoutB: "nk" | "kn"): boolean 
 const MIN_SPLIT_KBLOCKS = 16;
 const MAX_SPLITS = 16;
 
-/** Split-K slices that fill the `resident` CTAs (the SMs, or DecodeGemm.resident()) with one tile slice
- * each: a power of two, 1 once the tiles fill half of them (n >= 4224 at m <= 128 on 132 SMs). */
+/** Split-K slices of `shape`'s tiles that fill the `resident` CTAs (the SMs, or DecodeGemm.resident()) with
+ * one tile slice each: a power of two, 1 once the tiles fill half of them (n >= 4224 at m <= 128 on 132
+ * SMs). */
 export function decodeSplitsFor(
   m: number,
   n: number,
   k: number,
   elementBytes: number,
   resident: number,
+  shape: DecodeShape,
 ): number {
-  const { tilesM, tilesN } = decodeTiles(m, n, decodeShape(m));
+  const { tilesM, tilesN } = decodeTiles(m, n, shape);
   const byGrid = Math.floor(resident / (tilesM * tilesN));
   const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
   const most = Math.min(byGrid, byK, MAX_SPLITS);
@@ -151,18 +161,15 @@ export function decodeProgram(v: DecodeVariant): ProgramSpec {
   };
 }
 
-/** The variants matmul() and GEMM + all-reduce may run, in both dtypes: decodeShape's one-consumer tiles
- * with and without the all-reduce; its wide tiles paired for matmul(), and unpaired with the all-reduce
- * (FusedMatmul runs them so). */
-export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) => [
-  ...NARROW_COLS.flatMap((cols) =>
-    [false, true].map((allReduce) => ({ elem, cols, wide: false, paired: false, allReduce })),
+/** The variants matmul() and GEMM + all-reduce may run (decodeShape's), in both dtypes, each plain and with
+ * the all-reduce: the one-consumer tiles, and the wide tiles of the same rows of A. */
+export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
+  NARROW_COLS.flatMap((cols) =>
+    [false, true].flatMap((wide) =>
+      [false, true].map((allReduce) => ({ elem, cols, wide, paired: false, allReduce })),
+    ),
   ),
-  ...PAIRED_COLS.flatMap((cols) => [
-    { elem, cols, wide: true, paired: true, allReduce: false },
-    { elem, cols, wide: true, paired: false, allReduce: true },
-  ]),
-]);
+);
 export const DECODE_PROGRAMS: readonly ProgramSpec[] = DECODE_VARIANTS.map(decodeProgram);
 
 /** Byte offsets of DecodeArgs' fields (decode_gemm.cuh asserts its size; test/gemm-layout.test.ts
@@ -200,9 +207,9 @@ export const DECODE_PARAMS = [
   { bytes: L.bytes, align: 8 },
 ] as const;
 
-/** Flags one rank's GEMM + all-reduce needs in the decode GEMM: world x tiles x consumers (of the tiles
- * matmul() picks, or of `shape`). */
-export function decodeFlagCount(m: number, n: number, world: number, shape = decodeShape(m)): number {
+/** Flags one rank's GEMM + all-reduce needs in the decode GEMM with `shape`'s tiles: world x tiles x
+ * consumers. */
+export function decodeFlagCount(m: number, n: number, world: number, shape: DecodeShape): number {
   const { tilesM, tilesN } = decodeTiles(m, n, shape);
   return world * tilesM * tilesN * consumers(shape);
 }
@@ -214,7 +221,7 @@ export function soloExchange(
   device: Device,
   m: number,
   n: number,
-  shape = decodeShape(m),
+  shape = decodeShape(m, n, device.props.smCount),
 ): GemmScatter & { epoch: Ptr; counts: Tensor; dispose(): void } {
   const recv = Tensor.empty([m, n], "bf16", { device });
   const flags = Tensor.zeros([decodeFlagCount(m, n, 1, shape)], "u32", { device });
