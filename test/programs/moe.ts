@@ -49,6 +49,7 @@ import {
   dispatchTensors,
   type DispatchResult,
 } from "../../src/ops/moe/checks.js";
+import { moeRouteFits } from "../../src/ops/moe/moe.js";
 import { GPU_MOE_AUTO, MOE } from "../../src/ops/moe/records.js";
 import {
   combineToken,
@@ -802,6 +803,71 @@ const usable = (what: string): Promise<void> => batch(ALGORITHMS.map((a, k) => s
   done(
     `configs: ${CONFIGS.length} at world ${world} (${pairs} pairs), ${calls} cases: dispatch, maxRows and ` +
       "into bit for bit; combine vs the float32 reference, identity, exact",
+  );
+}
+
+// ---- More experts than the route kernel's one block holds (16 bytes of shared memory each): on GPUs pull,
+// and auto with or without maxRows, route on the host there; pull_device refuses. Both backends: dispatch
+// of exactly the rows that arrive and of maxRows bit for bit, combine of f(owner, row, column), fp8 too.
+{
+  const perRank = Math.ceil(16384 / world);
+  const manyCase = (d: Drawn, a: Algorithm, k: number): Case => {
+    const { p, sides, lay } = d;
+    const what = `${d.what} ${named(a)}`;
+    const received = lay.rows[rank]!.length;
+    const maxRows = received + rank + 1;
+    const inp = upload(make, p, sides[rank]!, k % 2 === 1);
+    const values = expertOutput(make, p.hidden, d.tag, received);
+    const [outWhole, out] = poisonedIn(make, "bf16", [sides[rank]!.tokens, p.hidden]);
+    const made = [...inp.made, values];
+    const tensors = [...made.map(([t]) => t), outWhole];
+    const o = { numExperts: p.numExperts, scales: inp.scales, ...opt(a) };
+    let got: { d1: DispatchResult<AnyTensor>; d2: DispatchResult<AnyTensor> } | undefined;
+    return {
+      run: () => {
+        const d1 = c.dispatch(inp.tokens, inp.topkIdx, inp.topkWeights, o);
+        c.combine(values[0].slice(1, received + 3), d1.handle, { out });
+        const d2 = c.dispatch(inp.tokens, inp.topkIdx, inp.topkWeights, { ...o, maxRows });
+        tensors.push(...[d1, d2].flatMap(dispatchTensors));
+        got = { d1, d2 };
+      },
+      check: () => {
+        assert.ok(got);
+        checkDispatched(`${what}: dispatch`, p, sides, lay, got.d1, received, false);
+        expectPoisoned(outWhole, asBytes(pick(d.want().values, undefined)), `${what}: combine`);
+        checkDispatched(`${what}: dispatch maxRows ${maxRows}`, p, sides, lay, got.d2, maxRows, false);
+        for (const m of made) unwritten(m, what);
+      },
+      tensors,
+    };
+  };
+  const draws = (["bf16", "fp8e4m3"] as const).map((dtype) =>
+    drawProblem({ hidden: 64, topk: 4, perRank, dtype, tokens: [5, 3, 4] }, `${perRank * world} experts`),
+  );
+  if (gpu)
+    assert.ok(
+      !moeRouteFits(draws[0]!.p.numExperts, gpu.device),
+      `${draws[0]!.p.numExperts} experts fit the route kernel's block: the section would not route on the host`,
+    );
+  const algorithms = ALGORITHMS.filter((a) => a !== "pull_device");
+  await batch(draws.flatMap((d, i) => algorithms.map((a, k) => manyCase(d, a, i + k))));
+  if (gpu) {
+    const d = draws[0]!;
+    const inp = upload(make, d.p, d.sides[rank]!, false);
+    assert.throws(
+      () =>
+        c.dispatch(inp.tokens, inp.topkIdx, inp.topkWeights, {
+          numExperts: d.p.numExperts,
+          maxRows: 8,
+          algorithm: "pull_device",
+        }),
+      typed,
+      "pull_device past the route kernel's experts",
+    );
+    for (const [t] of inp.made) t.dispose();
+  }
+  done(
+    `${draws[0]!.p.numExperts} experts (routed on the host on GPUs), ${draws.length * algorithms.length} cases: dispatch and maxRows bit for bit, combine`,
   );
 }
 

@@ -3,12 +3,13 @@
 //
 // dispatch: moe_positions copies this rank's ids, weights, tokens (and scales) into its staging buffer and
 // writes each pair's position among the pairs of its expert and the per-expert counts
-// (plus the first out-of-range id, if any) into its header; a barrier kernel; the host reads every rank's
-// header (copies from the peers' staging, one wait) and judges the call alike on every rank (bad ids,
-// a maxRows too small: every rank throws, nothing written), sizes the outputs and uploads the base rows
-// (src/ops/moe/route.ts routeBases); moe_gather pulls this rank's experts' rows from every source and
-// writes the handle's rows (and zeroes the spare rows); a barrier kernel. The host wait keeps it out of
-// CUDA graphs.
+// (plus the first out-of-range id, if any) into its header; a barrier kernel; moe_route plans the gather
+// (the base rows of src/ops/moe/route.ts routeBases) and copies every rank's header and rows received
+// into the plan's tail; the host reads that tail (one small copy and wait) and judges the call alike on
+// every rank (bad ids, a maxRows too small: every rank throws, nothing written) and sizes the outputs;
+// moe_gather pulls this rank's experts' rows from every source and writes the handle's rows (and zeroes
+// the spare rows); a barrier kernel. The host wait keeps it out of CUDA graphs. Past the experts the route
+// kernel's block holds, the host reads every rank's header itself and routes (routeBases, uploaded).
 // dispatch, algorithm pull_device (auto inside a capture or with `into`): the same staging and barrier, then moe_route
 // judges and plans on the device what the host did (every rank alike; a refusal recorded for the next
 // group.synchronize(), counts -1, nothing written), moe_gather, a barrier: no host wait, so capturable.
@@ -22,6 +23,7 @@ import type { CallTag } from "../../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { Graph } from "../../runtime/graph.js";
+import type { Device } from "../../runtime/device.js";
 import type { Kernel } from "../../runtime/kernel.js";
 import {
   copyDeviceToDevice,
@@ -78,6 +80,12 @@ const ROUTE_PARAMS = [
 ] as const;
 /** moe.cuh's kRouteSharedPerExpert: the route kernel's dynamic shared memory per expert. */
 const MOE_ROUTE_SHARED_PER_EXPERT = 16;
+
+/** Whether moe_route's one block holds `experts` experts' sums in shared memory on `device` (with a KiB of
+ * margin for its own): past that, dispatch routes on the host. */
+export function moeRouteFits(experts: number, device: Device): boolean {
+  return MOE_ROUTE_SHARED_PER_EXPERT * experts + 1024 <= device.props.sharedBytesPerBlockOptin;
+}
 /** The refusals moe_route records (moe.cuh kStaging .. kMaxRows), in words. */
 export const MOE_REFUSALS: Readonly<Record<number, (rank: number, detail: number) => string>> = {
   0x201: (r, d) =>
@@ -89,11 +97,14 @@ export const MOE_REFUSALS: Readonly<Record<number, (rank: number, detail: number
   0x204: (r, d) => `rank ${r} receives ${d} rows, more than its maxRows`,
 };
 
-/** moe.cuh's plan_layout (i32 offsets): tokens per source, base rows, rows received. */
+/** moe.cuh's plan_layout (i32 offsets): tokens per source, base rows, rows received; then, for the host,
+ * every rank's rows received and every rank's header's fixed part. */
 export function moePlanLayout(world: number, experts: number) {
   const bases = world;
   const received = bases + world * experts;
-  return { bases, received, end: received + 1 };
+  const byRank = received + 1;
+  const headers = byRank + world;
+  return { bases, received, byRank, headers, end: headers + world * MOE_HEADER_FIXED };
 }
 /** moe_positions: ids, tokens, topk, experts, staging, header bytes, maxRows, bytes needed; then the
  * weights, token rows and scales (0: none) it copies into the staging, a row's bytes, and the handle's
@@ -205,6 +216,18 @@ function disposeResult(r: DispatchResult<Tensor>): void {
   for (const t of dispatchTensors(r)) t.dispose();
 }
 
+/** The tensors of a dispatch's result made before its rows are known (GpuMoe #early). */
+interface Early {
+  readonly expert: Tensor;
+  readonly row: Tensor;
+  readonly weights: Tensor;
+  readonly counts: Tensor;
+}
+
+function disposeEarly(e: Early): void {
+  for (const t of [e.expert, e.row, e.weights, e.counts]) t.dispose();
+}
+
 export class GpuMoe {
   readonly #ctx: GpuGroup;
   #kernels: Kernels | undefined;
@@ -258,10 +281,7 @@ export class GpuMoe {
     for (const t of [tokens, topkIdx, topkWeights, o.scales]) if (t) ctx.onDevice(what, t);
     const stream = ctx.stream(o);
     const capturing = Graph.activeCapture(stream) !== undefined;
-    // The route kernel keeps every expert's sums in one block's shared memory (its own is small: a KiB of
-    // margin).
-    const routeShared = MOE_ROUTE_SHARED_PER_EXPERT * p.numExperts;
-    const routeFits = routeShared + 1024 <= this.#ctx.device.props.sharedBytesPerBlockOptin;
+    const routeFits = moeRouteFits(p.numExperts, ctx.device);
     const algorithm =
       o.algorithm === "auto" || o.algorithm === undefined
         ? autoPick(GPU_MOE_AUTO, {
@@ -294,9 +314,20 @@ export class GpuMoe {
           `${what}: inside a CUDA graph capture, pass into: the result of an eager pull_device dispatch of the same shapes (its tensors are written again)`,
         );
     }
-    if (algorithm === "pull") {
+    if (algorithm === "pull" && !routeFits) {
       const { headerBytes, rowBytes, tag } = this.#stage(p, tokens, topkIdx, topkWeights, o, "pull", stream);
       return this.#routeOnHost(p, topkIdx, topkWeights, o, headerBytes, rowBytes, tag, stream);
+    }
+    if (algorithm === "pull") {
+      const early = this.#early(p, stream);
+      let staged: Staged;
+      try {
+        staged = this.#stage(p, tokens, topkIdx, topkWeights, o, "pull", stream, early);
+      } catch (e) {
+        disposeEarly(early); // refused before anything was enqueued
+        throw e;
+      }
+      return this.#judgeOnHost(p, o, early, staged, stream);
     }
     // Rows received are known on the device only: the handle says maxRows, combine stages that many. Made
     // first, so that the positions kernel fills the handle's ids and weights.
@@ -321,7 +352,7 @@ export class GpuMoe {
     o: DispatchOptions<Tensor>,
     algorithm: "pull" | "pull_device",
     stream: Stream,
-    handle?: MoeHandle<Tensor>,
+    handle?: Pick<MoeHandle<Tensor>, "expert" | "weights">,
   ): Staged {
     const { staging } = this.#ctx;
     const E = p.numExperts;
@@ -362,15 +393,28 @@ export class GpuMoe {
     return { headerBytes, rowBytes, tag };
   }
 
+  /** The tensors of a dispatch's result that do not depend on the rows received, made on `stream`: the
+   * handle's per pair (made before the positions kernel, which fills its ids and weights) and the counts. */
+  #early(p: MoeProblem, stream: Stream): Early {
+    const made = { device: this.#ctx.device, stream };
+    return {
+      expert: Tensor.empty([p.tokens, p.topk], "i32", made),
+      row: Tensor.empty([p.tokens, p.topk], "i32", made),
+      weights: Tensor.empty([p.tokens, p.topk], "f32", made),
+      counts: Tensor.empty([p.localExperts], "i32", made),
+    };
+  }
+
   /** Tensors of a dispatch's result, made on `stream`: `rows` rows, with the handle's (and pull_device's
-   * route). */
+   * route), around `early`'s. */
   #fresh(
     p: MoeProblem,
     rows: number,
     received: number,
     receivedByRank: readonly number[] | undefined,
     stream: Stream,
-  ) {
+    early: Early = this.#early(p, stream),
+  ): DispatchResult<Tensor> {
     const { device, rank, world } = this.#ctx;
     const made = { device, stream };
     const handle: MoeHandle<Tensor> = {
@@ -379,9 +423,9 @@ export class GpuMoe {
       world,
       received,
       receivedByRank,
-      expert: Tensor.empty([p.tokens, p.topk], "i32", made),
-      row: Tensor.empty([p.tokens, p.topk], "i32", made),
-      weights: Tensor.empty([p.tokens, p.topk], "f32", made),
+      expert: early.expert,
+      row: early.row,
+      weights: early.weights,
       links: Tensor.empty([rows, 2], "i32", made),
       rowWeights: Tensor.empty([rows], "f32", made),
       ...(receivedByRank === undefined
@@ -392,7 +436,7 @@ export class GpuMoe {
       tokens: Tensor.empty([rows, p.hidden], p.dtype, made),
       weights: Tensor.empty([rows], "f32", made),
       scales: p.dtype === "fp8e4m3" ? Tensor.empty([rows], "f32", made) : undefined,
-      counts: Tensor.empty([p.localExperts], "i32", made),
+      counts: early.counts,
       handle,
     };
   }
@@ -414,29 +458,83 @@ export class GpuMoe {
     tag: CallTag,
     stream: Stream,
   ): DispatchResult<Tensor> {
-    const { device, staging } = this.#ctx;
-    const k = this.#k();
+    const { device } = this.#ctx;
     const { handle } = out;
     const route = handle.route!;
-    k.route.launch(
+    this.#route(p, route.ptr, out.counts, handle, stream);
+    // The peers' tokens are known on the device only: as many as this rank's, the guess.
+    const grid = 2 * device.props.smCount;
+    this.#gather(p, out, route.ptr, rowBytes, headerBytes, maxRows, grid, p.tokens * this.#ctx.world, stream);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
+    return out;
+  }
+
+  /** moe_route (after #stage) into `plan` and `counts`. With `handle` (pull_device) it judges the call and
+   * records a refusal; without (pull) it leaves the judging to the host, which reads the plan's tail. */
+  #route(
+    p: MoeProblem,
+    plan: bigint,
+    counts: Tensor,
+    handle: MoeHandle<Tensor> | undefined,
+    stream: Stream,
+  ): void {
+    const { staging } = this.#ctx;
+    this.#k().route.launch(
       { grid: 1, block: THREADS, stream, sharedBytes: MOE_ROUTE_SHARED_PER_EXPERT * p.numExperts },
       this.#ctx.stagingView,
       p.numExperts,
       p.localExperts,
       p.hidden * 2,
       staging.tensor.nbytes,
-      route,
-      out.counts,
-      handle.expert,
-      handle.row,
+      plan,
+      counts,
+      handle?.expert ?? 0n,
+      handle?.row ?? 0n,
       p.tokens * p.topk,
-      handle.links!,
-      this.#ctx.refusalPtr,
+      handle?.links ?? 0n,
+      handle ? this.#ctx.refusalPtr : 0n,
     );
-    // The peers' tokens are known on the device only: as many as this rank's, the guess.
-    const grid = 2 * device.props.smCount;
-    this.#gather(p, out, route.ptr, rowBytes, headerBytes, maxRows, grid, p.tokens * this.#ctx.world, stream);
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
+  }
+
+  /** pull after #stage, where the route kernel holds the experts: it plans on the device, and the host reads
+   * every rank's header and rows received from the plan's tail (one small copy and wait, no routing on the
+   * host), judges the call alike on every rank and sizes the outputs around `early`. */
+  #judgeOnHost(
+    p: MoeProblem,
+    o: DispatchOptions<Tensor>,
+    early: Early,
+    staged: Staged,
+    stream: Stream,
+  ): DispatchResult<Tensor> {
+    const { rank, world, staging, device } = this.#ctx;
+    const layout = moePlanLayout(world, p.numExperts);
+    // The plan below was last read on that stream (pull_device keeps its own in the result's handle).
+    if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
+    this.#lastStream = stream;
+    const plan = this.#scratch("plan", 4 * layout.end);
+    this.#route(p, plan.ptr, early.counts, undefined, stream);
+    const tail = new Int32Array(layout.end - layout.byRank);
+    copyDeviceToHost(tail, plan.ptr + BigInt(4 * layout.byRank), stream);
+    const total = Array.from(tail.subarray(0, world));
+    const header = (r: number): Int32Array =>
+      tail.subarray(world + r * MOE_HEADER_FIXED, world + (r + 1) * MOE_HEADER_FIXED);
+    const headers = Array.from({ length: world }, (_, r) => header(r));
+    const verdict = dispatchVerdict("dispatch", headers, total, p.numExperts, staging.tensor.nbytes);
+    if (verdict !== undefined) {
+      disposeEarly(early);
+      // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
+      this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
+      throw new InvalidArgumentError(verdict);
+    }
+    const rowsOut = o.maxRows ?? total[rank]!;
+    const out = this.#fresh(p, rowsOut, total[rank]!, total, stream, early);
+    let tokensAll = 0;
+    for (const h of headers) tokensAll += h[0]!;
+    const work = Math.max(tokensAll, rowsOut - total[rank]!);
+    // As many blocks as routing on the device takes (the gather splits rows to fill them); none, no work.
+    const grid = work === 0 ? 0 : 2 * device.props.smCount;
+    this.#gather(p, out, plan.ptr, staged.rowBytes, staged.headerBytes, rowsOut, grid, tokensAll, stream);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
     return out;
   }
 

@@ -20,7 +20,7 @@ export interface MoeSituation {
 export const MOE = {
   pull: {
     summary:
-      "tokens staged; the host reads every rank's header, judges and routes; the owners pull their experts' rows",
+      "tokens staged; every rank's header judged alike by the host (on GPUs read with the rows received from a routing kernel's plan: one small wait), the outputs sized to the rows received; the owners pull their experts' rows",
     backends: ["cuda", "cpu"],
     rankOrder: true,
     needs: ["staging buffer", "host wait"],

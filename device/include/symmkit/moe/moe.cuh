@@ -3,8 +3,8 @@
 //
 // Contract. Experts are split evenly over ranks (L per rank); every (token, slot) pair whose expert id e
 // is not -1 becomes row base[s][e] + pos of its expert owner's dispatched tensor, where s is the source
-// rank, pos the pair's index among s's pairs of expert e in (token, slot) order, and base the host's
-// table (src/ops/moe/route.ts routeBases) from the count matrix every rank published.
+// rank, pos the pair's index among s's pairs of expert e in (token, slot) order, and base the table of
+// src/ops/moe/route.ts routeBases over the count matrix every rank published (moe_route computes it).
 //   moe_positions  one block per expert e over this rank's ids: a block-wide scan of "is e" in pair
 //                  order (kScanRun pairs a thread, a warp scan, then the 16 warp totals) gives each
 //                  pair of e its pos (written
@@ -14,15 +14,18 @@
 //                  handle (one launch where six copies were: a graph node or a driver call each).
 //                  Block 0 also finds the first pair whose id is neither -1 nor an expert: the host
 //                  refuses the call on every rank before anything reads an id.
-//   moe_route      (algorithm pull_device: no host wait, so dispatch can be captured) after a barrier,
-//                  one block: reads every rank's header, judges the call alike on every rank (the
-//                  host's dispatchVerdict, plus the room combine will need; codes kStaging ..) and
-//                  writes the plan the host otherwise uploads: tokens per source, base rows, this
-//                  rank's rows received, and the rows per local expert into counts. A refused call
-//                  plans no pair and no spare row, sets counts to -1, marks this rank's pairs unused
-//                  in the handle (a combine after it reads nothing and writes zeros) and records the
-//                  refusal (sync/refusal.cuh); every rank refuses alike, so the closing barrier still
-//                  pairs.
+//   moe_route      after a barrier, one block: reads every rank's header and writes the plan the
+//                  gather follows: tokens per source, base rows, this rank's rows received, every rank's
+//                  rows received and every rank's header's fixed part (the last two for the host), and
+//                  the rows per local expert into counts. pull_device (no host wait, so dispatch can be
+//                  captured) has it judge the call alike on every rank (the host's dispatchVerdict,
+//                  plus the room combine will need; codes kStaging ..): a refused call plans no pair
+//                  and no spare row, sets counts to -1, marks this rank's pairs unused in the handle (a
+//                  combine after it reads nothing and writes zeros) and records the refusal
+//                  (sync/refusal.cuh); every rank refuses alike, so the closing barrier still pairs.
+//                  pull passes no refusal record: the host reads the plan's tail, judges the call with
+//                  dispatchVerdict and sizes the outputs (one small copy and wait, no routing on the
+//                  host), and every rank throws alike before the gather.
 //   moe_gather     after a barrier (every rank's staging complete and visible): one warp per chunk of a
 //                  token of every source, in source-major order; lane k reads slot k's id and pos from
 //                  the source's staging (NVLink), writes this rank's own pairs' rows into the handle, and
@@ -161,15 +164,18 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
 }
 
 /** The plan moe_gather follows (i32; src/ops/moe/moe.ts moePlanLayout is its host twin): tokens per source,
- * base rows by source and expert, this rank's rows received. */
+ * base rows by source and expert, this rank's rows received; then, for the host, every rank's rows
+ * received and every rank's header's fixed part (kHeaderFixed each). */
 struct Plan {
-  u32 bases, received, end;
+  u32 bases, received, by_rank, headers, end;
 };
 __device__ __forceinline__ Plan plan_layout(u32 world, u32 experts) {
   Plan p;
   p.bases = world;
   p.received = p.bases + world * experts;
-  p.end = p.received + 1;
+  p.by_rank = p.received + 1;
+  p.headers = p.by_rank + world;
+  p.end = p.headers + world * kHeaderFixed;
   return p;
 }
 
@@ -186,8 +192,10 @@ constexpr u32 kRouteSharedPerExpert = 16;
 
 /** One block; dynamic shared memory: kRouteSharedPerExpert x experts bytes (every expert's rows, then the
  * rows of its owner's earlier local experts, as i64: sums that overflow i32 are refused, not wrapped).
- * A refused call also marks this rank's pairs unused in the handle (expert and row -1) and no row as a
- * token's first (links), so a combine enqueued after it reads no row and writes zeros. */
+ * With a refusal record (pull_device) it judges the call: a refused call also marks this rank's pairs
+ * unused in the handle (expert and row -1) and no row as a token's first (links), so a combine enqueued
+ * after it reads no row and writes zeros. Without one (pull) the host judges from the plan's tail and
+ * nothing is marked; a received count past i32 reads as i32's largest. */
 template <u32 W>
 __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ SymmView v, u32 experts, u32 local_experts,
                                                       u64 combine_row_bytes, u64 capacity, i32* plan, i32* counts_out,
@@ -249,6 +257,21 @@ __global__ void __launch_bounds__(kThreads) moe_route(const __grid_constant__ Sy
     }
   }
   __syncthreads();
+  // The host's part of the plan: every rank's rows received (0 when a staging overflowed: the host judges
+  // that first) and header.
+  const auto rows_of = [&](u32 r) {
+    return staged ? static_cast<i32>(min(received[r], static_cast<i64>(0x7fffffff))) : 0;
+  };
+  if (threadIdx.x < W) plan[at.by_rank + threadIdx.x] = rows_of(threadIdx.x);
+  if (threadIdx.x < W * kHeaderFixed)
+    plan[at.headers + threadIdx.x] = fixed[threadIdx.x / kHeaderFixed][threadIdx.x % kHeaderFixed];
+  if (refusal == nullptr) {
+    if (threadIdx.x < W) plan[threadIdx.x] = fixed[threadIdx.x][0];
+    if (threadIdx.x == 0) plan[at.received] = rows_of(me);
+    if (staged)
+      for (u32 j = threadIdx.x; j < L; j += kThreads) counts_out[j] = static_cast<i32>(totals[me * L + j]);
+    return;
+  }
   if (threadIdx.x == 0) {
     verdict = 0;
     for (u32 r = 0; r < W && verdict == 0; ++r)
