@@ -1,5 +1,5 @@
 // Registers and local memory (spills) of every decode GEMM variant matmul() and GEMM + all-reduce may run,
-// and the clusters of two that fit for the paired ones. Run from the repo root on a Hopper GPU:
+// and the CTAs of each resident at once. Run from the repo root on a Hopper GPU:
 //   node bench/decode-usage.mjs
 import { DECODE_VARIANTS, DecodeGemm } from "../dist/src/ops/gemm/decode-gemm.js";
 import { device } from "./gemm-kit.mjs";

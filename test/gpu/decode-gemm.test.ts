@@ -104,7 +104,7 @@ test(
         chosen,
         { ...chosen, wide: !chosen.wide },
         ...([80, 96, 112, 128, 160, 192] as const).map((cols) => ({ cols, wide: false, paired: false })),
-        ...([8, 32, 64, 128, 160, 192] as const).map((cols) => ({ cols, wide: true, paired: false })),
+        ...([8, 16, 32, 64, 128, 160, 192] as const).map((cols) => ({ cols, wide: true, paired: false })),
         ...([64, 80, 96, 112, 128, 160, 192] as const).map(paired),
       ];
       for (const shape of shapes.filter(
@@ -190,13 +190,14 @@ test(
 
 test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
   // 24 tiles in up to 4 slices, 160 wide tiles (two consumers) walked by a persistent grid, 320 narrow
-  // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows, and paired wide tiles: 64 pairs,
+  // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows (32, 16 and 64 rows of A), and paired wide tiles: 64 pairs,
   // and 160 pairs walked by a persistent grid of clusters.
   const wide = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: false });
   for (const [m, n, k, splitsList, shape] of [
     [24, 1536, 2048, [1, 2, 4, 1], undefined],
     [5, 20480, 512, [1, 1], undefined],
     [5, 20480, 512, [1], narrow8],
+    [12, 20480, 512, [1], wide(16)],
     [160, 4096, 1024, [1, 2], undefined],
     [30, 2048, 1024, [1, 4], wide(32)],
     [64, 20480, 512, [1], wide(64)],

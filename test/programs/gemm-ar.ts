@@ -463,15 +463,17 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [1, 256, 512],
     [7, 1040, 784],
     [128, 512, 1024],
-    [300, 784, 512], // paired decode tiles of 160 rows of A: clusters of two CTAs sharing B
+    [300, 784, 512], // wide decode tiles of 160 rows of A (two consumers), two tile-rows
     [5, 2048, 4096],
     [33, 1040, 3072],
     [150, 1040, 1024], // decode tiles of 160 rows of A
     [180, 520, 2048], // decode tiles of 192 rows of A
-    [200, 1040, 1024], // paired decode tiles of 128: two consumers, a flag each
-    [350, 1032, 1024], // paired decode tiles of 192
-    [2, 16384, 256], // 256 decode tiles, more than SMs: a persistent grid exchanging tile after tile
-    [260, 16384, 256], // 128 pairs of tiles, more than fit: a persistent grid of clusters
+    [200, 1040, 1024], // wide decode tiles of 128: two consumers, a flag each
+    [350, 1032, 1024], // wide decode tiles of 192
+    [2, 20480, 256], // 160 wide decode tiles of 8 rows of A, more than SMs: a persistent grid
+    [260, 16384, 256], // 256 wide tiles of 160 rows of A: a persistent grid exchanging tile after tile
+    [128, 16904, 512], // past one wave of wide tiles: the Hopper GEMM's all-reduce
+    [200, 8456, 256], // the same with two tile-rows
   ];
   let cases = 0;
   let calls = 0;

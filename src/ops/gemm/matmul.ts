@@ -10,6 +10,7 @@ import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js"
 import { gemmKernelFor, gemmTiles, HopperGemm, splitsFor } from "./hopper-gemm.js";
 import { GEMM_TILE_M, type GemmVariant } from "./programs.js";
 import {
+  decodeBoxRows,
   decodeFits,
   DecodeGemm,
   decodeShape,
@@ -216,9 +217,9 @@ export type SymmkitGemmPlan =
 /** matmul()'s choice: the decode GEMM (A and B swapped) for few rows of A where it takes the problem
  * (decodeFits; level with cuBLASLt at m <= 128, where the 128 x 256 tiles lose 10-35%), else the Hopper
  * GEMM, split-K where the problem has few tiles. Where even the decode GEMM's wide tiles take more than one
- * wave and the Hopper GEMM's tile-rows of 128 cover m with no more rows than the decode tiles do (m = 128,
- * 256 or 384 at n = 28672: 5-9% faster on an H200, timed side by side), the Hopper GEMM: each of its CTAs
- * reads A once for 256 rows of B. */
+ * wave and the Hopper GEMM's tile-rows of 128 load no more rows of A than the decode tiles do (m = 121-128,
+ * 193-256 and 321-384; at m = 128, 256 and 384 x 28672 5-9% faster on an H200, timed side by side), the
+ * Hopper GEMM: each of its CTAs reads A once for 256 rows of B. */
 export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPlan {
   return gemmPlanFor(p, device.props.smCount);
 }
@@ -229,8 +230,10 @@ export function gemmPlanFor(p: MatmulProblem, sms: number): SymmkitGemmPlan {
   if (decodeFits(p.m, p.n, p.layoutB)) {
     const shape = decodeShape(p.m, p.n, sms);
     const { tilesM, tilesN } = decodeTiles(p.m, p.n, shape);
+    // The rows of A each kernel's tiles load: a lone decode tile-row loads m rounded up to 8.
+    const decodeRows = tilesM * decodeBoxRows(p.m, shape.cols);
     const hopperRows = gemmTiles(p.m, p.n).tilesM * GEMM_TILE_M;
-    if (!(tilesM * tilesN > sms && hopperRows <= tilesM * shape.cols))
+    if (!(tilesM * tilesN > sms && hopperRows <= decodeRows))
       return { kernel: "decode", ...shape, splits: decodeSplitsFor(p.m, p.n, p.k, es, sms, shape) };
   }
   const splits = splitsFor(p.m, p.n, p.k, es, sms);

@@ -231,7 +231,7 @@ function disposeEarly(e: Early): void {
 export class GpuMoe {
   readonly #ctx: GpuGroup;
   #kernels: Kernels | undefined;
-  /** pull's: every rank's header, copied here for the host to read; the base rows the gather reads. Grown
+  /** pull's: every rank's header, copied here for the host to read where it routes; the plan the gather reads. Grown
    * as needed; written on a call's stream after it waited for the stream that used them last. (pull_device
    * keeps its plan in the result's handle.) */
   #headers: DeviceMemory | undefined;
@@ -508,26 +508,34 @@ export class GpuMoe {
   ): DispatchResult<Tensor> {
     const { rank, world, staging, device } = this.#ctx;
     const layout = moePlanLayout(world, p.numExperts);
-    // The plan below was last read on that stream (pull_device keeps its own in the result's handle).
-    if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
-    this.#lastStream = stream;
-    const plan = this.#scratch("plan", 4 * layout.end);
-    this.#route(p, plan.ptr, early.counts, undefined, stream);
-    const tail = new Int32Array(layout.end - layout.byRank);
-    copyDeviceToHost(tail, plan.ptr + BigInt(4 * layout.byRank), stream);
-    const total = Array.from(tail.subarray(0, world));
-    const header = (r: number): Int32Array =>
-      tail.subarray(world + r * MOE_HEADER_FIXED, world + (r + 1) * MOE_HEADER_FIXED);
-    const headers = Array.from({ length: world }, (_, r) => header(r));
-    const verdict = dispatchVerdict("dispatch", headers, total, p.numExperts, staging.tensor.nbytes);
-    if (verdict !== undefined) {
+    let plan: DeviceMemory;
+    let total: number[];
+    let headers: Int32Array[];
+    let out: DispatchResult<Tensor>;
+    try {
+      // The plan below was last read on that stream (pull_device keeps its own in the result's handle).
+      if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
+      this.#lastStream = stream;
+      plan = this.#scratch("plan", 4 * layout.end);
+      this.#route(p, plan.ptr, early.counts, undefined, stream);
+      const tail = new Int32Array(layout.end - layout.byRank);
+      copyDeviceToHost(tail, plan.ptr + BigInt(4 * layout.byRank), stream);
+      total = Array.from(tail.subarray(0, world));
+      headers = Array.from({ length: world }, (_, r) =>
+        tail.subarray(world + r * MOE_HEADER_FIXED, world + (r + 1) * MOE_HEADER_FIXED),
+      );
+      const verdict = dispatchVerdict("dispatch", headers, total, p.numExperts, staging.tensor.nbytes);
+      if (verdict !== undefined) {
+        // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
+        this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
+        throw new InvalidArgumentError(verdict);
+      }
+      out = this.#fresh(p, o.maxRows ?? total[rank]!, total[rank]!, total, stream, early);
+    } catch (e) {
       disposeEarly(early);
-      // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
-      this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
-      throw new InvalidArgumentError(verdict);
+      throw e;
     }
-    const rowsOut = o.maxRows ?? total[rank]!;
-    const out = this.#fresh(p, rowsOut, total[rank]!, total, stream, early);
+    const rowsOut = out.tokens.shape[0]!;
     let tokensAll = 0;
     for (const h of headers) tokensAll += h[0]!;
     const work = Math.max(tokensAll, rowsOut - total[rank]!);

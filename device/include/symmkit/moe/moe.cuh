@@ -10,7 +10,7 @@
 //                  pair of e its pos (written
 //                  to this rank's staging), and the block's total is header count[e]. Deterministic.
 //                  The grid (at least one block per SM) first copies this rank's ids, weights, token
-//                  rows (and scales) into the staging, and for pull_device the ids and weights into the
+//                  rows (and scales) into the staging, and when given the ids and weights into the result's
 //                  handle (one launch where six copies were: a graph node or a driver call each).
 //                  Block 0 also finds the first pair whose id is neither -1 nor an expert: the host
 //                  refuses the call on every rank before anything reads an id.
@@ -110,7 +110,8 @@ __global__ void __launch_bounds__(kThreads) moe_positions(const i32* ids, u64 to
   }
   const u32 thread = blockIdx.x * kThreads + threadIdx.x, threads = gridDim.x * kThreads;
   const u64 pairs_bytes = 4 * tokens * topk;
-  // pull_device's handle: its copies of the ids and weights (moe_route overwrites them on a refusal).
+  // The result's handle: its copies of the ids and weights (pull_device's moe_route overwrites them on a
+  // refusal).
   if (handle_expert != nullptr) {
     copy_lanes(handle_expert, reinterpret_cast<const u8*>(ids), pairs_bytes, thread, threads);
     copy_lanes(handle_weights, weights, pairs_bytes, thread, threads);
