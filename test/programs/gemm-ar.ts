@@ -470,10 +470,9 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [180, 520, 2048], // decode tiles of 192 rows of A
     [200, 1040, 1024], // wide decode tiles of 128: two consumers, a flag each
     [350, 1032, 1024], // wide decode tiles of 192
-    [2, 20480, 256], // 160 wide decode tiles of 8 rows of A, more than SMs: a persistent grid
+    [2, 16384, 256], // 128 wide decode tiles of 8 rows of A (one-consumer tiles would pass one wave)
     [260, 16384, 256], // 256 wide tiles of 160 rows of A: a persistent grid exchanging tile after tile
-    [128, 16904, 512], // past one wave of wide tiles: the Hopper GEMM's all-reduce
-    [200, 8456, 256], // the same with two tile-rows
+    [200, 8456, 256], // past one wave of wide tiles, two tile-rows of 128: the Hopper GEMM's all-reduce
   ];
   let cases = 0;
   let calls = 0;
