@@ -10,7 +10,6 @@ import { CublasLtMatmul, type BLayout, type LtElem } from "./cublaslt-matmul.js"
 import { gemmKernelFor, gemmTiles, HopperGemm, splitsFor } from "./hopper-gemm.js";
 import { GEMM_TILE_M, type GemmVariant } from "./programs.js";
 import {
-  decodeBoxRows,
   decodeFits,
   DecodeGemm,
   decodeShape,
@@ -217,9 +216,10 @@ export type SymmkitGemmPlan =
 /** matmul()'s choice: the decode GEMM (A and B swapped) for few rows of A where it takes the problem
  * (decodeFits; level with cuBLASLt at m <= 128, where the 128 x 256 tiles lose 10-35%), else the Hopper
  * GEMM, split-K where the problem has few tiles. Where even the decode GEMM's wide tiles take more than one
- * wave and the Hopper GEMM's tile-rows of 128 load no more rows of A than the decode tiles do (m = 121-128,
- * 193-256 and 321-384; at m = 128, 256 and 384 x 28672 5-9% faster on an H200, timed side by side), the
- * Hopper GEMM: each of its CTAs reads A once for 256 rows of B. */
+ * wave and the Hopper GEMM's tile-rows of 128 span no more rows of A than the decode tiles do (m = 65-128,
+ * 193-256 and 321-384; at n = 28672 4-10% faster on an H200 at m = 100, 124, 128, 200, 256, 340 and 384,
+ * timed side by side; 2% slower at m = 64, which keeps the decode GEMM), the Hopper GEMM: each of its CTAs
+ * reads A once for 256 rows of B. */
 export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPlan {
   return gemmPlanFor(p, device.props.smCount);
 }
@@ -230,10 +230,9 @@ export function gemmPlanFor(p: MatmulProblem, sms: number): SymmkitGemmPlan {
   if (decodeFits(p.m, p.n, p.layoutB)) {
     const shape = decodeShape(p.m, p.n, sms);
     const { tilesM, tilesN } = decodeTiles(p.m, p.n, shape);
-    // The rows of A each kernel's tiles load: a lone decode tile-row loads m rounded up to 8.
-    const decodeRows = tilesM * decodeBoxRows(p.m, shape.cols);
+    // Rows of A each kernel's tiles span (the MMA's width, whatever part of it holds rows of A).
     const hopperRows = gemmTiles(p.m, p.n).tilesM * GEMM_TILE_M;
-    if (!(tilesM * tilesN > sms && hopperRows <= decodeRows))
+    if (!(tilesM * tilesN > sms && hopperRows <= tilesM * shape.cols))
       return { kernel: "decode", ...shape, splits: decodeSplitsFor(p.m, p.n, p.k, es, sms, shape) };
   }
   const splits = splitsFor(p.m, p.n, p.k, es, sms);
