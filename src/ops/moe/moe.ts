@@ -231,9 +231,9 @@ function disposeEarly(e: Early): void {
 export class GpuMoe {
   readonly #ctx: GpuGroup;
   #kernels: Kernels | undefined;
-  /** pull's: every rank's header, copied here for the host to read where it routes; the plan the gather reads. Grown
-   * as needed; written on a call's stream after it waited for the stream that used them last. (pull_device
-   * keeps its plan in the result's handle.) */
+  /** pull's: every rank's header, copied here for the host to read where it routes; the plan the gather
+   * reads. Grown as needed; written on a call's stream after it waited for the stream that used them last.
+   * (pull_device keeps its plan in the result's handle.) */
   #headers: DeviceMemory | undefined;
   #plan: DeviceMemory | undefined;
   #lastStream: Stream | undefined;
@@ -314,20 +314,22 @@ export class GpuMoe {
           `${what}: inside a CUDA graph capture, pass into: the result of an eager pull_device dispatch of the same shapes (its tensors are written again)`,
         );
     }
-    if (algorithm === "pull" && !routeFits) {
-      const { headerBytes, rowBytes, tag } = this.#stage(p, tokens, topkIdx, topkWeights, o, "pull", stream);
-      return this.#routeOnHost(p, topkIdx, topkWeights, o, headerBytes, rowBytes, tag, stream);
-    }
     if (algorithm === "pull") {
       const early = this.#early(p, stream);
       let staged: Staged;
       try {
         staged = this.#stage(p, tokens, topkIdx, topkWeights, o, "pull", stream, early);
+        // The scratch the host plans in was last read on that stream (pull_device keeps its plan in the
+        // result's handle: it stays capturable).
+        if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
+        this.#lastStream = stream;
       } catch (e) {
         disposeEarly(early); // refused before anything was enqueued
         throw e;
       }
-      return this.#judgeOnHost(p, o, early, staged, stream);
+      return routeFits
+        ? this.#judgeOnHost(p, o, early, staged, stream)
+        : this.#routeOnHost(p, o, early, staged, stream);
     }
     // Rows received are known on the device only: the handle says maxRows, combine stages that many. Made
     // first, so that the positions kernel fills the handle's ids and weights.
@@ -506,107 +508,120 @@ export class GpuMoe {
     staged: Staged,
     stream: Stream,
   ): DispatchResult<Tensor> {
-    const { rank, world, staging, device } = this.#ctx;
+    const { rank, world } = this.#ctx;
     const layout = moePlanLayout(world, p.numExperts);
     let plan: DeviceMemory;
     let total: number[];
-    let headers: Int32Array[];
+    let tokensAll = 0;
     let out: DispatchResult<Tensor>;
     try {
-      // The plan below was last read on that stream (pull_device keeps its own in the result's handle).
-      if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
-      this.#lastStream = stream;
       plan = this.#scratch("plan", 4 * layout.end);
       this.#route(p, plan.ptr, early.counts, undefined, stream);
       const tail = new Int32Array(layout.end - layout.byRank);
       copyDeviceToHost(tail, plan.ptr + BigInt(4 * layout.byRank), stream);
       total = Array.from(tail.subarray(0, world));
-      headers = Array.from({ length: world }, (_, r) =>
+      const headers = Array.from({ length: world }, (_, r) =>
         tail.subarray(world + r * MOE_HEADER_FIXED, world + (r + 1) * MOE_HEADER_FIXED),
       );
-      const verdict = dispatchVerdict("dispatch", headers, total, p.numExperts, staging.tensor.nbytes);
-      if (verdict !== undefined) {
-        // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
-        this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
-        throw new InvalidArgumentError(verdict);
-      }
+      this.#judge(p, headers, total, staged, stream);
+      for (const h of headers) tokensAll += h[0]!;
       out = this.#fresh(p, o.maxRows ?? total[rank]!, total[rank]!, total, stream, early);
     } catch (e) {
       disposeEarly(early);
       throw e;
     }
-    const rowsOut = out.tokens.shape[0]!;
-    let tokensAll = 0;
-    for (const h of headers) tokensAll += h[0]!;
-    const work = Math.max(tokensAll, rowsOut - total[rank]!);
-    // As many blocks as routing on the device takes (the gather splits rows to fill them); none, no work.
-    const grid = work === 0 ? 0 : 2 * device.props.smCount;
-    this.#gather(p, out, plan.ptr, staged.rowBytes, staged.headerBytes, rowsOut, grid, tokensAll, stream);
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
+    this.#gatherSized(p, out, plan.ptr, staged, total[rank]!, tokensAll, stream);
     return out;
   }
 
+  /** pull after #stage past the experts the route kernel holds: the host reads every rank's header (one
+   * copy each, then one wait), judges the call alike on every rank, routes (routeBases), uploads the plan
+   * and sizes the outputs around `early`. */
   #routeOnHost(
     p: MoeProblem,
-    topkIdx: Tensor,
-    topkWeights: Tensor,
     o: DispatchOptions<Tensor>,
-    headerBytes: number,
-    rowBytes: number,
-    tag: CallTag,
+    early: Early,
+    staged: Staged,
     stream: Stream,
   ): DispatchResult<Tensor> {
-    const what = "dispatch";
-    const { rank, world, staging, device } = this.#ctx;
+    const { rank, world, staging } = this.#ctx;
     const E = p.numExperts;
-    // The scratch below was last read on that stream (pull_device uses none: it stays capturable).
-    if (this.#lastStream && this.#lastStream !== stream) this.#lastStream.synchronize();
-    this.#lastStream = stream;
-    // Every rank's header, then one wait.
     const side = MOE_HEADER_FIXED + E;
-    const headers = this.#scratch("headers", world * 4 * side);
-    for (let r = 0; r < world; r++)
-      copyDeviceToDevice(headers.ptr + BigInt(r * 4 * side), staging.bufferPtrs[r]!, 4 * side, stream);
-    const h = new Int32Array(world * side);
-    copyDeviceToHost(h, headers.ptr, stream);
-    const header = (r: number): Int32Array => h.subarray(r * side, (r + 1) * side);
-    const counts = Array.from({ length: world }, (_, r) => header(r).subarray(MOE_HEADER_FIXED));
-    const received = Array.from({ length: world }, (_, r) => receivedCounts(counts, r, p));
-    const total = received.map((c) => c.reduce((a, b) => a + b, 0));
-    const verdict = dispatchVerdict(
-      what,
-      Array.from({ length: world }, (_, r) => header(r)),
-      total,
-      E,
-      staging.tensor.nbytes,
-    );
-    if (verdict !== undefined) {
-      // Every rank refuses; the closing barrier still runs, so no one restages while a peer reads.
-      this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
-      throw new InvalidArgumentError(verdict);
+    let plan: Int32Array;
+    let planMemory: DeviceMemory;
+    let total: number[];
+    let out: DispatchResult<Tensor>;
+    try {
+      const headers = this.#scratch("headers", world * 4 * side);
+      for (let r = 0; r < world; r++)
+        copyDeviceToDevice(headers.ptr + BigInt(r * 4 * side), staging.bufferPtrs[r]!, 4 * side, stream);
+      const h = new Int32Array(world * side);
+      copyDeviceToHost(h, headers.ptr, stream);
+      const header = (r: number): Int32Array => h.subarray(r * side, (r + 1) * side);
+      const counts = Array.from({ length: world }, (_, r) => header(r).subarray(MOE_HEADER_FIXED));
+      const received = Array.from({ length: world }, (_, r) => receivedCounts(counts, r, p));
+      total = received.map((c) => c.reduce((a, b) => a + b, 0));
+      this.#judge(
+        p,
+        Array.from({ length: world }, (_, r) => header(r)),
+        total,
+        staged,
+        stream,
+      );
+      copyHostToDevice(early.counts.ptr, received[rank]!, stream);
+      const layout = moePlanLayout(world, E);
+      plan = new Int32Array(layout.end);
+      for (let s = 0; s < world; s++) {
+        plan[s] = header(s)[0]!;
+        plan.set(routeBases(counts, s, p), layout.bases + s * E);
+      }
+      plan[layout.received] = total[rank]!;
+      planMemory = this.#scratch("plan", plan.byteLength);
+      copyHostToDevice(planMemory.ptr, plan, stream);
+      out = this.#fresh(p, o.maxRows ?? total[rank]!, total[rank]!, total, stream, early);
+    } catch (e) {
+      disposeEarly(early);
+      throw e;
     }
-    const rowsOut = o.maxRows ?? total[rank]!;
-    const out = this.#fresh(p, rowsOut, total[rank]!, total, stream);
-    copyHostToDevice(out.counts.ptr, received[rank]!, stream);
-    const layout = moePlanLayout(world, E);
-    const plan = new Int32Array(layout.end);
-    for (let s = 0; s < world; s++) {
-      plan[s] = header(s)[0]!;
-      plan.set(routeBases(counts, s, p), layout.bases + s * E);
-    }
-    plan[layout.received] = total[rank]!;
-    const planMemory = this.#scratch("plan", plan.byteLength);
-    copyHostToDevice(planMemory.ptr, plan, stream);
     let tokensAll = 0;
     for (let s = 0; s < world; s++) tokensAll += plan[s]!;
-    const work = Math.max(tokensAll, rowsOut - total[rank]!);
-    // As many blocks as routing on the device takes (the gather splits rows to fill them); none, no work.
-    const grid = work === 0 ? 0 : 2 * device.props.smCount;
-    out.handle.expert.copyFrom(topkIdx, stream);
-    out.handle.weights.copyFrom(topkWeights, stream);
-    this.#gather(p, out, planMemory.ptr, rowBytes, headerBytes, rowsOut, grid, tokensAll, stream);
-    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, tag, 1);
+    this.#gatherSized(p, out, planMemory.ptr, staged, total[rank]!, tokensAll, stream);
     return out;
+  }
+
+  /** pull's verdict on every rank's header and rows received (dispatchVerdict): where it refuses, every rank
+   * throws alike after the closing barrier, so no one restages while a peer reads. */
+  #judge(
+    p: MoeProblem,
+    headers: readonly Int32Array[],
+    total: readonly number[],
+    staged: Staged,
+    stream: Stream,
+  ): void {
+    const { staging } = this.#ctx;
+    const verdict = dispatchVerdict("dispatch", headers, total, p.numExperts, staging.tensor.nbytes);
+    if (verdict === undefined) return;
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
+    throw new InvalidArgumentError(verdict);
+  }
+
+  /** pull's gather into outputs the host sized (rows past the `received` ones zeroed), about `tokens` tokens
+   * from all sources, and the closing barrier. */
+  #gatherSized(
+    p: MoeProblem,
+    out: DispatchResult<Tensor>,
+    plan: bigint,
+    staged: Staged,
+    received: number,
+    tokens: number,
+    stream: Stream,
+  ): void {
+    const rows = out.tokens.shape[0]!;
+    const work = Math.max(tokens, rows - received);
+    // As many blocks as routing on the device takes (the gather splits rows to fill them); none, no work.
+    const grid = work === 0 ? 0 : 2 * this.#ctx.device.props.smCount;
+    this.#gather(p, out, plan, staged.rowBytes, staged.headerBytes, rows, grid, tokens, stream);
+    this.#ctx.groupBarrier(this.#ctx.stagingView, stream, staged.tag, 1);
   }
 
   /** moe_gather over `plan` (nothing to launch for a grid of 0), about `tokens` tokens from all sources. */
