@@ -67,6 +67,7 @@ export const DRIVER_DECLARATIONS = {
   cuStreamBeginCapture_v2: "CUresult cuStreamBeginCapture_v2(CUstream stream, int mode)",
   cuStreamEndCapture: "CUresult cuStreamEndCapture(CUstream stream, _Out_ CUgraph *graph)",
   cuStreamIsCapturing: "CUresult cuStreamIsCapturing(CUstream stream, _Out_ int *status)",
+  cuThreadExchangeStreamCaptureMode: "CUresult cuThreadExchangeStreamCaptureMode(_Inout_ int *mode)",
   cuGraphInstantiateWithFlags:
     "CUresult cuGraphInstantiateWithFlags(_Out_ CUgraphExec *exec, CUgraph graph, unsigned long long flags)",
   cuGraphLaunch: "CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)",
@@ -167,6 +168,7 @@ export interface Driver {
   cuStreamBeginCapture_v2(s: Ptr, mode: number): number;
   cuStreamEndCapture(s: Ptr, g: Out<Ptr | null>): number;
   cuStreamIsCapturing(s: Ptr, status: Out<number>): number;
+  cuThreadExchangeStreamCaptureMode(mode: Out<number>): number;
   cuGraphInstantiateWithFlags(exec: Out<Ptr | null>, g: Ptr, flags: number): number;
   cuGraphLaunch(exec: Ptr, s: Ptr): number;
   cuGraphExecDestroy(exec: Ptr): number;
@@ -270,6 +272,7 @@ export const CU_STREAM_NON_BLOCKING = 0x1;
 export const CU_EVENT_DEFAULT = 0x0;
 export const CU_EVENT_DISABLE_TIMING = 0x2;
 export const CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+export const CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 export const CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
 export const CU_MEMHOSTALLOC_PORTABLE = 0x1;
 export const CU_MEMHOSTALLOC_DEVICEMAP = 0x2;

@@ -5,6 +5,7 @@
 import { DisposedError } from "../errors.js";
 import {
   check,
+  CU_STREAM_CAPTURE_MODE_RELAXED,
   CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
   CU_STREAM_CAPTURE_STATUS_ACTIVE,
 } from "../cuda/driver.js";
@@ -74,6 +75,24 @@ export class Graph implements Disposable {
     const status: [number] = [0];
     check(driver().cuStreamIsCapturing(stream.handle, status), "cuStreamIsCapturing");
     return status[0] === CU_STREAM_CAPTURE_STATUS_ACTIVE ? top : undefined;
+  }
+
+  /**
+   * Runs `allocate` with this thread's capture mode relaxed, so that memory a call keeps for itself
+   * (cuMemAlloc: no stream operation, and it outlives any graph) may be allocated while a stream is being
+   * captured, which thread-local capture otherwise refuses as unsafe. What `allocate` enqueues on a captured
+   * stream is still captured.
+   */
+  static relaxed<T>(allocate: () => T): T {
+    if (Graph.#capturing.length === 0) return allocate();
+    const d = driver();
+    const mode: [number] = [CU_STREAM_CAPTURE_MODE_RELAXED];
+    check(d.cuThreadExchangeStreamCaptureMode(mode), "cuThreadExchangeStreamCaptureMode");
+    try {
+      return allocate();
+    } finally {
+      check(d.cuThreadExchangeStreamCaptureMode(mode), "cuThreadExchangeStreamCaptureMode");
+    }
   }
 
   get disposed(): boolean {

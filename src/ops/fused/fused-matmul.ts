@@ -434,7 +434,7 @@ export class FusedMatmul {
       const g = this.#gemm(p, "grouped", "none", "all-reduce", { narrow: plan.narrow, splitK: true });
       launch = () => g.launch({ ...common, scatter: exchange });
     }
-    // And the split scratch (made outside a capture only): a refusal there leaves nothing enqueued.
+    // And the split scratch: a failure to allocate it leaves nothing enqueued.
     if (plan.splits > 1) SplitScratch.of(group.device).on(s);
     // Every rank finished reading its receive buffer in the previous call.
     const tag = this.#ctx.tag(
@@ -623,8 +623,7 @@ export class FusedMatmul {
     s.waitEvent(side.joins[1]);
   }
 
-  /** symmkit's GEMM as matmul() runs it. */
-  /** The GEMM matmul() would run: the arithmetic of the fused GEMM + all-reduce. */
+  /** The GEMM matmul() runs: the arithmetic of the fused GEMM + all-reduce. */
   #plainGemm(p: FusedProblem, a: Tensor, b: Tensor, d: Tensor, scales: Scales, s: Stream): void {
     launchSymmkitGemm(this.#ctx.group.device, p, gemmOperands(p, a, b, d, scales), s);
   }

@@ -1,14 +1,14 @@
 // Split-K's scratch: f32 partials and one counter per tile, one set per device and stream, shared by every
 // GEMM kernel (HopperGemm, DecodeGemm, every variant). Launches on one stream never overlap, whatever
 // kernel they run, so they can share a set; launches on different streams may, so each stream gets its
-// own. Allocated on the stream's first split launch, which therefore cannot be inside a capture: sharing
-// the set means any earlier split launch on the stream suffices.
-import { UnsupportedError } from "../../errors.js";
+// own. Allocated on the stream's first split launch, inside a capture too (Graph.relaxed: the
+// memory is the stream's, not the graph's), and its counters zeroed there and then on a stream of its own,
+// since a zeroing on a captured stream would run only with the graph.
 import type { Ptr } from "../../cuda/native.js";
 import type { Device } from "../../runtime/device.js";
 import { Graph } from "../../runtime/graph.js";
 import { DeviceMemory, memset } from "../../runtime/memory.js";
-import type { Stream } from "../../runtime/stream.js";
+import { Stream } from "../../runtime/stream.js";
 
 /** f32 partials of the largest one-wave split: one 128 x 256 tile slice (HopperGemm's; DecodeGemm's are
  * at most 128 x 192) per SM. */
@@ -33,17 +33,20 @@ export class SplitScratch {
   on(stream: Stream): { ws: Ptr; counters: Ptr } {
     let sc = this.#byStream.get(stream);
     if (!sc) {
-      if (Graph.activeCapture(stream))
-        throw new UnsupportedError(
-          "gemm: split-K allocates its scratch on a stream's first split launch, which cannot happen while the stream is captured; run one symmkit GEMM call that splits K (a matmul with few rows) on this stream before capturing",
-        );
       const sms = this.device.props.smCount;
-      sc = {
-        ws: DeviceMemory.alloc(sms * TILE_SLICE_FLOATS * 4, this.device),
-        counters: DeviceMemory.alloc(sms * 4, this.device),
-      };
-      memset(sc.counters.ptr, 0, 4, sms, stream);
-      this.#byStream.set(stream, sc);
+      const made = Graph.relaxed(() => {
+        const ws = DeviceMemory.alloc(sms * TILE_SLICE_FLOATS * 4, this.device);
+        const counters = DeviceMemory.alloc(sms * 4, this.device);
+        const side = Stream.create(this.device);
+        try {
+          memset(counters.ptr, 0, 4, sms, side);
+          side.synchronize();
+        } finally {
+          side.dispose();
+        }
+        return { ws, counters };
+      });
+      this.#byStream.set(stream, (sc = made));
     }
     return { ws: sc.ws.ptr, counters: sc.counters.ptr };
   }
