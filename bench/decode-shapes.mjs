@@ -34,7 +34,7 @@ for (const p of shapes) {
     for (const wide of [false, true])
       candidates.push(decode(cols, wide, false), decode(cols, wide, false, 2));
   else
-    for (const wideCols of [128, 160, 192])
+    for (const wideCols of [128, 160, 192, 224, 256])
       candidates.push(decode(wideCols, true, false), decode(wideCols, true, true));
   // Each plan once, and only those the launcher takes (a split past one wave is refused).
   const plans = candidates.filter((plan, i) => {

@@ -98,13 +98,17 @@ test(
       // The shape the host picks and its other width, the wider ones (more zero rows of A in each tile, or
       // several tile-rows past 128 rows; from 80 rows their transposed tile lies in a hole of the ring),
       // wide tiles (two consumers, 128 rows of B), and paired wide tiles (one tile-row pair, or several, or
-      // a pair whose second tile-row lies past m).
+      // a pair whose second tile-row lies past m; past 192 rows of A the transposition runs in passes).
       const chosen = decodeShape(m, n, device.props.smCount);
       const shapes: DecodeShape[] = [
         chosen,
         { ...chosen, wide: !chosen.wide },
         ...([80, 96, 112, 128, 160, 192] as const).map((cols) => ({ cols, wide: false, paired: false })),
-        ...([8, 16, 32, 64, 128, 160, 192] as const).map((cols) => ({ cols, wide: true, paired: false })),
+        ...([8, 16, 32, 64, 128, 160, 192, 224, 256] as const).map((cols) => ({
+          cols,
+          wide: true,
+          paired: false,
+        })),
         ...([64, 80, 96, 112, 128, 160, 192] as const).map(paired),
       ];
       for (const shape of shapes.filter(
@@ -203,6 +207,8 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
     [64, 20480, 512, [1], wide(64)],
     [160, 8192, 1024, [1, 1], paired(80)],
     [200, 20480, 512, [1], paired(112)],
+    [200, 20480, 512, [1], wide(224)],
+    [250, 4096, 1024, [1, 2], wide(256)],
   ] as const) {
     const { device, a, b, bits } = problem(m, n, k, "bf16", 201 + m);
     const tiles = shape ?? decodeShape(m, n, device.props.smCount);

@@ -26,8 +26,9 @@ import {
 } from "./hopper-gemm.js";
 import { SplitScratch } from "./split-scratch.js";
 
-/** Rows of A a tile takes (wgmma's N side). */
-export const DECODE_COLS = [8, 16, 32, 64, 80, 96, 112, 128, 160, 192] as const;
+/** Rows of A a tile takes (wgmma's N side); 224 and 256 in wide tiles only (a consumer's 128 accumulator
+ * registers at 256, as in the Hopper GEMM). */
+export const DECODE_COLS = [8, 16, 32, 64, 80, 96, 112, 128, 160, 192, 224, 256] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
 /** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
 export const DECODE_ROWS_B = 64;
@@ -73,7 +74,10 @@ export function decodeSharedBytes(v: DecodeVariant): number {
   const stage = (v.cols + consumers(v) * DECODE_ROWS_B) * TILE_K_BYTES;
   const room = (beside: number): number =>
     Math.floor((SHARED_MAX - beside - 1024 - 2 * MAX_STAGES * 8) / stage);
-  const transposed = consumers(v) * v.cols * (DECODE_ROWS_B + 8) * 2;
+  const transposedRows = (rows: number): number => consumers(v) * rows * (DECODE_ROWS_B + 8) * 2;
+  // The transposition in passes where a whole transposed tile would leave fewer than 4 stages (kPasses).
+  const passes = [1, 2, 4].find((p) => room(transposedRows(v.cols / p)) >= 4) ?? 4;
+  const transposed = transposedRows(v.cols / passes);
   const hole = consumers(v) === 1 && !v.allReduce && room(transposed) < HOLE_BELOW_STAGES;
   const beside = hole ? 0 : transposed;
   const stages = Math.min(MAX_STAGES, room(beside));
@@ -82,15 +86,22 @@ export function decodeSharedBytes(v: DecodeVariant): number {
 
 /** The tile for m rows of A and n rows of B on `sms` SMs: the narrowest one-consumer tile that covers the
  * rows up to 192, or, where its tiles would take more than one wave, the wide tile of the same rows of A
- * (two consumers: half as many tiles, each reading A once for 128 rows of B); beyond 192 rows, the
- * narrowest wide tiles whose two tile-rows cover them (128, 160 or 192 rows of A each). Timed side by side
+ * (two consumers: half as many tiles, each reading A once for 128 rows of B); beyond 192 rows, one wide
+ * tile-row of 224 up to 224 rows where its tiles pass one wave, else the narrowest wide tiles whose two
+ * tile-rows cover them (128, 160 or 192 rows of A each). Timed side by side
  * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
  * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
  * wave; unpaired wide tiles matched or beat the paired ones (0-4%) at every shape past 192 rows. */
 export function decodeShape(m: number, n: number, sms: number): DecodeShape {
   const cols = NARROW_COLS.find((c) => c >= m);
-  if (cols === undefined)
+  if (cols === undefined) {
+    // One tile-row of 224 rows of A where its tiles alone pass one wave: B read once, 12% of the MMA at
+    // most on rows past m (m = 200 / 224 x 28672 x 4096 on an H200: 86.6 / 88.6 µs against the Hopper GEMM's
+    // 94.3 / 94.4 and two tile-rows of 128's 102.8 / 103.3; 256 rows of A lost to both at m = 256).
+    if (m <= ONE_ROW_WIDE_COLS && Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
+      return { cols: ONE_ROW_WIDE_COLS, wide: true, paired: false };
     return { cols: WIDE_COLS.find((c) => 2 * c >= m) ?? 192, wide: true, paired: false };
+  }
   const narrow: DecodeShape = { cols, wide: false, paired: false };
   const { tilesM, tilesN } = decodeTiles(m, n, narrow);
   return tilesM * tilesN > sms ? { cols, wide: true, paired: false } : narrow;
@@ -99,6 +110,8 @@ const NARROW_COLS: readonly DecodeCols[] = [8, 16, 32, 64, 128, 160, 192];
 /** Wide tiles' rows of A past 192 rows: wgmma's N at a multiple of 32 (80 and 112 measured 20-30% slower
  * than 96 and 128). */
 const WIDE_COLS: readonly DecodeCols[] = [128, 160, 192];
+/** The wide tile that covers 193-224 rows of A in one tile-row. */
+const ONE_ROW_WIDE_COLS: DecodeCols = 224;
 
 /** Rows of A's box (decode_box_rows): the tile's, or m rounded up to 8 when A has fewer rows, so that
  * little of a box lies past A (TMA's zero fill of a box mostly past the tensor is slow). */
@@ -162,12 +175,13 @@ export function decodeProgram(v: DecodeVariant): ProgramSpec {
 }
 
 /** The variants matmul() and GEMM + all-reduce may run (decodeShape's), in both dtypes, each plain and with
- * the all-reduce: the one-consumer tiles, and the wide tiles of the same rows of A. */
+ * the all-reduce: the one-consumer tiles, the wide tiles of the same rows of A, and the wide tile of 224. */
 export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
-  NARROW_COLS.flatMap((cols) =>
-    [false, true].flatMap((wide) =>
-      [false, true].map((allReduce) => ({ elem, cols, wide, paired: false, allReduce })),
-    ),
+  [
+    ...NARROW_COLS.flatMap((cols) => [false, true].map((wide) => ({ cols, wide }))),
+    { cols: ONE_ROW_WIDE_COLS, wide: true },
+  ].flatMap(({ cols, wide }) =>
+    [false, true].map((allReduce) => ({ elem, cols, wide, paired: false, allReduce })),
   ),
 );
 export const DECODE_PROGRAMS: readonly ProgramSpec[] = DECODE_VARIANTS.map(decodeProgram);

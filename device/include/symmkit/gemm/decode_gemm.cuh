@@ -90,14 +90,21 @@ constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
 template <u32 kCols, u32 kConsumers, bool kAllReduce>
 struct DecodeRing {
   static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 256, "wgmma's N side: 8 to 256 rows of A");
-  static_assert(kConsumers == 1 || (kConsumers == 2 && kCols <= 192),
-                "one consumer warpgroup, or two with at most 192 accumulator columns each (registers)");
+  static_assert(kConsumers == 1 || (kConsumers == 2 && kCols <= 256),
+                "one consumer warpgroup, or two with at most 256 accumulator columns each (128 registers)");
   static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
-  static constexpr u32 kTransposedBytes = kConsumers * kCols * kDecodeTRow * 2;
-  static constexpr u32 kRoomBeside =
-      (kDecodeSharedMax - kTransposedBytes - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
+  /** Stages the ring keeps beside transposed tiles of `rows` rows of A. */
+  static constexpr __host__ __device__ u32 room_beside(u32 rows) {
+    return (kDecodeSharedMax - kConsumers * rows * kDecodeTRow * 2 - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
+  }
+  /** The transposition in passes of kCols / kPasses rows of A, where whole transposed tiles would leave the
+   * ring fewer than 4 stages (the wide tiles past 192 rows of A). */
+  static constexpr u32 kPasses = room_beside(kCols) >= 4 ? 1 : room_beside(kCols / 2) >= 4 ? 2 : 4;
+  static_assert(kCols % (8 * kPasses) == 0, "a pass is whole groups of 8 rows of A");
+  static constexpr u32 kTransposedBytes = kConsumers * (kCols / kPasses) * kDecodeTRow * 2;
+  static constexpr u32 kRoomBeside = room_beside(kCols / kPasses);
   /** Where the transposed tiles beside the ring would leave it few stages, one consumer of a plain GEMM
    * transposes its tile in a stage the producer leaves unloaded after each step (the step's hole): the
    * shared memory buys a stage more (80 to 192 rows of A; matmul()'s tiles of 128, 160 and 192 rows: 9, 8
@@ -150,34 +157,40 @@ __device__ __forceinline__ u32 decode_box_rows(u32 m) {
 }
 
 /** A consumer's epilogue: its 64 x kCols share rounded to bf16, transposed into rows of D in shared memory
- * `t` (kCols rows of kDecodeTRow), then handed row chunk by row chunk to `chunk(row of D, column of D,
- * 16-byte chunk)` for the rows < m and columns < n (kCols x 8 chunks, spread over the consumer's 128
- * threads); the share's columns of D start at col0. */
-template <u32 kCols, typename Chunk>
+ * `t` (kCols / kPasses rows of kDecodeTRow), then handed row chunk by row chunk to `chunk(row of D, column of
+ * D, 16-byte chunk)` for the rows < m and columns < n (kCols / kPasses x 8 chunks a pass, spread over the
+ * consumer's 128 threads); the share's columns of D start at col0. In kPasses passes of kCols / kPasses rows
+ * of A each, where shared memory holds no whole transposed tile beside the ring (DecodeRing::kPasses). */
+template <u32 kCols, u32 kPasses, typename Chunk>
 __device__ __forceinline__ void decode_transpose(const DecodeArgs& a, __nv_bfloat16* t, const float (&acc)[kCols / 2],
                                                  float scale, u32 row_a, u32 row_lo, u32 col0, u32 consumer, u32 wg_thread,
                                                  Chunk chunk) {
+  constexpr u32 kPassRows = kCols / kPasses;
   const u32 r = 16 * (wg_thread / 32) + (wg_thread % 32) / 4;
-  named_barrier(1 + consumer, 128);  // the previous tile's chunks were all read
 #pragma unroll
-  for (u32 j = 0; j < kCols / 8; ++j) {
-    const u32 c = 8 * j + 2 * (wg_thread % 4);
-    t[c * kDecodeTRow + r] = __float2bfloat16_rn(acc[4 * j] * scale);
-    t[(c + 1) * kDecodeTRow + r] = __float2bfloat16_rn(acc[4 * j + 1] * scale);
-    t[c * kDecodeTRow + r + 8] = __float2bfloat16_rn(acc[4 * j + 2] * scale);
-    t[(c + 1) * kDecodeTRow + r + 8] = __float2bfloat16_rn(acc[4 * j + 3] * scale);
-  }
-  named_barrier(1 + consumer, 128);
-  for (u32 u = wg_thread; u < kCols * 8; u += 128) {
-    const u32 row = row_a + u / 8;
-    const u32 col = col0 + (u % 8) * 8;
-    if (row >= row_lo && row < a.m && col < a.n) chunk(row, col, *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8));
+  for (u32 pass = 0; pass < kPasses; ++pass) {
+    named_barrier(1 + consumer, 128);  // the previous pass's or tile's chunks were all read
+#pragma unroll
+    for (u32 j = pass * kPassRows / 8; j < (pass + 1) * kPassRows / 8; ++j) {
+      const u32 c = 8 * j + 2 * (wg_thread % 4) - pass * kPassRows;
+      t[c * kDecodeTRow + r] = __float2bfloat16_rn(acc[4 * j] * scale);
+      t[(c + 1) * kDecodeTRow + r] = __float2bfloat16_rn(acc[4 * j + 1] * scale);
+      t[c * kDecodeTRow + r + 8] = __float2bfloat16_rn(acc[4 * j + 2] * scale);
+      t[(c + 1) * kDecodeTRow + r + 8] = __float2bfloat16_rn(acc[4 * j + 3] * scale);
+    }
+    named_barrier(1 + consumer, 128);
+    for (u32 u = wg_thread; u < kPassRows * 8; u += 128) {
+      const u32 row = row_a + pass * kPassRows + u / 8;
+      const u32 col = col0 + (u % 8) * 8;
+      if (row >= row_lo && row < a.m && col < a.n)
+        chunk(row, col, *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8));
+    }
   }
 }
 
 /** GEMM + all-reduce's exchange of a consumer's share of one tile (see the contract): the rounded share from
  * `t` into slot `rank` of every rank's receive buffer, its flags, the wait, and the rank-order sum into d. */
-template <u32 kCols, u32 kConsumers>
+template <u32 kCols, u32 kConsumers, u32 kPasses>
 __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bfloat16* t, const float (&acc)[kCols / 2],
                                                   float scale, u32 tile, u32 row_a, u32 row_lo, u32 col0, u32 epoch,
                                                   u32 consumer, u32 wg_thread) {
@@ -185,7 +198,7 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
   // Launched programmatically behind the barrier that says every rank finished reading its receive
   // buffer: the main loop ran under it, the pushes wait for it (at once if nothing is before this grid).
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  decode_transpose<kCols>(a, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread, [&](u32 row, u32 col, uint4 v) {
+  decode_transpose<kCols, kPasses>(a, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread, [&](u32 row, u32 col, uint4 v) {
     const u64 at = u64(a.rank) * slot + u64(row) * a.n + col;
     for (u32 p = 0; p < a.world; ++p) *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.recv[p]) + at) = v;
   });
@@ -196,7 +209,8 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
   named_barrier(1 + consumer, 128);
   // The rank-order sum (sum_ranks_bf16x8's arithmetic), kBatch chunks per thread at a time so that their
   // loads are in flight together (one at a time, each waited for, was most of this epilogue), and this
-  // rank's own partial read from the transposed tile, which still holds it.
+  // rank's own partial read from the transposed tile, which still holds it (in one pass; after several, it
+  // holds the last pass only, and the own partial is read back from this rank's slot like the others).
   constexpr u32 kBatch = 4;
   const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(a.recv[a.rank]);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
@@ -216,7 +230,7 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
       for (u32 j = 0; j < kBatch; ++j) {
         const u32 u = u0 + 128 * j;
         if (!valid[j]) continue;
-        v[j] = src == a.rank ? *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8)
+        v[j] = kPasses == 1 && src == a.rank ? *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8)
                              : __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + u64(row[j]) * a.n + col[j]));
       }
 #pragma unroll
@@ -354,7 +368,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   if constexpr (kShiftRegisters) set_max_registers_inc<232>();
   const u32 consumer = threadIdx.x / 128 - 1;
   const u32 wg_thread = threadIdx.x % 128;
-  __nv_bfloat16* my_transposed = transposed + consumer * kCols * kDecodeTRow;
+  __nv_bfloat16* my_transposed = transposed + consumer * (kCols / R::kPasses) * kDecodeTRow;
   float scale = 1.0f;
   if (args.scale_a) scale *= *args.scale_a;
   if (args.scale_b) scale *= *args.scale_b;
@@ -402,10 +416,11 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       const u32 col0 = tn * kRowsB + consumer * kDecodeRowsB;
       const u32 row_a = decode_row_a<kCols>(args.m, tm), row_lo = tm * kCols;
       if constexpr (kAllReduce) {
-        decode_all_reduce<kCols, kConsumers>(args, t, acc, scale, tile, row_a, row_lo, col0, epoch, consumer, wg_thread);
+        decode_all_reduce<kCols, kConsumers, R::kPasses>(args, t, acc, scale, tile, row_a, row_lo, col0, epoch, consumer,
+                                                         wg_thread);
       } else {
         __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
-        decode_transpose<kCols>(args, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread,
+        decode_transpose<kCols, R::kPasses>(args, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread,
                                 [&](u32 row, u32 col, uint4 v) {
           *reinterpret_cast<uint4*>(out + row * args.ldd + col) = v;
         });

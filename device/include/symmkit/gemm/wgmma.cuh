@@ -99,7 +99,7 @@ __device__ __forceinline__ void mma_m64n(float (&d)[128], u64 desc_a, u64 desc_b
 
 #undef SYMMKIT_WGMMA_M64N256
 
-// m64nN MMAs for N = 8, 16, 32, 64, 80, 96, 112, 128, 160, 192 (the decode GEMM, gemm/decode_gemm.cuh; N = 256 is above): d (+)= A[64 x k] * B[N x k]^T, both
+// m64nN MMAs for N = 8, 16, 32, 64, 80, 96, 112, 128, 160, 192, 224 (the decode GEMM, gemm/decode_gemm.cuh; N = 256 is above): d (+)= A[64 x k] * B[N x k]^T, both
 // K-major; d holds N / 2 floats per thread, register 4*j + {0,1,2,3} of thread t (warp w = t / 32, lane
 // l) rows 16*w + l/4 (+8 for 2, 3) and columns 8*j + 2*(l%4) (+1 for 1, 3), as for m64n256. Overloaded on
 // the accumulator's length; `accumulate` == 0 overwrites d.
@@ -174,6 +174,13 @@ __device__ __forceinline__ void mma_m64n(float (&d)[128], u64 desc_a, u64 desc_b
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 
+#define SYMMKIT_WGMMA_M64N224(INSTR, IMMS) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %114, 0;\n" INSTR " {" \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111" \
+               "}, %112, %113, p, " IMMS ";\n}\n" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]) \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
 __device__ __forceinline__ void mma_m64n(float (&d)[4], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
   SYMMKIT_WGMMA_M64N8("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16", "1, 1, 0, 0");
 }
@@ -244,6 +251,13 @@ __device__ __forceinline__ void mma_m64n(float (&d)[96], u64 desc_a, u64 desc_b,
   SYMMKIT_WGMMA_M64N192("wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3", "1, 1");
 }
 
+__device__ __forceinline__ void mma_m64n(float (&d)[112], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
+  SYMMKIT_WGMMA_M64N224("wgmma.mma_async.sync.aligned.m64n224k16.f32.bf16.bf16", "1, 1, 0, 0");
+}
+__device__ __forceinline__ void mma_m64n(float (&d)[112], u64 desc_a, u64 desc_b, u32 accumulate, fp8e4m3) {
+  SYMMKIT_WGMMA_M64N224("wgmma.mma_async.sync.aligned.m64n224k32.f32.e4m3.e4m3", "1, 1");
+}
+
 #undef SYMMKIT_WGMMA_M64N8
 
 #undef SYMMKIT_WGMMA_M64N16
@@ -263,6 +277,8 @@ __device__ __forceinline__ void mma_m64n(float (&d)[96], u64 desc_a, u64 desc_b,
 #undef SYMMKIT_WGMMA_M64N160
 
 #undef SYMMKIT_WGMMA_M64N192
+
+#undef SYMMKIT_WGMMA_M64N224
 
 }  // namespace gemm
 }  // namespace symmkit
