@@ -206,7 +206,8 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(plan(200, 28672), "decode, 224 x 128 tiles, 1 slice", "one tile-row of 224: 224 tiles");
   assert.equal(plan(224, 28672), "decode, 224 x 128 tiles, 1 slice");
   assert.equal(plan(225, 28672), "hopper, 1 slice", "past 224 rows: two tile-rows of 128");
-  assert.equal(plan(200, 14336, 8192), "hopper, 1 slice", "112 tiles of 224: under one wave");
+  assert.equal(plan(200, 14336, 8192), "decode, 224 x 128 tiles, 1 slice", "two tile-rows of 128: 224 tiles");
+  assert.equal(plan(200, 10240), "decode, 224 x 128 tiles, 1 slice", "two tile-rows of 128: 160 tiles");
   assert.equal(plan(200, 8192), "decode, 128 x 128 tiles, 1 slice");
   assert.equal(plan(256, 14336), "hopper, 1 slice");
   assert.equal(plan(256, 8192), "decode, 128 x 128 tiles, 1 slice");

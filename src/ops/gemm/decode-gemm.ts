@@ -87,18 +87,20 @@ export function decodeSharedBytes(v: DecodeVariant): number {
 /** The tile for m rows of A and n rows of B on `sms` SMs: the narrowest one-consumer tile that covers the
  * rows up to 192, or, where its tiles would take more than one wave, the wide tile of the same rows of A
  * (two consumers: half as many tiles, each reading A once for 128 rows of B); beyond 192 rows, one wide
- * tile-row of 224 up to 224 rows where its tiles pass one wave, else the narrowest wide tiles whose two
- * tile-rows cover them (128, 160 or 192 rows of A each). Timed side by side
+ * tile-row of 224 up to 224 rows where two tile-rows of 128 would pass one wave, else the narrowest wide
+ * tiles whose two tile-rows cover them (128, 160 or 192 rows of A each). Timed side by side
  * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
  * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
  * wave; unpaired wide tiles matched or beat the paired ones (0-4%) at every shape past 192 rows. */
 export function decodeShape(m: number, n: number, sms: number): DecodeShape {
   const cols = NARROW_COLS.find((c) => c >= m);
   if (cols === undefined) {
-    // One tile-row of 224 rows of A where its tiles alone pass one wave: B read once, 12% of the MMA at
-    // most on rows past m (m = 200 / 224 x 28672 x 4096 on an H200: 86.6 / 88.6 µs against the Hopper GEMM's
-    // 94.3 / 94.4 and two tile-rows of 128's 102.8 / 103.3; 256 rows of A lost to both at m = 256).
-    if (m <= ONE_ROW_WIDE_COLS && Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
+    // One tile-row of 224 rows of A where two tile-rows of 128 would pass one wave: B read once, 12% of
+    // the MMA at most on rows past m. On an H200, timed side by side (bf16; fp8 gains 5-7%), 200 x 28672 x
+    // 4096: 86.6 µs against the Hopper GEMM's 94.3 and two tile-rows of 128's 102.8; 200 x 14336 / 10240 x
+    // 8192: 83.5 / 72.2 against 92.8 / 79.9; at 8192 x 14336 two tile-rows of 128 fill one wave and win
+    // (85.6 against 137.7). 256 rows of A lost to the Hopper GEMM at m = 256.
+    if (m <= ONE_ROW_WIDE_COLS && 2 * Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
       return { cols: ONE_ROW_WIDE_COLS, wide: true, paired: false };
     return { cols: WIDE_COLS.find((c) => 2 * c >= m) ?? 192, wide: true, paired: false };
   }
