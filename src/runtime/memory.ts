@@ -13,7 +13,7 @@ import { koffi, NativeBlock, ptrOrZero, type Ptr } from "../cuda/native.js";
 import { Device, driver } from "./device.js";
 import { Event } from "./event.js";
 import { MemoryPool } from "./memory-pool.js";
-import { defaultStream, type Stream } from "./stream.js";
+import { captureInProgress, defaultStream, type Stream } from "./stream.js";
 
 function checkBytes(bytes: number): void {
   if (!Number.isSafeInteger(bytes) || bytes < 0)
@@ -166,12 +166,14 @@ export function retryAfterRelease(device: Device, allocate: () => void): void {
     allocate();
   } catch (e) {
     if (!(e instanceof CudaError && e.status === OUT_OF_MEMORY)) throw e;
+    // Releasing cached blocks synchronises the device, which would invalidate a capture in progress.
+    if (captureInProgress()) throw e;
     let released: boolean;
     try {
       released = MemoryPool.releaseCached(device);
     } catch (failed) {
       // A kernel's recorded cause (a typed error) says more than the allocation's; else the device's work
-      // failed (or a capture is open) and the allocation's own error is the one to see.
+      // failed and the allocation's own error is the one to see.
       if (failed instanceof SymmkitError && !(failed instanceof CudaError)) throw failed;
       throw new CudaError(e.call, e.status, e.errorName, e.errorString, { cause: failed });
     }

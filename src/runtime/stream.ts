@@ -15,6 +15,11 @@ export function countCapture(delta: 1 | -1): void {
   capturesInProgress += delta;
 }
 
+/** @internal Whether a Graph.capture is in progress on this thread. */
+export function captureInProgress(): boolean {
+  return capturesInProgress > 0;
+}
+
 export class Stream implements Disposable {
   readonly device: Device;
   #handle: Ptr;

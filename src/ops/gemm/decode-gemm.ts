@@ -1,6 +1,6 @@
 // symmkit's GEMM for few rows of A (device/include/symmkit/gemm/decode_gemm.cuh): D[m, n] = A[m, k] * B[n, k]^T
-// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (or 128 rows of B, two
-// consumers, alone or paired in clusters of two CTAs that share B by multicast), with split-K for problems
+// computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (or 128 rows of B by up to 256
+// of A, two consumers, alone or paired in clusters of two CTAs that share B by multicast), with split-K for problems
 // of few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
 // all-reduce run it at decode sizes (decodeFits) unless HopperGemm's tiles do better there
 // (symmkitGemmPlan, matmul.ts); HopperGemm runs everything else.
@@ -26,8 +26,8 @@ import {
 } from "./hopper-gemm.js";
 import { SplitScratch } from "./split-scratch.js";
 
-/** Rows of A a tile takes (wgmma's N side); 224 and 256 in wide tiles only (a consumer's 128 accumulator
- * registers at 256, as in the Hopper GEMM). */
+/** Rows of A a tile takes (wgmma's N side); 224 and 256 in wide tiles only (the tiles past 192 rows that
+ * were built and tested: DecodeGemm refuses them on one consumer). */
 export const DECODE_COLS = [8, 16, 32, 64, 80, 96, 112, 128, 160, 192, 224, 256] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
 /** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
@@ -95,7 +95,7 @@ export function decodeSharedBytes(v: DecodeVariant): number {
 export function decodeShape(m: number, n: number, sms: number): DecodeShape {
   const cols = NARROW_COLS.find((c) => c >= m);
   if (cols === undefined) {
-    // One tile-row of 224 rows of A where two tile-rows of 128 would pass one wave: B read once, 12% of
+    // One tile-row of 224 rows of A where two tile-rows of 128 would pass one wave: B read once, 14% of
     // the MMA at most on rows past m. On an H200, timed side by side (bf16; fp8 gains 5-7%), 200 x 28672 x
     // 4096: 86.6 µs against the Hopper GEMM's 94.3 and two tile-rows of 128's 102.8; 200 x 14336 / 10240 x
     // 8192: 83.5 / 72.2 against 92.8 / 79.9; at 8192 x 14336 two tile-rows of 128 fill one wave and win
@@ -280,6 +280,10 @@ export class DecodeGemm extends HopperLauncher {
     if (variant.paired && !variant.wide)
       throw new InvalidArgumentError(
         "gemm: only wide decode tiles pair (two CTAs sharing B); one-consumer tiles run unpaired",
+      );
+    if (!variant.wide && variant.cols > 192)
+      throw new InvalidArgumentError(
+        `gemm: decode tiles of ${variant.cols} rows of A are wide only (two consumers); one-consumer tiles take at most 192`,
       );
     this.variant = variant;
     this.kernel = sharedModule(decodeProgram(variant), device).kernel(decodeExpr(variant), DECODE_PARAMS);

@@ -4,8 +4,8 @@
 // Why a second kernel: at m <= 128 the GEMM is a stream of B (235 MB at 8192 x 14336 bf16), and
 // hopper_gemm's 128 x 256 tiles of D give n / 256 tiles (32 at n = 8192), most of them zero rows, so it
 // needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
-// warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 192; up to 192 rows the
-// host takes the narrowest one-consumer tile that covers m), so the MMA is as narrow as the batch and
+// warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 192 on one consumer, to
+// 256 on two; up to 192 rows the host takes the narrowest one-consumer tile that covers m), so the MMA is as narrow as the batch and
 // n / 64 tiles (128 at n = 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by kCols
 // of A, with one consumer per 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over
 // two warpgroups. Paired wide
@@ -38,7 +38,8 @@
 // (a barrier over the consumers, then one acq_rel add at gpu scope); the CTA that counts last resets
 // the counter and sums the slices in slice order, so the bits do not depend on which CTA is last.
 // Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through shared
-// memory into rows of D, then stored 16 bytes at a time. The transposed tile lies in a buffer beside the
+// memory into rows of D, then stored 16 bytes at a time (in passes of kCols / kPasses rows of A where whole
+// transposed tiles would leave the ring fewer than 4 stages: the wide tiles past 192 rows). The transposed tile lies in a buffer beside the
 // ring, which meanwhile loads the next step; or, for one consumer of a plain GEMM whose ring would be
 // short of stages (DecodeRing::kHole), in the step's hole: after each step's k-blocks the producer waits
 // for the next stage to be free and completes its full barrier with nothing loaded, and the consumer,
@@ -89,9 +90,9 @@ constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
  * buffers, the barriers. */
 template <u32 kCols, u32 kConsumers, bool kAllReduce>
 struct DecodeRing {
+  // Two consumers of 256 columns hold 128 accumulator registers each, as the Hopper GEMM's do.
   static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 256, "wgmma's N side: 8 to 256 rows of A");
-  static_assert(kConsumers == 1 || (kConsumers == 2 && kCols <= 256),
-                "one consumer warpgroup, or two with at most 256 accumulator columns each (128 registers)");
+  static_assert(kConsumers == 1 || kConsumers == 2, "one consumer warpgroup or two");
   static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
