@@ -35,7 +35,11 @@ for (const p of shapes) {
       candidates.push(decode(cols, wide, false), decode(cols, wide, false, 2));
   else
     for (const wideCols of [128, 160, 192, 224, 256])
-      candidates.push(decode(wideCols, true, false), decode(wideCols, true, true));
+      // Pairs of 224 or 256 rows cover 448 or more: past m wherever the decode GEMM takes the problem.
+      candidates.push(
+        decode(wideCols, true, false),
+        ...(wideCols <= 192 ? [decode(wideCols, true, true)] : []),
+      );
   // Each plan once, and only those the launcher takes (a split past one wave is refused).
   const plans = candidates.filter((plan, i) => {
     if (candidates.findIndex((q) => describePlan(q) === describePlan(plan)) !== i) return false;
