@@ -12,6 +12,7 @@ import {
   symmkitGemmPlan,
   TILE_GEMM_PLAN,
 } from "../dist/src/ops/gemm/matmul.js";
+import { ONE_ROW_WIDE_COLS } from "../dist/src/ops/gemm/decode-gemm.js";
 import { graphTimeManyUs } from "../dist/src/bench/report.js";
 import { cublas, device, operands, stream } from "./gemm-kit.mjs";
 
@@ -34,8 +35,8 @@ for (const p of shapes) {
     for (const wide of [false, true])
       candidates.push(decode(cols, wide, false), decode(cols, wide, false, 2));
   else
-    for (const wideCols of [128, 160, 192, 224, 256])
-      // Pairs of 224 or 256 rows cover 448 or more: past m wherever the decode GEMM takes the problem.
+    for (const wideCols of [128, 160, 192, ...ONE_ROW_WIDE_COLS.filter((c) => c >= p.m), 256])
+      // Pairs of 200 or more rows cover 400 or more: past m wherever the decode GEMM takes the problem.
       candidates.push(
         decode(wideCols, true, false),
         ...(wideCols <= 192 ? [decode(wideCols, true, true)] : []),

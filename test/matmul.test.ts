@@ -203,11 +203,14 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(plan(64, 28672), "decode, 64 x 128 tiles, 1 slice", "a tile-row of 128 for 64 rows");
   assert.equal(plan(100, 28672), "hopper, 1 slice", "both span 128 rows of A");
   assert.equal(plan(192, 28672), "decode, 192 x 128 tiles, 1 slice", "two tile-rows of 128 for 192 rows");
-  assert.equal(plan(200, 28672), "decode, 224 x 128 tiles, 1 slice", "one tile-row of 224: 224 tiles");
+  assert.equal(plan(193, 28672), "decode, 200 x 128 tiles, 1 slice", "one tile-row of 200: 224 tiles");
+  assert.equal(plan(200, 28672), "decode, 200 x 128 tiles, 1 slice");
+  assert.equal(plan(201, 28672), "decode, 208 x 128 tiles, 1 slice", "m rounded up to 8");
+  assert.equal(plan(216, 28672), "decode, 216 x 128 tiles, 1 slice");
   assert.equal(plan(224, 28672), "decode, 224 x 128 tiles, 1 slice");
   assert.equal(plan(225, 28672), "hopper, 1 slice", "past 224 rows: two tile-rows of 128");
-  assert.equal(plan(200, 14336, 8192), "decode, 224 x 128 tiles, 1 slice", "two tile-rows of 128: 224 tiles");
-  assert.equal(plan(200, 10240), "decode, 224 x 128 tiles, 1 slice", "two tile-rows of 128: 160 tiles");
+  assert.equal(plan(200, 14336, 8192), "decode, 200 x 128 tiles, 1 slice", "two tile-rows of 128: 224 tiles");
+  assert.equal(plan(200, 10240), "decode, 200 x 128 tiles, 1 slice", "two tile-rows of 128: 160 tiles");
   assert.equal(plan(200, 8192), "decode, 128 x 128 tiles, 1 slice");
   assert.equal(plan(256, 14336), "hopper, 1 slice");
   assert.equal(plan(256, 8192), "decode, 128 x 128 tiles, 1 slice");
@@ -224,11 +227,11 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
     assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${describeDecodeShape(v)}: shared memory`);
     assert.equal(decodeThreads(v), v.wide ? 384 : 256);
   }
-  // Both dtypes: the 7 rows of A of the one-consumer tiles, one-consumer and wide, and the wide tile of
-  // 224, with and without the all-reduce; no pairs.
-  assert.equal(DECODE_PROGRAMS.length, 2 * (7 * 2 + 1) * 2);
+  // Both dtypes: the 7 rows of A of the one-consumer tiles, one-consumer and wide, and the 4 one-row wide
+  // tiles (200 to 224 rows), with and without the all-reduce; no pairs.
+  assert.equal(DECODE_PROGRAMS.length, 2 * (7 * 2 + 4) * 2);
   assert.ok(DECODE_VARIANTS.every((v) => !v.paired));
-  for (const m of [1, 100, 200, 384])
+  for (const m of [1, 100, 200, 213, 384])
     for (const n of [8192, 28672]) {
       const shape = decodeShape(m, n, 132);
       for (const allReduce of [false, true])

@@ -98,14 +98,14 @@ test(
       // The shape the host picks and its other width, the wider ones (more zero rows of A in each tile, or
       // several tile-rows past 128 rows; from 80 rows their transposed tile lies in a hole of the ring),
       // wide tiles (two consumers, 128 rows of B), and paired wide tiles (one tile-row pair, or several, or
-      // a pair whose second tile-row lies past m). The unpaired wide tiles of 224 and 256 rows of A transpose
-      // in passes.
+      // a pair whose second tile-row lies past m). The unpaired wide tiles of 208 to 256 rows of A transpose
+      // in passes (3 at 216 rows).
       const chosen = decodeShape(m, n, device.props.smCount);
       const shapes: DecodeShape[] = [
         chosen,
         ...(chosen.cols <= 192 ? [{ ...chosen, wide: !chosen.wide }] : []),
         ...([80, 96, 112, 128, 160, 192] as const).map((cols) => ({ cols, wide: false, paired: false })),
-        ...([8, 16, 32, 64, 128, 160, 192, 224, 256] as const).map((cols) => ({
+        ...([8, 16, 32, 64, 128, 160, 192, 200, 208, 216, 224, 256] as const).map((cols) => ({
           cols,
           wide: true,
           paired: false,
@@ -195,7 +195,8 @@ test(
 
 test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
   // 24 tiles in up to 4 slices, 160 wide tiles (two consumers) walked by a persistent grid, 320 narrow
-  // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows (32, 16 and 64 rows of A), and paired wide tiles: 64 pairs,
+  // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows (32, 16 and 64 rows of A), the one-row
+  // wide tiles (200 rows of A picked by the plan; 208, 216 in 3 passes, 224), and paired wide tiles: 64 pairs,
   // and 160 pairs walked by a persistent grid of clusters.
   const wide = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: false });
   for (const [m, n, k, splitsList, shape] of [
@@ -208,6 +209,9 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
     [64, 20480, 512, [1], wide(64)],
     [160, 8192, 1024, [1, 1], paired(80)],
     [200, 20480, 512, [1], paired(112)],
+    [200, 20480, 512, [1], undefined],
+    [205, 20480, 512, [1], wide(208)],
+    [213, 4096, 1024, [1, 2], wide(216)],
     [200, 20480, 512, [1], wide(224)],
     [250, 4096, 1024, [1, 2], wide(256)],
   ] as const) {

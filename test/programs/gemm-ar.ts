@@ -472,7 +472,7 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [350, 1032, 1024], // wide decode tiles of 192
     [2, 16384, 256], // 128 wide decode tiles of 8 rows of A (one-consumer tiles would pass one wave)
     [260, 16384, 256], // 256 wide tiles of 160 rows of A: a persistent grid exchanging tile after tile
-    [200, 8456, 256], // one tile-row of 224 rows of A where two of 128 would pass one wave
+    [212, 8456, 256], // one tile-row of 216 rows of A where two of 128 would pass one wave (3 passes)
     [240, 8456, 256], // past one wave of wide tiles, two tile-rows of 128: the Hopper GEMM's all-reduce
   ];
   let cases = 0;

@@ -26,9 +26,9 @@ import {
 } from "./hopper-gemm.js";
 import { SplitScratch } from "./split-scratch.js";
 
-/** Rows of A a tile takes (wgmma's N side); 224 and 256 in wide tiles only (the tiles past 192 rows that
+/** Rows of A a tile takes (wgmma's N side); 200 to 256 in wide tiles only (the tiles past 192 rows that
  * were built and tested: DecodeGemm refuses them on one consumer). */
-export const DECODE_COLS = [8, 16, 32, 64, 80, 96, 112, 128, 160, 192, 224, 256] as const;
+export const DECODE_COLS = [8, 16, 32, 64, 80, 96, 112, 128, 160, 192, 200, 208, 216, 224, 256] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
 /** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
 export const DECODE_ROWS_B = 64;
@@ -75,8 +75,13 @@ export function decodeSharedBytes(v: DecodeVariant): number {
   const room = (beside: number): number =>
     Math.floor((SHARED_MAX - beside - 1024 - 2 * MAX_STAGES * 8) / stage);
   const transposedRows = (rows: number): number => consumers(v) * rows * (DECODE_ROWS_B + 8) * 2;
-  // The transposition in passes where a whole transposed tile would leave fewer than 4 stages (kPasses).
-  const passes = [1, 2, 4].find((p) => room(transposedRows(v.cols / p)) >= 4) ?? 4;
+  // The transposition in the fewest passes of whole groups of 8 rows of A that leave the ring 4 stages
+  // (kPasses).
+  const groups = v.cols / 8;
+  const passes =
+    Array.from({ length: groups - 1 }, (_, i) => i + 1).find(
+      (p) => groups % p === 0 && room(transposedRows(v.cols / p)) >= 4,
+    ) ?? groups;
   const transposed = transposedRows(v.cols / passes);
   const hole = consumers(v) === 1 && !v.allReduce && room(transposed) < HOLE_BELOW_STAGES;
   const beside = hole ? 0 : transposed;
@@ -87,7 +92,7 @@ export function decodeSharedBytes(v: DecodeVariant): number {
 /** The tile for m rows of A and n rows of B on `sms` SMs: the narrowest one-consumer tile that covers the
  * rows up to 192, or, where its tiles would take more than one wave, the wide tile of the same rows of A
  * (two consumers: half as many tiles, each reading A once for 128 rows of B); beyond 192 rows, one wide
- * tile-row of 224 up to 224 rows where two tile-rows of 128 would pass one wave, else the narrowest wide
+ * tile-row of m rounded up to 8 (200 to 224) where two tile-rows of 128 would pass one wave, else the narrowest wide
  * tiles whose two tile-rows cover them (128, 160 or 192 rows of A each). Timed side by side
  * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
  * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
@@ -100,8 +105,9 @@ export function decodeShape(m: number, n: number, sms: number): DecodeShape {
     // 4096: 86.6 µs against the Hopper GEMM's 94.3 and two tile-rows of 128's 102.8; 200 x 14336 / 10240 x
     // 8192: 83.5 / 72.2 against 92.8 / 79.9; at 8192 x 14336 two tile-rows of 128 fill one wave and win
     // (85.6 against 137.7). 256 rows of A lost to the Hopper GEMM at m = 256.
-    if (m <= ONE_ROW_WIDE_COLS && 2 * Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
-      return { cols: ONE_ROW_WIDE_COLS, wide: true, paired: false };
+    const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
+    if (oneRow !== undefined && 2 * Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
+      return { cols: oneRow, wide: true, paired: false };
     return { cols: WIDE_COLS.find((c) => 2 * c >= m) ?? 192, wide: true, paired: false };
   }
   const narrow: DecodeShape = { cols, wide: false, paired: false };
@@ -112,8 +118,8 @@ const NARROW_COLS: readonly DecodeCols[] = [8, 16, 32, 64, 128, 160, 192];
 /** Wide tiles' rows of A past 192 rows: wgmma's N at a multiple of 32 (80 and 112 measured 20-30% slower
  * than 96 and 128). */
 const WIDE_COLS: readonly DecodeCols[] = [128, 160, 192];
-/** The wide tile that covers 193-224 rows of A in one tile-row. */
-const ONE_ROW_WIDE_COLS: DecodeCols = 224;
+/** The wide tiles that cover 193-224 rows of A in one tile-row, by 8 rows: the MMA no wider than m. */
+export const ONE_ROW_WIDE_COLS: readonly DecodeCols[] = [200, 208, 216, 224];
 
 /** Rows of A's box (decode_box_rows): the tile's, or m rounded up to 8 when A has fewer rows, so that
  * little of a box lies past A (TMA's zero fill of a box mostly past the tensor is slow). */
@@ -177,11 +183,11 @@ export function decodeProgram(v: DecodeVariant): ProgramSpec {
 }
 
 /** The variants matmul() and GEMM + all-reduce may run (decodeShape's), in both dtypes, each plain and with
- * the all-reduce: the one-consumer tiles, the wide tiles of the same rows of A, and the wide tile of 224. */
+ * the all-reduce: the one-consumer tiles, the wide tiles of the same rows of A, and the one-row wide tiles. */
 export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
   [
     ...NARROW_COLS.flatMap((cols) => [false, true].map((wide) => ({ cols, wide }))),
-    { cols: ONE_ROW_WIDE_COLS, wide: true },
+    ...ONE_ROW_WIDE_COLS.map((cols) => ({ cols, wide: true })),
   ].flatMap(({ cols, wide }) =>
     [false, true].map((allReduce) => ({ elem, cols, wide, paired: false, allReduce })),
   ),

@@ -39,7 +39,7 @@
 // the counter and sums the slices in slice order, so the bits do not depend on which CTA is last.
 // Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through shared
 // memory into rows of D, then stored 16 bytes at a time (in passes of kCols / kPasses rows of A where whole
-// transposed tiles would leave the ring fewer than 4 stages: the wide tiles past 192 rows). The transposed tile lies in a buffer beside the
+// transposed tiles would leave the ring fewer than 4 stages: the wide tiles past 200 rows). The transposed tile lies in a buffer beside the
 // ring, which meanwhile loads the next step; or, for one consumer of a plain GEMM whose ring would be
 // short of stages (DecodeRing::kHole), in the step's hole: after each step's k-blocks the producer waits
 // for the next stage to be free and completes its full barrier with nothing loaded, and the consumer,
@@ -101,8 +101,14 @@ struct DecodeRing {
     return (kDecodeSharedMax - kConsumers * rows * kDecodeTRow * 2 - 1024 - 2 * kDecodeMaxStages * 8) / kStageBytes;
   }
   /** The transposition in passes of kCols / kPasses rows of A, where whole transposed tiles would leave the
-   * ring fewer than 4 stages (the wide tiles past 192 rows of A). */
-  static constexpr u32 kPasses = room_beside(kCols) >= 4 ? 1 : room_beside(kCols / 2) >= 4 ? 2 : 4;
+   * ring fewer than 4 stages (the wide tiles past 200 rows of A): the fewest passes of whole groups of 8 rows
+   * that leave it 4 (2 at 208 and 224 rows, 3 at 216, 4 at 256). */
+  static constexpr __host__ __device__ u32 fewest_passes() {
+    for (u32 p = 1; p < kCols / 8; ++p)
+      if (kCols % (8 * p) == 0 && room_beside(kCols / p) >= 4) return p;
+    return kCols / 8;
+  }
+  static constexpr u32 kPasses = fewest_passes();
   static_assert(kCols % (8 * kPasses) == 0, "a pass is whole groups of 8 rows of A");
   static constexpr u32 kTransposedBytes = kConsumers * (kCols / kPasses) * kDecodeTRow * 2;
   static constexpr u32 kRoomBeside = room_beside(kCols / kPasses);
