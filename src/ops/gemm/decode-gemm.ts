@@ -100,11 +100,12 @@ export function decodeSharedBytes(v: DecodeVariant): number {
 export function decodeShape(m: number, n: number, sms: number): DecodeShape {
   const cols = NARROW_COLS.find((c) => c >= m);
   if (cols === undefined) {
-    // One tile-row of 224 rows of A where two tile-rows of 128 would pass one wave: B read once, 14% of
-    // the MMA at most on rows past m. On an H200, timed side by side (bf16; fp8 gains 5-7%), 200 x 28672 x
-    // 4096: 86.6 µs against the Hopper GEMM's 94.3 and two tile-rows of 128's 102.8; 200 x 14336 / 10240 x
-    // 8192: 83.5 / 72.2 against 92.8 / 79.9; at 8192 x 14336 two tile-rows of 128 fill one wave and win
-    // (85.6 against 137.7). 256 rows of A lost to the Hopper GEMM at m = 256.
+    // One tile-row of m rounded up to 8 where two tile-rows of 128 would pass one wave: B read once, no
+    // MMA on more than 7 rows past m. On an H200, timed side by side (bf16), 200 x 28672 x 4096: 86.3 µs
+    // against the 224-row tile's 92.5, the Hopper GEMM's 100.3 and two tile-rows of 128's 102.8 (an earlier
+    // run); 200 x 14336 / 10240 x 8192: 83.5 / 70.0 against 90.2 / 75.5 (224) and 100.1 / 83.7 (Hopper); at
+    // 8192 x 14336 two tile-rows of 128 fill one wave and win (85.6 against 137.7 for 224 rows). 256 rows of A
+    // lost to the Hopper GEMM at m = 256.
     const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
     if (oneRow !== undefined && 2 * Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
       return { cols: oneRow, wide: true, paired: false };
