@@ -12,7 +12,7 @@ import {
   symmkitGemmPlan,
   TILE_GEMM_PLAN,
 } from "../dist/src/ops/gemm/matmul.js";
-import { ONE_ROW_WIDE_COLS } from "../dist/src/ops/gemm/decode-gemm.js";
+import { DECODE_COLS, ONE_ROW_WIDE_COLS } from "../dist/src/ops/gemm/decode-gemm.js";
 import { graphTimeManyUs } from "../dist/src/bench/report.js";
 import { cublas, device, operands, stream } from "./gemm-kit.mjs";
 
@@ -31,9 +31,12 @@ for (const p of shapes) {
   const chosen = symmkitGemmPlan(device, p);
   const candidates = [chosen, TILE_GEMM_PLAN, { kernel: "hopper", splits: 2, splitK: true, narrow: false }];
   const cols = ONE_CONSUMER_COLS.find((x) => x >= p.m);
+  // The tile of m rounded up to 8 rows of A, where the decode GEMM has that width.
+  const exact = DECODE_COLS.find((x) => x === Math.ceil(p.m / 8) * 8 && x !== cols && x <= 192);
   if (cols !== undefined)
     for (const wide of [false, true])
-      candidates.push(decode(cols, wide, false), decode(cols, wide, false, 2));
+      for (const c of exact === undefined ? [cols] : [cols, exact])
+        candidates.push(decode(c, wide, false), decode(c, wide, false, 2));
   else
     for (const wideCols of [128, 160, 192, ...ONE_ROW_WIDE_COLS.filter((c) => c >= p.m), 256])
       // Pairs of 200 or more rows cover 400 or more: past m wherever the decode GEMM takes the problem.

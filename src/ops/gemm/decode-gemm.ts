@@ -28,7 +28,9 @@ import { SplitScratch } from "./split-scratch.js";
 
 /** Rows of A a tile takes (wgmma's N side); 200 to 256 in wide tiles only (the tiles past 192 rows that
  * were built and tested: DecodeGemm refuses them on one consumer). */
-export const DECODE_COLS = [8, 16, 32, 64, 80, 96, 112, 128, 160, 192, 200, 208, 216, 224, 256] as const;
+export const DECODE_COLS = [
+  8, 16, 32, 64, 80, 96, 112, 128, 136, 144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 256,
+] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
 /** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
 export const DECODE_ROWS_B = 64;
