@@ -38,7 +38,14 @@ for (const p of shapes) {
       for (const c of exact === undefined ? [cols] : [cols, exact])
         candidates.push(decode(c, wide, false), decode(c, wide, false, 2));
   else
-    for (const wideCols of [128, 160, 192, ...ONE_ROW_WIDE_COLS.filter((c) => c >= p.m), 256])
+    for (const wideCols of [
+      128,
+      160,
+      192,
+      ...ONE_ROW_WIDE_COLS.filter((c) => c >= p.m),
+      256,
+      chosen.cols ?? 128,
+    ])
       // Pairs of 200 or more rows cover 400 or more: past m wherever the decode GEMM takes the problem.
       candidates.push(
         decode(wideCols, true, false),

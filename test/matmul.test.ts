@@ -154,10 +154,10 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
       h200Shape(m),
     ),
     [
-      ...["8", "8", "16", "16", "32", "64", "64", "128", "128", "160", "160", "192", "192"].map(
+      ...["8", "8", "16", "16", "32", "64", "64", "128", "128", "136", "160", "168", "192"].map(
         (c) => `${c} x 64`,
       ),
-      ...["128", "128", "160", "160", "192", "192"].map((c) => `${c} x 128`),
+      ...["128", "128", "136", "160", "168", "192"].map((c) => `${c} x 128`),
     ],
   );
   // One-consumer tiles past one wave (n / 64 > 132 tiles) become wide tiles of the same rows of A.
@@ -203,6 +203,9 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(plan(64, 28672), "decode, 64 x 128 tiles, 1 slice", "a tile-row of 128 for 64 rows");
   assert.equal(plan(100, 28672), "hopper, 1 slice", "both span 128 rows of A");
   assert.equal(plan(192, 28672), "decode, 192 x 128 tiles, 1 slice", "two tile-rows of 128 for 192 rows");
+  assert.equal(plan(129, 28672), "decode, 136 x 128 tiles, 1 slice", "m rounded up to 8 past 128 rows");
+  assert.equal(plan(168, 8192, 14336), "decode, 168 x 64 tiles, 1 slice");
+  assert.equal(plan(300, 28672), "decode, 152 x 128 tiles, 1 slice", "two tile-rows of half of m");
   assert.equal(plan(193, 28672), "decode, 200 x 128 tiles, 1 slice", "one tile-row of 200: 224 tiles");
   assert.equal(plan(200, 28672), "decode, 200 x 128 tiles, 1 slice");
   assert.equal(plan(201, 28672), "decode, 208 x 128 tiles, 1 slice", "m rounded up to 8");
@@ -227,9 +230,9 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
     assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${describeDecodeShape(v)}: shared memory`);
     assert.equal(decodeThreads(v), v.wide ? 384 : 256);
   }
-  // Both dtypes: the 7 rows of A of the one-consumer tiles, one-consumer and wide, and the 4 one-row wide
+  // Both dtypes: the 13 rows of A of the one-consumer tiles, one-consumer and wide, and the 4 one-row wide
   // tiles (200 to 224 rows), with and without the all-reduce; no pairs.
-  assert.equal(DECODE_PROGRAMS.length, 2 * (7 * 2 + 4) * 2);
+  assert.equal(DECODE_PROGRAMS.length, 2 * (13 * 2 + 4) * 2);
   assert.ok(DECODE_VARIANTS.every((v) => !v.paired));
   for (const m of [1, 100, 200, 213, 384])
     for (const n of [8192, 28672]) {

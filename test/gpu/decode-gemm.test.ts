@@ -104,8 +104,12 @@ test(
       const shapes: DecodeShape[] = [
         chosen,
         ...(chosen.cols <= 192 ? [{ ...chosen, wide: !chosen.wide }] : []),
-        ...([80, 96, 112, 128, 160, 192] as const).map((cols) => ({ cols, wide: false, paired: false })),
-        ...([8, 16, 32, 64, 128, 160, 192, 200, 208, 216, 224, 256] as const).map((cols) => ({
+        ...([80, 96, 112, 128, 136, 160, 184, 192] as const).map((cols) => ({
+          cols,
+          wide: false,
+          paired: false,
+        })),
+        ...([8, 16, 32, 64, 128, 136, 160, 184, 192, 200, 208, 216, 224, 256] as const).map((cols) => ({
           cols,
           wide: true,
           paired: false,

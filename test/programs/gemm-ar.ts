@@ -463,15 +463,15 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [1, 256, 512],
     [7, 1040, 784],
     [128, 512, 1024],
-    [300, 784, 512], // wide decode tiles of 160 rows of A (two consumers), two tile-rows
+    [300, 784, 512], // wide decode tiles of 152 rows of A (two consumers), two tile-rows
     [5, 2048, 4096],
     [33, 1040, 3072],
-    [150, 1040, 1024], // decode tiles of 160 rows of A
-    [180, 520, 2048], // decode tiles of 192 rows of A
+    [150, 1040, 1024], // decode tiles of 152 rows of A
+    [180, 520, 2048], // decode tiles of 184 rows of A
     [200, 1040, 1024], // wide decode tiles of 128: two consumers, a flag each
-    [350, 1032, 1024], // wide decode tiles of 192
+    [350, 1032, 1024], // wide decode tiles of 176
     [2, 16384, 256], // 128 wide decode tiles of 8 rows of A (one-consumer tiles would pass one wave)
-    [260, 16384, 256], // 256 wide tiles of 160 rows of A: a persistent grid exchanging tile after tile
+    [260, 16384, 256], // 256 wide tiles of 136 rows of A: a persistent grid exchanging tile after tile
     [212, 8456, 256], // one tile-row of 216 rows of A where two of 128 would pass one wave (3 passes)
     [240, 8456, 256], // past one wave of wide tiles, two tile-rows of 128: the Hopper GEMM's all-reduce
   ];

@@ -92,10 +92,12 @@ export function decodeSharedBytes(v: DecodeVariant): number {
 }
 
 /** The tile for m rows of A and n rows of B on `sms` SMs: the narrowest one-consumer tile that covers the
- * rows up to 192, or, where its tiles would take more than one wave, the wide tile of the same rows of A
- * (two consumers: half as many tiles, each reading A once for 128 rows of B); beyond 192 rows, one wide
- * tile-row of m rounded up to 8 (200 to 224) where two tile-rows of 128 would pass one wave, else the narrowest wide
- * tiles whose two tile-rows cover them (128, 160 or 192 rows of A each). Timed side by side
+ * rows up to 192 (8 to 128 rows of A by powers of two, then m rounded up to 8), or, where its tiles would
+ * take more than one wave, the wide tile of the same rows of A (two consumers: half as many tiles, each
+ * reading A once for 128 rows of B); beyond 192 rows, one wide tile-row of m rounded up to 8 (200 to 224)
+ * where two tile-rows of 128 would pass one wave, else two wide tile-rows of half of m rounded up to 8
+ * (128 to 192 rows of A each). Widths of m rounded up to 8 ran 0-5.5% faster than the next of 160, 192 or
+ * 224 (bf16 on an H200; most on the wide tiles). Timed side by side
  * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
  * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
  * wave; unpaired wide tiles matched or beat the paired ones (0-4%) at every shape past 192 rows. */
@@ -111,16 +113,20 @@ export function decodeShape(m: number, n: number, sms: number): DecodeShape {
     const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
     if (oneRow !== undefined && 2 * Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
       return { cols: oneRow, wide: true, paired: false };
-    return { cols: WIDE_COLS.find((c) => 2 * c >= m) ?? 192, wide: true, paired: false };
+    return { cols: twoRowCols(m), wide: true, paired: false };
   }
   const narrow: DecodeShape = { cols, wide: false, paired: false };
   const { tilesM, tilesN } = decodeTiles(m, n, narrow);
   return tilesM * tilesN > sms ? { cols, wide: true, paired: false } : narrow;
 }
-const NARROW_COLS: readonly DecodeCols[] = [8, 16, 32, 64, 128, 160, 192];
-/** Wide tiles' rows of A past 192 rows: wgmma's N at a multiple of 32 (80 and 112 measured 20-30% slower
- * than 96 and 128). */
-const WIDE_COLS: readonly DecodeCols[] = [128, 160, 192];
+/** One-consumer tiles' rows of A: no 80, 96 or 112 below 128 (wide tiles of 80 and 112 measured 20-30%
+ * slower than 96 and 128), by 8 from 128 to 192. */
+const NARROW_COLS: readonly DecodeCols[] = [8, 16, 32, 64, 128, 136, 144, 152, 160, 168, 176, 184, 192];
+/** Rows of A of each of two wide tile-rows past 192 rows: half of m rounded up to 8, at least 128. */
+function twoRowCols(m: number): DecodeCols {
+  const cols = Math.max(128, Math.ceil(m / 16) * 8);
+  return NARROW_COLS.find((c) => c >= cols) ?? 192;
+}
 /** The wide tiles that cover 193-224 rows of A in one tile-row, by 8 rows: the MMA no wider than m. */
 export const ONE_ROW_WIDE_COLS: readonly DecodeCols[] = [200, 208, 216, 224];
 
