@@ -96,8 +96,8 @@ export function decodeSharedBytes(v: DecodeVariant): number {
  * take more than one wave, the wide tile of the same rows of A (two consumers: half as many tiles, each
  * reading A once for 128 rows of B); beyond 192 rows, one wide tile-row of m rounded up to 8 (200 to 224)
  * where two tile-rows of 128 would pass one wave, else two wide tile-rows of half of m rounded up to 8
- * (128 to 192 rows of A each). Widths of m rounded up to 8 ran 0-5.5% faster than the next of 160, 192 or
- * 224 (bf16 on an H200; most on the wide tiles). Timed side by side
+ * (128 to 192 rows of A each). Widths of m rounded up to 8 ran 0-10% faster than the next of 160, 192 or
+ * 224 (bf16 on an H200; least on the one-consumer tiles, most in two tile-rows). Timed side by side
  * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
  * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
  * wave; unpaired wide tiles matched or beat the paired ones (0-4%) at every shape past 192 rows. */

@@ -217,9 +217,10 @@ export type SymmkitGemmPlan =
  * (decodeFits; level with cuBLASLt at m <= 128, where the 128 x 256 tiles lose 10-35%), else the Hopper
  * GEMM, split-K where the problem has few tiles. Where even the decode GEMM's wide tiles take more than one
  * wave and the Hopper GEMM's tile-rows of 128 span no more rows of A than the decode tiles do (m = 65-128,
- * 225-256 and 321-384; at n = 28672 4-10% faster on an H200 at m = 100, 124, 128, 256, 340 and 384, timed
- * side by side; 2% slower at m = 64, which keeps the decode GEMM), the Hopper GEMM: each of its CTAs reads
- * A once for 256 rows of B. At m = 193-224 the decode GEMM's one tile-row of 224 spans fewer. */
+ * 225-256 and 369-384; at n = 28672 4-10% faster on an H200 at m = 100, 124, 128, 256 and 384, timed side
+ * by side; 2% slower at m = 64, which keeps the decode GEMM), the Hopper GEMM: each of its CTAs reads A
+ * once for 256 rows of B. At m = 193-224 the decode GEMM's one tile-row of m rounded up to 8 spans fewer,
+ * and at 321-368 its two tile-rows of half of m rounded up to 8 (3% faster at 340, 1% slower at 360). */
 export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPlan {
   return gemmPlanFor(p, device.props.smCount);
 }
