@@ -19,6 +19,7 @@
 // staging at its first row (the dispatch's links), a barrier, moe_sum_partials reads one partial per owner
 // and sums them in rank order, a barrier. Both graph-capturable.
 import { InvalidArgumentError } from "../../errors.js";
+import type { Ptr } from "../../cuda/native.js";
 import type { CallTag } from "../../distributed/fingerprint.js";
 import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
@@ -228,6 +229,13 @@ function disposeEarly(e: Early): void {
   for (const t of [e.expert, e.row, e.weights, e.counts]) t.dispose();
 }
 
+/** pull's gather plan in device memory, every rank's rows received, and the tokens of every rank. */
+interface PullPlan {
+  readonly ptr: Ptr;
+  readonly total: readonly number[];
+  readonly tokensAll: number;
+}
+
 export class GpuMoe {
   readonly #ctx: GpuGroup;
   #kernels: Kernels | undefined;
@@ -327,9 +335,9 @@ export class GpuMoe {
         disposeEarly(early); // refused before anything was enqueued
         throw e;
       }
-      return routeFits
-        ? this.#judgeOnHost(p, o, early, staged, stream)
-        : this.#routeOnHost(p, o, early, staged, stream);
+      return this.#pullSized(p, o, early, staged, stream, () =>
+        routeFits ? this.#planOnDevice(p, early, staged, stream) : this.#planOnHost(p, early, staged, stream),
+      );
     }
     // Rows received are known on the device only: the handle says maxRows, combine stages that many. Made
     // first, so that the positions kernel fills the handle's ids and weights.
@@ -498,95 +506,85 @@ export class GpuMoe {
     );
   }
 
-  /** pull after #stage, where the route kernel holds the experts: it plans on the device, and the host reads
-   * every rank's header and rows received from the plan's tail (one small copy and wait, no routing on the
-   * host), judges the call alike on every rank and sizes the outputs around `early`. */
-  #judgeOnHost(
+  /** pull after #stage: `planned` plans the gather and judges the call alike on every rank (one host wait);
+   * then the outputs, sized by the rows received, around `early`, and the gather. */
+  #pullSized(
     p: MoeProblem,
     o: DispatchOptions<Tensor>,
     early: Early,
     staged: Staged,
     stream: Stream,
+    planned: () => PullPlan,
   ): DispatchResult<Tensor> {
-    const { rank, world } = this.#ctx;
-    const layout = moePlanLayout(world, p.numExperts);
-    let plan: DeviceMemory;
-    let total: number[];
-    let tokensAll = 0;
+    const { rank } = this.#ctx;
+    let plan: PullPlan;
     let out: DispatchResult<Tensor>;
     try {
-      plan = this.#scratch("plan", 4 * layout.end);
-      this.#route(p, plan.ptr, early.counts, undefined, stream);
-      const tail = new Int32Array(layout.end - layout.byRank);
-      copyDeviceToHost(tail, plan.ptr + BigInt(4 * layout.byRank), stream);
-      total = Array.from(tail.subarray(0, world));
-      const headers = Array.from({ length: world }, (_, r) =>
-        tail.subarray(world + r * MOE_HEADER_FIXED, world + (r + 1) * MOE_HEADER_FIXED),
-      );
-      this.#judge(p, headers, total, staged, stream);
-      for (const h of headers) tokensAll += h[0]!;
-      out = this.#fresh(p, o.maxRows ?? total[rank]!, total[rank]!, total, stream, early);
+      plan = planned();
+      out = this.#fresh(p, o.maxRows ?? plan.total[rank]!, plan.total[rank]!, plan.total, stream, early);
     } catch (e) {
       disposeEarly(early);
       throw e;
     }
-    this.#gatherSized(p, out, plan.ptr, staged, total[rank]!, tokensAll, stream);
+    this.#gatherSized(p, out, plan.ptr, staged, plan.total[rank]!, plan.tokensAll, stream);
     return out;
   }
 
-  /** pull after #stage past the experts the route kernel holds: the host reads every rank's header (one
-   * copy each, then one wait), judges the call alike on every rank, routes (routeBases), uploads the plan
-   * and sizes the outputs around `early`. */
-  #routeOnHost(
-    p: MoeProblem,
-    o: DispatchOptions<Tensor>,
-    early: Early,
-    staged: Staged,
-    stream: Stream,
-  ): DispatchResult<Tensor> {
+  /** pull's plan where the route kernel holds the experts: it plans on the device, and the host reads every
+   * rank's header and rows received from the plan's tail (one small copy and wait, no routing on the host)
+   * and judges. */
+  #planOnDevice(p: MoeProblem, early: Early, staged: Staged, stream: Stream): PullPlan {
+    const { world } = this.#ctx;
+    const layout = moePlanLayout(world, p.numExperts);
+    const plan = this.#scratch("plan", 4 * layout.end);
+    this.#route(p, plan.ptr, early.counts, undefined, stream);
+    const tail = new Int32Array(layout.end - layout.byRank);
+    copyDeviceToHost(tail, plan.ptr + BigInt(4 * layout.byRank), stream);
+    const total = Array.from(tail.subarray(0, world));
+    const headers = Array.from({ length: world }, (_, r) =>
+      tail.subarray(world + r * MOE_HEADER_FIXED, world + (r + 1) * MOE_HEADER_FIXED),
+    );
+    this.#judge(p, headers, total, staged, stream);
+    let tokensAll = 0;
+    for (const h of headers) tokensAll += h[0]!;
+    return { ptr: plan.ptr, total, tokensAll };
+  }
+
+  /** pull's plan past the experts the route kernel holds: the host reads every rank's header (one copy
+   * each, then one wait), judges, routes (routeBases) and uploads the plan. */
+  #planOnHost(p: MoeProblem, early: Early, staged: Staged, stream: Stream): PullPlan {
     const { rank, world, staging } = this.#ctx;
     const E = p.numExperts;
     const side = MOE_HEADER_FIXED + E;
-    let plan: Int32Array;
-    let planMemory: DeviceMemory;
-    let total: number[];
-    let out: DispatchResult<Tensor>;
-    try {
-      const headers = this.#scratch("headers", world * 4 * side);
-      for (let r = 0; r < world; r++)
-        copyDeviceToDevice(headers.ptr + BigInt(r * 4 * side), staging.bufferPtrs[r]!, 4 * side, stream);
-      const h = new Int32Array(world * side);
-      copyDeviceToHost(h, headers.ptr, stream);
-      const header = (r: number): Int32Array => h.subarray(r * side, (r + 1) * side);
-      const counts = Array.from({ length: world }, (_, r) => header(r).subarray(MOE_HEADER_FIXED));
-      const received = Array.from({ length: world }, (_, r) => receivedCounts(counts, r, p));
-      total = received.map((c) => c.reduce((a, b) => a + b, 0));
-      this.#judge(
-        p,
-        Array.from({ length: world }, (_, r) => header(r)),
-        total,
-        staged,
-        stream,
-      );
-      copyHostToDevice(early.counts.ptr, received[rank]!, stream);
-      const layout = moePlanLayout(world, E);
-      plan = new Int32Array(layout.end);
-      for (let s = 0; s < world; s++) {
-        plan[s] = header(s)[0]!;
-        plan.set(routeBases(counts, s, p), layout.bases + s * E);
-      }
-      plan[layout.received] = total[rank]!;
-      planMemory = this.#scratch("plan", plan.byteLength);
-      copyHostToDevice(planMemory.ptr, plan, stream);
-      out = this.#fresh(p, o.maxRows ?? total[rank]!, total[rank]!, total, stream, early);
-    } catch (e) {
-      disposeEarly(early);
-      throw e;
-    }
+    const headers = this.#scratch("headers", world * 4 * side);
+    for (let r = 0; r < world; r++)
+      copyDeviceToDevice(headers.ptr + BigInt(r * 4 * side), staging.bufferPtrs[r]!, 4 * side, stream);
+    const h = new Int32Array(world * side);
+    copyDeviceToHost(h, headers.ptr, stream);
+    const header = (r: number): Int32Array => h.subarray(r * side, (r + 1) * side);
+    const counts = Array.from({ length: world }, (_, r) => header(r).subarray(MOE_HEADER_FIXED));
+    const received = Array.from({ length: world }, (_, r) => receivedCounts(counts, r, p));
+    const total = received.map((c) => c.reduce((a, b) => a + b, 0));
+    this.#judge(
+      p,
+      Array.from({ length: world }, (_, r) => header(r)),
+      total,
+      staged,
+      stream,
+    );
+    copyHostToDevice(early.counts.ptr, received[rank]!, stream);
+    const layout = moePlanLayout(world, E);
+    const plan = new Int32Array(layout.end);
     let tokensAll = 0;
-    for (let s = 0; s < world; s++) tokensAll += plan[s]!;
-    this.#gatherSized(p, out, planMemory.ptr, staged, total[rank]!, tokensAll, stream);
-    return out;
+    for (let s = 0; s < world; s++) {
+      plan[s] = header(s)[0]!;
+      tokensAll += plan[s]!;
+      plan.set(routeBases(counts, s, p), layout.bases + s * E);
+    }
+    plan[layout.received] = total[rank]!;
+    const planMemory = this.#scratch("plan", plan.byteLength);
+    copyHostToDevice(planMemory.ptr, plan, stream);
+    return { ptr: planMemory.ptr, total, tokensAll };
   }
 
   /** pull's verdict on every rank's header and rows received (dispatchVerdict): where it refuses, every rank
