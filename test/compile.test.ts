@@ -9,6 +9,8 @@ import { compileCatalog, PROGRAMS } from "../src/catalog.js";
 import { NvrtcError } from "../src/errors.js";
 import { KernelCache } from "../src/runtime/jit/cache.js";
 import { compileProgram, getToolchain } from "../src/runtime/jit/compiler.js";
+import { compileRequest } from "../src/runtime/module.js";
+import { DECODE_COLS, decodeSharedBytes, describeDecodeShape } from "../src/ops/gemm/decode-gemm.js";
 
 function unavailable(): string | false {
   try {
@@ -38,6 +40,38 @@ test("every shipped program compiles for sm_90a, then comes from the cache", { s
   const t2 = second.reduce((a, r) => a + r.ms, 0);
   console.log(`# catalog: ${t1.toFixed(0)} ms compiled, ${t2.toFixed(1)} ms from cache`);
 });
+
+test(
+  "the host's shared memory for every decode GEMM tile is the ring's (DecodeRing::kSharedBytes)",
+  { skip },
+  () => {
+    // decodeSharedBytes mirrors DecodeRing's arithmetic; a launch with less than the kernel lays out would
+    // overrun its shared memory, so the compiler checks every width, one consumer and two, plain and with the
+    // all-reduce.
+    const variants = DECODE_COLS.flatMap((cols) =>
+      [false, true]
+        .filter((wide) => wide || cols <= 192)
+        .flatMap((wide) =>
+          [false, true].map((allReduce) => ({ elem: "bf16" as const, cols, wide, paired: false, allReduce })),
+        ),
+    );
+    const asserts = variants.map(
+      (v) =>
+        `static_assert(symmkit::gemm::DecodeRing<${v.cols}, ${v.wide ? 2 : 1}, ${v.allReduce}>::kSharedBytes == ${decodeSharedBytes(v)}, "${describeDecodeShape(v)}${v.allReduce ? " all-reduce" : ""}");`,
+    );
+    compileProgram(
+      compileRequest(
+        {
+          name: "decode-ring-check",
+          source: `#include "symmkit/gemm/decode_gemm.cuh"\n${asserts.join("\n")}\n__global__ void decode_ring_check() {}\n`,
+          nameExpressions: ["decode_ring_check"],
+        },
+        "sm_90a",
+      ),
+      new KernelCache(null),
+    );
+  },
+);
 
 test("lowered names of template kernels are recorded", { skip }, () => {
   const p = compileProgram(

@@ -181,7 +181,7 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(h200(1, 8192, 14336), 1); // 128 tiles of 64 rows of B fill the SMs
   assert.equal(h200(128, 8192, 14336), 1);
   assert.equal(h200(256, 8192, 14336), 1); // 2 x 64 tiles of 128 x 128
-  assert.equal(h200(150, 4096, 14336), 2); // 64 tiles of 64 x 160
+  assert.equal(h200(150, 4096, 14336), 2); // 64 tiles of 64 x 152
   assert.equal(h200(1, 2048, 14336), 4); // 32 tiles: 4 x 32 = 128 CTAs
   assert.equal(h200(16, 1024, 8192), 8); // 16 tiles, 128 k-blocks: slices of 16
   assert.equal(h200(1, 1024, 1024), 1); // 16 k-blocks: no slice would be long enough

@@ -114,8 +114,8 @@ struct DecodeRing {
   static constexpr u32 kRoomBeside = room_beside(kCols / kPasses);
   /** Where the transposed tiles beside the ring would leave it few stages, one consumer of a plain GEMM
    * transposes its tile in a stage the producer leaves unloaded after each step (the step's hole): the
-   * shared memory buys a stage more (80 to 192 rows of A; matmul()'s tiles of 128, 160 and 192 rows: 9, 8
-   * and 7 stages instead of 8, 7 and 6). Else the transposed tiles lie beside the ring, which loads the
+   * shared memory buys a stage more (80 to 192 rows of A; matmul()'s tiles of 128 and of 136 to 192 rows by
+   * 8: 9 stages at 128 rows, 7 at 192, one more than beside). Else the transposed tiles lie beside the ring, which loads the
    * next tile meanwhile. */
   static constexpr bool kHole = kConsumers == 1 && !kAllReduce && kRoomBeside < kDecodeHoleBelowStages;
   static_assert(!kHole || kTransposedBytes <= kStageBytes, "a stage holds the transposed tile");
