@@ -5,6 +5,8 @@
 // (the job's failure key in node 0's store).
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -18,8 +20,9 @@ const node = (
   token: string,
   fixture = "init-cpu.js",
   perNode = 2,
+  env: Record<string, string> = {},
 ): Promise<{ status: number | null; out: string }> =>
-  launchHost({ nodeRank, port, token, perNode, command: [path.join(here, "fixtures", fixture)] });
+  launchHost({ nodeRank, port, token, perNode, env, command: [path.join(here, "fixtures", fixture)] });
 
 test("two hosts on loopback: the CPU backend refuses on every rank of both, naming the limit", async () => {
   const port = await freePort();
@@ -38,13 +41,17 @@ test("two hosts on loopback: the CPU backend refuses on every rank of both, nami
   assert.match(a.out + b.out, limit, "neither host reported the limit");
 });
 
-test("two hosts on loopback: a rank failing on one host stops the other host's ranks", async () => {
+test("two hosts on loopback: a rank failing on one host stops the other host's ranks", async (t) => {
   const port = await freePort();
   const token = crypto.randomBytes(16).toString("hex");
+  // Rank 1 fails once rank 0 waits (this file written), however late rank 0 starts.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-host-fail-"));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const env = { HOST_FAIL_READY: path.join(dir, "rank-0-waits") };
   const start = Date.now();
   const [a, b] = await Promise.all([
-    node(0, port, token, "host-fail.js", 1),
-    node(1, port, token, "host-fail.js", 1),
+    node(0, port, token, "host-fail.js", 1, env),
+    node(1, port, token, "host-fail.js", 1, env),
   ]);
   assert.equal(b.status, 3, `node 1 should end with its rank's code:\n${b.out}`);
   assert.equal(a.status, 1, `node 0 should fail the job:\n${a.out}`);
