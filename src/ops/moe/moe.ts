@@ -25,6 +25,7 @@ import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import type { SymmetricTensor } from "../../distributed/symmetric-memory.js";
 import { Graph } from "../../runtime/graph.js";
 import type { Device } from "../../runtime/device.js";
+import type { DType } from "../../runtime/dtype.js";
 import type { Kernel } from "../../runtime/kernel.js";
 import {
   copyDeviceToDevice,
@@ -225,6 +226,26 @@ interface Early {
   readonly counts: Tensor;
 }
 
+/** What `make` returns, its tensors made by `empty` on `device` and `stream`; if it throws (a tensor that
+ * cannot be made), those it made are freed. */
+function allOrNone<T>(
+  device: Device,
+  stream: Stream,
+  make: (empty: (shape: number[], dtype: DType) => Tensor) => T,
+): T {
+  const made: Tensor[] = [];
+  try {
+    return make((shape, dtype) => {
+      const t = Tensor.empty(shape, dtype, { device, stream });
+      made.push(t);
+      return t;
+    });
+  } catch (e) {
+    for (const t of made) t.dispose();
+    throw e;
+  }
+}
+
 function disposeEarly(e: Early): void {
   for (const t of [e.expert, e.row, e.weights, e.counts]) t.dispose();
 }
@@ -406,49 +427,55 @@ export class GpuMoe {
   /** The tensors of a dispatch's result that do not depend on the rows received, made on `stream`: the
    * handle's per pair (made before the positions kernel, which fills its ids and weights) and the counts. */
   #early(p: MoeProblem, stream: Stream): Early {
-    const made = { device: this.#ctx.device, stream };
-    return {
-      expert: Tensor.empty([p.tokens, p.topk], "i32", made),
-      row: Tensor.empty([p.tokens, p.topk], "i32", made),
-      weights: Tensor.empty([p.tokens, p.topk], "f32", made),
-      counts: Tensor.empty([p.localExperts], "i32", made),
-    };
+    return allOrNone(this.#ctx.device, stream, (empty) => ({
+      expert: empty([p.tokens, p.topk], "i32"),
+      row: empty([p.tokens, p.topk], "i32"),
+      weights: empty([p.tokens, p.topk], "f32"),
+      counts: empty([p.localExperts], "i32"),
+    }));
   }
 
   /** Tensors of a dispatch's result, made on `stream`: `rows` rows, with the handle's (and pull_device's
-   * route), around `early`'s. */
+   * route), around `early`'s (made here when not given). If one cannot be made, those made here are freed. */
   #fresh(
     p: MoeProblem,
     rows: number,
     received: number,
     receivedByRank: readonly number[] | undefined,
     stream: Stream,
-    early: Early = this.#early(p, stream),
+    given?: Early,
   ): DispatchResult<Tensor> {
     const { device, rank, world } = this.#ctx;
-    const made = { device, stream };
-    const handle: MoeHandle<Tensor> = {
-      problem: p,
-      rank,
-      world,
-      received,
-      receivedByRank,
-      expert: early.expert,
-      row: early.row,
-      weights: early.weights,
-      links: Tensor.empty([rows, 2], "i32", made),
-      rowWeights: Tensor.empty([rows], "f32", made),
-      ...(receivedByRank === undefined
-        ? { route: Tensor.empty([moePlanLayout(world, p.numExperts).end], "i32", made) }
-        : {}),
-    };
-    return {
-      tokens: Tensor.empty([rows, p.hidden], p.dtype, made),
-      weights: Tensor.empty([rows], "f32", made),
-      scales: p.dtype === "fp8e4m3" ? Tensor.empty([rows], "f32", made) : undefined,
-      counts: early.counts,
-      handle,
-    };
+    const early = given ?? this.#early(p, stream);
+    try {
+      return allOrNone(device, stream, (empty) => {
+        const handle: MoeHandle<Tensor> = {
+          problem: p,
+          rank,
+          world,
+          received,
+          receivedByRank,
+          expert: early.expert,
+          row: early.row,
+          weights: early.weights,
+          links: empty([rows, 2], "i32"),
+          rowWeights: empty([rows], "f32"),
+          ...(receivedByRank === undefined
+            ? { route: empty([moePlanLayout(world, p.numExperts).end], "i32") }
+            : {}),
+        };
+        return {
+          tokens: empty([rows, p.hidden], p.dtype),
+          weights: empty([rows], "f32"),
+          scales: p.dtype === "fp8e4m3" ? empty([rows], "f32") : undefined,
+          counts: early.counts,
+          handle,
+        };
+      });
+    } catch (e) {
+      if (given === undefined) disposeEarly(early);
+      throw e;
+    }
   }
 
   /** `into` is a pull_device result of this group with this dispatch's shapes. */
