@@ -200,7 +200,7 @@ test(
 test("the all-reduce epilogue at world 1: the plain bits, call after call", { skip }, () => {
   // 24 tiles in up to 4 slices, 160 wide tiles (two consumers) walked by a persistent grid, 320 narrow
   // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows (32, 16 and 64 rows of A), the one-row
-  // wide tiles (200 rows of A picked by the plan; 208, 216 in 3 passes, 224), and paired wide tiles: 64 pairs,
+  // wide tiles (200 rows of A picked by the plan; 208 and 224 in 2 passes, 216 in 3), and paired wide tiles: 64 pairs,
   // and 160 pairs walked by a persistent grid of clusters.
   const wide = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: false });
   for (const [m, n, k, splitsList, shape] of [

@@ -286,6 +286,8 @@ export interface DecodeLaunch extends GemmOperandPtrs {
 export class DecodeGemm extends HopperLauncher {
   readonly variant: DecodeVariant;
   readonly kernel: Kernel<typeof DECODE_PARAMS>;
+  /** decodeSharedBytes(variant), worked out once rather than on every launch. */
+  readonly #sharedBytes: number;
   readonly #args = new Uint8Array(L.bytes);
   readonly #view = new DataView(this.#args.buffer);
   #resident: number | undefined;
@@ -301,6 +303,7 @@ export class DecodeGemm extends HopperLauncher {
         `gemm: decode tiles of ${variant.cols} rows of A are wide only (two consumers); one-consumer tiles take at most 192`,
       );
     this.variant = variant;
+    this.#sharedBytes = decodeSharedBytes(variant);
     this.kernel = sharedModule(decodeProgram(variant), device).kernel(decodeExpr(variant), DECODE_PARAMS);
   }
 
@@ -365,7 +368,7 @@ export class DecodeGemm extends HopperLauncher {
       {
         grid: Math.min(tiles * splits, sms),
         block: decodeThreads(v),
-        sharedBytes: decodeSharedBytes(v),
+        sharedBytes: this.#sharedBytes,
         ...(v.paired ? { cluster: 2 } : {}),
         stream,
         // The exchange waits (griddepcontrol.wait) for the kernel before it, the barrier over the ranks,
@@ -388,7 +391,7 @@ export class DecodeGemm extends HopperLauncher {
           this.kernel.maxActiveClusters({
             grid: 2 * Math.floor(sms / 2),
             block: decodeThreads(this.variant),
-            sharedBytes: decodeSharedBytes(this.variant),
+            sharedBytes: this.#sharedBytes,
             cluster: 2,
           })
         : sms;

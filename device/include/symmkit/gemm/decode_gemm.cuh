@@ -5,11 +5,10 @@
 // hopper_gemm's 128 x 256 tiles of D give n / 256 tiles (32 at n = 8192), most of them zero rows, so it
 // needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
 // warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 192 on one consumer, to
-// 256 on two; up to 192 rows the host takes the narrowest one-consumer tile that covers m), so the MMA is as narrow as the batch and
-// n / 64 tiles (128 at n = 8192) stream B on every SM without a split. Wide tiles, 128 rows of B by kCols
-// of A, with one consumer per 64 rows of B (kConsumers = 2), read A half as often and split the MMAs over
-// two warpgroups. Paired wide
-// tiles (kPair = 2) run in clusters of two CTAs on neighbouring tile-rows of A (tm even and odd, the same
+// 256 on two; up to 192 rows the host takes the narrowest one-consumer tile that covers m), so the MMA is
+// as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM without a split. Wide
+// tiles, 128 rows of B by kCols of A, with one consumer per 64 rows of B (kConsumers = 2), read A half as
+// often and split the MMAs over two warpgroups. Paired wide tiles (kPair = 2) run in clusters of two CTAs on neighbouring tile-rows of A (tm even and odd, the same
 // tn), each CTA loading half of their common block of B multicast to both: B then crosses L2 once per
 // block and A once per pair, where L2's bandwidth bounds the unpaired tiles (H200, m > 128). cuBLASLt's
 // decode kernels are built the same way (nvjet "64x8" to "128x128" tiles, A and B swapped, 1 x 2
@@ -39,8 +38,8 @@
 // the counter and sums the slices in slice order, so the bits do not depend on which CTA is last.
 // Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through shared
 // memory into rows of D, then stored 16 bytes at a time (in passes of kCols / kPasses rows of A where whole
-// transposed tiles would leave the ring fewer than 4 stages: the wide tiles past 200 rows). The transposed tile lies in a buffer beside the
-// ring, which meanwhile loads the next step; or, for one consumer of a plain GEMM whose ring would be
+// transposed tiles would leave the ring fewer than 4 stages: the wide tiles past 200 rows). The transposed
+// tile lies in a buffer beside the ring, which meanwhile loads the next step; or, for one consumer of a plain GEMM whose ring would be
 // short of stages (DecodeRing::kHole), in the step's hole: after each step's k-blocks the producer waits
 // for the next stage to be free and completes its full barrier with nothing loaded, and the consumer,
 // after that wait, transposes there and releases it (a fence orders its stores before the TMA loads
