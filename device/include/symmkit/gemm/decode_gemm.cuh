@@ -8,11 +8,11 @@
 // 256 on two; up to 192 rows the host takes the narrowest one-consumer tile that covers m), so the MMA is
 // as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM without a split. Wide
 // tiles, 128 rows of B by kCols of A, with one consumer per 64 rows of B (kConsumers = 2), read A half as
-// often and split the MMAs over two warpgroups. Paired wide tiles (kPair = 2) run in clusters of two CTAs on neighbouring tile-rows of A (tm even and odd, the same
-// tn), each CTA loading half of their common block of B multicast to both: B then crosses L2 once per
-// block and A once per pair, where L2's bandwidth bounds the unpaired tiles (H200, m > 128). cuBLASLt's
-// decode kernels are built the same way (nvjet "64x8" to "128x128" tiles, A and B swapped, 1 x 2
-// clusters).
+// often and split the MMAs over two warpgroups. Paired wide tiles (kPair = 2) run in clusters of two CTAs
+// on neighbouring tile-rows of A (tm even and odd, the same tn), each CTA loading half of their common
+// block of B multicast to both: B then crosses L2 once per block and A once per pair, where L2's bandwidth
+// bounds the unpaired tiles (H200, m > 128). cuBLASLt's decode kernels are built the same way (nvjet
+// "64x8" to "128x128" tiles, A and B swapped, 1 x 2 clusters).
 //
 // Contract. A persistent grid of CTAs all resident at once, one per SM (paired: at most the clusters of two
 // that fit, cuOccupancyMaxActiveClusters, which may be fewer than the SMs' pairs), walks steps
