@@ -1,12 +1,11 @@
 // The decode GEMM's all-reduce epilogue at world 1 against its plain store epilogue (graph-timed side by
 // side, µs): what GEMM + all-reduce's exchange costs a GEMM when there is no peer to wait for (the one
-// partial is pushed to this rank's receive buffer, flagged, and summed back into D), on decodeShape's tiles
+// partial is pushed to this rank's receive buffer, flagged, and summed back into D), on decodePlan's tiles
 // and slices (where matmul() runs the Hopper GEMM instead, on the decode tiles it would otherwise run). Run from the repo root on a Hopper GPU:
 //   node bench/decode-ar.mjs [M,M,...] [N] [K]
 import {
   DecodeGemm,
-  decodeShape,
-  decodeSplitsFor,
+  decodePlan,
   describeDecodeShape,
   soloExchange,
 } from "../dist/src/ops/gemm/decode-gemm.js";
@@ -19,8 +18,7 @@ const sms = device.props.smCount;
 for (const m of rows) {
   const ops = operands(m, n, k);
   const c = ops.launch;
-  const shape = decodeShape(m, n, sms);
-  const splits = decodeSplitsFor(m, n, k, 2, sms, shape);
+  const { splits, ...shape } = decodePlan(m, n, k, 2, sms);
   const exchange = soloExchange(device, m, n, shape);
   const plain = new DecodeGemm(device, { elem: "bf16", ...shape, allReduce: false });
   const ar = new DecodeGemm(device, { elem: "bf16", ...shape, allReduce: true });

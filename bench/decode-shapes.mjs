@@ -2,8 +2,9 @@
 // (every replay round runs each graph once in turn, so that the power cap's clock swings reach them all
 // alike; µs, and cuBLASLt's time over each): the measurements behind decodeShape() and DECODE_MAX_ROWS in
 // src/ops/gemm/decode-gemm.ts and symmkitGemmPlan() in src/ops/gemm/matmul.ts. Per shape: the plan, the
-// one-consumer and the wide tile of its rows of A (in 1 and 2 slices), the wide tiles past 192 rows,
-// unpaired and paired, and the Hopper GEMM in 1 and 2 slices; fastest first. Run from the repo root on a
+// one-consumer and the wide tile of its rows of A (in 1 to 3 slices), the wide tiles past 192 rows,
+// unpaired and paired (the one-row ones and the plan's in 1 to 4 slices), and the Hopper GEMM in 1 and 2
+// slices; fastest first. Run from the repo root on a
 // Hopper GPU:
 //   node bench/decode-shapes.mjs [E-MxNxK,...]     (E: b for bf16, f for fp8e4m3)
 import {
@@ -36,7 +37,7 @@ for (const p of shapes) {
   if (cols !== undefined)
     for (const wide of [false, true])
       for (const c of exact === undefined ? [cols] : [cols, exact])
-        candidates.push(decode(c, wide, false), decode(c, wide, false, 2));
+        candidates.push(...[1, 2, 3].map((s) => decode(c, wide, false, s)));
   else
     for (const wideCols of [
       128,
@@ -51,7 +52,12 @@ for (const p of shapes) {
         decode(wideCols, true, false),
         ...(wideCols <= 192 ? [decode(wideCols, true, true)] : []),
       );
-  // Each plan once, and only those the launcher takes (a split past one wave is refused).
+  for (const wideCols of new Set([
+    ...ONE_ROW_WIDE_COLS.filter((c) => c >= p.m).slice(0, 1),
+    chosen.cols ?? 128,
+  ]))
+    candidates.push(...[2, 3, 4].map((s) => decode(wideCols, true, false, s)));
+  // Each plan once, and only those the launcher takes (slices past two waves are refused).
   const plans = candidates.filter((plan, i) => {
     if (candidates.findIndex((q) => describePlan(q) === describePlan(plan)) !== i) return false;
     try {

@@ -30,7 +30,7 @@ for (const [m, n, k] of shapes) {
     }
   const shape = decodeShape(m, n, device.props.smCount);
   const decoder = new DecodeGemm(device, { elem: "bf16", ...shape, allReduce: false });
-  for (const splits of [1, 2, 4, 8, 16]) {
+  for (const splits of [1, 2, 3, 4, 6, 8, 16]) {
     try {
       decoder.launch({ ...c, splits });
     } catch {

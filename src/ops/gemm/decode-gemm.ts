@@ -24,7 +24,7 @@ import {
   type GemmScatter,
   HopperLauncher,
 } from "./hopper-gemm.js";
-import { SplitScratch } from "./split-scratch.js";
+import { SPLIT_WAVES, SplitScratch } from "./split-scratch.js";
 
 /** Rows of A a tile takes (wgmma's N side); 200 to 256 in wide tiles only (the tiles past 192 rows that
  * were built and tested: DecodeGemm refuses them on one consumer). */
@@ -159,9 +159,14 @@ export function decodeFits(m: number, n: number, layoutB: "nk" | "kn"): boolean 
 const MIN_SPLIT_KBLOCKS = 16;
 const MAX_SPLITS = 16;
 
-/** Split-K slices of `shape`'s tiles that fill the `resident` CTAs (the SMs, or DecodeGemm.resident()) with
- * one tile slice each: a power of two, 1 once the tiles fill half of them (n >= 4224 at m <= 128 on 132
- * SMs). */
+/** A split's gain below which the fewer slices are kept: more slices cost their fix-up (the slices'
+ * partials written, counted and summed). */
+const SPLIT_GAIN = 0.9;
+
+/** Split-K slices of `shape`'s tiles on `resident` CTAs (the SMs, or DecodeGemm.resident()): any count up
+ * to two waves of tile slices, more slices taken only where they cut the k-blocks of the busiest CTA
+ * (waves x k-blocks per slice) below SPLIT_GAIN of the best fewer. On 132 SMs at long K: none from 89 tiles,
+ * thirds at 67-88 in two waves (200 x 10240 on 80 tiles of 128 rows of B), halves at 53-66, more below. */
 export function decodeSplitsFor(
   m: number,
   n: number,
@@ -171,10 +176,42 @@ export function decodeSplitsFor(
   shape: DecodeShape,
 ): number {
   const { tilesM, tilesN } = decodeTiles(m, n, shape);
-  const byGrid = Math.floor(resident / (tilesM * tilesN));
-  const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
-  const most = Math.min(byGrid, byK, MAX_SPLITS);
-  return most < 2 ? 1 : 2 ** Math.floor(Math.log2(most));
+  const tiles = tilesM * tilesN;
+  const kblocks = gemmKBlocks(k, elementBytes);
+  const busiest = (s: number): number => Math.ceil((tiles * s) / resident) * Math.ceil(kblocks / s);
+  let best = 1;
+  for (let s = 2; s <= MAX_SPLITS && tiles * s <= SPLIT_WAVES * resident; s++)
+    if (kblocks / s >= MIN_SPLIT_KBLOCKS && busiest(s) < SPLIT_GAIN * busiest(best)) best = s;
+  return best;
+}
+
+/** The decode GEMM's tile and slices of K for an m x n x k problem on `resident` CTAs: decodeShape's tile in
+ * decodeSplitsFor's slices, except at 193-224 rows of A where decodeShape takes two tile-rows of 128 (they
+ * fill at most one wave): there one tile-row of m rounded up to 8, in slices, where its busiest CTA runs
+ * fewer MMA columns (waves x k-blocks x rows of A). 200 x 8192 x 14336 on 132 SMs: 2 slices of 112 k-blocks
+ * by 200 rows, against 224 by 128; at short K (too few k-blocks to split) the two tile-rows stay. */
+export function decodePlan(
+  m: number,
+  n: number,
+  k: number,
+  elementBytes: number,
+  resident: number,
+): DecodeShape & { readonly splits: number } {
+  const planned = (shape: DecodeShape) => ({
+    ...shape,
+    splits: decodeSplitsFor(m, n, k, elementBytes, resident, shape),
+  });
+  // The MMA columns of the busiest CTA: waves x k-blocks per slice x rows of A.
+  const columns = (p: DecodeShape & { readonly splits: number }): number => {
+    const { tilesM, tilesN } = decodeTiles(m, n, p);
+    const waves = Math.ceil((tilesM * tilesN * p.splits) / resident);
+    return waves * Math.ceil(gemmKBlocks(k, elementBytes) / p.splits) * p.cols;
+  };
+  const shaped = planned(decodeShape(m, n, resident));
+  const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
+  if (oneRow === undefined || shaped.cols >= m) return shaped;
+  const one = planned({ cols: oneRow, wide: true, paired: false });
+  return columns(one) < columns(shaped) ? one : shaped;
 }
 
 const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
@@ -213,7 +250,7 @@ export const DECODE_ARGS_LAYOUT = {
   k: 24,
   tilesN: 28,
   tilesM: 32,
-  splitLog2: 36,
+  splits: 36,
   splitWs: 40,
   splitCounters: 48,
   scaleA: 56,
@@ -271,7 +308,7 @@ export function soloExchange(
 
 /** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */
 export interface DecodeLaunch extends GemmOperandPtrs {
-  /** Slices of K per tile: a power of two at most the k-blocks, tiles x splits at most resident() (default
+  /** Slices of K per tile: at most the k-blocks, tiles x splits at most SPLIT_WAVES x resident() (default
    * 1). */
   readonly splits?: number;
   /** allReduce variants: the exchange (shardRows = m; flags: decodeFlagCount of them per rank). */
@@ -323,14 +360,14 @@ export class DecodeGemm extends HopperLauncher {
     const splits = p.splits ?? 1;
     const kblocks = gemmKBlocks(k, es);
     const sms = this.resident();
-    if (!Number.isInteger(splits) || splits < 1 || !Number.isInteger(Math.log2(splits)) || splits > kblocks)
+    if (!Number.isInteger(splits) || splits < 1 || splits > kblocks)
       throw new InvalidArgumentError(
-        `gemm: splits = ${splits} must be a power of two at most the ${kblocks} k-blocks`,
+        `gemm: splits = ${splits} must be an integer from 1 to the ${kblocks} k-blocks`,
       );
-    // A split launch's scratch holds one wave.
-    if (splits > 1 && tiles * splits > sms)
+    // A split launch's scratch holds SPLIT_WAVES waves of tile slices.
+    if (splits > 1 && tiles * splits > SPLIT_WAVES * sms)
       throw new InvalidArgumentError(
-        `gemm: the decode GEMM in slices runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} CTAs resident at once`,
+        `gemm: the decode GEMM in slices runs at most ${SPLIT_WAVES} waves: tiles x splits = ${tiles} x ${splits} exceeds ${SPLIT_WAVES} x the ${sms} CTAs resident at once; take fewer splits`,
       );
     if (v.allReduce !== (p.exchange !== undefined))
       throw new InvalidArgumentError(
@@ -355,7 +392,7 @@ export class DecodeGemm extends HopperLauncher {
     writeOperands(a, L, p, ldd);
     a.setUint32(L.tilesN, tilesN, true);
     a.setUint32(L.tilesM, tilesM, true);
-    a.setUint32(L.splitLog2, Math.log2(splits), true);
+    a.setUint32(L.splits, splits, true);
     const stream = p.stream ?? defaultStream(this.device);
     if (splits > 1) {
       const sc = SplitScratch.of(this.device).on(stream);

@@ -12,8 +12,7 @@ import { GEMM_TILE_M, type GemmVariant } from "./programs.js";
 import {
   decodeFits,
   DecodeGemm,
-  decodeShape,
-  decodeSplitsFor,
+  decodePlan,
   decodeTiles,
   describeDecodeShape,
   type DecodeShape,
@@ -229,12 +228,12 @@ export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPl
 export function gemmPlanFor(p: MatmulProblem, sms: number): SymmkitGemmPlan {
   const es = dtypeInfo(p.elem).bytes;
   if (decodeFits(p.m, p.n, p.layoutB)) {
-    const shape = decodeShape(p.m, p.n, sms);
-    const { tilesM, tilesN } = decodeTiles(p.m, p.n, shape);
+    const { cols, wide, paired, splits } = decodePlan(p.m, p.n, p.k, es, sms);
+    const { tilesM, tilesN } = decodeTiles(p.m, p.n, { cols, wide, paired });
     // Rows of A each kernel's tiles span (the MMA's width, whatever part of it holds rows of A).
     const hopperRows = gemmTiles(p.m, p.n).tilesM * GEMM_TILE_M;
-    if (!(tilesM * tilesN > sms && hopperRows <= tilesM * shape.cols))
-      return { kernel: "decode", ...shape, splits: decodeSplitsFor(p.m, p.n, p.k, es, sms, shape) };
+    if (!(tilesM * tilesN > sms && hopperRows <= tilesM * cols))
+      return { kernel: "decode", cols, wide, paired, splits };
   }
   const splits = splitsFor(p.m, p.n, p.k, es, sms);
   return { kernel: "hopper", splits, ...gemmKernelFor(p.m, splits) };

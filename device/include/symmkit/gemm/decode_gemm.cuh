@@ -16,8 +16,8 @@
 //
 // Contract. A persistent grid of CTAs all resident at once, one per SM (paired: at most the clusters of two
 // that fit, cuOccupancyMaxActiveClusters, which may be fewer than the SMs' pairs), walks steps
-// i = blockIdx.x / kPair, + gridDim.x / kPair, ...: step i is slice i % 2^split_log2 of tile-unit
-// u = i >> split_log2, and the CTA of cluster rank c takes tile tn * tiles_m + tm with tn = u / (tiles_m /
+// i = blockIdx.x / kPair, + gridDim.x / kPair, ...: step i is slice i % splits of tile-unit
+// u = i / splits, and the CTA of cluster rank c takes tile tn * tiles_m + tm with tn = u / (tiles_m /
 // kPair), tm = kPair (u % (tiles_m / kPair)) + c (tiles_m is a multiple of kPair; the tiles of A that share
 // one block of B run side by side, for L2). Warpgroup 0's first thread is the producer: for each k-block of
 // each of its steps it waits for a free stage (empty mbarrier, one arrival per consumer of each CTA of the
@@ -29,11 +29,12 @@
 // releases the previous stage (in both CTAs of a pair: the peer's producer writes it too) once
 // wgmma_wait<1> proves its MMAs retired. A pair meets at a cluster barrier after its barriers are
 // initialised, before any load reaches the peer, and at its end, so that neither CTA exits while the other
-// may still arrive on its barriers. The accumulator register 4j + {0..3} of thread t holds D^T rows (columns of D) 16 (t / 32) + (t % 32) / 4 (+8) of the consumer's 64 and
-// columns (rows of D) 8j + 2 (t % 4) (+1).
-// Split-K (split_log2 > 0; the host launches one wave, one CTA per tile slice): each slice's consumers
-// write their f32 accumulators to split_ws in register order ([tile][slice][consumer][register][thread]:
-// coalesced, and the same layout in every slice's CTA), then the CTA counts itself on the tile's counter
+// may still arrive on its barriers. The accumulator register 4j + {0..3} of thread t holds D^T rows
+// (columns of D) 16 (t / 32) + (t % 32) / 4 (+8) of the consumer's 64 and columns (rows of D) 8j + 2 (t % 4)
+// (+1).
+// Split-K (splits > 1, any count, in one wave or more: the host launches no more tile slices than split_ws
+// holds): each slice's consumers write their f32 accumulators to split_ws in register order
+// ([tile][slice][consumer][register][thread]: coalesced, and the same layout in every slice's CTA), then the CTA counts itself on the tile's counter
 // (a barrier over the consumers, then one acq_rel add at gpu scope); the CTA that counts last resets
 // the counter and sums the slices in slice order, so the bits do not depend on which CTA is last.
 // Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through shared
@@ -133,7 +134,7 @@ struct DecodeArgs {
   u32 m, n, k;
   u32 tiles_n;            // blocks of 64 kConsumers rows of B
   u32 tiles_m;            // kCols-row blocks of A, rounded up to a multiple of kPair
-  u32 split_log2;         // 2^split_log2 slices of K per tile, at most the k-blocks
+  u32 splits;             // slices of K per tile, 1 to the k-blocks
   float* split_ws;        // split-K: [tiles][slices][consumers][kCols / 2][128] f32
   u32* split_counters;    // split-K: one per tile, zero before the launch and after it
   const float* scale_a;   // fp8 per-tensor scales, null for 1
@@ -255,8 +256,8 @@ template <u32 kRegs, u32 kConsumers>
 __device__ __forceinline__ bool decode_split_fixup(const DecodeArgs& a, float (&acc)[kRegs], u32 tile, u32 split,
                                                    u32 consumer, u32 wg_thread, u32& last) {
   constexpr u32 kSlice = kConsumers * kRegs * 128;  // floats of one tile slice
-  const u32 slices = 1u << a.split_log2;
-  float* base = a.split_ws + u64(tile << a.split_log2) * kSlice + consumer * (kRegs * 128) + wg_thread;
+  const u32 slices = a.splits;
+  float* base = a.split_ws + u64(tile * slices) * kSlice + consumer * (kRegs * 128) + wg_thread;
   float* mine = base + split * kSlice;
 #pragma unroll
   for (u32 r = 0; r < kRegs; ++r) __stcg(mine + r * 128, acc[r]);
@@ -286,15 +287,21 @@ __device__ __forceinline__ bool decode_split_fixup(const DecodeArgs& a, float (&
   return true;
 }
 
+/** The first k-block of slice `split` of `kblocks` cut into `splits` slices (every slice non-empty while
+ * splits <= kblocks): split_begin's cut for any count. */
+__device__ __forceinline__ u32 decode_split_begin(u32 kblocks, u32 splits, u32 split) {
+  return u32(u64(kblocks) * split / splits);
+}
+
 /** Step i's tile (see the contract): slice, tile index, tile-row of A, tile-column of B. */
 struct DecodeStep {
   u32 split, tile, tm, tn;
 };
 template <u32 kPair>
 __device__ __forceinline__ DecodeStep decode_step(const DecodeArgs& a, u32 i, u32 cta_rank) {
-  const u32 unit = i >> a.split_log2, unit_rows = a.tiles_m / kPair;
+  const u32 unit = i / a.splits, unit_rows = a.tiles_m / kPair;
   const u32 tm = kPair * (unit % unit_rows) + cta_rank, tn = unit / unit_rows;
-  return {i & ((1u << a.split_log2) - 1), tn * a.tiles_m + tm, tm, tn};
+  return {i - unit * a.splits, tn * a.tiles_m + tm, tm, tn};
 }
 
 template <typename Elem, u32 kCols, u32 kConsumers, u32 kPair, bool kAllReduce>
@@ -318,8 +325,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   __shared__ u32 split_last;
   __shared__ u32 epoch;
 
-  const u32 split_log2 = args.split_log2;
-  const u32 count = (args.tiles_m * args.tiles_n) << split_log2 >> (kPair - 1);
+  const u32 splits = args.splits;
+  const u32 count = args.tiles_m * args.tiles_n * splits >> (kPair - 1);
   const u32 first = blockIdx.x / kPair, stride = gridDim.x / kPair;
   const u32 cta_rank = kPair > 1 ? cluster_cta_rank() : 0;
   const u64 pipeline_ns = kPipelineTimeoutNs + args.env.timeout_ns;
@@ -347,8 +354,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     };
     for (u32 i = first; i < count; i += stride) {
       const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
-      const u32 kb_end = split_begin(kblocks, split_log2, st.split + 1);
-      for (u32 kb = split_begin(kblocks, split_log2, st.split); kb < kb_end; ++kb, at.advance()) {
+      const u32 kb_end = decode_split_begin(kblocks, splits, st.split + 1);
+      for (u32 kb = decode_split_begin(kblocks, splits, st.split); kb < kb_end; ++kb, at.advance()) {
         const u32 s = at.stage;
         wait_free();
         mbar_arrive_expect_tx(full + s, R::kBytesB + decode_box_rows<kCols>(args.m) * kTileKBytes);
@@ -390,7 +397,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   for (u32 i = first; i < count; i += stride) {
     const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
     const u32 split = st.split, tile = st.tile, tm = st.tm, tn = st.tn;
-    const u32 nkb = split_begin(kblocks, split_log2, split + 1) - split_begin(kblocks, split_log2, split);
+    const u32 nkb = decode_split_begin(kblocks, splits, split + 1) - decode_split_begin(kblocks, splits, split);
     float acc[kRegs];
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll
@@ -417,7 +424,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       wait_full();
       t = reinterpret_cast<__nv_bfloat16*>(stage_b(at.stage));
     }
-    if (split_log2 == 0 ||
+    if (splits == 1 ||
         decode_split_fixup<kRegs, kConsumers>(args, acc, tile, split, consumer, wg_thread, split_last)) {
       const u32 col0 = tn * kRowsB + consumer * kDecodeRowsB;
       const u32 row_a = decode_row_a<kCols>(args.m, tm), row_lo = tm * kCols;
