@@ -38,7 +38,7 @@ for (const p of shapes) {
     for (const wide of [false, true])
       for (const c of exact === undefined ? [cols] : [cols, exact])
         candidates.push(...[1, 2, 3].map((s) => decode(c, wide, false, s)));
-  else
+  else {
     for (const wideCols of [
       128,
       160,
@@ -52,12 +52,11 @@ for (const p of shapes) {
         decode(wideCols, true, false),
         ...(wideCols <= 192 ? [decode(wideCols, true, true)] : []),
       );
-  for (const wideCols of new Set([
-    ...ONE_ROW_WIDE_COLS.filter((c) => c >= p.m).slice(0, 1),
-    chosen.cols ?? 128,
-  ]))
-    candidates.push(...[2, 3, 4].map((s) => decode(wideCols, true, false, s)));
-  // Each plan once, and only those the launcher takes (slices past two waves are refused).
+    // In slices: two tile-rows of 128, one tile-row of m rounded up to 8, the plan's.
+    for (const wideCols of new Set([128, ONE_ROW_WIDE_COLS.find((c) => c >= p.m), chosen.cols ?? 128]))
+      if (wideCols !== undefined) candidates.push(...[2, 3, 4].map((s) => decode(wideCols, true, false, s)));
+  }
+  // Each plan once, and only those the launcher takes (slices past one wave are refused).
   const plans = candidates.filter((plan, i) => {
     if (candidates.findIndex((q) => describePlan(q) === describePlan(plan)) !== i) return false;
     try {

@@ -184,8 +184,9 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(h200(150, 4096, 14336), 2); // 64 tiles of 64 x 152
   assert.equal(h200(1, 2048, 14336), 4); // 32 tiles: 4 x 32 = 128 CTAs
   assert.equal(h200(1, 2560, 14336), 3); // 40 tiles: thirds, 120 CTAs
-  assert.equal(h200(200, 10240, 8192), 3); // 80 tiles: thirds in two waves, 43 k-blocks each
-  assert.equal(h200(64, 10240, 3072), 3); // 48 k-blocks: thirds of 16, the shortest slices taken
+  assert.equal(h200(200, 10240, 8192), 1); // 80 tiles: no two waves of slices
+  assert.equal(h200(1, 2560, 3072), 3); // 48 k-blocks: thirds of 16, the shortest slices taken
+  assert.equal(h200(1, 2560, 1536), 1); // 24 k-blocks: no slice of 16
   assert.equal(h200(16, 1024, 8192), 8); // 16 tiles, 128 k-blocks: slices of 16
   assert.equal(h200(1, 1024, 1024), 1); // 16 k-blocks: no slice would be long enough
   for (const m of [1, 7, 64, 128, 200])
@@ -194,10 +195,7 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
         const s = h200(m, n, k);
         const { tilesM, tilesN } = tiles(m, n);
         assert.ok(Number.isInteger(s) && s >= 1 && s <= 16, `${m}x${n}x${k}: ${s} slices`);
-        assert.ok(
-          s === 1 || tilesM * tilesN * s <= 2 * 132,
-          `${m}x${n}x${k}: ${s} slices overflow two waves`,
-        );
+        assert.ok(s === 1 || tilesM * tilesN * s <= 132, `${m}x${n}x${k}: ${s} slices overflow one wave`);
         assert.ok(s === 1 || (k * 2) / 128 / s >= 16, `${m}x${n}x${k}: slices of fewer than 16 k-blocks`);
       }
   // matmul's plan on 132 SMs: the Hopper GEMM where the decode GEMM's wide tiles pass one wave and its
@@ -220,10 +218,12 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(plan(224, 28672), "decode, 224 x 128 tiles, 1 slice");
   assert.equal(plan(225, 28672), "hopper, 1 slice", "past 224 rows: two tile-rows of 128");
   assert.equal(plan(200, 14336, 8192), "decode, 200 x 128 tiles, 1 slice", "two tile-rows of 128: 224 tiles");
-  assert.equal(plan(200, 10240), "decode, 200 x 128 tiles, 3 slices", "80 tiles: thirds in two waves");
+  assert.equal(plan(200, 10240), "decode, 200 x 128 tiles, 1 slice", "two tile-rows of 128: 160 tiles");
   assert.equal(plan(200, 8192, 14336), "decode, 200 x 128 tiles, 2 slices", "one tile-row in halves");
   assert.equal(plan(200, 8192), "decode, 200 x 128 tiles, 2 slices");
   assert.equal(plan(200, 8192, 1024), "decode, 128 x 128 tiles, 1 slice", "16 k-blocks: no slices");
+  const fp8 = describePlan(gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 8192, k: 14336, layoutB: "nk" }, 132));
+  assert.equal(fp8, "decode, 128 x 128 tiles, 1 slice", "fp8: two tile-rows of 128");
   assert.equal(plan(256, 14336), "hopper, 1 slice");
   assert.equal(plan(256, 8192), "decode, 128 x 128 tiles, 1 slice");
   assert.equal(plan(320, 28672), "decode, 160 x 128 tiles, 1 slice");

@@ -24,7 +24,7 @@ import {
   type GemmScatter,
   HopperLauncher,
 } from "./hopper-gemm.js";
-import { SPLIT_WAVES, SplitScratch } from "./split-scratch.js";
+import { SplitScratch } from "./split-scratch.js";
 
 /** Rows of A a tile takes (wgmma's N side); 200 to 256 in wide tiles only (the tiles past 192 rows that
  * were built and tested: DecodeGemm refuses them on one consumer). */
@@ -159,14 +159,11 @@ export function decodeFits(m: number, n: number, layoutB: "nk" | "kn"): boolean 
 const MIN_SPLIT_KBLOCKS = 16;
 const MAX_SPLITS = 16;
 
-/** A split's gain below which the fewer slices are kept: more slices cost their fix-up (the slices'
- * partials written, counted and summed). */
-const SPLIT_GAIN = 0.9;
-
-/** Split-K slices of `shape`'s tiles on `resident` CTAs (the SMs, or DecodeGemm.resident()): any count up
- * to two waves of tile slices, more slices taken only where they cut the k-blocks of the busiest CTA
- * (waves x k-blocks per slice) below SPLIT_GAIN of the best fewer. On 132 SMs at long K: none from 89 tiles,
- * thirds at 67-88 in two waves (200 x 10240 on 80 tiles of 128 rows of B), halves at 53-66, more below. */
+/** Split-K slices of `shape`'s tiles that fill the `resident` CTAs (the SMs, or DecodeGemm.resident()) with
+ * one tile slice each: as many as fit one wave, any count (thirds of 40 tiles: 1 x 2560 x 14336 on an H200
+ * 22.0 µs, halves 26.7), 1 once the tiles fill half of them (n >= 4224 at m <= 128 on 132 SMs). Never two
+ * waves: 80 tiles in thirds on 132 SMs, 200 x 10240 x 8192, ran 79.4 µs against 70.3 unsplit, and 64 x
+ * 10240 x 8192 55.2 against 46.4, though the busiest CTA's k-blocks fell by a third. */
 export function decodeSplitsFor(
   m: number,
   n: number,
@@ -176,20 +173,17 @@ export function decodeSplitsFor(
   shape: DecodeShape,
 ): number {
   const { tilesM, tilesN } = decodeTiles(m, n, shape);
-  const tiles = tilesM * tilesN;
-  const kblocks = gemmKBlocks(k, elementBytes);
-  const busiest = (s: number): number => Math.ceil((tiles * s) / resident) * Math.ceil(kblocks / s);
-  let best = 1;
-  for (let s = 2; s <= MAX_SPLITS && tiles * s <= SPLIT_WAVES * resident; s++)
-    if (kblocks / s >= MIN_SPLIT_KBLOCKS && busiest(s) < SPLIT_GAIN * busiest(best)) best = s;
-  return best;
+  const byGrid = Math.floor(resident / (tilesM * tilesN));
+  const byK = Math.floor(gemmKBlocks(k, elementBytes) / MIN_SPLIT_KBLOCKS);
+  return Math.max(1, Math.min(byGrid, byK, MAX_SPLITS));
 }
 
 /** The decode GEMM's tile and slices of K for an m x n x k problem on `resident` CTAs: decodeShape's tile in
- * decodeSplitsFor's slices, except at 193-224 rows of A where decodeShape takes two tile-rows of 128 (they
- * fill at most one wave): there one tile-row of m rounded up to 8, in slices, where its busiest CTA runs
- * fewer MMA columns (waves x k-blocks x rows of A). 200 x 8192 x 14336 on 132 SMs: 2 slices of 112 k-blocks
- * by 200 rows, against 224 by 128; at short K (too few k-blocks to split) the two tile-rows stay. */
+ * decodeSplitsFor's slices, except for bf16 at 193-224 rows of A where decodeShape takes two tile-rows of 128
+ * (they fill at most one wave): there one tile-row of m rounded up to 8, in slices, where its busiest CTA
+ * runs fewer MMA columns (waves x k-blocks x rows of A). 200 x 8192 x 14336 on an H200: 2 slices of 112
+ * k-blocks by 200 rows, 81.8 µs, against 224 k-blocks by 128, 85.6; at short K (too few k-blocks to split)
+ * the two tile-rows stay. Not fp8, whose MMAs take half the time: 48.5 against 44.8 µs there. */
 export function decodePlan(
   m: number,
   n: number,
@@ -209,7 +203,7 @@ export function decodePlan(
   };
   const shaped = planned(decodeShape(m, n, resident));
   const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
-  if (oneRow === undefined || shaped.cols >= m) return shaped;
+  if (oneRow === undefined || shaped.cols >= m || elementBytes !== 2) return shaped;
   const one = planned({ cols: oneRow, wide: true, paired: false });
   return columns(one) < columns(shaped) ? one : shaped;
 }
@@ -308,8 +302,7 @@ export function soloExchange(
 
 /** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */
 export interface DecodeLaunch extends GemmOperandPtrs {
-  /** Slices of K per tile: at most the k-blocks, tiles x splits at most SPLIT_WAVES x resident() (default
-   * 1). */
+  /** Slices of K per tile: at most the k-blocks, tiles x splits at most resident() (default 1). */
   readonly splits?: number;
   /** allReduce variants: the exchange (shardRows = m; flags: decodeFlagCount of them per rank). */
   readonly exchange?: GemmScatter;
@@ -364,10 +357,10 @@ export class DecodeGemm extends HopperLauncher {
       throw new InvalidArgumentError(
         `gemm: splits = ${splits} must be an integer from 1 to the ${kblocks} k-blocks`,
       );
-    // A split launch's scratch holds SPLIT_WAVES waves of tile slices.
-    if (splits > 1 && tiles * splits > SPLIT_WAVES * sms)
+    // A split launch's scratch holds one wave.
+    if (splits > 1 && tiles * splits > sms)
       throw new InvalidArgumentError(
-        `gemm: the decode GEMM in slices runs at most ${SPLIT_WAVES} waves: tiles x splits = ${tiles} x ${splits} exceeds ${SPLIT_WAVES} x the ${sms} CTAs resident at once; take fewer splits`,
+        `gemm: the decode GEMM in slices runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} CTAs resident at once; take fewer splits`,
       );
     if (v.allReduce !== (p.exchange !== undefined))
       throw new InvalidArgumentError(

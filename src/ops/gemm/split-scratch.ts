@@ -4,20 +4,16 @@
 // own. Allocated on the stream's first split launch, inside a capture too (Graph.relaxed: the
 // memory is the stream's, not the graph's), and its counters zeroed there and then on a stream of its own,
 // since a zeroing on a captured stream would run only with the graph. A stream's set lives as long as the
-// process (about 35 MB on 132 SMs): graphs captured on it may still use it.
+// process (about 17 MB on 132 SMs): graphs captured on it may still use it.
 import type { Ptr } from "../../cuda/native.js";
 import type { Device } from "../../runtime/device.js";
 import { Graph } from "../../runtime/graph.js";
 import { DeviceMemory, memset } from "../../runtime/memory.js";
 import { Stream } from "../../runtime/stream.js";
 
-/** f32 partials of the largest tile slice: 128 x 256 (HopperGemm's; DecodeGemm's are at most 128 rows of B
- * by 256 of A). */
+/** f32 partials of the largest one-wave split: one 128 x 256 tile slice (HopperGemm's; DecodeGemm's are
+ * at most 128 rows of B by 256 of A) per SM. */
 const TILE_SLICE_FLOATS = 128 * 256;
-
-/** Waves of tile slices a stream's partials hold: HopperGemm splits in one, DecodeGemm in up to two (a
- * third of K on 80 tiles takes 240 slices on 132 SMs). */
-export const SPLIT_WAVES = 2;
 
 const byDevice = new Map<Device, SplitScratch>();
 
@@ -33,14 +29,14 @@ export class SplitScratch {
     return s;
   }
 
-  /** The stream's partials (SPLIT_WAVES x smCount tile slices) and counters (smCount tiles; zero, and left
-   * zero by every launch), allocated on its first use. */
+  /** The stream's partials (smCount tile slices) and counters (smCount tiles; zero, and left zero by
+   * every launch), allocated on its first use. */
   on(stream: Stream): { ws: Ptr; counters: Ptr } {
     let sc = this.#byStream.get(stream);
     if (!sc) {
       const sms = this.device.props.smCount;
       const made = Graph.relaxed(() => {
-        const ws = DeviceMemory.alloc(SPLIT_WAVES * sms * TILE_SLICE_FLOATS * 4, this.device);
+        const ws = DeviceMemory.alloc(sms * TILE_SLICE_FLOATS * 4, this.device);
         let counters: DeviceMemory | undefined;
         try {
           counters = DeviceMemory.alloc(sms * 4, this.device);

@@ -32,10 +32,10 @@
 // may still arrive on its barriers. The accumulator register 4j + {0..3} of thread t holds D^T rows
 // (columns of D) 16 (t / 32) + (t % 32) / 4 (+8) of the consumer's 64 and columns (rows of D) 8j + 2 (t % 4)
 // (+1).
-// Split-K (splits > 1, any count, in one wave or more: the host launches no more tile slices than split_ws
-// holds): each slice's consumers write their f32 accumulators to split_ws in register order
-// ([tile][slice][consumer][register][thread]: coalesced, and the same layout in every slice's CTA), then the CTA counts itself on the tile's counter
-// (a barrier over the consumers, then one acq_rel add at gpu scope); the CTA that counts last resets
+// Split-K (splits > 1, any count; the host launches one wave, one CTA per tile slice): each slice's
+// consumers write their f32 accumulators to split_ws in register order ([tile][slice][consumer][register]
+// [thread]: coalesced, and the same layout in every slice's CTA), then the CTA counts itself on the tile's
+// counter (a barrier over the consumers, then one acq_rel add at gpu scope); the CTA that counts last resets
 // the counter and sums the slices in slice order, so the bits do not depend on which CTA is last.
 // Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through shared
 // memory into rows of D, then stored 16 bytes at a time (in passes of kCols / kPasses rows of A where whole
