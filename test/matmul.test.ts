@@ -221,6 +221,8 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(plan(200, 10240), "decode, 200 x 128 tiles, 1 slice", "two tile-rows of 128: 160 tiles");
   assert.equal(plan(200, 8192, 14336), "decode, 200 x 128 tiles, 2 slices", "one tile-row in halves");
   assert.equal(plan(200, 8192), "decode, 200 x 128 tiles, 2 slices");
+  assert.equal(plan(200, 4096, 14336), "decode, 128 x 128 tiles, 2 slices", "not one tile-row in quarters");
+  assert.equal(plan(200, 5632, 14336), "decode, 128 x 128 tiles, 1 slice", "44 tile-columns: not in thirds");
   assert.equal(plan(200, 8192, 1024), "decode, 128 x 128 tiles, 1 slice", "16 k-blocks: no slices");
   const fp8 = describePlan(gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 8192, k: 14336, layoutB: "nk" }, 132));
   assert.equal(fp8, "decode, 128 x 128 tiles, 1 slice", "fp8: two tile-rows of 128");

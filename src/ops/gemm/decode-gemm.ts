@@ -180,10 +180,11 @@ export function decodeSplitsFor(
 
 /** The decode GEMM's tile and slices of K for an m x n x k problem on `resident` CTAs: decodeShape's tile in
  * decodeSplitsFor's slices, except for bf16 at 193-224 rows of A where decodeShape takes two tile-rows of 128
- * (they fill at most one wave): there one tile-row of m rounded up to 8, in slices, where its busiest CTA
- * runs fewer MMA columns (waves x k-blocks x rows of A). 200 x 8192 x 14336 on an H200: 2 slices of 112
- * k-blocks by 200 rows, 81.8 µs, against 224 k-blocks by 128, 85.6; at short K (too few k-blocks to split)
- * the two tile-rows stay. Not fp8, whose MMAs take half the time: 48.5 against 44.8 µs there. */
+ * that run unsplit in one wave (45-66 tile-columns on 132 SMs): there one tile-row of m rounded up to 8 in
+ * halves of K, where it splits in two. On an H200, 200 x 8192 x 14336: 81.5-81.8 µs against 85.6-85.8, each
+ * CTA running half the k-blocks by 200 rows of A instead of all by 128. Not in more slices (200 x 4096 x
+ * 14336: quarters 50.4 µs, two tile-rows of 128 in halves 49.2), nor fp8, whose MMAs take half the time
+ * (200 x 8192 x 14336: 48.5 against 44.8 µs). */
 export function decodePlan(
   m: number,
   n: number,
@@ -195,17 +196,11 @@ export function decodePlan(
     ...shape,
     splits: decodeSplitsFor(m, n, k, elementBytes, resident, shape),
   });
-  // The MMA columns of the busiest CTA: waves x k-blocks per slice x rows of A.
-  const columns = (p: DecodeShape & { readonly splits: number }): number => {
-    const { tilesM, tilesN } = decodeTiles(m, n, p);
-    const waves = Math.ceil((tilesM * tilesN * p.splits) / resident);
-    return waves * Math.ceil(gemmKBlocks(k, elementBytes) / p.splits) * p.cols;
-  };
   const shaped = planned(decodeShape(m, n, resident));
   const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
-  if (oneRow === undefined || shaped.cols >= m || elementBytes !== 2) return shaped;
+  if (oneRow === undefined || shaped.cols >= m || shaped.splits > 1 || elementBytes !== 2) return shaped;
   const one = planned({ cols: oneRow, wide: true, paired: false });
-  return columns(one) < columns(shaped) ? one : shaped;
+  return one.splits === 2 ? one : shaped;
 }
 
 const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
