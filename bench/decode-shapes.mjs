@@ -1,10 +1,10 @@
 // matmul()'s plan against the decode GEMM's other tiles, the Hopper GEMM and cuBLASLt, timed side by side
 // (every replay round runs each graph once in turn, so that the power cap's clock swings reach them all
-// alike; µs, and cuBLASLt's time over each): the measurements behind decodeShape() and DECODE_MAX_ROWS in
-// src/ops/gemm/decode-gemm.ts and symmkitGemmPlan() in src/ops/gemm/matmul.ts. Per shape: the plan, the
-// one-consumer and the wide tile of its rows of A (in 1 to 3 slices), the wide tiles past 192 rows,
-// unpaired and paired (the one-row ones and the plan's in 1 to 4 slices), and the Hopper GEMM in 1 and 2
-// slices; fastest first. Run from the repo root on a
+// alike; µs, and cuBLASLt's time over each): the measurements behind decodeShape(), decodePlan() and
+// DECODE_MAX_ROWS in src/ops/gemm/decode-gemm.ts and symmkitGemmPlan() in src/ops/gemm/matmul.ts. Per
+// shape: the plan, the one-consumer and the wide tile of its rows of A (in 1 to 3 slices), the wide tiles
+// past 192 rows, unpaired and paired (two tile-rows of 128, one tile-row of m rounded up to 8 and the
+// plan's tile also in 2 to 4 slices), and the Hopper GEMM in 1 and 2 slices; fastest first. Run from the repo root on a
 // Hopper GPU:
 //   node bench/decode-shapes.mjs [E-MxNxK,...]     (E: b for bf16, f for fp8e4m3)
 import {

@@ -15,6 +15,7 @@ import {
   decodeShape,
   describeDecodeShape,
   decodeSharedBytes,
+  decodePlan,
   decodeSplitsFor,
   decodeThreads,
   decodeTiles,
@@ -235,6 +236,18 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.ok(!decodeFits(385, 8192, "nk"), "beyond 384 rows the 128 x 256 tiles win");
   assert.ok(!decodeFits(1, 8192, "kn"), "B as [k, n] would need an MN-major wgmma A operand");
   assert.ok(!decodeFits(1, 8196, "nk"), "rows of D are stored in 16-byte chunks");
+  // Every plan the decode GEMM's launcher takes: slices of at least 16 k-blocks, one wave of tile slices.
+  for (const elem of ["bf16", "fp8e4m3"] as const)
+    for (const m of [1, 7, 64, 128, 150, 193, 200, 201, 224, 300, 384])
+      for (const n of [512, 2048, 4096, 5632, 8192, 10240, 28672])
+        for (const k of [512, 4096, 14336]) {
+          const p = gemmPlanFor({ elem, m, n, k, layoutB: "nk" }, 132);
+          if (p.kernel !== "decode") continue;
+          const { tilesM, tilesN } = decodeTiles(m, n, p);
+          const what = `${elem} ${m}x${n}x${k}: ${describePlan(p)}`;
+          assert.ok(p.splits === 1 || tilesM * tilesN * p.splits <= 132, `${what} overflows one wave`);
+          assert.ok(p.splits === 1 || (k * (elem === "bf16" ? 2 : 1)) / 128 / p.splits >= 16, what);
+        }
   assert.equal(decodeFlagCount(1, 8192, 2, decodeShape(1, 8192, 132)), 256);
   assert.equal(decodeFlagCount(200, 8192, 2, decodeShape(200, 8192, 132)), 2 * 2 * 64 * 2); // per consumer
   for (const v of DECODE_VARIANTS) {
@@ -247,7 +260,7 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.ok(DECODE_VARIANTS.every((v) => !v.paired));
   for (const m of [1, 100, 200, 213, 384])
     for (const n of [8192, 28672]) {
-      const shape = decodeShape(m, n, 132);
+      const shape = decodePlan(m, n, 14336, 2, 132);
       for (const allReduce of [false, true])
         assert.ok(
           DECODE_VARIANTS.some(

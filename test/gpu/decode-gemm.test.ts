@@ -272,15 +272,17 @@ test("bad input: typed errors before anything runs", { skip }, () => {
     ],
   ] as const)
     assert.throws(() => g.launch(p), InvalidArgumentError, why);
-  // 320 tiles of 8 k-blocks in halves: 640 tile slices, past one wave.
+  // 320 tiles of 16 k-blocks in halves: 640 tile slices, past one wave; and one tile more than a wave's
+  // third in thirds.
   const bigB = Tensor.zeros([20480, 1024], "bf16", { device });
   const bigA = Tensor.zeros([4, 1024], "bf16", { device });
   const bigD = Tensor.empty([4, 20480], "bf16", { device });
-  assert.throws(
-    () => g.launch({ a: bigA.ptr, b: bigB.ptr, d: bigD.ptr, m: 4, n: 20480, k: 1024, splits: 2 }),
-    InvalidArgumentError,
-    "slices past one wave",
-  );
+  const big = { a: bigA.ptr, b: bigB.ptr, d: bigD.ptr, m: 4, n: 20480, k: 1024 };
+  assert.throws(() => g.launch({ ...big, splits: 2 }), /runs one wave/, "halves past one wave");
+  const third = 64 * (Math.floor(g.resident() / 3) + 1);
+  assert.throws(() => g.launch({ ...big, n: third, splits: 3 }), /runs one wave/, "thirds past one wave");
+  g.launch({ ...big, n: third - 64, splits: 3 }); // thirds of a wave's third: taken
+  device.synchronize();
   for (const t of [bigA, bigB, bigD]) t.dispose();
   assert.throws(
     () => decoder("bf16", narrow8, true).launch(ok),

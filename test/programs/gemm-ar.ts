@@ -475,7 +475,8 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [212, 8456, 256], // one tile-row of 216 rows of A where two of 128 would pass one wave (3 passes)
     [240, 8456, 256], // past one wave of wide tiles, two tile-rows of 128: the Hopper GEMM's all-reduce
     [1, 2560, 3072], // 40 tiles in thirds of K
-    [200, 4096, 4096], // one tile-row of 200 in 4 slices where two of 128 would fill one wave
+    [200, 4096, 4096], // two tile-rows of 128 in halves of K
+    [200, 8192, 4096], // bf16: one tile-row of 200 in halves where two of 128 would run unsplit
   ];
   let cases = 0;
   let calls = 0;

@@ -108,8 +108,9 @@ export function decodeShape(m: number, n: number, sms: number): DecodeShape {
     // MMA on more than 7 rows past m. On an H200, timed side by side (bf16), 200 x 28672 x 4096: 86.3 µs
     // against the 224-row tile's 92.5, the Hopper GEMM's 100.3 and two tile-rows of 128's 102.8 (an earlier
     // run); 200 x 14336 / 10240 x 8192: 83.5 / 70.0 against 90.2 / 75.5 (224) and 100.1 / 83.7 (Hopper); at
-    // 8192 x 14336 two tile-rows of 128 fill one wave and win (85.6 against 137.7 for 224 rows). 256 rows of A
-    // lost to the Hopper GEMM at m = 256.
+    // 8192 x 14336 two tile-rows of 128 fill one wave and beat one tile-row unsplit (85.6 against 137.7 for
+    // 224 rows; decodePlan cuts one tile-row of 200 in halves there instead). 256 rows of A lost to the
+    // Hopper GEMM at m = 256.
     const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
     if (oneRow !== undefined && 2 * Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
       return { cols: oneRow, wide: true, paired: false };
@@ -179,12 +180,13 @@ export function decodeSplitsFor(
 }
 
 /** The decode GEMM's tile and slices of K for an m x n x k problem on `resident` CTAs: decodeShape's tile in
- * decodeSplitsFor's slices, except for bf16 at 193-224 rows of A where decodeShape takes two tile-rows of 128
- * that run unsplit in one wave (45-66 tile-columns on 132 SMs): there one tile-row of m rounded up to 8 in
- * halves of K, where it splits in two. On an H200, 200 x 8192 x 14336: 81.5-81.8 µs against 85.6-85.8, each
- * CTA running half the k-blocks by 200 rows of A instead of all by 128. Not in more slices (200 x 4096 x
- * 14336: quarters 50.4 µs, two tile-rows of 128 in halves 49.2), nor fp8, whose MMAs take half the time
- * (200 x 8192 x 14336: 48.5 against 44.8 µs). */
+ * decodeSplitsFor's slices, except for bf16 at 193-200 rows of A where decodeShape takes two tile-rows of 128
+ * that run unsplit in one wave (45-66 tile-columns on 132 SMs): there one tile-row of 200 in halves of K,
+ * where it splits in two. On an H200, 200 x 8192 x 14336: 81.5-81.8 µs against 85.6-85.8, each CTA running
+ * half the k-blocks by 200 rows of A instead of all by 128. Not in more slices (200 x 4096 x 14336:
+ * quarters 50.4 µs, two tile-rows of 128 in halves 49.2), nor fp8, whose MMAs take half the time (200 x
+ * 8192 x 14336: 48.5 against 44.8 µs), nor the tiles of 208-224 rows, untimed, which save fewer MMA
+ * columns (at most 0.81-0.88x, where 200 rows' 0.78x gained 5%). */
 export function decodePlan(
   m: number,
   n: number,
@@ -197,9 +199,8 @@ export function decodePlan(
     splits: decodeSplitsFor(m, n, k, elementBytes, resident, shape),
   });
   const shaped = planned(decodeShape(m, n, resident));
-  const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
-  if (oneRow === undefined || shaped.cols >= m || shaped.splits > 1 || elementBytes !== 2) return shaped;
-  const one = planned({ cols: oneRow, wide: true, paired: false });
+  if (m <= 192 || m > 200 || shaped.cols >= m || shaped.splits > 1 || elementBytes !== 2) return shaped;
+  const one = planned({ cols: 200, wide: true, paired: false });
   return one.splits === 2 ? one : shaped;
 }
 
@@ -217,7 +218,7 @@ export function decodeProgram(v: DecodeVariant): ProgramSpec {
   };
 }
 
-/** The variants matmul() and GEMM + all-reduce may run (decodeShape's), in both dtypes, each plain and with
+/** The variants matmul() and GEMM + all-reduce may run (decodePlan's), in both dtypes, each plain and with
  * the all-reduce: the one-consumer tiles, the wide tiles of the same rows of A, and the one-row wide tiles. */
 export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
   [
