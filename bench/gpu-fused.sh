@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The fused matmuls on a multi-GPU machine, in one call: the fused rank tests and the timeout checks at
 # world 2 (and 3, 4 where the GPUs are there), the GEMM tests (the kernel the fused ops are built on),
-# then `symmkit bench ag-gemm`, `gemm-rs` and `gemm-ar` on all GPUs. Run from the repo root as
+# then `symmkit bench ag-gemm`, `gemm-rs` and `gemm-ar` on all GPUs, and PyTorch's fused and sequential
+# constructions beside them (bf16). Run from the repo root as
 #   SYMMKIT_GIT_REVISION=<rev> .gpustage/boot.sh bash bench/gpu-fused.sh
-# STEPS picks steps (default "tests gemm-tests bench"); AG_SHAPES, RS_SHAPES, AR_SHAPES, FUSED_DTYPE the
+# STEPS picks steps (default "tests gemm-tests bench torch"); AG_SHAPES, RS_SHAPES, AR_SHAPES, FUSED_DTYPE the
 # benchmark.
 # Writes its logs and JSON under $OUT (default ./out); exits non-zero if any step failed.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 export NCCL_NVLS_ENABLE=0
 world=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
-steps=${STEPS:-tests gemm-tests bench}
+steps=${STEPS:-tests gemm-tests bench torch}
 run() { node dist/src/cli.js run -n "$@"; }
 step gpu nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 if [[ $steps == *" tests"* || $steps == tests* ]]; then
@@ -33,4 +34,5 @@ if [[ $steps == *bench* ]]; then
   step gemm-rs run "$world" dist/src/cli.js bench gemm-rs --dtype "$dtype" ${RS_SHAPES:+--shapes "$RS_SHAPES"} --json "$out/gemm-rs-$dtype.json"
   step gemm-ar run "$world" dist/src/cli.js bench gemm-ar --dtype "$dtype" ${AR_SHAPES:+--shapes "$AR_SHAPES"} --json "$out/gemm-ar-$dtype.json"
 fi
+[[ $steps == *torch* ]] && torch_step torch-fused ag-gemm,gemm-rs,gemm-ar
 exit $status

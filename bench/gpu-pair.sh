@@ -3,9 +3,10 @@
 # three parts of under 10 minutes each. Run from the repo root, after building and staging, as
 #   SYMMKIT_GIT_REVISION=<rev> PART=1 .gpustage/boot.sh bash bench/gpu-pair.sh
 #   PART=1: GEMM + all-reduce and the fused ops: their rank tests at world 2 on distinct GPUs,
-#           the timeouts, `bench gemm-ar`, `ag-gemm`, `gemm-rs`; the all-reduce + RMSNorm tests.
+#           the timeouts, `bench gemm-ar`, `ag-gemm`, `gemm-rs` and PyTorch's beside them; the
+#           all-reduce + RMSNorm tests.
 #   PART=2: send/recv, all-to-all and MoE: their rank tests, `bench send-recv`, `all-to-all`,
-#           `moe`; the all-reduce + RMSNorm benchmark.
+#           `moe`; the all-reduce + RMSNorm benchmark; PyTorch's figures beside both.
 #   PART=3: the runtime's paths between GPUs (pooled memory read and written by the peer), the rank
 #           programs on GPUs of their own (distributed.test), two simulated hosts of one GPU each
 #           (the hierarchy's both levels need 4 GPUs), and `symmkit tune` for auto's tables.
@@ -19,12 +20,12 @@ here=$(dirname "$0")
 case ${PART:-1} in
   1)
     step warm node bench/warm-kernels.mjs
-    step fused env STEPS="tests bench" bash "$here/gpu-fused.sh"
+    step fused env STEPS="tests bench torch" bash "$here/gpu-fused.sh"
     step ar-norm-tests env STEPS=tests bash "$here/gpu-ar-norm.sh"
     ;;
   2)
     step exchange bash "$here/gpu-exchange.sh"
-    step ar-norm-bench env STEPS=bench bash "$here/gpu-ar-norm.sh"
+    step ar-norm-bench env STEPS="bench torch" bash "$here/gpu-ar-norm.sh"
     ;;
   3)
     step warm node bench/warm-kernels.mjs
