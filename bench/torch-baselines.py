@@ -1,11 +1,12 @@
 # PyTorch's figures, to be measured beside symmkit's in the same call on the same machine: NCCL through
 # torch.distributed, cuBLAS through torch.matmul, F.rms_norm, and PyTorch's fused symmetric-memory matmuls
 # (torch.ops.symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter, B as [k, n] contiguous, as
-# they expect), on the shapes symmkit's benches time by default. Each figure is the median over rounds of the GPU time per call: from CUDA graph replays
-# where the call is captured (collectives, matmul, norm), else from back-to-back eager calls between two
-# events (send/recv and the fused matmuls, which rendezvous on the host); each row records which. The
-# ranks meet at a barrier before every round. bf16, seeded inputs, shapes only (symmkit's benches check
-# their own results). NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1).
+# they expect), on the shapes symmkit's benches time by default (m, K and counts rounded to whole shards
+# at odd worlds). Each figure is the median over rounds of the GPU time per call, from replays of a CUDA
+# graph of a burst of calls, or, where any rank cannot capture the call, from an eager burst queued behind
+# a sleep kernel; each row records which. The ranks meet at a barrier before every round. bf16, seeded
+# inputs, shapes only (symmkit's benches check their own results). NVLink multicast stays off
+# (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1).
 # Run from the repo root on a GPU machine, one process per GPU, e.g.
 #   torchrun --nproc_per_node 2 bench/torch-baselines.py --sections ar-norm,gemm-ar --json out.json
 # Sections: ar-norm, gemm-ar, ag-gemm, gemm-rs, send-recv, all-to-all (default: all). Rank 0 prints a
@@ -17,6 +18,7 @@ import math
 import os
 import statistics
 import subprocess
+import warnings
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -29,6 +31,8 @@ DTYPE = torch.bfloat16
 ROUNDS = 20
 # A timed graph or burst of calls lasts about this long, so that the events' own cost is negligible.
 BURST_US = 2000
+# Cycles of the sleep kernel an eager burst waits behind (a few ms): the host queues the burst meanwhile.
+QUEUE_CYCLES = 5_000_000
 
 
 def barrier():
@@ -53,20 +57,31 @@ def calls_per_burst(fn):
     return int(n.item())
 
 
-def time_us(fn, graph):
-    """Median GPU µs per call of fn over ROUNDS bursts, and how they ran ("graph" or "eager")."""
-    per = calls_per_burst(fn)
-    if graph:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
+def capture(fn, per):
+    """A CUDA graph of `per` calls of fn, or None on every rank if any rank could not capture it (a capture
+    talks to no peer, so the ranks agree before any of them replays)."""
+    g = torch.cuda.CUDAGraph()
+    try:
         # thread_local: the NCCL watchdog's own CUDA calls from its thread must not end the capture.
         with torch.cuda.graph(g, capture_error_mode="thread_local"):
             for _ in range(per):
                 fn()
+        ok = 1
+    except RuntimeError:
+        ok = 0
+    torch.cuda.synchronize()
+    everyone = torch.tensor([ok], device="cuda")
+    dist.all_reduce(everyone, op=dist.ReduceOp.MIN)
+    return g if everyone.item() == 1 else None
+
+
+def time_us(fn):
+    """Median GPU µs per call of fn over ROUNDS bursts, and how they ran: "graph" (replays of a captured
+    burst), or "eager" where a rank could not capture fn (the burst then queued behind a sleep kernel, so
+    that the host's launch cost is hidden unless it exceeds the GPU's time)."""
+    per = calls_per_burst(fn)
+    g = capture(fn, per)
+    if g is not None:
         run = g.replay
     else:
 
@@ -79,12 +94,14 @@ def time_us(fn, graph):
     for _ in range(ROUNDS):
         barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if g is None:
+            torch.cuda._sleep(QUEUE_CYCLES)
         start.record()
         run()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000 / per)
-    return statistics.median(times), "graph" if graph else "eager"
+    return statistics.median(times), "graph" if g is not None else "eager"
 
 
 def randn(*shape):
@@ -116,14 +133,14 @@ def ar_norm(world, rank):
         weight, bias = randn(hidden), randn(hidden)
         for tokens in AR_NORM_TOKENS:
             x, residual = randn(tokens, hidden), randn(tokens, hidden)
-            us, mode = time_us(lambda: dist.all_reduce(x), graph=True)
+            us, mode = time_us(lambda: dist.all_reduce(x))
             rows.append(dict(impl="nccl all_reduce", tokens=tokens, hidden=hidden, us=us, mode=mode))
 
             def unfused():
                 dist.all_reduce(x)
                 F.rms_norm(x + bias + residual, (hidden,), weight, 1e-6)
 
-            us, mode = time_us(unfused, graph=True)
+            us, mode = time_us(unfused)
             impl = "nccl all_reduce + bias + residual + F.rms_norm"
             rows.append(dict(impl=impl, tokens=tokens, hidden=hidden, us=us, mode=mode))
     return rows
@@ -133,26 +150,30 @@ def gemm_ar(world, rank):
     """The row-parallel layer: each rank's GEMM over its part of K, then the sum over the ranks."""
     rows = []
     for m, n, full_k in GEMM_AR_SHAPES:
-        k = full_k // world
+        k = full_k // world // 8 * 8  # whole 16-byte rows for cuBLAS at any world
         a, b = randn(m, k), randn(k, n)
         out = empty(m, n)
-        us, mode = time_us(lambda: torch.matmul(a, b, out=out), graph=True)
+        us, mode = time_us(lambda: torch.matmul(a, b, out=out))
         rows.append(dict(impl="cublas matmul alone", m=m, n=n, k=full_k, rankK=k, us=us, mode=mode))
 
         def seq():
             torch.matmul(a, b, out=out)
             dist.all_reduce(out)
 
-        us, mode = time_us(seq, graph=True)
+        us, mode = time_us(seq)
         rows.append(dict(impl="cublas matmul + nccl all_reduce", m=m, n=n, k=full_k, rankK=k, us=us, mode=mode))
     return rows
 
 
 def group_name():
-    from torch.distributed._symmetric_memory import enable_symm_mem_for_group
+    """The world group's name for torch.ops.symm_mem, whose ops importing the module registers."""
+    import torch.distributed._symmetric_memory as symm_mem
 
     name = dist.group.WORLD.group_name
-    enable_symm_mem_for_group(name)
+    # Required before PyTorch 2.10, a deprecated no-op since.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        symm_mem.enable_symm_mem_for_group(name)
     return name
 
 
@@ -160,22 +181,23 @@ def ag_gemm(world, rank):
     rows = []
     name = group_name()
     for m, n, k in AG_GEMM_SHAPES:
+        m -= m % world  # whole shards at any world
         shard, b = randn(m // world, k), randn(k, n)
-        full, out = empty(m, k), empty(m, n)
-        us, mode = time_us(lambda: torch.matmul(full, b, out=out), graph=True)
+        full, out = randn(m, k), empty(m, n)
+        us, mode = time_us(lambda: torch.matmul(full, b, out=out))
         rows.append(dict(impl="cublas matmul alone", m=m, n=n, k=k, us=us, mode=mode))
 
         def seq():
             dist.all_gather_into_tensor(full, shard)
             torch.matmul(full, b, out=out)
 
-        us, mode = time_us(seq, graph=True)
+        us, mode = time_us(seq)
         rows.append(dict(impl="nccl all_gather + cublas matmul", m=m, n=n, k=k, us=us, mode=mode))
 
         def fused():
             torch.ops.symm_mem.fused_all_gather_matmul(shard, [b], 0, name)
 
-        us, mode = time_us(fused, graph=False)
+        us, mode = time_us(fused)
         rows.append(dict(impl="symm_mem fused_all_gather_matmul", m=m, n=n, k=k, us=us, mode=mode))
     return rows
 
@@ -184,25 +206,25 @@ def gemm_rs(world, rank):
     rows = []
     name = group_name()
     for m, n, k in GEMM_RS_SHAPES:
+        m -= m % world
         a, b = randn(m, k), randn(k, n)
         full, part = empty(m, n), empty(m // world, n)
-        us, mode = time_us(lambda: torch.matmul(a, b, out=full), graph=True)
+        us, mode = time_us(lambda: torch.matmul(a, b, out=full))
         rows.append(dict(impl="cublas matmul alone", m=m, n=n, k=k, us=us, mode=mode))
 
         def seq():
             torch.matmul(a, b, out=full)
             dist.reduce_scatter_tensor(part, full)
 
-        us, mode = time_us(seq, graph=True)
+        us, mode = time_us(seq)
         rows.append(dict(impl="cublas matmul + nccl reduce_scatter", m=m, n=n, k=k, us=us, mode=mode))
 
         def fused():
             torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, name)
 
-        us, mode = time_us(fused, graph=False)
+        us, mode = time_us(fused)
         rows.append(dict(impl="symm_mem fused_matmul_reduce_scatter", m=m, n=n, k=k, us=us, mode=mode))
     return rows
-
 
 
 def send_recv(world, rank):
@@ -224,7 +246,7 @@ def send_recv(world, rank):
                     w.wait()
 
         for impl, fn in (("nccl send/recv, one way", one_way), ("nccl send/recv, both ways", both_ways)):
-            us, mode = time_us(fn, graph=False)
+            us, mode = time_us(fn)
             rows.append(dict(impl=impl, bytes=nbytes, us=us, gbps=nbytes / us / 1e3, mode=mode))
     return rows
 
@@ -232,8 +254,10 @@ def send_recv(world, rank):
 def all_to_all(world, rank):
     rows = []
     for nbytes in SIZES:
-        x, out = randn(nbytes // 2), empty(nbytes // 2)
-        us, mode = time_us(lambda: dist.all_to_all_single(out, x), graph=True)
+        count = nbytes // 2 - nbytes // 2 % world  # whole chunks at any world
+        nbytes = 2 * count
+        x, out = randn(count), empty(count)
+        us, mode = time_us(lambda: dist.all_to_all_single(out, x))
         rows.append(dict(impl="nccl all_to_all_single", bytes=nbytes, us=us, mode=mode))
     return rows
 
@@ -260,7 +284,8 @@ def revision():
 
 def main():
     parser = argparse.ArgumentParser(description="PyTorch's figures beside symmkit's (run under torchrun)")
-    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated: " + ", ".join(SECTIONS))
+    names = ",".join(SECTIONS)
+    parser.add_argument("--sections", default=names, help=f"comma-separated, of {names}")
     parser.add_argument("--json", help="write the figures to this file (rank 0)")
     args = parser.parse_args()
     sections = args.sections.split(",")
@@ -270,7 +295,9 @@ def main():
 
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    # A rank left waiting (a peer failed) ends in minutes, not the default ten.
+    timeout = datetime.timedelta(minutes=3)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local), timeout=timeout)
     world, rank = dist.get_world_size(), dist.get_rank()
     if world < 2:
         raise SystemExit("torch-baselines: every section needs at least 2 ranks (torchrun --nproc_per_node N)")
