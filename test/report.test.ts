@@ -1,6 +1,7 @@
 // The report generator (src/report/): trimmed copies of real results, one file of every kind
-// `symmkit bench`, `symmkit tune` and the CPU-side suites write, in test/fixtures/report/ (hosts-2x2.json
-// alone is made up: no result across hosts is committed yet; tune-table-w2.json is tune/'s table),
+// `symmkit bench`, `symmkit tune`, bench/torch-baselines.py and the CPU-side suites write, in
+// test/fixtures/report/ (hosts-2x2.json and pytorch-w2.json are made up: no result across hosts and no
+// PyTorch figures are committed yet; tune-table-w2.json is tune/'s table),
 // rendered into a temporary folder; the page, its SVGs and PNGs checked; every kind of result recognised
 // from its JSON; then, where a Chromium is installed, the page loaded and screenshotted headless.
 import assert from "node:assert/strict";
@@ -96,6 +97,7 @@ const FIXTURE_CHARTS = [
   "link-w4-link",
   "moe-w4-latency",
   "moe-w4-bandwidth",
+  ...["ar-norm", "gemm-rs", "send-recv"].map((s) => `pytorch-w2-${s}`),
   ...["uni", "bi"].flatMap((m) => ["latency", "bandwidth", "vs-nccl"].map((x) => `send-recv-w4-${m}-${x}`)),
   ...["latency", "busbw", "vs-nccl"].map((m) => `with-pytorch-${m}`),
 ];
@@ -348,6 +350,15 @@ test("report: every kind of result src/bench writes is recognised, or set aside 
     /a broadcast result, which this report has no chart for/,
   );
   assert.match(kind(bench("moe", { tokens: 1 })), /moe result without rows/);
+  const pytorchRow = {
+    section: "send-recv",
+    impl: "nccl send/recv, one way",
+    bytes: 4096,
+    us: 9,
+    mode: "graph",
+  };
+  assert.equal(kind(bench("pytorch", pytorchRow)), "pytorch:x");
+  assert.match(kind(bench("pytorch", { ...pytorchRow, bytes: undefined })), /pytorch result without rows/);
   assert.match(kind({ ...collective, rows: [{ bytes: "8K" }] }), /without rows of bytes and times/);
   assert.match(kind({ ...collective, environment: {} }), /without a valid environment/);
   assert.match(kind({ hello: 1 }), /not a symmkit benchmark result/);

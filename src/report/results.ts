@@ -234,6 +234,25 @@ export interface StoreFuzzResult {
   }[];
 }
 
+/** PyTorch's figures on symmkit's benchmarks' default shapes (bench/torch-baselines.py), by section. */
+export interface PytorchResult {
+  readonly kind: "pytorch";
+  readonly source: Source;
+  readonly environment: Environment;
+  readonly rows: readonly {
+    /** Which of symmkit's benchmarks the row stands beside: "ar-norm", "gemm-rs", "send-recv", ... */
+    readonly section: string;
+    readonly impl: string;
+    /** The problem in words: "8192×8192×8192", "128" (tokens), "1 MiB". */
+    readonly problem: string;
+    /** What else tells the row's series apart: "hidden 8192" (all-reduce + RMSNorm); "" for nothing. */
+    readonly series: string;
+    readonly us: number;
+    /** "graph" (CUDA-graph replays) or "eager". */
+    readonly mode: string;
+  }[];
+}
+
 /** A result with too few numbers to chart (a tune table), shown as a table. */
 export interface TableResult {
   readonly kind: "table";
@@ -257,6 +276,7 @@ export type Recognised =
   | FaultsResult
   | SoakResult
   | StoreFuzzResult
+  | PytorchResult
   | TableResult;
 
 type Json = Record<string, unknown>;
@@ -621,6 +641,42 @@ function barrier(x: Json, environment: Environment, source: Source): BarrierResu
   };
 }
 
+/** A PyTorch row's problem in words and its series beside the implementation: m×n×k, tokens (series:
+ * hidden), or bytes; undefined for none of them. */
+function pytorchProblem(r: Json): { problem: string; series: string } | undefined {
+  if (isNumber(r.m) && isNumber(r.n) && isNumber(r.k)) return { problem: `${r.m}×${r.n}×${r.k}`, series: "" };
+  if (isNumber(r.tokens) && isNumber(r.hidden))
+    return { problem: String(r.tokens), series: `hidden ${r.hidden}` };
+  if (isNumber(r.bytes)) return { problem: formatBytes(r.bytes), series: "" };
+  return undefined;
+}
+
+function pytorch(x: Json, environment: Environment, source: Source): PytorchResult | string {
+  const rows = rowsOf<Json>(
+    x.rows,
+    (r) =>
+      isString(r.section) &&
+      isString(r.impl) &&
+      isNumber(r.us) &&
+      r.us > 0 &&
+      isString(r.mode) &&
+      pytorchProblem(r) !== undefined,
+  );
+  if (!rows) return "pytorch result without rows of section, implementation, problem, time and mode";
+  return {
+    kind: "pytorch",
+    source,
+    environment,
+    rows: rows.map((r) => ({
+      section: r.section as string,
+      impl: r.impl as string,
+      ...pytorchProblem(r)!,
+      us: r.us as number,
+      mode: r.mode as string,
+    })),
+  };
+}
+
 /** A tune table (src/ops/tune-table.ts): which algorithm `auto` picks up to which size. */
 function tuneTable(x: Json, source: Source): TableResult | string {
   const rules = x.rules;
@@ -794,6 +850,8 @@ function gpuResult(x: Json, source: Source): (Recognised | string)[] {
       return sendRecv(x, environment, source);
     case "hosts":
       return hosts(x, environment, source);
+    case "pytorch":
+      return [pytorch(x, environment, source)];
   }
   if (name !== undefined) return [`a ${name} result, which this report has no chart for`];
   if (isObject(x.kernel)) return [gemm(x, environment, source)];

@@ -12,6 +12,7 @@ import {
   soakChart,
   storeFuzzChart,
 } from "./charts-machine.js";
+import { pytorchCharts } from "./charts-pytorch.js";
 import type { Input, InputFile, Unused } from "./inputs.js";
 import {
   FUSED_BENCHES,
@@ -164,6 +165,16 @@ export function plan(files: readonly InputFile[]): Plan {
         "Per tokens per rank: dispatch <code>pull</code> timed eagerly (events around each call, its host " +
         "round trip included), the rest from CUDA-graph replays. GB/s: the token rows this rank receives.",
       groups: grouped(of(items, "moe"), byWorld, moeCharts),
+    },
+    {
+      id: "pytorch",
+      title: "PyTorch",
+      note:
+        "PyTorch's figures on the shapes symmkit's benchmarks time, measured in the same call: NCCL through " +
+        "torch.distributed, cuBLAS through torch.matmul, F.rms_norm, and PyTorch's symmetric-memory fused " +
+        "matmuls (<code>bench/torch-baselines.py</code>). GPU time per call from CUDA-graph replays, or " +
+        "eager where a call could not be captured (the title says which).",
+      groups: grouped(of(items, "pytorch"), byWorld, pytorchCharts),
     },
     {
       id: "launch",
