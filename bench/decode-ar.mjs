@@ -1,7 +1,8 @@
 // The decode GEMM's all-reduce epilogue at world 1 against its plain store epilogue (graph-timed side by
 // side, µs): what GEMM + all-reduce's exchange costs a GEMM when there is no peer to wait for (the one
 // partial is pushed to this rank's receive buffer, flagged, and summed back into D), on decodePlan's tiles
-// and slices (where matmul() runs the Hopper GEMM instead, on the decode tiles it would otherwise run). Run from the repo root on a Hopper GPU:
+// and slices (where matmul() runs the Hopper GEMM instead, on the decode tiles it would otherwise run). Run
+// from the repo root on a Hopper GPU:
 //   node bench/decode-ar.mjs [M,M,...] [N] [K]
 import {
   DecodeGemm,

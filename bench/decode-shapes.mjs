@@ -4,8 +4,8 @@
 // DECODE_MAX_ROWS in src/ops/gemm/decode-gemm.ts and symmkitGemmPlan() in src/ops/gemm/matmul.ts. Per
 // shape: the plan, the one-consumer and the wide tile of its rows of A (in 1 to 3 slices), the wide tiles
 // past 192 rows, unpaired and paired (two tile-rows of 128, one tile-row of m rounded up to 8 and the
-// plan's tile also in 2 to 4 slices), and the Hopper GEMM in 1 and 2 slices; fastest first. Run from the repo root on a
-// Hopper GPU:
+// plan's tile also in 2 to 4 slices), and the Hopper GEMM in 1 and 2 slices; fastest first. Run from the
+// repo root on a Hopper GPU:
 //   node bench/decode-shapes.mjs [E-MxNxK,...]     (E: b for bf16, f for fp8e4m3)
 import {
   describePlan,

@@ -228,12 +228,11 @@ export function symmkitGemmPlan(device: Device, p: MatmulProblem): SymmkitGemmPl
 export function gemmPlanFor(p: MatmulProblem, sms: number): SymmkitGemmPlan {
   const es = dtypeInfo(p.elem).bytes;
   if (decodeFits(p.m, p.n, p.layoutB)) {
-    const { cols, wide, paired, splits } = decodePlan(p.m, p.n, p.k, es, sms);
-    const { tilesM, tilesN } = decodeTiles(p.m, p.n, { cols, wide, paired });
+    const plan = decodePlan(p.m, p.n, p.k, es, sms);
+    const { tilesM, tilesN } = decodeTiles(p.m, p.n, plan);
     // Rows of A each kernel's tiles span (the MMA's width, whatever part of it holds rows of A).
     const hopperRows = gemmTiles(p.m, p.n).tilesM * GEMM_TILE_M;
-    if (!(tilesM * tilesN > sms && hopperRows <= tilesM * cols))
-      return { kernel: "decode", cols, wide, paired, splits };
+    if (!(tilesM * tilesN > sms && hopperRows <= tilesM * plan.cols)) return { kernel: "decode", ...plan };
   }
   const splits = splitsFor(p.m, p.n, p.k, es, sms);
   return { kernel: "hopper", splits, ...gemmKernelFor(p.m, splits) };

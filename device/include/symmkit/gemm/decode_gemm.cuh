@@ -40,11 +40,12 @@
 // Epilogue, per consumer: its (summed, scaled) share is rounded to bf16 and transposed through shared
 // memory into rows of D, then stored 16 bytes at a time (in passes of kCols / kPasses rows of A where whole
 // transposed tiles would leave the ring fewer than 4 stages: the wide tiles past 200 rows). The transposed
-// tile lies in a buffer beside the ring, which meanwhile loads the next step; or, for one consumer of a plain GEMM whose ring would be
-// short of stages (DecodeRing::kHole), in the step's hole: after each step's k-blocks the producer waits
-// for the next stage to be free and completes its full barrier with nothing loaded, and the consumer,
-// after that wait, transposes there and releases it (a fence orders its stores before the TMA loads
-// that land there next; no cycle: the stage's previous use was released before). It stores into d
+// tile lies in a buffer beside the ring, which meanwhile loads the next step; or, for one consumer of a
+// plain GEMM whose ring would be short of stages (DecodeRing::kHole), in the step's hole: after each
+// step's k-blocks the producer waits for the next stage to be free and completes its full barrier with
+// nothing loaded, and the consumer, after that wait, transposes there and releases it (a fence orders its
+// stores before the TMA loads that land there next; no cycle: the stage's previous use was released
+// before). It stores into d
 // (kAllReduce false), or, for GEMM + all-reduce, into slot `rank` of every rank's receive buffer (recv[p]:
 // world slots of [m, n] bf16, the layout of hopper_gemm's AllReduceTiles). The consumer
 // then sets its share's flag flags[p][rank][tile][consumer] to this call's epoch (call_epoch) on every
@@ -115,8 +116,8 @@ struct DecodeRing {
   /** Where the transposed tiles beside the ring would leave it few stages, one consumer of a plain GEMM
    * transposes its tile in a stage the producer leaves unloaded after each step (the step's hole): the
    * shared memory buys a stage more (80 to 192 rows of A; matmul()'s tiles of 128 and of 136 to 192 rows by
-   * 8: 9 stages at 128 rows, 7 at 192, one more than beside). Else the transposed tiles lie beside the ring, which loads the
-   * next tile meanwhile. */
+   * 8: 9 stages at 128 rows, 7 at 192, one more than beside). Else the transposed tiles lie beside the
+   * ring, which loads the next tile meanwhile. */
   static constexpr bool kHole = kConsumers == 1 && !kAllReduce && kRoomBeside < kDecodeHoleBelowStages;
   static_assert(!kHole || kTransposedBytes <= kStageBytes, "a stage holds the transposed tile");
   static constexpr u32 kEpilogueBytes = kHole ? 0 : kTransposedBytes;
