@@ -288,12 +288,6 @@ __device__ __forceinline__ bool decode_split_fixup(const DecodeArgs& a, float (&
   return true;
 }
 
-/** The first k-block of slice `split` of `kblocks` cut into `splits` slices (every slice non-empty while
- * splits <= kblocks): split_begin's cut for any count. */
-__device__ __forceinline__ u32 decode_split_begin(u32 kblocks, u32 splits, u32 split) {
-  return u32(u64(kblocks) * split / splits);
-}
-
 /** Step i's tile (see the contract): slice, tile index, tile-row of A, tile-column of B. */
 struct DecodeStep {
   u32 split, tile, tm, tn;
@@ -355,8 +349,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     };
     for (u32 i = first; i < count; i += stride) {
       const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
-      const u32 kb_end = decode_split_begin(kblocks, splits, st.split + 1);
-      for (u32 kb = decode_split_begin(kblocks, splits, st.split); kb < kb_end; ++kb, at.advance()) {
+      const u32 kb_end = split_begin(kblocks, splits, st.split + 1);
+      for (u32 kb = split_begin(kblocks, splits, st.split); kb < kb_end; ++kb, at.advance()) {
         const u32 s = at.stage;
         wait_free();
         mbar_arrive_expect_tx(full + s, R::kBytesB + decode_box_rows<kCols>(args.m) * kTileKBytes);
@@ -398,7 +392,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   for (u32 i = first; i < count; i += stride) {
     const DecodeStep st = decode_step<kPair>(args, i, cta_rank);
     const u32 split = st.split, tile = st.tile, tm = st.tm, tn = st.tn;
-    const u32 nkb = decode_split_begin(kblocks, splits, split + 1) - decode_split_begin(kblocks, splits, split);
+    const u32 nkb = split_begin(kblocks, splits, split + 1) - split_begin(kblocks, splits, split);
     float acc[kRegs];
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll

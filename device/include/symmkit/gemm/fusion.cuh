@@ -84,10 +84,10 @@ __device__ __forceinline__ uint4 sum_ranks_bf16x8(const __nv_bfloat16* recv, u64
   return round_bf16x8(sum);
 }
 
-/** The first k-block of slice `split` of `kblocks` cut into 2^log2 slices (every slice non-empty while
- * 2^log2 <= kblocks). */
-__device__ __forceinline__ u32 split_begin(u32 kblocks, u32 log2, u32 split) {
-  return u32((u64(kblocks) * split) >> log2);
+/** The first k-block of slice `split` of `kblocks` cut into `splits` slices (every slice non-empty while
+ * splits <= kblocks). Once per tile slice, so the 64-bit division costs nothing that matters. */
+__device__ __forceinline__ u32 split_begin(u32 kblocks, u32 splits, u32 split) {
+  return u32(u64(kblocks) * split / splits);
 }
 
 }  // namespace gemm

@@ -761,7 +761,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const u32 kblocks = (args.k + kTileK - 1) / kTileK;
   const u32 split_log2 = kSplitK ? args.split_log2 : 0;
   const u32 count = Order::count(args, fusion) << split_log2;
-  const u32 split_mask = (1u << split_log2) - 1;
+  const u32 slices = 1u << split_log2;
+  const u32 split_mask = slices - 1;
 
   if (warpgroup == 0) {
     set_max_registers_dec<kProducerRegs>();
@@ -786,8 +787,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (!second) Ready::wait(args, t);
       const TensorMap* map = second ? &fusion.a2 : &map_a;
       const i32 ya = second ? t.row0 - fusion.a2_row0 : t.row0;
-      const u32 kb_end = split_begin(kblocks, split_log2, split + 1);
-      for (u32 kb = split_begin(kblocks, split_log2, split); kb < kb_end; ++kb, ++it) {
+      const u32 kb_end = split_begin(kblocks, slices, split + 1);
+      for (u32 kb = split_begin(kblocks, slices, split); kb < kb_end; ++kb, ++it) {
         const u32 s = it % kStages;
         mbar_wait(empty + s, ((it / kStages) & 1) ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, s));
         mbar_arrive_expect_tx(full + s, R::kStageBytes);
@@ -821,7 +822,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The consumers only count k-blocks (the stage ring says where each is); the slice's index is
     // recomputed for the fix-up, to keep registers for the accumulators.
     const u32 split = i & split_mask;
-    const u32 nkb = split_begin(kblocks, split_log2, split + 1) - split_begin(kblocks, split_log2, split);
+    const u32 nkb = split_begin(kblocks, slices, split + 1) - split_begin(kblocks, slices, split);
     // Zeroing here rather than with wgmma's scale-d keeps ptxas from serialising the MMAs (C7515).
 #pragma unroll
     for (u32 z = 0; z < 128; ++z) acc[z] = 0.0f;
