@@ -20,7 +20,7 @@ import {
   decodeThreads,
   decodeTiles,
 } from "../src/ops/gemm/decode-gemm.js";
-import { parseShapes, relFrobenius } from "../src/bench/gemm.js";
+import { coldCopies, parseShapes, relFrobenius } from "../src/bench/gemm.js";
 import type { DType } from "../src/runtime/dtype.js";
 
 const span = (ptr: bigint, shape: number[], dtype: DType = "bf16") => ({
@@ -281,4 +281,11 @@ test("bench gemm helpers", () => {
   assert.throws(() => parseShapes("8192x8192"), /MxNxK/);
   assert.equal(relFrobenius(new Float32Array([3, 4]), new Float32Array([3, 4])), 0);
   assert.ok(Math.abs(relFrobenius(new Float32Array([0, 0]), new Float32Array([3, 4])) - 1) < 1e-12);
+  // Cold weights: copies of B adding up to at least 3x L2, two at least, 64 at most.
+  const l2 = 50 << 20;
+  assert.equal(coldCopies(2560 * 8192 * 2, l2), 4);
+  assert.equal(coldCopies(8192 * 8192 * 2, l2), 2);
+  assert.equal(coldCopies(64 * 64, l2), 64);
+  for (const b of [1 << 20, 10 << 20, 42 << 20, 49 << 20, 51 << 20])
+    assert.ok(coldCopies(b, l2) * b >= 3 * l2 || coldCopies(b, l2) === 64);
 });

@@ -1,8 +1,12 @@
 // `symmkit bench gemm`: symmkit's Hopper GEMM against cuBLASLt in the same run, on one GPU. Each shape
 // is validated first (relative Frobenius error of symmkit against cuBLASLt on the same random inputs),
-// then timed as GPU time from CUDA-graph replays of back-to-back GEMMs (median of the replays).
+// then timed as GPU time from CUDA-graph replays of back-to-back GEMMs (median of the replays). With hot
+// weights every GEMM reads the same B, so where B is near L2's size part of it stays there from the last
+// call; with cold weights the GEMMs of a graph cycle through copies of B that together exceed L2 several
+// times over, as a model's layers read weights L2 does not hold (A, the activations, stays hot).
 import { SymmkitError } from "../errors.js";
 import { Device } from "../runtime/device.js";
+import { dtypeInfo } from "../runtime/dtype.js";
 import { Stream } from "../runtime/stream.js";
 import { freshSeed, Tensor } from "../runtime/tensor.js";
 import { CublasLtMatmul, type BLayout, type LtElem } from "../ops/gemm/cublaslt-matmul.js";
@@ -13,12 +17,22 @@ import { benchEnvironment, graphTimeManyUs, table, type BenchEnvironment } from 
 
 export type GemmShape = readonly [number, number, number];
 
+/** Whether each timed GEMM reads the B the last one read (hot) or one L2 does not hold (cold). */
+export type GemmWeights = "hot" | "cold";
+
+/** Copies of B the GEMMs cycle through with cold weights: together at least 3x L2, so that a copy's
+ * bytes have left L2 before the cycle comes back to it. */
+export function coldCopies(bBytes: number, l2Bytes: number): number {
+  return Math.min(64, Math.max(2, Math.ceil((3 * l2Bytes) / bBytes)));
+}
+
 export interface GemmRow {
   readonly m: number;
   readonly n: number;
   readonly k: number;
   readonly elem: LtElem;
   readonly layoutB: BLayout;
+  readonly weights: GemmWeights;
   /** Relative Frobenius difference of symmkit's output from cuBLASLt's. */
   readonly relDiff: number;
   /** What matmul() runs (symmkitGemmPlan, in words) and in how many split-K slices; unless that is the
@@ -67,9 +81,12 @@ export async function benchGemm(options: {
   elem: LtElem;
   /** How B is stored (default "nk"). */
   layoutB?: BLayout;
+  /** Default "hot". */
+  weights?: GemmWeights;
   log?: (line: string) => void;
 }): Promise<GemmBenchResult> {
   const layoutB = options.layoutB ?? "nk";
+  const weights = options.weights ?? "hot";
   const device = Device.get();
   const stream = Stream.create(device);
   // One process on one GPU, so rank 0. Its line per shape comes once the shape is timed, on stderr as
@@ -93,21 +110,32 @@ export async function benchGemm(options: {
   const lt = CublasLtMatmul.for(device);
   const rows: GemmRow[] = [];
   for (const [m, n, k] of options.shapes) {
-    progress.step(`${m}x${n}x${k} ${options.elem} B ${layoutB}`);
+    progress.step(`${m}x${n}x${k} ${options.elem} B ${layoutB}, ${weights} weights`);
     const gen = { device, stream, seed, low: -1, high: 1 };
     const a = Tensor.rand([m, k], options.elem, { ...gen, offset: 0 });
-    const b = Tensor.rand(layoutB === "nk" ? [n, k] : [k, n], options.elem, { ...gen, offset: 1n << 40n });
+    const bShape = layoutB === "nk" ? [n, k] : [k, n];
+    const bBytes = n * k * dtypeInfo(options.elem).bytes;
+    const copies = weights === "cold" ? coldCopies(bBytes, device.props.l2Bytes) : 1;
+    // Equal copies (the same seed and offset): every GEMM computes the same product.
+    const bs = Array.from({ length: copies }, () =>
+      Tensor.rand(bShape, options.elem, { ...gen, offset: 1n << 40n }),
+    );
     const dS = Tensor.full([m, n], NaN, "bf16", { device, stream });
     const dL = Tensor.full([m, n], NaN, "bf16", { device, stream });
     try {
-      const common = { a: a.ptr, b: b.ptr, m, n, k, stream };
       const problem = { elem: options.elem, m, n, k, layoutB };
       const plan = symmkitGemmPlan(device, problem);
       const splits = plan.splits;
       const plain = plan.kernel === "hopper" && splits === 1;
-      const runS = (): void => launchSymmkitGemm(device, problem, { ...common, d: dS.ptr }, stream);
-      const runUnsplit = (): void => gemm.launch({ ...common, d: dS.ptr });
-      const runL = (): void => lt.run({ ...common, d: dL.ptr, elem: options.elem, layoutB });
+      // Each implementation cycles through the copies of B from its own counter.
+      const cycling = () => {
+        let i = 0;
+        return () => ({ a: a.ptr, b: bs[i++ % copies]!.ptr, m, n, k, stream });
+      };
+      const [forS, forUnsplit, forL] = [cycling(), cycling(), cycling()];
+      const runS = (): void => launchSymmkitGemm(device, problem, { ...forS(), d: dS.ptr }, stream);
+      const runUnsplit = (): void => gemm.launch({ ...forUnsplit(), d: dS.ptr });
+      const runL = (): void => lt.run({ ...forL(), d: dL.ptr, elem: options.elem, layoutB });
       runS();
       runL();
       stream.synchronize();
@@ -115,11 +143,12 @@ export async function benchGemm(options: {
       if (!(relDiff < (options.elem === "bf16" ? 1e-2 : 3e-2))) {
         throw new SymmkitError(
           "SYMMKIT_INVALID_ARGUMENT",
-          `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit differs from cuBLASLt by ${relDiff} (relative Frobenius); not timing a wrong kernel`,
+          `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}, ${weights} weights: symmkit differs from cuBLASLt by ${relDiff} (relative Frobenius); not timing a wrong kernel`,
         );
       }
       const flops = 2 * m * n * k;
-      const perGraph = Math.max(3, Math.min(200, Math.ceil(20e-3 / (flops / 600e12))));
+      // A graph goes through every copy of B at least once, so that its cycle repeats within a replay.
+      const perGraph = Math.max(3, copies, Math.min(200, Math.ceil(20e-3 / (flops / 600e12))));
       // Side by side: under a power cap the clock swings within a run, and the kernels do not follow it
       // alike (docs/perf-notes.md: the decode GEMM's ring).
       const us = await graphTimeManyUs(stream, plain ? [runS, runL] : [runS, runL, runUnsplit], {
@@ -133,6 +162,7 @@ export async function benchGemm(options: {
         k,
         elem: options.elem,
         layoutB,
+        weights,
         relDiff,
         plan: describePlan(plan),
         splits,
@@ -141,10 +171,10 @@ export async function benchGemm(options: {
       };
       rows.push(row);
       log(
-        `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s${plain ? "" : ` (${row.plan}; plain unsplit ${(flops / unsplit! / 1e6).toFixed(0)})`}, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
+        `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}, ${weights} weights: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s${plain ? "" : ` (${row.plan}; plain unsplit ${(flops / unsplit! / 1e6).toFixed(0)})`}, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
       );
     } finally {
-      for (const t of [a, b, dS, dL]) t.dispose();
+      for (const t of [a, ...bs, dS, dL]) t.dispose();
     }
   }
   const attrs = gemm.kernel.attributes();
@@ -166,6 +196,7 @@ export function formatGemm(r: GemmBenchResult): string {
       "k",
       "dtype",
       "B",
+      "weights",
       "symmkit us",
       "cuBLASLt us",
       "symmkit TFLOP/s",
@@ -180,6 +211,7 @@ export function formatGemm(r: GemmBenchResult): string {
       String(x.k),
       x.elem,
       x.layoutB,
+      x.weights,
       x.us.symmkit.toFixed(1),
       x.us.cublaslt.toFixed(1),
       x.tflops.symmkit.toFixed(0),

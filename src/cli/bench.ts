@@ -2,7 +2,7 @@
 // algorithm names) are declared once that module is loaded, just before the command parses or shows help.
 import { InvalidArgumentError as CommanderInvalidArgument, Option } from "commander";
 import { InvalidArgumentError, UnsupportedError } from "../errors.js";
-import type { GemmShape } from "../bench/gemm.js";
+import type { GemmShape, GemmWeights } from "../bench/gemm.js";
 import type { BLayout, LtElem } from "../ops/gemm/cublaslt-matmul.js";
 import { DTYPES, type DType } from "../runtime/dtype.js";
 import { valueParser, type CliCommand } from "./command.js";
@@ -228,12 +228,21 @@ export function addBenchCommands(program: CliCommand): void {
             .choices(["nk", "kn"] satisfies BLayout[])
             .default("nk"),
         )
+        .addOption(
+          new Option(
+            "--weights <where>",
+            "hot: every GEMM reads the B the last one read; cold: they cycle through copies of B that L2 cannot hold, as a model's layers do",
+          )
+            .choices(["hot", "cold"] satisfies GemmWeights[])
+            .default("hot"),
+        )
         .addOption(jsonOption());
     })
     .does(async (cmd) => {
-      const o = cmd.opts<{ shapes: GemmShape[]; dtype: LtElem; layoutB: BLayout }>();
+      const o = cmd.opts<{ shapes: GemmShape[]; dtype: LtElem; layoutB: BLayout; weights: GemmWeights }>();
       const { benchGemm, formatGemm } = await import("../bench/gemm.js");
-      return show(cmd, await benchGemm({ shapes: o.shapes, elem: o.dtype, layoutB: o.layoutB }), formatGemm);
+      const options = { shapes: o.shapes, elem: o.dtype, layoutB: o.layoutB, weights: o.weights };
+      return show(cmd, await benchGemm(options), formatGemm);
     });
 
   for (const name of Object.keys(FUSED) as (keyof typeof FUSED)[]) {

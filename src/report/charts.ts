@@ -135,7 +135,14 @@ const UNSPLIT = "symmkit, plain kernel unsplit";
 /** TFLOP/s per shape: symmkit's GEMM (and its plain kernel unsplit, where matmul() runs another plan)
  * against cuBLASLt; and their times over cuBLASLt's, which shows the small shapes TFLOP/s flattens. */
 export function gemmCharts(r: GemmResult, c: Colours): Chart[] {
-  const kinds = [...new Set(r.rows.map((x) => `${x.elem}${x.layoutB ? `, B ${x.layoutB}` : ""}`))].join("; ");
+  const kinds = [
+    ...new Set(
+      r.rows.map(
+        (x) =>
+          `${x.elem}${x.layoutB ? `, B ${x.layoutB}` : ""}${x.weights === "cold" ? ", cold weights" : ""}`,
+      ),
+    ),
+  ].join("; ");
   const tflops = r.rows.flatMap((x) => [
     { shape: shapeOf(x), impl: "symmkit", y: x.tflops.symmkit },
     ...(x.unsplitUs === undefined

@@ -82,6 +82,8 @@ export interface GemmResult {
     readonly k: number;
     readonly elem: string;
     readonly layoutB: string;
+    /** "cold" where the timed GEMMs cycled through copies of B that L2 cannot hold; "" in older files (hot). */
+    readonly weights: string;
     readonly tflops: { readonly symmkit: number; readonly cublaslt: number };
     /** The plain Hopper kernel unsplit, where matmul() runs another plan. */
     readonly unsplitUs: number | undefined;
@@ -558,6 +560,7 @@ function gemm(x: Json, environment: Environment, source: Source): GemmResult | s
       k: r.k,
       elem: isString(r.elem) ? r.elem : "",
       layoutB: isString(r.layoutB) ? r.layoutB : "",
+      weights: isString(r.weights) ? r.weights : "",
       tflops: { symmkit: r.tflops.symmkit, cublaslt: r.tflops.cublaslt },
       unsplitUs: isObject(r.us) ? optionalNumber(r.us.unsplit) : undefined,
     })),
