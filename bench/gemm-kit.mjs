@@ -1,24 +1,36 @@
 // What the GEMM bench scripts (decode-shapes, gemm-split-sweep, gemm-stress) share: GPU 0 and a stream,
-// seeded operands of a shape, HopperGemm's split-K store variant on either ring, cuBLASLt, and a graph timer.
+// seeded operands of a shape (B hot or cold), HopperGemm's split-K store variant on either ring, cuBLASLt, and a graph timer.
 import { Device } from "../dist/src/runtime/device.js";
 import { Stream } from "../dist/src/runtime/stream.js";
 import { Tensor } from "../dist/src/runtime/tensor.js";
 import { HopperGemm } from "../dist/src/ops/gemm/hopper-gemm.js";
 import { CublasLtMatmul } from "../dist/src/ops/gemm/cublaslt-matmul.js";
 import { graphTimeUs } from "../dist/src/bench/report.js";
+import { coldCopies } from "../dist/src/bench/gemm.js";
 
 export const device = Device.get(0);
 export const stream = Stream.create(device);
 
 /** A [m, k], B [n, k] (seeded, uniform, `elem`) and D [m, n] in bf16; `launch` holds what every launcher
- * takes. */
-export function operands(m, n, k, elem = "bf16") {
+ * takes. With `cold`, B has equal copies adding up to 3x L2 (bench gemm --weights cold): each `cycle()`
+ * gives a function whose launches go through them in turn, so that B is read from memory, as a model's
+ * layers read their weights; without, its launches all read the one B. */
+export function operands(m, n, k, elem = "bf16", cold = false) {
   const a = Tensor.rand([m, k], elem, { device, seed: 1n, offset: 0 });
-  const b = Tensor.rand([n, k], elem, { device, seed: 1n, offset: 1n << 40n });
+  const copies = cold ? coldCopies(n * k * (elem === "bf16" ? 2 : 1), device.props.l2Bytes) : 1;
+  const bs = Array.from({ length: copies }, () =>
+    Tensor.rand([n, k], elem, { device, seed: 1n, offset: 1n << 40n }),
+  );
   const d = Tensor.empty([m, n], "bf16", { device });
+  const launch = { a: a.ptr, b: bs[0].ptr, d: d.ptr, m, n, k, stream };
   return {
-    launch: { a: a.ptr, b: b.ptr, d: d.ptr, m, n, k, stream },
-    dispose: () => [a, b, d].forEach((x) => x.dispose()),
+    launch,
+    copies,
+    cycle: () => {
+      let i = 0;
+      return () => ({ ...launch, b: bs[i++ % copies].ptr });
+    },
+    dispose: () => [a, ...bs, d].forEach((x) => x.dispose()),
   };
 }
 

@@ -46,18 +46,25 @@ test(
   { skip },
   () => {
     // decodeSharedBytes mirrors DecodeRing's arithmetic; a launch with less than the kernel lays out would
-    // overrun its shared memory, so the compiler checks every width, one consumer and two, plain and with the
-    // all-reduce.
+    // overrun its shared memory, so the compiler checks every width, one consumer, two and three (tall: up to
+    // 168 rows of A), plain and with the all-reduce.
     const variants = DECODE_COLS.flatMap((cols) =>
-      [false, true]
-        .filter((wide) => wide || cols <= 192)
-        .flatMap((wide) =>
-          [false, true].map((allReduce) => ({ elem: "bf16" as const, cols, wide, paired: false, allReduce })),
+      [1, 2, 3]
+        .filter((consumers) => (consumers === 1 ? cols <= 192 : consumers === 2 || cols <= 168))
+        .flatMap((consumers) =>
+          [false, true].map((allReduce) => ({
+            elem: "bf16" as const,
+            cols,
+            wide: consumers > 1,
+            paired: false,
+            tall: consumers === 3,
+            allReduce,
+          })),
         ),
     );
     const asserts = variants.map(
       (v) =>
-        `static_assert(symmkit::gemm::DecodeRing<${v.cols}, ${v.wide ? 2 : 1}, ${v.allReduce}>::kSharedBytes == ${decodeSharedBytes(v)}, "${describeDecodeShape(v)}${v.allReduce ? " all-reduce" : ""}");`,
+        `static_assert(symmkit::gemm::DecodeRing<${v.cols}, ${v.tall ? 3 : v.wide ? 2 : 1}, ${v.allReduce}>::kSharedBytes == ${decodeSharedBytes(v)}, "${describeDecodeShape(v)}${v.allReduce ? " all-reduce" : ""}");`,
     );
     compileProgram(
       compileRequest(

@@ -219,14 +219,36 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(plan(224, 28672), "decode, 224 x 128 tiles, 1 slice");
   assert.equal(plan(225, 28672), "hopper, 1 slice", "past 224 rows: two tile-rows of 128");
   assert.equal(plan(200, 14336, 8192), "decode, 200 x 128 tiles, 1 slice", "two tile-rows of 128: 224 tiles");
-  assert.equal(plan(200, 10240), "decode, 200 x 128 tiles, 1 slice", "two tile-rows of 128: 160 tiles");
+  // Tall tiles at 193-208 rows where one tile-row of 128 rows of B leaves SMs idle: 108 tiles, not 80.
+  assert.equal(
+    plan(200, 10240),
+    "decode, 104 x 192 tiles, 1 slice",
+    "tall: 0.78x the busiest CTA's MMA work",
+  );
+  assert.equal(plan(193, 9216, 8192), "decode, 104 x 192 tiles, 1 slice");
+  assert.equal(plan(208, 12288, 8192), "decode, 104 x 192 tiles, 1 slice", "128 tiles");
+  assert.equal(plan(208, 6144, 8192), "decode, 104 x 192 tiles, 2 slices", "0.61x two tile-rows of 128");
+  assert.equal(plan(209, 10240, 8192), "decode, 216 x 128 tiles, 1 slice", "two tile-rows of 104 end at 208");
+  assert.equal(plan(200, 16896, 8192), "decode, 200 x 128 tiles, 1 slice", "tall: two waves");
   assert.equal(plan(200, 8192, 14336), "decode, 200 x 128 tiles, 2 slices", "one tile-row in halves");
   assert.equal(plan(200, 8192), "decode, 200 x 128 tiles, 2 slices");
-  assert.equal(plan(200, 4096, 14336), "decode, 128 x 128 tiles, 2 slices", "not one tile-row in quarters");
-  assert.equal(plan(200, 5632, 14336), "decode, 128 x 128 tiles, 1 slice", "44 tile-columns: not in thirds");
+  assert.equal(
+    plan(200, 4096, 14336),
+    "decode, 128 x 128 tiles, 2 slices",
+    "not one tile-row in quarters, nor tall in thirds",
+  );
+  assert.equal(
+    plan(200, 5632, 14336),
+    "decode, 104 x 192 tiles, 2 slices",
+    "tall halves, not 88 tiles unsplit",
+  );
   assert.equal(plan(200, 8192, 1024), "decode, 128 x 128 tiles, 1 slice", "16 k-blocks: no slices");
   const fp8 = describePlan(gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 8192, k: 14336, layoutB: "nk" }, 132));
   assert.equal(fp8, "decode, 128 x 128 tiles, 1 slice", "fp8: two tile-rows of 128");
+  const fp8Tall = gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 10240, k: 8192, layoutB: "nk" }, 132);
+  assert.equal(describePlan(fp8Tall), "decode, 104 x 192 tiles, 1 slice", "fp8 tall too");
+  const fp8Split = gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 6144, k: 8192, layoutB: "nk" }, 132);
+  assert.equal(describePlan(fp8Split), "decode, 128 x 128 tiles, 1 slice", "fp8: no tall tiles in slices");
   assert.equal(plan(256, 14336), "hopper, 1 slice");
   assert.equal(plan(256, 8192), "decode, 128 x 128 tiles, 1 slice");
   assert.equal(plan(320, 28672), "decode, 160 x 128 tiles, 1 slice");
@@ -238,8 +260,8 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.ok(!decodeFits(1, 8196, "nk"), "rows of D are stored in 16-byte chunks");
   // Every plan the decode GEMM's launcher takes: slices of at least 16 k-blocks, one wave of tile slices.
   for (const elem of ["bf16", "fp8e4m3"] as const)
-    for (const m of [1, 7, 64, 128, 150, 193, 200, 201, 224, 300, 384])
-      for (const n of [512, 2048, 4096, 5632, 8192, 10240, 28672])
+    for (const m of [1, 7, 64, 128, 150, 193, 200, 201, 208, 224, 300, 384])
+      for (const n of [512, 2048, 4096, 5632, 6144, 8192, 10240, 12288, 28672])
         for (const k of [512, 4096, 14336]) {
           const p = gemmPlanFor({ elem, m, n, k, layoutB: "nk" }, 132);
           if (p.kernel !== "decode") continue;
@@ -252,14 +274,14 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   assert.equal(decodeFlagCount(200, 8192, 2, decodeShape(200, 8192, 132)), 2 * 2 * 64 * 2); // per consumer
   for (const v of DECODE_VARIANTS) {
     assert.ok(decodeSharedBytes(v) <= 227 * 1024, `${describeDecodeShape(v)}: shared memory`);
-    assert.equal(decodeThreads(v), v.wide ? 384 : 256);
+    assert.equal(decodeThreads(v), v.tall ? 512 : v.wide ? 384 : 256);
   }
-  // Both dtypes: the 13 rows of A of the one-consumer tiles, one-consumer and wide, and the 4 one-row wide
-  // tiles (200 to 224 rows), with and without the all-reduce; no pairs.
-  assert.equal(DECODE_PROGRAMS.length, 2 * (13 * 2 + 4) * 2);
+  // Both dtypes: the 13 rows of A of the one-consumer tiles, one-consumer and wide, the 4 one-row wide
+  // tiles (200 to 224 rows) and the tall one, with and without the all-reduce; no pairs.
+  assert.equal(DECODE_PROGRAMS.length, 2 * (13 * 2 + 4 + 1) * 2);
   assert.ok(DECODE_VARIANTS.every((v) => !v.paired));
   for (const m of [1, 100, 200, 213, 384])
-    for (const n of [8192, 28672]) {
+    for (const n of [8192, 10240, 28672]) {
       const shape = decodePlan(m, n, 14336, 2, 132);
       for (const allReduce of [false, true])
         assert.ok(

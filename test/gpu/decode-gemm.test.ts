@@ -42,6 +42,8 @@ function decoder(elem: Elem, shape: DecodeShape, allReduce = false): DecodeGemm 
 }
 const narrow8: DecodeShape = { cols: 8, wide: false, paired: false };
 const paired = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: true });
+/** Tall tiles: 192 rows of B on three consumers. */
+const tall = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: false, tall: true });
 
 /** Exact operands on the device and the reference bits (symmkit's other GEMM, checked against the CPU's). */
 function problem(m: number, n: number, k: number, elem: Elem, salt: number, scale?: Tensor) {
@@ -85,6 +87,7 @@ test(
       ["rows 33-64", "bf16", 50, 1032, 1024, [1, 2], false],
       ["rows 65-128, many tiles", "bf16", 100, 8200, 1024, [1], false],
       ["rows 129-256 (wide tiles)", "bf16", 200, 2056, 1024, [1, 3, 4], false],
+      ["rows 193-208, many tile-columns", "bf16", 205, 10248, 1024, [1], false],
       ["rows past 256", "bf16", 300, 2048, 256, [1], false],
       ["rows past 256 in slices (pairs of tile-rows)", "bf16", 333, 1032, 2048, [1, 2], false],
       ["more tiles than SMs (persistent)", "bf16", 3, 20480, 256, [1], false],
@@ -100,7 +103,7 @@ test(
       // several tile-rows past 128 rows; from 80 rows their transposed tile lies in a hole of the ring),
       // wide tiles (two consumers, 128 rows of B), and paired wide tiles (one tile-row pair, or several, or
       // a pair whose second tile-row lies past m). The unpaired wide tiles of 208 to 256 rows of A transpose
-      // in passes (3 at 216 rows).
+      // in passes (3 at 216 rows). Tall tiles (three consumers, 192 rows of B) of 104 and 168 rows of A.
       const chosen = decodeShape(m, n, device.props.smCount);
       const shapes: DecodeShape[] = [
         chosen,
@@ -116,6 +119,7 @@ test(
           paired: false,
         })),
         ...([64, 80, 96, 112, 128, 160, 192] as const).map(paired),
+        ...([104, 168] as const).map(tall),
       ];
       for (const shape of shapes.filter(
         (x, i) => shapes.findIndex((y) => describeDecodeShape(y) === describeDecodeShape(x)) === i,
@@ -203,7 +207,8 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
   // 24 tiles in up to 4 slices, 160 wide tiles (two consumers) walked by a persistent grid, 320 narrow
   // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows (32, 16 and 64 rows of A), the one-row
   // wide tiles (200 rows of A picked by the plan; 208 and 224 in 2 passes, 216 in 3), paired wide tiles: 64 pairs,
-  // and 160 pairs walked by a persistent grid of clusters, and thirds.
+  // and 160 pairs walked by a persistent grid of clusters, and thirds; tall tiles walked by a persistent grid
+  // (214 tiles) and in halves (64 tiles).
   const wide = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: false });
   for (const [m, n, k, splitsList, shape] of [
     [24, 1536, 2048, [1, 2, 4, 1], undefined],
@@ -221,6 +226,8 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
     [200, 20480, 512, [1], wide(224)],
     [250, 4096, 1024, [1, 2], wide(256)],
     [213, 4096, 1024, [3], wide(216)],
+    [205, 20480, 512, [1], tall(104)],
+    [193, 6152, 1024, [1, 2], tall(104)],
   ] as const) {
     const { device, a, b, bits } = problem(m, n, k, "bf16", 201 + m);
     const tiles = shape ?? decodeShape(m, n, device.props.smCount);

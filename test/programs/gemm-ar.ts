@@ -477,6 +477,7 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [1, 2560, 3072], // 40 tiles in thirds of K
     [200, 4096, 4096], // two tile-rows of 128 in halves of K
     [200, 8192, 4096], // bf16: one tile-row of 200 in halves where two of 128 would run unsplit
+    [200, 10240, 1024], // tall decode tiles: two tile-rows of 104 by 192 rows of B, three consumers
   ];
   let cases = 0;
   let calls = 0;

@@ -1,6 +1,7 @@
 // symmkit's GEMM for few rows of A (device/include/symmkit/gemm/decode_gemm.cuh): D[m, n] = A[m, k] * B[n, k]^T
 // computed as D^T = B * A^T, in tiles of 64 rows of B by 8 to 192 rows of A (or 128 rows of B by up to 256
-// of A, two consumers, alone or paired in clusters of two CTAs that share B by multicast), with split-K for problems
+// of A, two consumers, alone or paired in clusters of two CTAs that share B by multicast, or 192 rows of B
+// by 104 of A, three consumers), with split-K for problems
 // of few tiles and, optionally, GEMM + all-reduce's exchange in its epilogue. matmul() and the fused GEMM +
 // all-reduce run it at decode sizes (decodeFits) unless HopperGemm's tiles do better there
 // (symmkitGemmPlan, matmul.ts); HopperGemm runs everything else.
@@ -29,10 +30,10 @@ import { SplitScratch } from "./split-scratch.js";
 /** Rows of A a tile takes (wgmma's N side); 200 to 256 in wide tiles only (the tiles past 192 rows that
  * were built and tested: DecodeGemm refuses them on one consumer). */
 export const DECODE_COLS = [
-  8, 16, 32, 64, 80, 96, 112, 128, 136, 144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 256,
+  8, 16, 32, 64, 80, 96, 104, 112, 128, 136, 144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 256,
 ] as const;
 export type DecodeCols = (typeof DECODE_COLS)[number];
-/** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers. */
+/** Rows of B one consumer warpgroup takes (kDecodeRowsB); a wide tile has two consumers, a tall one three. */
 export const DECODE_ROWS_B = 64;
 const MAX_STAGES = 16;
 /** kDecodeHoleBelowStages: fewer stages beside the transposed tiles than this, and a plain one-consumer
@@ -41,19 +42,21 @@ const HOLE_BELOW_STAGES = 12;
 const SHARED_MAX = 227 * 1024;
 const TILE_K_BYTES = 128;
 
-/** A tile's shape: `cols` rows of A by 64 rows of B, or 128 with `wide` (two consumer warpgroups); wide
- * tiles `paired` run in clusters of two CTAs on neighbouring tile-rows of A, each loading half of their
- * block of B multicast to both (decode_gemm.cuh kPair). matmul() runs no paired tiles: on the ring of
- * stages as [B | A] the unpaired wide tiles measured level with them or faster on an H200. */
+/** A tile's shape: `cols` rows of A by 64 rows of B, or 128 with `wide` (two consumer warpgroups), or 192
+ * with `tall` too (three; unpaired, at most 168 rows of A: split-K's scratch holds a tile slice of 128 x
+ * 256 floats); wide tiles `paired` run in clusters of two CTAs on neighbouring tile-rows of A, each loading
+ * half of their block of B multicast to both (decode_gemm.cuh kPair). matmul() runs no paired tiles: on the
+ * ring of stages as [B | A] the unpaired wide tiles measured level with them or faster on an H200. */
 export interface DecodeShape {
   readonly cols: DecodeCols;
   readonly wide: boolean;
   readonly paired: boolean;
+  readonly tall?: boolean;
 }
 
-/** A shape in words: "160 x 64", "128 x 128", "96 x 128 paired". */
+/** A shape in words: "160 x 64", "128 x 128", "96 x 128 paired", "104 x 192". */
 export function describeDecodeShape(s: DecodeShape): string {
-  return `${s.cols} x ${s.wide ? 128 : 64}${s.paired ? " paired" : ""}`;
+  return `${s.cols} x ${s.tall ? 192 : s.wide ? 128 : 64}${s.paired ? " paired" : ""}`;
 }
 
 export interface DecodeVariant extends DecodeShape {
@@ -62,7 +65,7 @@ export interface DecodeVariant extends DecodeShape {
   readonly allReduce: boolean;
 }
 
-const consumers = (s: DecodeShape): number => (s.wide ? 2 : 1);
+const consumers = (s: DecodeShape): number => (s.tall ? 3 : s.wide ? 2 : 1);
 const pairOf = (s: DecodeShape): number => (s.paired ? 2 : 1);
 
 /** Threads of a launch: the producer's warpgroup and one per consumer. */
@@ -186,7 +189,10 @@ export function decodeSplitsFor(
  * half the k-blocks by 200 rows of A instead of all by 128. Not in more slices (200 x 4096 x 14336:
  * quarters 50.4 µs, two tile-rows of 128 in halves 49.2), nor fp8, whose MMAs take half the time (200 x
  * 8192 x 14336: 48.5 against 44.8 µs), nor the tiles of 208-224 rows, untimed, which save fewer MMA
- * columns (at most 0.81-0.88x, where 200 rows' 0.78x gained 5%). */
+ * columns (at most 0.81-0.88x, where 200 rows' 0.78x gained 5%). At 193-208 rows the tall tiles (two
+ * tile-rows of 104 by 192 rows of B, three consumers) replace that choice where its busiest CTA would do
+ * much more MMA work (TALL_BELOW): where one tile-row of 128 rows of B leaves SMs idle, 72-96 tile-columns
+ * at n = 9216-12288 (200 x 10240 x 8192: 61.7 µs against 69.0, cuBLASLt 53.8). */
 export function decodePlan(
   m: number,
   n: number,
@@ -199,9 +205,41 @@ export function decodePlan(
     splits: decodeSplitsFor(m, n, k, elementBytes, resident, shape),
   });
   const shaped = planned(decodeShape(m, n, resident));
-  if (m <= 192 || m > 200 || shaped.cols >= m || shaped.splits > 1 || elementBytes !== 2) return shaped;
-  const one = planned({ cols: 200, wide: true, paired: false });
-  return one.splits === 2 ? one : shaped;
+  const chosen =
+    m > 192 && m <= 200 && shaped.cols < m && shaped.splits === 1 && elementBytes === 2
+      ? ([planned({ cols: 200, wide: true, paired: false })].find((one) => one.splits === 2) ?? shaped)
+      : shaped;
+  if (m <= 192 || m > 2 * TALL_COLS) return chosen;
+  const tall = planned({ cols: TALL_COLS, wide: true, paired: false, tall: true });
+  const work = (p: typeof chosen) => busiestWork(m, n, k, elementBytes, resident, p);
+  // fp8's MMAs take half bf16's time, so split tall tiles gain less than their fix-up costs there.
+  const fits = tall.splits === 1 || elementBytes === 2;
+  return fits && work(tall) <= TALL_BELOW * work(chosen) ? tall : chosen;
+}
+
+/** Rows of A of the tall tiles (two tile-rows cover 193-208 rows, cuBLASLt's 192 x 104 tiles there). */
+const TALL_COLS: DecodeCols = 104;
+/** The tall tiles replace a plan where their busiest CTA's MMA work is at most this share of its: on an
+ * H200 every such case, 0.61-0.78, ran 6-18% faster in bf16 (193-208 x 5632-12288, k = 4096-14336), and
+ * unsplit in fp8 (193-208 x 9216-12288); at 0.82 (200 x 4096 x 14336, thirds against two tile-rows of 128
+ * in halves) they tied. Split in fp8 they lost (200 x 6144 x 8192: halves 27.4 µs, two tile-rows of 128
+ * unsplit 25.3; 200 x 5632 x 14336: 38.1 against 39.8 won by too little to count). */
+const TALL_BELOW = 0.8;
+
+/** The MMA work of a plan's busiest CTA, in rows of B x rows of A x k-blocks: the waves of tile slices, each
+ * a tile's rows of B by its rows of A over a slice's k-blocks. */
+function busiestWork(
+  m: number,
+  n: number,
+  k: number,
+  elementBytes: number,
+  resident: number,
+  plan: DecodeShape & { readonly splits: number },
+): number {
+  const { tilesM, tilesN } = decodeTiles(m, n, plan);
+  const waves = Math.ceil((tilesM * tilesN * plan.splits) / resident);
+  const kblocks = Math.ceil(gemmKBlocks(k, elementBytes) / plan.splits);
+  return waves * consumers(plan) * DECODE_ROWS_B * plan.cols * kblocks;
 }
 
 const ELEM_TYPES: Record<GemmElem, string> = { bf16: "__nv_bfloat16", fp8e4m3: "symmkit::fp8e4m3" };
@@ -212,21 +250,23 @@ export function decodeExpr(v: DecodeVariant): string {
 
 export function decodeProgram(v: DecodeVariant): ProgramSpec {
   return {
-    name: `symmkit/gemm/decode/${v.elem}-n${v.cols}${v.wide ? "-wide" : ""}${v.paired ? "-paired" : ""}${v.allReduce ? "-all-reduce" : ""}`,
+    name: `symmkit/gemm/decode/${v.elem}-n${v.cols}${v.tall ? "-tall" : v.wide ? "-wide" : ""}${v.paired ? "-paired" : ""}${v.allReduce ? "-all-reduce" : ""}`,
     source: '#include "symmkit/gemm/decode_gemm.cuh"\n',
     nameExpressions: [decodeExpr(v)],
   };
 }
 
 /** The variants matmul() and GEMM + all-reduce may run (decodePlan's), in both dtypes, each plain and with
- * the all-reduce: the one-consumer tiles, the wide tiles of the same rows of A, and the one-row wide tiles. */
+ * the all-reduce: the one-consumer tiles, the wide tiles of the same rows of A, the one-row wide tiles and
+ * the tall tiles. */
 export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((elem) =>
   [
-    ...NARROW_COLS.flatMap((cols) => [false, true].map((wide) => ({ cols, wide }))),
-    ...ONE_ROW_WIDE_COLS.map((cols) => ({ cols, wide: true })),
-  ].flatMap(({ cols, wide }) =>
-    [false, true].map((allReduce) => ({ elem, cols, wide, paired: false, allReduce })),
-  ),
+    ...NARROW_COLS.flatMap((cols): DecodeShape[] =>
+      [false, true].map((wide) => ({ cols, wide, paired: false })),
+    ),
+    ...ONE_ROW_WIDE_COLS.map((cols): DecodeShape => ({ cols, wide: true, paired: false })),
+    { cols: TALL_COLS, wide: true, paired: false, tall: true } satisfies DecodeShape,
+  ].flatMap((shape) => [false, true].map((allReduce) => ({ ...shape, elem, allReduce }))),
 );
 export const DECODE_PROGRAMS: readonly ProgramSpec[] = DECODE_VARIANTS.map(decodeProgram);
 
@@ -327,6 +367,10 @@ export class DecodeGemm extends HopperLauncher {
     if (!variant.wide && variant.cols > 192)
       throw new InvalidArgumentError(
         `gemm: decode tiles of ${variant.cols} rows of A are wide only (two consumers); one-consumer tiles take at most 192`,
+      );
+    if (variant.tall && (!variant.wide || variant.paired || variant.cols > 168))
+      throw new InvalidArgumentError(
+        "gemm: tall decode tiles (three consumers) are wide, unpaired and at most 168 rows of A (split-K's scratch holds 128 x 256 floats a tile slice)",
       );
     this.variant = variant;
     this.#sharedBytes = decodeSharedBytes(variant);

@@ -196,8 +196,9 @@ function decoderFor(device: Device, elem: MatmulProblem["elem"], shape: DecodeSh
   const key = `${device.ordinal}/${elem}/${describeDecodeShape(shape)}`;
   let g = decoders.get(key);
   if (!g) {
-    const { cols, wide, paired } = shape;
-    decoders.set(key, (g = new DecodeGemm(device, { elem, cols, wide, paired, allReduce: false })));
+    const { cols, wide, paired, tall } = shape;
+    const variant = { elem, cols, wide, paired, ...(tall ? { tall } : {}), allReduce: false };
+    decoders.set(key, (g = new DecodeGemm(device, variant)));
   }
   return g;
 }

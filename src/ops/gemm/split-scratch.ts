@@ -12,7 +12,7 @@ import { DeviceMemory, memset } from "../../runtime/memory.js";
 import { Stream } from "../../runtime/stream.js";
 
 /** f32 partials of the largest one-wave split: one 128 x 256 tile slice (HopperGemm's; DecodeGemm's are
- * at most 128 rows of B by 256 of A) per SM. */
+ * at most 128 rows of B by 256 of A, or 192 by 168) per SM. */
 const TILE_SLICE_FLOATS = 128 * 256;
 
 const byDevice = new Map<Device, SplitScratch>();

@@ -8,7 +8,8 @@
 // 256 on two; up to 192 rows the host takes the narrowest one-consumer tile that covers m), so the MMA is
 // as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM without a split. Wide
 // tiles, 128 rows of B by kCols of A, with one consumer per 64 rows of B (kConsumers = 2), read A half as
-// often and split the MMAs over two warpgroups. Paired wide tiles (kPair = 2) run in clusters of two CTAs
+// often and split the MMAs over two warpgroups; tall tiles, 192 rows of B on three consumers, take two
+// tile-rows of 104 rows of A where one tile-row of 200 would leave SMs idle (cuBLASLt's 192 x 104). Paired wide tiles (kPair = 2) run in clusters of two CTAs
 // on neighbouring tile-rows of A (tm even and odd, the same tn), each CTA loading half of their common
 // block of B multicast to both: B then crosses L2 once per block and A once per pair, where L2's bandwidth
 // bounds the unpaired tiles (H200, m > 128). cuBLASLt's decode kernels are built the same way (nvjet
@@ -81,8 +82,8 @@ constexpr u32 kDecodeMaxStages = 16;
  * already, and a hole costs about 1 us a step (bench/decode-shapes.mjs: m = 1 to 64 on an H200). */
 constexpr u32 kDecodeHoleBelowStages = 12;
 constexpr u32 kDecodeSharedMax = 227 * 1024;
-/** Named barrier over every consumer warpgroup (1 + consumer is one consumer's own). */
-constexpr u32 kDecodeAllConsumers = 3;
+/** Named barrier over every consumer warpgroup (1 + consumer, 1 to 3, is one consumer's own). */
+constexpr u32 kDecodeAllConsumers = 4;
 /** Row stride, in bf16, of the transposed tile in shared memory: 64 + 8, so that the four columns a quad
  * of lanes writes fall in different banks, and rows stay 16-byte aligned. */
 constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
@@ -93,7 +94,7 @@ template <u32 kCols, u32 kConsumers, bool kAllReduce>
 struct DecodeRing {
   // Two consumers of 256 columns hold 128 accumulator registers each, as the Hopper GEMM's do.
   static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 256, "wgmma's N side: 8 to 256 rows of A");
-  static_assert(kConsumers == 1 || kConsumers == 2, "one consumer warpgroup or two");
+  static_assert(kConsumers >= 1 && kConsumers <= 3, "one to three consumer warpgroups");
   static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
@@ -338,8 +339,8 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   const u32 kblocks = (args.k + kTileK - 1) / kTileK;
 
   // With two consumers, 384 threads leave 168 registers each, fewer than a consumer's accumulators and
-  // fix-up need: the producer's warpgroup gives its registers to them.
-  constexpr bool kShiftRegisters = kConsumers == 2;
+  // fix-up need, and with three 512 leave 128: the producer's warpgroup gives its registers to them.
+  constexpr bool kShiftRegisters = kConsumers > 1;
   if (threadIdx.x < 128) {
     if constexpr (kShiftRegisters) set_max_registers_dec<40>();
     if (threadIdx.x != 0) return;
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
     return;
   }
 
-  if constexpr (kShiftRegisters) set_max_registers_inc<232>();
+  if constexpr (kShiftRegisters) set_max_registers_inc<kConsumers == 2 ? 232 : 152>();
   const u32 consumer = threadIdx.x / 128 - 1;
   const u32 wg_thread = threadIdx.x % 128;
   __nv_bfloat16* my_transposed = transposed + consumer * (kCols / R::kPasses) * kDecodeTRow;

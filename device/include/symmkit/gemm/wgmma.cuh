@@ -146,6 +146,13 @@ __device__ __forceinline__ void mma_m64n(float (&d)[128], u64 desc_a, u64 desc_b
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]) \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 
+#define SYMMKIT_WGMMA_M64N104(INSTR, IMMS) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %54, 0;\n" INSTR " {" \
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51" \
+               "}, %52, %53, p, " IMMS ";\n}\n" \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]) \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
 #define SYMMKIT_WGMMA_M64N112(INSTR, IMMS) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %58, 0;\n" INSTR " {" \
                "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55" \
@@ -286,6 +293,13 @@ __device__ __forceinline__ void mma_m64n(float (&d)[48], u64 desc_a, u64 desc_b,
   SYMMKIT_WGMMA_M64N96("wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3", "1, 1");
 }
 
+__device__ __forceinline__ void mma_m64n(float (&d)[52], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
+  SYMMKIT_WGMMA_M64N104("wgmma.mma_async.sync.aligned.m64n104k16.f32.bf16.bf16", "1, 1, 0, 0");
+}
+__device__ __forceinline__ void mma_m64n(float (&d)[52], u64 desc_a, u64 desc_b, u32 accumulate, fp8e4m3) {
+  SYMMKIT_WGMMA_M64N104("wgmma.mma_async.sync.aligned.m64n104k32.f32.e4m3.e4m3", "1, 1");
+}
+
 __device__ __forceinline__ void mma_m64n(float (&d)[56], u64 desc_a, u64 desc_b, u32 accumulate, __nv_bfloat16) {
   SYMMKIT_WGMMA_M64N112("wgmma.mma_async.sync.aligned.m64n112k16.f32.bf16.bf16", "1, 1, 0, 0");
 }
@@ -395,6 +409,8 @@ __device__ __forceinline__ void mma_m64n(float (&d)[112], u64 desc_a, u64 desc_b
 #undef SYMMKIT_WGMMA_M64N80
 
 #undef SYMMKIT_WGMMA_M64N96
+
+#undef SYMMKIT_WGMMA_M64N104
 
 #undef SYMMKIT_WGMMA_M64N112
 
