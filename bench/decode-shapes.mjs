@@ -3,10 +3,11 @@
 // alike; µs, and cuBLASLt's time over each): the measurements behind decodeShape(), decodePlan() and
 // DECODE_MAX_ROWS in src/ops/gemm/decode-gemm.ts and symmkitGemmPlan() in src/ops/gemm/matmul.ts. Per
 // shape: the plan, the one-consumer and the wide tile of its rows of A (in 1 to 3 slices), the wide tiles
-// past 192 rows, unpaired and paired (two tile-rows of 128, one tile-row of m rounded up to 8 and the
-// plan's tile also in 2 to 4 slices), the tall tiles at 193-208 rows (two tile-rows of 104 by 192 rows of B,
-// in 1 to 3 slices), and the Hopper GEMM in 1 and 2 slices; fastest first. With `cold`, every GEMM reads
-// a copy of B that L2 does not hold (bench gemm --weights cold). Run from the repo root on a Hopper GPU:
+// past 192 rows, unpaired and paired (two tile-rows of 128, or of 104 at 193-208 rows, one tile-row of m
+// rounded up to 8 and the plan's tile also in 2 to 4 slices), the tall tiles at 193-208 rows (two tile-rows
+// of 104 by 192 rows of B, in 1 to 3 slices), and the Hopper GEMM in 1 and 2 slices; fastest first. With
+// `cold`, every GEMM reads a copy of B that L2 does not hold (bench gemm --weights cold). Run from the repo
+// root on a Hopper GPU:
 //   node bench/decode-shapes.mjs [E-MxNxK,...] [cold]     (E: b for bf16, f for fp8e4m3)
 import {
   describePlan,
@@ -43,6 +44,7 @@ for (const p of shapes) {
         candidates.push(...[1, 2, 3].map((s) => decode(c, wide, false, s)));
   else {
     for (const wideCols of [
+      ...(p.m <= 208 ? [104] : []),
       128,
       160,
       192,

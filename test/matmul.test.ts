@@ -158,7 +158,7 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
       ...["8", "8", "16", "16", "32", "64", "64", "128", "128", "136", "160", "168", "192"].map(
         (c) => `${c} x 64`,
       ),
-      ...["128", "128", "136", "160", "168", "192"].map((c) => `${c} x 128`),
+      ...["104", "128", "136", "160", "168", "192"].map((c) => `${c} x 128`),
     ],
   );
   // One-consumer tiles past one wave (n / 64 > 132 tiles) become wide tiles of the same rows of A.
@@ -227,28 +227,22 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
   );
   assert.equal(plan(193, 9216, 8192), "decode, 104 x 192 tiles, 1 slice");
   assert.equal(plan(208, 12288, 8192), "decode, 104 x 192 tiles, 1 slice", "128 tiles");
-  assert.equal(plan(208, 6144, 8192), "decode, 104 x 192 tiles, 2 slices", "0.61x two tile-rows of 128");
+  assert.equal(plan(208, 6144, 8192), "decode, 104 x 192 tiles, 2 slices", "0.75x two tile-rows of 104");
   assert.equal(plan(209, 10240, 8192), "decode, 216 x 128 tiles, 1 slice", "two tile-rows of 104 end at 208");
   assert.equal(plan(200, 16896, 8192), "decode, 200 x 128 tiles, 1 slice", "tall: two waves");
-  assert.equal(plan(200, 8192, 14336), "decode, 200 x 128 tiles, 2 slices", "one tile-row in halves");
-  assert.equal(plan(200, 8192), "decode, 200 x 128 tiles, 2 slices");
-  assert.equal(
-    plan(200, 4096, 14336),
-    "decode, 128 x 128 tiles, 2 slices",
-    "not one tile-row in quarters, nor tall in thirds",
-  );
-  assert.equal(
-    plan(200, 5632, 14336),
-    "decode, 104 x 192 tiles, 2 slices",
-    "tall halves, not 88 tiles unsplit",
-  );
-  assert.equal(plan(200, 8192, 1024), "decode, 128 x 128 tiles, 1 slice", "16 k-blocks: no slices");
+  // Two wide tile-rows of 104 where two of 128 rows of B fit one wave, up to 208 rows of A.
+  assert.equal(plan(200, 8192, 14336), "decode, 104 x 128 tiles, 1 slice", "two tile-rows of 104");
+  assert.equal(plan(200, 8192), "decode, 104 x 128 tiles, 1 slice");
+  assert.equal(plan(209, 8192, 14336), "decode, 128 x 128 tiles, 1 slice", "past 208 rows: two of 128");
+  assert.equal(plan(200, 4096, 14336), "decode, 104 x 128 tiles, 2 slices", "not tall in thirds");
+  assert.equal(plan(200, 5632, 14336), "decode, 104 x 192 tiles, 2 slices", "tall halves: 0.75x");
+  assert.equal(plan(200, 8192, 1024), "decode, 104 x 128 tiles, 1 slice", "16 k-blocks: no slices");
   const fp8 = describePlan(gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 8192, k: 14336, layoutB: "nk" }, 132));
-  assert.equal(fp8, "decode, 128 x 128 tiles, 1 slice", "fp8: two tile-rows of 128");
+  assert.equal(fp8, "decode, 104 x 128 tiles, 1 slice", "fp8: two tile-rows of 104");
   const fp8Tall = gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 10240, k: 8192, layoutB: "nk" }, 132);
   assert.equal(describePlan(fp8Tall), "decode, 104 x 192 tiles, 1 slice", "fp8 tall too");
   const fp8Split = gemmPlanFor({ elem: "fp8e4m3", m: 200, n: 6144, k: 8192, layoutB: "nk" }, 132);
-  assert.equal(describePlan(fp8Split), "decode, 128 x 128 tiles, 1 slice", "fp8: no tall tiles in slices");
+  assert.equal(describePlan(fp8Split), "decode, 104 x 128 tiles, 1 slice", "fp8: no tall tiles in slices");
   assert.equal(plan(256, 14336), "hopper, 1 slice");
   assert.equal(plan(256, 8192), "decode, 128 x 128 tiles, 1 slice");
   assert.equal(plan(320, 28672), "decode, 160 x 128 tiles, 1 slice");
@@ -277,8 +271,9 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
     assert.equal(decodeThreads(v), v.tall ? 512 : v.wide ? 384 : 256);
   }
   // Both dtypes: the 13 rows of A of the one-consumer tiles, one-consumer and wide, the 4 one-row wide
-  // tiles (200 to 224 rows) and the tall one, with and without the all-reduce; no pairs.
-  assert.equal(DECODE_PROGRAMS.length, 2 * (13 * 2 + 4 + 1) * 2);
+  // tiles (200 to 224 rows), and two-row wide and tall tiles of 104, with and without the all-reduce; no
+  // pairs.
+  assert.equal(DECODE_PROGRAMS.length, 2 * (13 * 2 + 4 + 2) * 2);
   assert.ok(DECODE_VARIANTS.every((v) => !v.paired));
   for (const m of [1, 100, 200, 213, 384])
     for (const n of [8192, 10240, 28672]) {

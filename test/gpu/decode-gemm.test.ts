@@ -113,7 +113,7 @@ test(
           wide: false,
           paired: false,
         })),
-        ...([8, 16, 32, 64, 128, 136, 160, 184, 192, 200, 208, 216, 224, 256] as const).map((cols) => ({
+        ...([8, 16, 32, 64, 104, 128, 136, 160, 184, 192, 200, 208, 216, 224, 256] as const).map((cols) => ({
           cols,
           wide: true,
           paired: false,

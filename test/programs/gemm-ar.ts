@@ -468,15 +468,15 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [33, 1040, 3072],
     [150, 1040, 1024], // decode tiles of 152 rows of A
     [180, 520, 2048], // decode tiles of 184 rows of A
-    [200, 1040, 1024], // wide decode tiles of 128: two consumers, a flag each
+    [200, 1040, 1024], // two wide tile-rows of 104 rows of A: two consumers, a flag each
     [350, 1032, 1024], // wide decode tiles of 176
     [2, 16384, 256], // 128 wide decode tiles of 8 rows of A (one-consumer tiles would pass one wave)
     [260, 16384, 256], // 256 wide tiles of 136 rows of A: a persistent grid exchanging tile after tile
     [212, 8456, 256], // one tile-row of 216 rows of A where two of 128 would pass one wave (3 passes)
     [240, 8456, 256], // past one wave of wide tiles, two tile-rows of 128: the Hopper GEMM's all-reduce
     [1, 2560, 3072], // 40 tiles in thirds of K
-    [200, 4096, 4096], // two tile-rows of 128 in halves of K
-    [200, 8192, 4096], // bf16: one tile-row of 200 in halves where two of 128 would run unsplit
+    [200, 4096, 4096], // two tile-rows of 104 in halves of K
+    [200, 8192, 4096], // two tile-rows of 104 over 64 tile-columns
     [200, 10240, 1024], // tall decode tiles: two tile-rows of 104 by 192 rows of B, three consumers
   ];
   let cases = 0;

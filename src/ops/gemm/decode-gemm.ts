@@ -98,8 +98,8 @@ export function decodeSharedBytes(v: DecodeVariant): number {
  * rows up to 192 (8 to 128 rows of A by powers of two, then m rounded up to 8), or, where its tiles would
  * take more than one wave, the wide tile of the same rows of A (two consumers: half as many tiles, each
  * reading A once for 128 rows of B); beyond 192 rows, one wide tile-row of m rounded up to 8 (200 to 224)
- * where two tile-rows of 128 would pass one wave, else two wide tile-rows of half of m rounded up to 8
- * (128 to 192 rows of A each). Widths of m rounded up to 8 ran 0-10% faster than the next of 160, 192 or
+ * where two tile-rows of 128 rows of B would pass one wave, else two wide tile-rows (twoRowCols: 104 rows
+ * of A each up to 208 rows, else half of m rounded up to 8, 128 to 192). Widths of m rounded up to 8 ran 0-10% faster than the next of 160, 192 or
  * 224 (bf16 on an H200; least on the one-consumer tiles, most in two tile-rows). Timed side by side
  * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
  * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
@@ -126,8 +126,12 @@ export function decodeShape(m: number, n: number, sms: number): DecodeShape {
 /** One-consumer tiles' rows of A: no 80, 96 or 112 below 128 (wide tiles of 80 and 112 measured 20-30%
  * slower than 96 and 128), by 8 from 128 to 192. */
 const NARROW_COLS: readonly DecodeCols[] = [8, 16, 32, 64, 128, 136, 144, 152, 160, 168, 176, 184, 192];
-/** Rows of A of each of two wide tile-rows past 192 rows: half of m rounded up to 8, at least 128. */
+/** Rows of A of each of two wide tile-rows past 192 rows: 104 up to 208 rows, else half of m rounded up to
+ * 8, at least 128. At 193-208 rows two tile-rows of 104 beat two of 128 in every case timed on an H200
+ * (4-8%, bf16 and fp8, n = 2048-8192, k = 4096-14336; bench/decode-shapes.mjs), and one tile-row of 200
+ * in halves of K too (81.9 against 83.3 µs at 200 x 8192 x 14336). */
 function twoRowCols(m: number): DecodeCols {
+  if (m <= 2 * TALL_COLS) return TALL_COLS;
   const cols = Math.max(128, Math.ceil(m / 16) * 8);
   return NARROW_COLS.find((c) => c >= cols) ?? 192;
 }
@@ -183,16 +187,13 @@ export function decodeSplitsFor(
 }
 
 /** The decode GEMM's tile and slices of K for an m x n x k problem on `resident` CTAs: decodeShape's tile in
- * decodeSplitsFor's slices, except for bf16 at 193-200 rows of A where decodeShape takes two tile-rows of 128
- * that run unsplit in one wave (45-66 tile-columns on 132 SMs): there one tile-row of 200 in halves of K,
- * where it splits in two. On an H200, 200 x 8192 x 14336: 81.5-81.8 µs against 85.6-85.8, each CTA running
- * half the k-blocks by 200 rows of A instead of all by 128. Not in more slices (200 x 4096 x 14336:
- * quarters 50.4 µs, two tile-rows of 128 in halves 49.2), nor fp8, whose MMAs take half the time (200 x
- * 8192 x 14336: 48.5 against 44.8 µs), nor the tiles of 208-224 rows, untimed, which save fewer MMA
- * columns (at most 0.81-0.88x, where 200 rows' 0.78x gained 5%). At 193-208 rows the tall tiles (two
- * tile-rows of 104 by 192 rows of B, three consumers) replace that choice where its busiest CTA would do
- * much more MMA work (TALL_BELOW): where one tile-row of 128 rows of B leaves SMs idle, 72-96 tile-columns
- * at n = 9216-12288 (200 x 10240 x 8192: 61.7 µs against 69.0, cuBLASLt 53.8). */
+ * decodeSplitsFor's slices, except at 193-208 rows of A, where the tall tiles (two tile-rows of 104 by 192
+ * rows of B, three consumers) replace it where its busiest CTA would do much more MMA work (TALL_BELOW):
+ * where one tile-row of 128 rows of B leaves SMs idle, 72-96 tile-columns at n = 9216-12288 (on an H200,
+ * 200 x 10240 x 8192: 61.7 µs against 69.0 for one tile-row of 200, cuBLASLt 53.8), and in halves of K at
+ * 5632 x 14336 (bf16 63.2 against 69.8 for two wide tile-rows of 104). One tile-row of 200 in halves of K,
+ * which beat two tile-rows of 128 at 200 x 8192 x 14336 (81.5 against 85.6 µs), lost to two of 104 wherever
+ * both were timed (83.3 against 81.9 µs there; 35.2 against 26.1 at 200 x 8192 x 4096). */
 export function decodePlan(
   m: number,
   n: number,
@@ -204,26 +205,21 @@ export function decodePlan(
     ...shape,
     splits: decodeSplitsFor(m, n, k, elementBytes, resident, shape),
   });
-  const shaped = planned(decodeShape(m, n, resident));
-  const chosen =
-    m > 192 && m <= 200 && shaped.cols < m && shaped.splits === 1 && elementBytes === 2
-      ? ([planned({ cols: 200, wide: true, paired: false })].find((one) => one.splits === 2) ?? shaped)
-      : shaped;
+  const chosen = planned(decodeShape(m, n, resident));
   if (m <= 192 || m > 2 * TALL_COLS) return chosen;
   const tall = planned({ cols: TALL_COLS, wide: true, paired: false, tall: true });
   const work = (p: typeof chosen) => busiestWork(m, n, k, elementBytes, resident, p);
-  // fp8's MMAs take half bf16's time, so split tall tiles gain less than their fix-up costs there.
   const fits = tall.splits === 1 || elementBytes === 2;
   return fits && work(tall) <= TALL_BELOW * work(chosen) ? tall : chosen;
 }
 
 /** Rows of A of the tall tiles (two tile-rows cover 193-208 rows, cuBLASLt's 192 x 104 tiles there). */
 const TALL_COLS: DecodeCols = 104;
-/** The tall tiles replace a plan where their busiest CTA's MMA work is at most this share of its: on an
- * H200 every such case, 0.61-0.78, ran 6-18% faster in bf16 (193-208 x 5632-12288, k = 4096-14336), and
- * unsplit in fp8 (193-208 x 9216-12288); at 0.82 (200 x 4096 x 14336, thirds against two tile-rows of 128
- * in halves) they tied. Split in fp8 they lost (200 x 6144 x 8192: halves 27.4 µs, two tile-rows of 128
- * unsplit 25.3; 200 x 5632 x 14336: 38.1 against 39.8 won by too little to count). */
+/** The tall tiles replace the plan's tile where their busiest CTA's MMA work is at most this share of its.
+ * On an H200, at 0.75-0.78: 10-13% faster than one tile-row of 200-208 (193-208 x 9216-12288 x 4096-14336,
+ * bf16 and fp8) and than two wide tile-rows of 104 (bf16 200 x 5632 x 14336 in halves), but 2% slower than
+ * those at 200 x 6144 x 8192 (42.4 against 41.6 µs). Split in fp8 they lose (200 x 6144 x 8192: halves
+ * 27.4 µs, two tile-rows of 104 23.0): fp8's MMAs take half bf16's time, the fix-up does not. */
 const TALL_BELOW = 0.8;
 
 /** The MMA work of a plan's busiest CTA, in rows of B x rows of A x k-blocks: the waves of tile slices, each
@@ -265,6 +261,7 @@ export const DECODE_VARIANTS: readonly DecodeVariant[] = GEMM_ELEMS.flatMap((ele
       [false, true].map((wide) => ({ cols, wide, paired: false })),
     ),
     ...ONE_ROW_WIDE_COLS.map((cols): DecodeShape => ({ cols, wide: true, paired: false })),
+    { cols: TALL_COLS, wide: true, paired: false } satisfies DecodeShape,
     { cols: TALL_COLS, wide: true, paired: false, tall: true } satisfies DecodeShape,
   ].flatMap((shape) => [false, true].map((allReduce) => ({ ...shape, elem, allReduce }))),
 );
