@@ -208,7 +208,7 @@ test("the all-reduce epilogue at world 1: the plain bits, call after call", { sk
   // ones, 64 wide tiles past 128 rows, 16 and 160 wide tiles of few rows (32, 16 and 64 rows of A), the one-row
   // wide tiles (200 rows of A picked by the plan; 208 and 224 in 2 passes, 216 in 3), paired wide tiles: 64 pairs,
   // and 160 pairs walked by a persistent grid of clusters, and thirds; tall tiles walked by a persistent grid
-  // (214 tiles) and in halves (64 tiles).
+  // (214 tiles) and in halves (66 tiles).
   const wide = (cols: DecodeShape["cols"]): DecodeShape => ({ cols, wide: true, paired: false });
   for (const [m, n, k, splitsList, shape] of [
     [24, 1536, 2048, [1, 2, 4, 1], undefined],

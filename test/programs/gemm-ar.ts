@@ -478,6 +478,7 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
     [200, 4096, 4096], // two tile-rows of 104 in halves of K
     [200, 8192, 4096], // two tile-rows of 104 over 64 tile-columns
     [200, 10240, 1024], // tall decode tiles: two tile-rows of 104 by 192 rows of B, three consumers
+    [200, 5632, 3072], // tall decode tiles in halves of K (bf16; fp8 runs two tile-rows of 104 unsplit)
   ];
   let cases = 0;
   let calls = 0;

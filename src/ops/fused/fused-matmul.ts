@@ -76,7 +76,13 @@ import {
   type Span,
   type SymmkitGemmPlan,
 } from "../gemm/matmul.js";
-import { decodeFlagCount, DecodeGemm, describeDecodeShape, type DecodeShape } from "../gemm/decode-gemm.js";
+import {
+  decodeFlagCount,
+  DecodeGemm,
+  decodeVariant,
+  describeDecodeShape,
+  type DecodeShape,
+} from "../gemm/decode-gemm.js";
 import { launchNorm, normKernel } from "../norm/rms-norm-op.js";
 import { checkAlgorithm, checkCapacity, checkTensorArg } from "../validate.js";
 import { pickFusedRule, type TunedFused } from "../tune-table.js";
@@ -522,15 +528,10 @@ export class FusedMatmul {
   }
 
   #decoder(elem: FusedProblem["elem"], shape: DecodeShape): DecodeGemm {
-    const { cols, wide, paired } = shape;
     const key = `decode/${elem}/${describeDecodeShape(shape)}`;
     let g = this.#decoders.get(key);
     if (!g) {
-      g = new DecodeGemm(
-        this.#ctx.group.device,
-        { elem, cols, wide, paired, allReduce: true },
-        this.#ctx.group.watch,
-      );
+      g = new DecodeGemm(this.#ctx.group.device, decodeVariant(shape, elem, true), this.#ctx.group.watch);
       this.#decoders.set(key, g);
     }
     return g;

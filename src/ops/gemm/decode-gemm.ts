@@ -65,6 +65,13 @@ export interface DecodeVariant extends DecodeShape {
   readonly allReduce: boolean;
 }
 
+/** The variant that runs `shape`'s tiles (a plan's other fields, such as its slices, left out): every place
+ * that turns a plan into a kernel goes through it, so that no field of the shape is dropped. */
+export function decodeVariant(shape: DecodeShape, elem: GemmElem, allReduce: boolean): DecodeVariant {
+  const { cols, wide, paired, tall } = shape;
+  return { elem, cols, wide, paired, ...(tall ? { tall } : {}), allReduce };
+}
+
 const consumers = (s: DecodeShape): number => (s.tall ? 3 : s.wide ? 2 : 1);
 const pairOf = (s: DecodeShape): number => (s.paired ? 2 : 1);
 
@@ -99,8 +106,9 @@ export function decodeSharedBytes(v: DecodeVariant): number {
  * take more than one wave, the wide tile of the same rows of A (two consumers: half as many tiles, each
  * reading A once for 128 rows of B); beyond 192 rows, one wide tile-row of m rounded up to 8 (200 to 224)
  * where two tile-rows of 128 rows of B would pass one wave, else two wide tile-rows (twoRowCols: 104 rows
- * of A each up to 208 rows, else half of m rounded up to 8, 128 to 192). Widths of m rounded up to 8 ran 0-10% faster than the next of 160, 192 or
- * 224 (bf16 on an H200; least on the one-consumer tiles, most in two tile-rows). Timed side by side
+ * of A each up to 208 rows, else half of m rounded up to 8, 128 to 192). Widths of m rounded up to 8 ran
+ * 0-10% faster than the next of 160, 192 or 224 (bf16 on an H200; least on the one-consumer tiles, most in
+ * two tile-rows). Timed side by side
  * on an H200 (bench/decode-shapes.mjs; docs/perf-notes.md: the decode GEMM): the wide tiles beat the
  * one-consumer ones by 6-15% at n = 14336 and 28672 and lose by 3-30% where the one-consumer tiles fit one
  * wave; unpaired wide tiles matched or beat the paired ones (0-4%) at every shape past 192 rows. */
@@ -112,8 +120,8 @@ export function decodeShape(m: number, n: number, sms: number): DecodeShape {
     // against the 224-row tile's 92.5, the Hopper GEMM's 100.3 and two tile-rows of 128's 102.8 (an earlier
     // run); 200 x 14336 / 10240 x 8192: 83.5 / 70.0 against 90.2 / 75.5 (224) and 100.1 / 83.7 (Hopper); at
     // 8192 x 14336 two tile-rows of 128 fill one wave and beat one tile-row unsplit (85.6 against 137.7 for
-    // 224 rows; decodePlan cuts one tile-row of 200 in halves there instead). 256 rows of A lost to the
-    // Hopper GEMM at m = 256.
+    // 224 rows; two tile-rows of 104 do better still up to 208 rows: twoRowCols). 256 rows of A lost to
+    // the Hopper GEMM at m = 256.
     const oneRow = ONE_ROW_WIDE_COLS.find((c) => c >= m);
     if (oneRow !== undefined && 2 * Math.ceil(n / (2 * DECODE_ROWS_B)) > sms)
       return { cols: oneRow, wide: true, paired: false };

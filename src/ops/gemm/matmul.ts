@@ -14,6 +14,7 @@ import {
   DecodeGemm,
   decodePlan,
   decodeTiles,
+  decodeVariant,
   describeDecodeShape,
   type DecodeShape,
 } from "./decode-gemm.js";
@@ -196,9 +197,7 @@ function decoderFor(device: Device, elem: MatmulProblem["elem"], shape: DecodeSh
   const key = `${device.ordinal}/${elem}/${describeDecodeShape(shape)}`;
   let g = decoders.get(key);
   if (!g) {
-    const { cols, wide, paired, tall } = shape;
-    const variant = { elem, cols, wide, paired, ...(tall ? { tall } : {}), allReduce: false };
-    decoders.set(key, (g = new DecodeGemm(device, variant)));
+    decoders.set(key, (g = new DecodeGemm(device, decodeVariant(shape, elem, false))));
   }
   return g;
 }

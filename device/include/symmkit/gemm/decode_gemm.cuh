@@ -5,11 +5,12 @@
 // hopper_gemm's 128 x 256 tiles of D give n / 256 tiles (32 at n = 8192), most of them zero rows, so it
 // needs split-K and a fix-up to reach the SMs. Here wgmma's M side is B and its N side is A: a consumer
 // warpgroup takes 64 rows of B (64 columns of D) by kCols rows of A (kCols = 8 to 192 on one consumer, to
-// 256 on two; up to 192 rows the host takes the narrowest one-consumer tile that covers m), so the MMA is
-// as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM without a split. Wide
-// tiles, 128 rows of B by kCols of A, with one consumer per 64 rows of B (kConsumers = 2), read A half as
-// often and split the MMAs over two warpgroups; tall tiles, 192 rows of B on three consumers, take two
-// tile-rows of 104 rows of A where one tile-row of 200 would leave SMs idle (cuBLASLt's 192 x 104). Paired wide tiles (kPair = 2) run in clusters of two CTAs
+// 256 on two, to 168 on three; up to 192 rows the host takes the narrowest one-consumer tile that covers
+// m), so the MMA is as narrow as the batch and n / 64 tiles (128 at n = 8192) stream B on every SM without
+// a split. Wide tiles, 128 rows of B by kCols of A, with one consumer per 64 rows of B (kConsumers = 2),
+// read A half as often and split the MMAs over two warpgroups; tall tiles, 192 rows of B on three
+// consumers, take two tile-rows of 104 rows of A where one tile-row of 200 would leave SMs idle (cuBLASLt's
+// 192 x 104). Paired wide tiles (kPair = 2) run in clusters of two CTAs
 // on neighbouring tile-rows of A (tm even and odd, the same tn), each CTA loading half of their common
 // block of B multicast to both: B then crosses L2 once per block and A once per pair, where L2's bandwidth
 // bounds the unpaired tiles (H200, m > 128). cuBLASLt's decode kernels are built the same way (nvjet
@@ -95,6 +96,7 @@ struct DecodeRing {
   // Two consumers of 256 columns hold 128 accumulator registers each, as the Hopper GEMM's do.
   static_assert(kCols % 8 == 0 && kCols >= 8 && kCols <= 256, "wgmma's N side: 8 to 256 rows of A");
   static_assert(kConsumers >= 1 && kConsumers <= 3, "one to three consumer warpgroups");
+  static_assert(kConsumers * kCols <= 512, "a tile slice's partials fit split-K's 128 x 256 floats (src/ops/gemm/split-scratch.ts)");
   static constexpr u32 kBytesB = kConsumers * kDecodeRowsB * kTileKBytes;
   static constexpr u32 kBytesA = kCols * kTileKBytes;
   static constexpr u32 kStageBytes = kBytesA + kBytesB;
