@@ -6,7 +6,7 @@ import { Tensor } from "../dist/src/runtime/tensor.js";
 import { HopperGemm } from "../dist/src/ops/gemm/hopper-gemm.js";
 import { CublasLtMatmul } from "../dist/src/ops/gemm/cublaslt-matmul.js";
 import { graphTimeUs } from "../dist/src/bench/report.js";
-import { coldCopies } from "../dist/src/bench/gemm.js";
+import { coldCopies, cycledCopies } from "../dist/src/bench/gemm.js";
 
 export const device = Device.get(0);
 export const stream = Stream.create(device);
@@ -18,19 +18,17 @@ export const stream = Stream.create(device);
 export function operands(m, n, k, elem = "bf16", cold = false) {
   const a = Tensor.rand([m, k], elem, { device, seed: 1n, offset: 0 });
   const copies = cold ? coldCopies(n * k * (elem === "bf16" ? 2 : 1), device.props.l2Bytes) : 1;
-  const bs = Array.from({ length: copies }, () =>
-    Tensor.rand([n, k], elem, { device, seed: 1n, offset: 1n << 40n }),
-  );
+  const bs = cycledCopies(() => Tensor.rand([n, k], elem, { device, seed: 1n, offset: 1n << 40n }), copies);
   const d = Tensor.empty([m, n], "bf16", { device });
-  const launch = { a: a.ptr, b: bs[0].ptr, d: d.ptr, m, n, k, stream };
+  const launch = { a: a.ptr, b: bs.all[0].ptr, d: d.ptr, m, n, k, stream };
   return {
     launch,
     copies,
     cycle: () => {
-      let i = 0;
-      return () => ({ ...launch, b: bs[i++ % copies].ptr });
+      const next = bs.cycle();
+      return () => ({ ...launch, b: next() });
     },
-    dispose: () => [a, ...bs, d].forEach((x) => x.dispose()),
+    dispose: () => [a, ...bs.all, d].forEach((x) => x.dispose()),
   };
 }
 

@@ -5,6 +5,7 @@
 // call; with cold weights the GEMMs of a graph cycle through copies of B that together exceed L2 several
 // times over, as a model's layers read weights L2 does not hold (A, the activations, stays hot).
 import { SymmkitError } from "../errors.js";
+import type { Ptr } from "../cuda/native.js";
 import { Device } from "../runtime/device.js";
 import { dtypeInfo } from "../runtime/dtype.js";
 import { Stream } from "../runtime/stream.js";
@@ -24,6 +25,19 @@ export type GemmWeights = "hot" | "cold";
  * bytes have left L2 before the cycle comes back to it. */
 export function coldCopies(bBytes: number, l2Bytes: number): number {
   return Math.min(64, Math.max(2, Math.ceil((3 * l2Bytes) / bBytes)));
+}
+
+/** `copies` equal tensors of B from `make` (the same seed and offset: every GEMM computes the same product);
+ * each `cycle()` gives its own counter, a function whose calls go through their addresses in turn. */
+export function cycledCopies(make: () => Tensor, copies: number): { all: Tensor[]; cycle(): () => Ptr } {
+  const all = Array.from({ length: copies }, make);
+  return {
+    all,
+    cycle: () => {
+      let i = 0;
+      return () => all[i++ % copies]!.ptr;
+    },
+  };
 }
 
 export interface GemmRow {
@@ -116,10 +130,7 @@ export async function benchGemm(options: {
     const bShape = layoutB === "nk" ? [n, k] : [k, n];
     const bBytes = n * k * dtypeInfo(options.elem).bytes;
     const copies = weights === "cold" ? coldCopies(bBytes, device.props.l2Bytes) : 1;
-    // Equal copies (the same seed and offset): every GEMM computes the same product.
-    const bs = Array.from({ length: copies }, () =>
-      Tensor.rand(bShape, options.elem, { ...gen, offset: 1n << 40n }),
-    );
+    const bs = cycledCopies(() => Tensor.rand(bShape, options.elem, { ...gen, offset: 1n << 40n }), copies);
     const dS = Tensor.full([m, n], NaN, "bf16", { device, stream });
     const dL = Tensor.full([m, n], NaN, "bf16", { device, stream });
     try {
@@ -128,14 +139,12 @@ export async function benchGemm(options: {
       const splits = plan.splits;
       const plain = plan.kernel === "hopper" && splits === 1;
       // Each implementation cycles through the copies of B from its own counter.
-      const cycling = () => {
-        let i = 0;
-        return () => ({ a: a.ptr, b: bs[i++ % copies]!.ptr, m, n, k, stream });
-      };
-      const [forS, forUnsplit, forL] = [cycling(), cycling(), cycling()];
-      const runS = (): void => launchSymmkitGemm(device, problem, { ...forS(), d: dS.ptr }, stream);
-      const runUnsplit = (): void => gemm.launch({ ...forUnsplit(), d: dS.ptr });
-      const runL = (): void => lt.run({ ...forL(), d: dL.ptr, elem: options.elem, layoutB });
+      const [forS, forUnsplit, forL] = [bs.cycle(), bs.cycle(), bs.cycle()];
+      const common = { a: a.ptr, m, n, k, stream };
+      const runS = (): void =>
+        launchSymmkitGemm(device, problem, { ...common, b: forS(), d: dS.ptr }, stream);
+      const runUnsplit = (): void => gemm.launch({ ...common, b: forUnsplit(), d: dS.ptr });
+      const runL = (): void => lt.run({ ...common, b: forL(), d: dL.ptr, elem: options.elem, layoutB });
       runS();
       runL();
       stream.synchronize();
@@ -174,7 +183,7 @@ export async function benchGemm(options: {
         `gemm ${m}x${n}x${k} ${options.elem} B ${layoutB}, ${weights} weights: symmkit ${row.tflops.symmkit.toFixed(0)} TFLOP/s${plain ? "" : ` (${row.plan}; plain unsplit ${(flops / unsplit! / 1e6).toFixed(0)})`}, cuBLASLt ${row.tflops.cublaslt.toFixed(0)} (rel diff ${relDiff.toExponential(2)})`,
       );
     } finally {
-      for (const t of [a, ...bs, dS, dL]) t.dispose();
+      for (const t of [a, ...bs.all, dS, dL]) t.dispose();
     }
   }
   const attrs = gemm.kernel.attributes();
