@@ -25,6 +25,7 @@ import {
   GPU_ALL_TO_ALL_AUTO,
   GPU_ALL_TO_ALL_V_AUTO,
   GPU_SEND_RECV_AUTO,
+  LL_AUTO_MAX_BYTES,
 } from "../src/ops/exchange/records.js";
 import { CPU_MOE_ALGORITHMS } from "../src/ops/moe/checks.js";
 import { GPU_MOE_AUTO } from "../src/ops/moe/records.js";
@@ -132,7 +133,8 @@ test("exchange and MoE auto: the records' rules cover every situation, exactly o
     assert.equal(autoPick(order, s), holding[0]);
     return holding[0]!;
   };
-  assert.equal(only(GPU_SEND_RECV_AUTO, undefined), "put");
+  for (const bytes of [0, 4096, LL_AUTO_MAX_BYTES, LL_AUTO_MAX_BYTES + 1, 1 << 30])
+    assert.equal(only(GPU_SEND_RECV_AUTO, { bytes }), bytes <= LL_AUTO_MAX_BYTES ? "ll" : "put");
   for (const fitsStaging of bools)
     assert.equal(only(GPU_ALL_TO_ALL_AUTO, { fitsStaging }), fitsStaging ? "pull" : "nccl");
   for (const countsOnDevice of bools)

@@ -11,6 +11,8 @@ import { KernelCache } from "../src/runtime/jit/cache.js";
 import { compileProgram, getToolchain } from "../src/runtime/jit/compiler.js";
 import { compileRequest } from "../src/runtime/module.js";
 import { DECODE_COLS, decodeSharedBytes, describeDecodeShape } from "../src/ops/gemm/decode-gemm.js";
+import { P2P_LL_BUFFER_BYTES, P2P_LL_CHUNK_BYTES, P2P_PAD_BYTES } from "../src/ops/exchange/programs.js";
+import { P2P_MAX_BLOCKS } from "../src/ops/exchange/p2p.js";
 
 function unavailable(): string | false {
   try {
@@ -79,6 +81,28 @@ test(
     );
   },
 );
+
+test("send/recv's inbox and pad constants are the kernels' (coll/p2p.cuh)", { skip }, () => {
+  // The host sizes the inbox and its pad from these; a kernel reaching past either would write into
+  // another allocation.
+  const asserts = [
+    `static_assert(symmkit::p2p::kLlChunk == ${P2P_LL_CHUNK_BYTES}, "P2P_LL_CHUNK_BYTES");`,
+    `static_assert(symmkit::p2p::kLlBuffer == ${P2P_LL_BUFFER_BYTES}, "P2P_LL_BUFFER_BYTES");`,
+    `static_assert(symmkit::p2p::kPadSlots * 8 == ${P2P_PAD_BYTES}, "P2P_PAD_BYTES");`,
+    `static_assert(symmkit::p2p::kMaxBlocks == ${P2P_MAX_BLOCKS}, "P2P_MAX_BLOCKS");`,
+  ];
+  compileProgram(
+    compileRequest(
+      {
+        name: "p2p-layout-check",
+        source: `#include "symmkit/coll/p2p.cuh"\n${asserts.join("\n")}\n__global__ void p2p_layout_check() {}\n`,
+        nameExpressions: ["p2p_layout_check"],
+      },
+      "sm_90a",
+    ),
+    new KernelCache(null),
+  );
+});
 
 test("lowered names of template kernels are recorded", { skip }, () => {
   const p = compileProgram(

@@ -1,11 +1,12 @@
 // `symmkit run -n N -- symmkit bench send-recv`: point-to-point between rank pairs (2p, 2p + 1), one way
 // (the even rank sends, the odd one receives) and both ways (sendRecv), every algorithm of send/recv
-// (put, nccl). Validated first (each receiver regenerates its peer's bytes and compares), then timed as
-// GPU time from CUDA-graph replays (median; a send completes once its receiver has the message, so the
-// sender's time is the transfer's), every rank starting each replay together. GB/s is one direction's
-// bytes over the time.
+// (ll, put, copy_engine, nccl). Validated first (each receiver regenerates its peer's bytes and
+// compares), then timed as GPU time from CUDA-graph replays (median), every rank starting each replay
+// together; a figure is the slower rank's (an ll or NCCL send may complete before its receiver has the
+// message, a put send only after). GB/s is one direction's bytes over the time.
 import { DEFAULT_GPU_STAGING_BYTES } from "../init.js";
 import { SymmkitError } from "../errors.js";
+import { gatherValues } from "../distributed/agree.js";
 import { ProcessGroup } from "../distributed/process-group.js";
 import { GpuCollectives } from "../ops/gpu-collectives.js";
 import { GPU_SEND_RECV_ALGORITHMS, type GpuSendRecvAlgorithm } from "../ops/exchange/checks.js";
@@ -22,7 +23,7 @@ const MODES = ["uni", "bi"] as const;
 export interface SendRecvRow {
   /** Bytes of one message. */
   readonly bytes: number;
-  /** GPU us per call, by `<mode>_<algorithm>` (uni: send/recv one way; bi: sendRecv). */
+  /** GPU us per call, the slowest rank's, by `<mode>_<algorithm>` (uni: send/recv one way; bi: sendRecv). */
   readonly us: Readonly<Record<string, number>>;
 }
 
@@ -84,8 +85,10 @@ export async function benchSendRecv(o: {
           `send-recv ${bytes} B: ${name} received a wrong byte at ${at} (rank ${rank}); not timing a wrong kernel`,
         );
     }
-    const times = await timeTogether(group, stream, runs, { perGraph: perGraphFor(bytes) });
-    const us = Object.fromEntries(names.map((n, i) => [n, times[i]!]));
+    const ours = await timeTogether(group, stream, runs, { perGraph: perGraphFor(bytes) });
+    const all = await gatherValues(group, `bench/send-recv/${bytes}`, JSON.stringify(ours));
+    const slowest = names.map((_, i) => Math.max(...all.map((r) => (JSON.parse(r) as number[])[i]!)));
+    const us = Object.fromEntries(names.map((n, i) => [n, slowest[i]!]));
     rows.push({ bytes, us });
     progress.log(`  ${bytes} B: ${names.map((n) => `${n} ${us[n]!.toFixed(1)}`).join(", ")} us`);
     for (const t of [mine, theirs, ...outs]) t.dispose();
@@ -114,7 +117,7 @@ export function formatSendRecv(r: SendRecvBenchResult): string {
     ),
   ]);
   return [
-    `send-recv (rank 0's side), ${r.environment.worldSize} x ${r.environment.device}`,
+    `send-recv (the slower rank of each pair), ${r.environment.worldSize} x ${r.environment.device}`,
     table(header, rows),
   ].join("\n");
 }

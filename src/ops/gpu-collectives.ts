@@ -183,8 +183,10 @@ export class GpuCollectives implements Collectives<
     return this.#arNorm.autoAlgorithm(bytes, rows);
   }
 
-  /** put (auto): this rank's blocks store x into the peer's inbox over NVLink; the call completes on the
-   * stream once the peer has the message. */
+  /** auto: ll up to LL_AUTO_MAX_BYTES (this rank's blocks store x as flagged lines into the peer's inbox
+   * over NVLink and finish), put above (stored in chunks, each signalled and acknowledged). The call
+   * completes on the stream once x may be reused: with ll once the message is in the peer's inbox, with the
+   * others once the peer has it. */
   send(x: Tensor, peer: number, options: O<{ algorithm?: GpuSendRecvAlgorithm }> = {}): void {
     this.#p2p.send(x, peer, options);
   }

@@ -38,7 +38,7 @@ import {
   type CollectiveCall,
   type CollectiveContext,
 } from "./coll/registry.js";
-import { P2P_CHUNK_BYTES } from "./exchange/programs.js";
+import { P2P_PAD_BYTES, p2pInboxBytes } from "./exchange/programs.js";
 import { STAGING_PAD_BYTES } from "./fused/programs.js";
 import { overlaps } from "./gemm/matmul.js";
 import { Memo3 } from "./memo.js";
@@ -130,7 +130,7 @@ export class GpuGroup implements CollectiveContext {
   readonly stagingView: Uint8Array;
   readonly capacityBytes: number;
   readonly mailbox: Mailbox;
-  /** send/recv's inbox (put): world x 2 chunks of P2P_CHUNK_BYTES, and its pad's signal slots. */
+  /** send/recv's inbox (put, ll): p2pInboxBytes, and its pad's signal slots and counts. */
   readonly inbox: SymmetricTensor;
   readonly comm: NcclComm;
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
@@ -212,8 +212,9 @@ export class GpuGroup implements CollectiveContext {
     memset(buffers.tensor.ptr, 0xffffffff, 4, (3 * world * stride) / 4, stream);
     memset(state.ptr, 0, 4, stateBytes / 4, stream);
     stream.synchronize();
-    // put's inbox: two chunks per sender; its pad holds the signal slots.
-    const inbox = await group.symmetric.empty([world * 2 * P2P_CHUNK_BYTES], "u8");
+    // send/recv's inbox: put's two chunks and ll's two buffers per sender; its pad holds put's signal
+    // slots and ll's counts.
+    const inbox = await group.symmetric.empty([p2pInboxBytes(world)], "u8", { padBytes: P2P_PAD_BYTES });
     const mailbox = { buffers, view: buffers.deviceView(), state, slotBytes, stride };
     return new GpuGroup(group, staging, mailbox, inbox, await group.nccl(), checkCalls);
   }

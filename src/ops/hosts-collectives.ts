@@ -18,7 +18,7 @@
 //   reduceScatter, hierarchical: copies put the input's chunks in (position, host) order, the host
 //     reduce-scatters (symmkit: member p gets the host's sum of the chunks of position p on every host),
 //     and rail p reduce-scatters that over the hosts (NCCL).
-//   send, recv, sendRecv: symmkit's put over NVLink to a peer on this host, NCCL to one on another;
+//   send, recv, sendRecv: symmkit's own (auto: ll or put) over NVLink to a peer on this host, NCCL to one on another;
 //   allToAll: NCCL's grouped sends and receives. The ops that need symmetric memory over the whole group
 //   (fused matmuls, all-reduce + RMSNorm, allToAllV, MoE) are refused with UnsupportedError: they run on
 //   `local`, inside a host.

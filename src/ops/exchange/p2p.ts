@@ -1,7 +1,9 @@
-// Point-to-point on GPUs: send, recv and sendRecv. Algorithm put (auto): one kernel (coll/p2p.cuh) whose
-// blocks store the message into the receiver's inbox (a symmetric buffer of its own, two chunks per
-// sender) in chunks of P2P_CHUNK_BYTES, signalling each stripe; the receiver's blocks copy it out and
-// acknowledge. Algorithm copy_engine: the sender stages chunks in its staging buffer, the receiver's copy
+// Point-to-point on GPUs: send, recv and sendRecv. Algorithm ll (auto up to LL_AUTO_MAX_BYTES): one kernel
+// (coll/p2p.cuh) whose sending blocks store the message as flagged 16-byte lines into the receiver's inbox
+// and finish, while the receiving blocks poll their own memory; no signal, no wait for the receiver.
+// Algorithm put (auto above): the same kernel's shape, storing the message into the inbox (two chunks
+// per sender) in chunks of P2P_CHUNK_BYTES, signalling each stripe; the receiver's blocks copy it out
+// and acknowledge, and the send completes once every chunk is acknowledged. Algorithm copy_engine: the sender stages chunks in its staging buffer, the receiver's copy
 // engine reads them, a one-thread kernel waiting for and putting the same slots around the copies.
 // Messages between a pair carry a fingerprint of their number in that direction, dtype and size, so a
 // mismatched pair is caught (CollectiveMismatchError) instead of mixing data. Algorithm nccl: NCCL's send
@@ -20,7 +22,7 @@ import { overlaps } from "../gemm/matmul.js";
 import type { CollectiveOptions, GpuGroup } from "../gpu-group.js";
 import { checkAlgorithm, checkPeer, checkTensorArg } from "../validate.js";
 import { checkSendRecv, GPU_SEND_RECV_ALGORITHMS, type GpuSendRecvAlgorithm } from "./checks.js";
-import { P2P_CHUNK_BYTES, P2P_PROGRAM } from "./programs.js";
+import { P2P_CHUNK_BYTES, P2P_LL_CHUNK_BYTES, P2P_PROGRAM } from "./programs.js";
 import { GPU_SEND_RECV_AUTO } from "./records.js";
 import { autoPick } from "../records.js";
 import { bytes } from "./exchange.js";
@@ -66,6 +68,16 @@ export function p2pBlocks(bytes: number): number {
   return Math.min(P2P_MAX_BLOCKS, 2 ** Math.ceil(Math.log2(want)));
 }
 
+/** Most blocks one side of an ll message runs (its counts are per peer, not per block: put's pad slots
+ * do not bound it). */
+const P2P_LL_MAX_BLOCKS = 32;
+/** Blocks one side of an ll message runs: one per 4 KiB of its first chunk (a line a thread), at most
+ * P2P_LL_MAX_BLOCKS: 2.9 us at 64 KiB against 3.0 with 8 KiB a block, at most 16, on 2 H200s. The sides
+ * need not agree (every line carries its own flag), but compute it alike. */
+export function p2pLlBlocks(bytes: number): number {
+  return Math.min(P2P_LL_MAX_BLOCKS, Math.max(1, Math.ceil(Math.min(bytes, P2P_LL_CHUNK_BYTES) / (4 << 10))));
+}
+
 type P2p = Exclude<GpuSendRecvAlgorithm, "auto">;
 type P2pOptions = CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm };
 /** The tag of p2p_put's side that does not run. */
@@ -81,6 +93,7 @@ export class GpuPointToPoint {
   readonly #received: number[];
   #messages = 0;
   #p2pPut: Kernel<typeof P2P_PARAMS> | undefined;
+  #p2pLl: Kernel<typeof P2P_PARAMS> | undefined;
   #p2pSignal: Kernel<typeof P2P_SIGNAL_PARAMS> | undefined;
   /** copy_engine sendRecv's receiving stream, forked from and joined to the caller's. */
   #sideStream: { stream: Stream; fork: Event; join: Event } | undefined;
@@ -117,7 +130,7 @@ export class GpuPointToPoint {
   /** send (see GpuCollectives.send). */
   send(x: Tensor, peer: number, options: P2pOptions): void {
     const [stream, algorithm] = this.#pointToPoint("send", x, peer, options);
-    if (algorithm === "put") return this.#put(x, peer, undefined, 0, stream);
+    if (algorithm === "put" || algorithm === "ll") return this.#put(algorithm, x, peer, undefined, 0, stream);
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       return this.#ceSend(x, peer, stream);
@@ -128,7 +141,8 @@ export class GpuPointToPoint {
   /** recv (see GpuCollectives.recv). */
   recv(out: Tensor, peer: number, options: P2pOptions): void {
     const [stream, algorithm] = this.#pointToPoint("recv", out, peer, options);
-    if (algorithm === "put") return this.#put(undefined, 0, out, peer, stream);
+    if (algorithm === "put" || algorithm === "ll")
+      return this.#put(algorithm, undefined, 0, out, peer, stream);
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       return this.#ceRecv(out, peer, stream);
@@ -140,9 +154,10 @@ export class GpuPointToPoint {
   sendRecv(x: Tensor, out: Tensor, peer: number, options: P2pOptions): void {
     const what = "sendRecv";
     checkSendRecv(what, x, out, overlaps);
-    const [stream, algorithm] = this.#pointToPoint(what, x, peer, options);
+    // Auto judges the larger side, which the peer's call has too (its sides swapped).
+    const [stream, algorithm] = this.#pointToPoint(what, x, peer, options, Math.max(x.nbytes, out.nbytes));
     this.#ctx.onDevice(what, out);
-    if (algorithm === "put") return this.#put(x, peer, out, peer, stream);
+    if (algorithm === "put" || algorithm === "ll") return this.#put(algorithm, x, peer, out, peer, stream);
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       // Both directions at once (the receive on a side stream), so two ranks exchanging cannot deadlock.
@@ -162,9 +177,9 @@ export class GpuPointToPoint {
     });
   }
 
-  /** Checks a point-to-point call; its stream and algorithm. Not a group call: the group's call count
-   * stays as it is (the pair's own count numbers put's messages). */
-  #pointToPoint(what: string, t: Tensor, peer: number, options: P2pOptions): [Stream, P2p] {
+  /** Checks a point-to-point call; its stream and algorithm (auto judges `bytes`, t's by default). Not a
+   * group call: the group's call count stays as it is (the pair's own count numbers its messages). */
+  #pointToPoint(what: string, t: Tensor, peer: number, options: P2pOptions, bytes?: number): [Stream, P2p] {
     const g = this.#ctx;
     checkTensorArg(what, "tensor", t);
     checkPeer(what, peer, g.world, g.rank);
@@ -174,7 +189,10 @@ export class GpuPointToPoint {
     const stream = g.stream(options);
     g.group.watch.throwIfFailed();
     g.group.noteCapture(stream);
-    return [stream, algorithm === "auto" ? autoPick(GPU_SEND_RECV_AUTO, undefined) : algorithm];
+    return [
+      stream,
+      algorithm === "auto" ? autoPick(GPU_SEND_RECV_AUTO, { bytes: bytes ?? t.nbytes }) : algorithm,
+    ];
   }
 
   /** copy_engine's signal kernel, resolved before a call enqueues anything: a first use compiles or loads
@@ -183,7 +201,12 @@ export class GpuPointToPoint {
     this.#signalKernel();
   }
 
-  #putKernel(): Kernel<typeof P2P_PARAMS> {
+  #putKernel(algorithm: "put" | "ll"): Kernel<typeof P2P_PARAMS> {
+    if (algorithm === "ll")
+      return (this.#p2pLl ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
+        "symmkit::p2p::p2p_ll",
+        P2P_PARAMS,
+      ));
     return (this.#p2pPut ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
       "symmkit::p2p::p2p_put",
       P2P_PARAMS,
@@ -200,7 +223,7 @@ export class GpuPointToPoint {
   /** A message's fingerprint: its number in the pair's count (#sent or #received, shared by put and
    * copy_engine: one order per pair), its algorithm and size. The pair needs no field: its slots are its own. */
   #messageTag(
-    kind: "send-recv" | "send-recv/copy_engine",
+    kind: "send-recv" | "send-recv/ll" | "send-recv/copy_engine",
     t: Tensor,
     count: number[],
     peer: number,
@@ -274,13 +297,23 @@ export class GpuPointToPoint {
     return this.#sideStream;
   }
 
-  /** One p2p_put launch: a send side, a receive side, or both. */
-  #put(x: Tensor | undefined, to: number, out: Tensor | undefined, from: number, stream: Stream): void {
-    const sendBlocks = x ? p2pBlocks(x.nbytes) : 0;
-    const recvBlocks = out ? p2pBlocks(out.nbytes) : 0;
-    const sendTag = x ? this.#messageTag("send-recv", x, this.#sent, to) : NO_MESSAGE;
-    const recvTag = out ? this.#messageTag("send-recv", out, this.#received, from) : NO_MESSAGE;
-    this.#putKernel().launch(
+  /** One p2p_put or p2p_ll launch: a send side, a receive side, or both. */
+  #put(
+    algorithm: "put" | "ll",
+    x: Tensor | undefined,
+    to: number,
+    out: Tensor | undefined,
+    from: number,
+    stream: Stream,
+  ): void {
+    const blocks = algorithm === "ll" ? p2pLlBlocks : p2pBlocks;
+    const kind = algorithm === "ll" ? "send-recv/ll" : "send-recv";
+    const kernel = this.#putKernel(algorithm);
+    const sendBlocks = x ? blocks(x.nbytes) : 0;
+    const recvBlocks = out ? blocks(out.nbytes) : 0;
+    const sendTag = x ? this.#messageTag(kind, x, this.#sent, to) : NO_MESSAGE;
+    const recvTag = out ? this.#messageTag(kind, out, this.#received, from) : NO_MESSAGE;
+    kernel.launch(
       { grid: sendBlocks + recvBlocks, block: THREADS, stream },
       this.#inboxView,
       x?.ptr ?? 0n,

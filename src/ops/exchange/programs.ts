@@ -11,11 +11,21 @@ export const ALL_TO_ALL_PROGRAM: ProgramSpec = movingProgram(ALL_TO_ALL_PULL);
 /** The put pipeline's chunk (coll/p2p.cuh): every rank's inbox holds two per sender. */
 export const P2P_CHUNK_BYTES = 1 << 20;
 
-/** send/recv (coll/p2p.cuh): put's pipeline and copy_engine's signals. */
+/** ll's payload bytes per chunk (coll/p2p.cuh kLlChunk), and one of its buffers: the chunk's 16-byte
+ * lines of 8 payload bytes, then the header line (kLlBuffer). Every rank's inbox holds two per sender,
+ * after put's chunks. */
+export const P2P_LL_CHUNK_BYTES = 128 << 10;
+export const P2P_LL_BUFFER_BYTES = 2 * P2P_LL_CHUNK_BYTES + 16;
+/** The inbox's pad: put's ready and ack slots, then ll's counts (coll/p2p.cuh kPadSlots x 8). */
+export const P2P_PAD_BYTES = 560 * 8;
+/** The inbox's bytes at `world` ranks: per sender, put's two chunks and ll's two buffers. */
+export const p2pInboxBytes = (world: number): number => world * 2 * (P2P_CHUNK_BYTES + P2P_LL_BUFFER_BYTES);
+
+/** send/recv (coll/p2p.cuh): put's pipeline, ll's lines and copy_engine's signals. */
 export const P2P_PROGRAM: ProgramSpec = {
   name: "symmkit/coll/p2p",
   source: '#include "symmkit/coll/p2p.cuh"\n',
-  nameExpressions: ["symmkit::p2p::p2p_put", "symmkit::p2p::p2p_ce_signal"],
+  nameExpressions: ["symmkit::p2p::p2p_put", "symmkit::p2p::p2p_ll", "symmkit::p2p::p2p_ce_signal"],
 };
 
 /** allToAllV with the counts on the device (coll/all_to_all_v.cuh), one kernel per world size. */

@@ -1,7 +1,7 @@
 // send/recv, allToAll and allToAllV: their algorithms, one record each (the shape: src/ops/records.ts).
 // They move bits, so every algorithm gives the reference's. Auto's rules are in the records (autoWhen)
-// over what each op's auto knows of the call: nothing for send/recv, whether the staging buffer holds x
-// for allToAll, where the counts are for allToAllV.
+// over what each op's auto knows of the call: the message's size for send/recv, whether the staging
+// buffer holds x for allToAll, where the counts are for allToAllV.
 import { autoOrder, type OpRecords } from "../records.js";
 import { A2AV_PROGRAM, ALL_TO_ALL_PROGRAM, P2P_PROGRAM } from "./programs.js";
 
@@ -14,9 +14,27 @@ export interface AllToAllVSituation {
   readonly countsOnDevice: boolean;
 }
 
+/** What send/recv's auto knows: the message's bytes (each side's own, which a matched pair shares). */
+export interface SendRecvSituation {
+  readonly bytes: number;
+}
+
 const always = (): boolean => true;
 
+/** The largest message auto sends by ll (the receiver's copy-out keeps up with its lines up to here). */
+export const LL_AUTO_MAX_BYTES = 256 << 10;
+
 export const SEND_RECV = {
+  ll: {
+    summary:
+      "the sender stores the message as flagged lines into the receiver's inbox and is done; the receiver polls its own memory (no signal, no round trip)",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: ["inbox"],
+    kinds: ["send-recv/ll"],
+    programs: () => [P2P_PROGRAM],
+    autoWhen: (s: SendRecvSituation) => s.bytes <= LL_AUTO_MAX_BYTES,
+  },
   put: {
     summary:
       "the sender's blocks store the message into the receiver's inbox in chunks, signalling each stripe",
@@ -25,7 +43,7 @@ export const SEND_RECV = {
     needs: ["inbox"],
     kinds: ["send-recv"],
     programs: () => [P2P_PROGRAM],
-    autoWhen: always,
+    autoWhen: (s: SendRecvSituation) => s.bytes > LL_AUTO_MAX_BYTES,
   },
   copy_engine: {
     summary:

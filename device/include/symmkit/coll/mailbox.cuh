@@ -44,6 +44,7 @@
 // Every poll is bounded (sync/wait.cuh) and names the peer it still waits for.
 #pragma once
 #include "symmkit/coll/collectives.cuh"
+#include "symmkit/core/copy.cuh"
 
 namespace symmkit {
 
@@ -354,24 +355,6 @@ __global__ void lamport_two_shot_all_reduce(const __grid_constant__ SymmView v, 
     }
   }
   c.close(2 * ag);
-}
-
-/** Bytes [8 i, 8 i + 8) of src, zero past n. */
-__device__ __forceinline__ u64 load_line(const u8* src, u64 i, u64 n) {
-  const u64 e = 8 * i;
-  if (e + 8 <= n && (reinterpret_cast<u64>(src + e) & 7) == 0) return *reinterpret_cast<const u64*>(src + e);
-  u64 d = 0;
-  for (u64 k = e; k < min(n, e + 8); ++k) d |= static_cast<u64>(src[k]) << (8 * (k - e));
-  return d;
-}
-
-__device__ __forceinline__ void store_line(u8* dst, u64 i, u64 n, u64 d) {
-  const u64 e = 8 * i;
-  if (e + 8 <= n && (reinterpret_cast<u64>(dst + e) & 7) == 0) {
-    *reinterpret_cast<u64*>(dst + e) = d;
-    return;
-  }
-  for (u64 k = e; k < min(n, e + 8); ++k) dst[k] = static_cast<u8>(d >> (8 * (k - e)));
 }
 
 /** out[r n_bytes, (r + 1) n_bytes) = rank r's input: any dtype, as bytes. */

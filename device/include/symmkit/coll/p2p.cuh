@@ -23,6 +23,28 @@
 // other; every wait is bounded and names the peer; a message of another size or order carries another
 // fingerprint and is caught (kMismatch). Slots are idle after every message: graph-replayable.
 //
+// Algorithm ll: for small messages, no signal and no round trip on the way. The sender stores the message
+// as LL lines (coll/mailbox.cuh's LL: a 16-byte line carries 8 payload bytes as two 64-bit words, flag << 32
+// | 4 bytes, each single-copy atomic) straight into the receiver's LL buffers, and is done; the receiver's
+// threads poll their own lines in local memory until each carries the chunk's flag. A message goes in
+// chunks of kLlChunk payload bytes (at least one); the pair's chunks are numbered j = 0, 1, ... in the
+// order both sides make them (counts in each rank's pad, below), chunk j uses buffer j & 1 of the sender's
+// two in the receiver's inbox (after put's chunks: at 2 world chunk + (2 s + (j & 1)) kLlBuffer) and
+// carries flag 1 + j mod (2^32 - 1): never 0 (the inbox starts zeroed), and unlike the flag of whatever
+// earlier chunk left lines there. A message's first chunk also carries its call word as a line at
+// 2 kLlChunk of the buffer (the header), which the receiver's first thread checks (kMismatch, as the
+// mailbox does). Flow control: once every receiving block has copied chunk j out, the last raises the
+// sender's acked count to j + 1 (red.max); the sender writes chunk j >= 2 only once acked >= j - 1, so it
+// never overwrites a buffer still being read, and is at most two chunks ahead.
+// The counts live in each rank's pad after put's slots (kLl*): acked[r] (raised by r), sent[p] and
+// received[s] (chunks of the pair so far, advanced by the side's last block at the end of a message, read
+// by the next one), and the blocks of the running send, and of each chunk parity received, that are done.
+// Being counts in memory, not arguments, they let a captured send or receive replay. A message matched
+// with another algorithm's is caught (kMismatch) by the receiver's first wait: an ll receiver sees put's
+// or copy_engine's first ready signal in its pad, a put receiver sees an ll header at the pair's next ll
+// chunk. (copy_engine's receiver, a one-thread signal kernel, does not look: matched with an ll sender,
+// it waits until its deadline and names the peer.)
+//
 // Algorithm copy_engine: the data moves by copies the host enqueues (the receiver's copy engine reads the
 // sender's staging buffer over NVLink), and this header only signals, with one thread (p2p_ce_signal):
 // the sender copies chunk i of x into half i & 1 of its staging buffer, then puts ready[s][0][i & 1] in
@@ -45,6 +67,39 @@ constexpr u32 kMaxBlocks = 16;
 constexpr u32 kAckBase = kMaxWorld * kMaxBlocks * 2;
 
 __device__ __forceinline__ u32 slot(u32 rank, u32 block, u32 parity) { return (rank * kMaxBlocks + block) * 2 + parity; }
+
+/** ll's payload bytes per chunk: src/ops/exchange/programs.ts P2P_LL_CHUNK_BYTES. */
+constexpr u64 kLlChunk = 128 << 10;
+/** ll's buffer: a chunk's lines, then the header line. src/ops/exchange/programs.ts P2P_LL_BUFFER_BYTES. */
+constexpr u64 kLlBuffer = 2 * kLlChunk + 16;
+/** Lines a thread moves (or polls) at once. */
+constexpr u32 kLlUnroll = 4;
+/** ll's counts in the pad (u64 slots, after put's ready and ack slots), per peer: */
+constexpr u32 kLlAcked = 2 * kAckBase;                // [r] chunks rank r copied out of ours (r raises it)
+constexpr u32 kLlSent = kLlAcked + kMaxWorld;         // [p] chunks sent to p
+constexpr u32 kLlReceived = kLlSent + kMaxWorld;      // [s] chunks received from s
+constexpr u32 kLlSendDone = kLlReceived + kMaxWorld;  // [p] blocks of the running send to p that are done
+constexpr u32 kLlRecvDone = kLlSendDone + kMaxWorld;  // [s][parity] blocks done with the chunk from s
+/** Slots the pad holds: src/ops/exchange/programs.ts P2P_PAD_BYTES / 8. */
+constexpr u32 kPadSlots = kLlRecvDone + 2 * kMaxWorld;
+static_assert(kPadSlots == 560, "P2P_PAD_BYTES in src/ops/exchange/programs.ts is kPadSlots x 8");
+
+__device__ __forceinline__ u64 ll_flag(u64 j) { return (1 + j % 0xffffffffull) << 32; }
+
+/** Buffer `parity` of sender `src` in rank `owner`'s inbox. */
+__device__ __forceinline__ u8* ll_buffer(const SymmView& v, u32 owner, u32 src, u64 parity, u64 chunk) {
+  return static_cast<u8*>(v.buffers[owner]) + 2ull * v.world * chunk + (2ull * src + parity) * kLlBuffer;
+}
+
+/** Whether both words of a line carry `flag`; its payload into d. */
+__device__ __forceinline__ bool ll_line(const u8* p, u64 flag, u64& d) {
+  u64 lo, hi;
+  ld_volatile_2x64(p, lo, hi);
+  d = (lo & 0xffffffffull) | (hi << 32);
+  return (lo & ~0xffffffffull) == flag && (hi & ~0xffffffffull) == flag;
+}
+
+__device__ __forceinline__ void st_ll_line(u8* p, u64 flag, u64 d) { st_volatile_2x64(p, flag | (d & 0xffffffffull), flag | (d >> 32)); }
 
 /** dst[0, n) = src[0, n) by the block. */
 __device__ __forceinline__ void block_copy(u8* dst, const u8* src, u64 n) { copy_lanes(dst, src, n, threadIdx.x, kThreads); }
@@ -89,6 +144,22 @@ __device__ __forceinline__ void send_part(const SymmView& v, const u8* x, u64 by
       wait_signal<Order::Acquire>(ack + slot(peer, b, static_cast<u32>(i & 1)), env, peer, word);
 }
 
+/** The first wait of put's receiving side, for the ready signal of the message's first
+ * stripe: as wait_signal, and it also gives up (kMismatch) where the peer sent an ll message instead,
+ * whose header would be at the pair's next ll chunk. */
+__device__ __forceinline__ void wait_first_ready(const SymmView& v, const WaitEnv& env, u32 peer, u64 word, u64 chunk) {
+  u64* ready = v.pads[v.rank] + slot(peer, 0, 0);
+  const u64 j = *reinterpret_cast<volatile u64*>(v.pads[v.rank] + kLlReceived + peer);
+  const u8* header = ll_buffer(v, v.rank, peer, j & 1, chunk) + 2 * kLlChunk;
+  bounded_wait(env, peer, word, [&] {
+    const u64 seen = cas_sys<Order::Acquire>(ready, word, 0ull);
+    if (seen != 0ull && seen != word) give_up(env, peer, word, 0, kMismatch, word, seen);
+    u64 got;
+    if (seen == 0ull && ll_line(header, ll_flag(j), got)) give_up(env, peer, word, 0, kMismatch, word, got);
+    return seen == word;
+  });
+}
+
 /** Block b's part of receiving into out (`bytes`) from `peer`. */
 __device__ __forceinline__ void recv_part(const SymmView& v, u8* out, u64 bytes, u32 peer, u32 b, u32 blocks, u64 chunk,
                                           u64 word) {
@@ -98,7 +169,10 @@ __device__ __forceinline__ void recv_part(const SymmView& v, u8* out, u64 bytes,
   const u8* inbox = static_cast<const u8*>(v.buffers[v.rank]) + 2 * static_cast<u64>(peer) * chunk;
   for (u64 i = 0; i < chunks; ++i) {
     const u32 parity = static_cast<u32>(i & 1);
-    if (threadIdx.x == 0) wait_signal<Order::Acquire>(v.pads[v.rank] + slot(peer, b, parity), env, peer, word);
+    if (threadIdx.x == 0) {
+      if (i == 0 && b == 0) wait_first_ready(v, env, peer, word, chunk);
+      else wait_signal<Order::Acquire>(v.pads[v.rank] + slot(peer, b, parity), env, peer, word);
+    }
     __syncthreads();
     u64 at;
     const u64 n = stripe_bytes(bytes, chunk, stripe, i, b, &at);
@@ -121,6 +195,135 @@ __global__ void __launch_bounds__(kThreads) p2p_put(const __grid_constant__ Symm
     send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_tag.word);
   } else {
     recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_tag.word);
+  }
+}
+
+/** The last of a side's `blocks` blocks to call this (thread 0 of each, after __syncthreads) gets true,
+ * and leaves the count at 0 for its next use. */
+__device__ __forceinline__ bool last_block(u64* done, u32 blocks) {
+  if (atomicAdd(reinterpret_cast<unsigned long long*>(done), 1ull) != blocks - 1) return false;
+  atomicExch(reinterpret_cast<unsigned long long*>(done), 0ull);
+  return true;
+}
+
+/** What block b of a side's `blocks` works out first for a message of `bytes`: the pair's chunk count
+ * before it (its pad slot `count`), the message's chunks, and this thread's place among the side's. */
+struct LlSide {
+  WaitEnv env;
+  u64* pad;
+  u64 first;
+  u64 chunks;
+  u64 threads;
+  u64 t;
+  __device__ __forceinline__ LlSide(const SymmView& v, u32 count, u64 bytes, u32 b, u32 blocks)
+      : env(v.wait_env()),
+        pad(v.pads[v.rank]),
+        first(*reinterpret_cast<volatile u64*>(pad + count)),
+        chunks(chunk_count(bytes, kLlChunk)),
+        threads(static_cast<u64>(blocks) * kThreads),
+        t(static_cast<u64>(b) * kThreads + threadIdx.x) {}
+  /** Lines of chunk i of a message of `bytes` (the last may be partial), and its payload bytes in n. */
+  __device__ __forceinline__ u64 lines(u64 bytes, u64 i, u64& n) const {
+    n = min(kLlChunk, bytes - min(bytes, i * kLlChunk));
+    return (n + 7) / 8;
+  }
+};
+
+/** Block b's part of sending x (`bytes`) to `peer` by ll. */
+__device__ __forceinline__ void ll_send_part(const SymmView& v, const u8* x, u64 bytes, u32 peer, u32 b, u32 blocks, u64 chunk,
+                                             u64 word) {
+  const LlSide side(v, kLlSent + peer, bytes, b, blocks);
+  for (u64 i = 0; i < side.chunks; ++i) {
+    const u64 j = side.first + i;
+    if (j >= 2) {
+      // Relaxed: the ack orders no data, only the receiver's reads (done) before these writes.
+      if (threadIdx.x == 0)
+        bounded_wait(side.env, peer, word, [&] { return *reinterpret_cast<volatile u64*>(side.pad + kLlAcked + peer) >= j - 1; });
+      __syncthreads();
+    }
+    u8* buf = ll_buffer(v, peer, v.rank, j & 1, chunk);
+    const u64 flag = ll_flag(j);
+    if (i == 0 && side.t == 0) st_ll_line(buf + 2 * kLlChunk, flag, word);
+    u64 n;
+    const u64 lines = side.lines(bytes, i, n);
+    const u8* src = x + i * kLlChunk;
+    for (u64 l = side.t; l < lines; l += kLlUnroll * side.threads) {
+      u64 d[kLlUnroll];
+#pragma unroll
+      for (u32 u = 0; u < kLlUnroll; ++u)
+        if (l + u * side.threads < lines) d[u] = load_line(src, l + u * side.threads, n);
+#pragma unroll
+      for (u32 u = 0; u < kLlUnroll; ++u)
+        if (l + u * side.threads < lines) st_ll_line(buf + 16 * (l + u * side.threads), flag, d[u]);
+    }
+  }
+  // Every block read the count before the message is counted.
+  __syncthreads();
+  if (threadIdx.x == 0 && last_block(side.pad + kLlSendDone + peer, blocks))
+    *reinterpret_cast<volatile u64*>(side.pad + kLlSent + peer) = side.first + side.chunks;
+}
+
+/** Block b's part of receiving into out (`bytes`) from `peer` by ll. */
+__device__ __forceinline__ void ll_recv_part(const SymmView& v, u8* out, u64 bytes, u32 peer, u32 b, u32 blocks, u64 chunk,
+                                             u64 word) {
+  const LlSide side(v, kLlReceived + peer, bytes, b, blocks);
+  for (u64 i = 0; i < side.chunks; ++i) {
+    const u64 j = side.first + i;
+    const u8* buf = ll_buffer(v, v.rank, peer, j & 1, chunk);
+    const u64 flag = ll_flag(j);
+    if (i == 0 && side.t == 0) {
+      // A put or copy_engine message from the peer where this one is expected signals its first stripe
+      // instead: caught here. A next message's signal comes after this one's header (stream order, and
+      // the put is a release), so with the signal seen (and a fence) a header still missing never will be.
+      u64 got = 0;
+      bounded_wait(side.env, peer, word, [&] {
+        if (ll_line(buf + 2 * kLlChunk, flag, got)) return true;
+        const u64 ready = *reinterpret_cast<volatile u64*>(side.pad + slot(peer, 0, 0));
+        if (ready == 0ull) return false;
+        fence_acq_rel_sys();
+        if (!ll_line(buf + 2 * kLlChunk, flag, got)) give_up(side.env, peer, word, 0, kMismatch, word, ready);
+        return true;
+      });
+      if (got != word) give_up(side.env, peer, word, 0, kMismatch, word, got);
+    }
+    u64 n;
+    const u64 lines = side.lines(bytes, i, n);
+    u8* dst = out + i * kLlChunk;
+    for (u64 l = side.t; l < lines; l += kLlUnroll * side.threads) {
+      u64 d[kLlUnroll];
+      // Every line of the group polled each round, so that their loads are in flight together.
+      bounded_wait(side.env, peer, word, [&] {
+        bool all = true;
+#pragma unroll
+        for (u32 u = 0; u < kLlUnroll; ++u)
+          if (l + u * side.threads < lines) all = ll_line(buf + 16 * (l + u * side.threads), flag, d[u]) && all;
+        return all;
+      });
+#pragma unroll
+      for (u32 u = 0; u < kLlUnroll; ++u)
+        if (l + u * side.threads < lines) store_line(dst, l + u * side.threads, n, d[u]);
+    }
+    // The block's reads of the buffer are done; the last block frees it for chunk j + 2. Relaxed: every
+    // read of it returned its value before the barrier (each was checked for the flag), so no later write
+    // of the sender's can reach one; a release would cost a system-scope fence per chunk.
+    __syncthreads();
+    if (threadIdx.x == 0 && last_block(side.pad + kLlRecvDone + 2 * peer + (j & 1), blocks)) {
+      if (i + 1 == side.chunks) *reinterpret_cast<volatile u64*>(side.pad + kLlReceived + peer) = side.first + side.chunks;
+      red_max_relaxed_sys(v.pads[peer] + kLlAcked + v.rank, j + 1);
+    }
+  }
+}
+
+/** p2p_put's sides by ll (same parameters; `chunk` is put's, which places the LL buffers after its own). */
+// At least one block per SM: without it ptxas keeps to 64 registers and spills the polled lines.
+__global__ void __launch_bounds__(kThreads, 1) p2p_ll(const __grid_constant__ SymmView v, const u8* x, u64 send_bytes,
+                                                   u32 send_peer, u32 send_blocks, const CallTag send_tag, u8* out,
+                                                   u64 recv_bytes, u32 recv_peer, u32 recv_blocks, const CallTag recv_tag,
+                                                   u64 chunk) {
+  if (blockIdx.x < send_blocks) {
+    ll_send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_tag.word);
+  } else {
+    ll_recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_tag.word);
   }
 }
 

@@ -63,6 +63,11 @@ __device__ __forceinline__ void st_sys(u32* p, u32 v) {
   else asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+/** *p = max(*p, v) at system scope, relaxed, with no value returned (no round trip). */
+__device__ __forceinline__ void red_max_relaxed_sys(u64* p, u64 v) {
+  asm volatile("red.relaxed.sys.global.max.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 /** Compare-and-swap of a 64-bit word (a signal slot: sync/signal.cuh) at system scope; returns the value found. */
 template <Order O>
 __device__ __forceinline__ u64 cas_sys(u64* p, u64 expected, u64 desired) {
