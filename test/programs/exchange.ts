@@ -1126,7 +1126,7 @@ if (gpu) {
     ["allToAll out = x", () => c.allToAll(ox, oSame)],
     ["allToAll out overlaps x by one element", () => c.allToAll(ox, oLast)],
     ["allToAll algorithm nope", () => c.allToAll(x, outF32, nope)],
-    ["allToAll algorithm ll (all-reduce's)", () => c.allToAll(x, outF32, { algorithm: "ll" })],
+    ["allToAll algorithm lamport (all-reduce's)", () => c.allToAll(x, outF32, { algorithm: "lamport" })],
     ...each(
       theirs(A2A, cuda ? CPU_EXCHANGE_ALGORITHMS : GPU_ALL_TO_ALL_ALGORITHMS),
       "allToAll algorithm of the other backend:",

@@ -2,9 +2,13 @@
 // this rank's own chunk copied on the stream, bytes moved as u8 so every dtype goes; the call first meets
 // the peers in a barrier kernel whose signals carry the call's fingerprint, so that a rank in another call
 // is caught (CollectiveMismatchError) instead of NCCL pairing two calls' data.
+// Algorithm ll (allToAll, auto up to A2A_LL_AUTO_MAX_BYTES a chunk): one kernel (coll/p2p.cuh
+// p2p_ll_all_to_all) sends each peer its chunk as send/recv's ll message and receives theirs, copying its
+// own: no barrier, no round trip. A rank calling another algorithm meets no signal of it: both wait until
+// their deadline and name the peer.
 // Algorithm pull (allToAll): one kernel (coll/collectives.cuh all_to_all_pull) copies x into this rank's
 // staging buffer (a symmetric x is read in place), meets the peers, reads its chunk from every rank's
-// buffer, and meets them again; auto takes it whenever the staging buffer holds x.
+// buffer, and meets them again; auto takes it above ll's chunks whenever the staging buffer holds x.
 // allToAllV learns every rank's counts first (nccl: one NCCL all-gather of each rank's side; copy_engine:
 // each side staged with x, read from every rank's staging buffer after a barrier kernel) and one host
 // wait, and every rank judges them alike (allToAllVVerdict): a call that cannot run is refused on every
@@ -16,7 +20,7 @@
 // device (SyncWatch's refusal record) and thrown by the next group.synchronize().
 import { InvalidArgumentError } from "../../errors.js";
 import type { CallShape } from "../../distributed/fingerprint.js";
-import { SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
+import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import { Graph } from "../../runtime/graph.js";
 import type { Kernel } from "../../runtime/kernel.js";
 import { copyDeviceToDevice, copyHostToDevice, DeviceMemory, memset } from "../../runtime/memory.js";
@@ -44,7 +48,8 @@ import {
   type GpuAllToAllVAlgorithm,
 } from "./checks.js";
 import { ncclExchange, type ExchangeInput } from "./exchange.js";
-import { A2AV_PROGRAM, ALL_TO_ALL_PULL } from "./programs.js";
+import { A2AV_PROGRAM, ALL_TO_ALL_PULL, P2P_CHUNK_BYTES, P2P_PROGRAM } from "./programs.js";
+import { p2pLlBlocks } from "./p2p.js";
 import { GPU_ALL_TO_ALL_AUTO, GPU_ALL_TO_ALL_V_AUTO } from "./records.js";
 import { autoPick } from "../records.js";
 
@@ -63,9 +68,15 @@ export const A2AV_REFUSALS: Readonly<Record<number, (rank: number, detail: numbe
   0x104: (r, d) => `rank ${r}'s sendCounts add up to ${d} rows, more than its x has`,
   0x105: (r, d) => `rank ${r} receives ${d} rows, more than its out holds`,
 };
+/** p2p_ll_all_to_all: the inbox's SymmView, x, out, the chunk's bytes, blocks per side, CallTag, put's
+ * chunk. */
+const A2A_LL_PARAMS = [SYMM_VIEW_PARAM, "ptr", "ptr", "u64", "u32", CALL_TAG_PARAM, "u64"] as const;
+
 export class GpuAllToAll {
   readonly #ctx: GpuGroup;
   #a2av: Kernel<typeof A2AV_PARAMS> | undefined;
+  #ll: Kernel<typeof A2A_LL_PARAMS> | undefined;
+  #inboxView: Uint8Array | undefined;
   /** allToAllV's published sides (see #allToAllV). */
   #sides: DeviceMemory | undefined;
 
@@ -149,7 +160,7 @@ export class GpuAllToAll {
   /** What auto runs (the records' rules, over whether the staging buffer holds x or x is symmetric). */
   autoAllToAll(input: ExchangeInput, x: Tensor): Exclude<GpuAllToAllAlgorithm, "auto"> {
     const fitsStaging = !(input instanceof Tensor) || x.nbytes <= this.#ctx.capacityBytes;
-    return autoPick(GPU_ALL_TO_ALL_AUTO, { fitsStaging });
+    return autoPick(GPU_ALL_TO_ALL_AUTO, { fitsStaging, chunkBytes: x.nbytes / this.#ctx.world });
   }
 
   #allToAll(
@@ -162,6 +173,25 @@ export class GpuAllToAll {
   ): void {
     const ctx = this.#ctx;
     const chunk = x.nbytes / ctx.world;
+    if (algorithm === "ll") {
+      const tag = ctx.tag({ kind: "all-to-all/ll", dtype: x.dtype, count: x.numel }, stream);
+      if (ctx.world === 1) return copyDeviceToDevice(out.ptr, x.ptr, x.nbytes, stream);
+      // 2 world - 1 groups of blocks (a send and a receive per peer, the own chunk's copy), one block per
+      // SM at most in all: every side must run at once (p2p.cuh).
+      const groups = 2 * ctx.world - 1;
+      const blocks = Math.max(1, Math.min(p2pLlBlocks(chunk), Math.floor(ctx.device.props.smCount / groups)));
+      this.#llKernel().launch(
+        { grid: groups * blocks, block: THREADS, stream },
+        (this.#inboxView ??= ctx.inbox.deviceView()),
+        x,
+        out,
+        chunk,
+        blocks,
+        tag,
+        P2P_CHUNK_BYTES,
+      );
+      return;
+    }
     if (algorithm === "pull") {
       const plain = input instanceof Tensor;
       checkCapacity(what, plain ? x.nbytes : 0, ctx.capacityBytes);
@@ -190,6 +220,13 @@ export class GpuAllToAll {
       (r) => [r * chunk, chunk],
       stream,
     );
+  }
+
+  #llKernel(): Kernel<typeof A2A_LL_PARAMS> {
+    return (this.#ll ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
+      "symmkit::p2p::p2p_ll_all_to_all",
+      A2A_LL_PARAMS,
+    ));
   }
 
   /** allToAllV with the counts as an array. Returns the rows received from each rank. */

@@ -45,6 +45,9 @@
 // chunk. (copy_engine's receiver, a one-thread signal kernel, does not look: matched with an ll sender,
 // it waits until its deadline and names the peer.)
 //
+// allToAll's ll (p2p_ll_all_to_all) sends each peer its chunk as that pair's next ll message, so the
+// pairs' counts and buffers serve both ops, in the order both ranks make their calls.
+//
 // Algorithm copy_engine: the data moves by copies the host enqueues (the receiver's copy engine reads the
 // sender's staging buffer over NVLink), and this header only signals, with one thread (p2p_ce_signal):
 // the sender copies chunk i of x into half i & 1 of its staging buffer, then puts ready[s][0][i & 1] in
@@ -198,12 +201,11 @@ __global__ void __launch_bounds__(kThreads) p2p_put(const __grid_constant__ Symm
   }
 }
 
-/** The last of a side's `blocks` blocks to call this (thread 0 of each, after __syncthreads) gets true,
- * and leaves the count at 0 for its next use. */
+/** The last of a side's `blocks` blocks to call this (thread 0 of each, after __syncthreads) gets true.
+ * One atomic counts and, for the last, wraps the count back to 0 (in the slot's low word): a reset apart
+ * from the count could land after the acknowledgement that lets the next chunk's first block count. */
 __device__ __forceinline__ bool last_block(u64* done, u32 blocks) {
-  if (atomicAdd(reinterpret_cast<unsigned long long*>(done), 1ull) != blocks - 1) return false;
-  atomicExch(reinterpret_cast<unsigned long long*>(done), 0ull);
-  return true;
+  return atomicInc(reinterpret_cast<unsigned int*>(done), blocks - 1) == blocks - 1;
 }
 
 /** What block b of a side's `blocks` works out first for a message of `bytes`: the pair's chunk count
@@ -324,6 +326,30 @@ __global__ void __launch_bounds__(kThreads, 1) p2p_ll(const __grid_constant__ Sy
     ll_send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_tag.word);
   } else {
     ll_recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_tag.word);
+  }
+}
+
+/**
+ * allToAll by ll: chunk p of x (`bytes` each) goes to rank p as the pair's next ll message, chunk s of out
+ * comes from rank s's, this rank's own chunk is copied, all under the call's word. Blocks come in 2 W - 1
+ * groups of `blocks`: group k < W - 1 sends to rank + 1 + k, group W - 1 + k receives from rank - 1 - k
+ * (so that pairs meet in the same order on both ranks), the last copies. The grid is kept to one block per
+ * SM by the host, so every side runs at once (a sender waiting for an acknowledgement never holds the SM
+ * its peer's receiver needs).
+ */
+__global__ void __launch_bounds__(kThreads, 1) p2p_ll_all_to_all(const __grid_constant__ SymmView v, const u8* x, u8* out,
+                                                              u64 bytes, u32 blocks, const CallTag tag, u64 chunk) {
+  const u32 w = v.world;
+  const u32 group = blockIdx.x / blocks;
+  const u32 b = blockIdx.x % blocks;
+  if (group + 1 < w) {
+    const u32 peer = (v.rank + 1 + group) % w;
+    ll_send_part(v, x + peer * bytes, bytes, peer, b, blocks, chunk, tag.word);
+  } else if (group + 2 < 2 * w) {
+    const u32 peer = (v.rank + w - 1 - (group - (w - 1))) % w;
+    ll_recv_part(v, out + peer * bytes, bytes, peer, b, blocks, chunk, tag.word);
+  } else {
+    copy_lanes(out + v.rank * bytes, x + v.rank * bytes, bytes, b * kThreads + threadIdx.x, blocks * kThreads);
   }
 }
 
