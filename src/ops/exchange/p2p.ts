@@ -306,7 +306,13 @@ export class GpuPointToPoint {
     from: number,
     stream: Stream,
   ): void {
-    const blocks = algorithm === "ll" ? p2pLlBlocks : p2pBlocks;
+    // Both sides of a sendRecv run at once: a sender waiting for an acknowledgement must never hold the SM
+    // its own receiving side needs (nor the peer's). ll's sides may differ from the peer's, so they keep
+    // to half this GPU's SMs each; put's stripes must match the peer's, so its count (at most 16 a side)
+    // comes from the size alone.
+    const half = Math.max(1, Math.floor(this.#ctx.device.props.smCount / 2));
+    const blocks = (bytes: number): number =>
+      algorithm === "ll" ? Math.min(half, p2pLlBlocks(bytes)) : p2pBlocks(bytes);
     const kind = algorithm === "ll" ? "send-recv/ll" : "send-recv";
     const kernel = this.#putKernel(algorithm);
     const sendBlocks = x ? blocks(x.nbytes) : 0;
