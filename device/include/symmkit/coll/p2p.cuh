@@ -335,7 +335,9 @@ __global__ void __launch_bounds__(kThreads, 1) p2p_ll(const __grid_constant__ Sy
  * groups of `blocks`: group k < W - 1 sends to rank + 1 + k, group W - 1 + k receives from rank - 1 - k
  * (so that pairs meet in the same order on both ranks), the last copies. The grid is kept to one block per
  * SM by the host, so every side runs at once (a sender waiting for an acknowledgement never holds the SM
- * its peer's receiver needs).
+ * its peer's receiver needs). That matters past two chunks a pair only: until then a sender waits on
+ * earlier calls' acknowledgements alone, which is why auto stops there (another stream's kernels may hold
+ * SMs).
  */
 __global__ void __launch_bounds__(kThreads, 1) p2p_ll_all_to_all(const __grid_constant__ SymmView v, const u8* x, u8* out,
                                                               u64 bytes, u32 blocks, const CallTag tag, u64 chunk) {
