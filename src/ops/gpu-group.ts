@@ -130,8 +130,10 @@ export class GpuGroup implements CollectiveContext {
   readonly stagingView: Uint8Array;
   readonly capacityBytes: number;
   readonly mailbox: Mailbox;
-  /** send/recv's inbox (put, ll): p2pInboxBytes, and its pad's signal slots and counts. */
+  /** send/recv's inbox (put, ll; allToAll's ll too): p2pInboxBytes, and its pad's signal slots and
+   * counts; inboxView its SymmView, made once. */
   readonly inbox: SymmetricTensor;
+  readonly inboxView: Uint8Array;
   readonly comm: NcclComm;
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */
   readonly tuned: LoadedTuneTable | undefined;
@@ -165,6 +167,7 @@ export class GpuGroup implements CollectiveContext {
     this.capacityBytes = staging.tensor.nbytes;
     this.mailbox = mailbox;
     this.inbox = inbox;
+    this.inboxView = inbox.deviceView();
     this.comm = comm;
     this.tuned = loadTuneTable(this.device.props.name, this.world, TUNE_KNOWN);
     this.checkCalls = checkCalls;

@@ -76,7 +76,6 @@ export class GpuAllToAll {
   readonly #ctx: GpuGroup;
   #a2av: Kernel<typeof A2AV_PARAMS> | undefined;
   #ll: Kernel<typeof A2A_LL_PARAMS> | undefined;
-  #inboxView: Uint8Array | undefined;
   /** allToAllV's published sides (see #allToAllV). */
   #sides: DeviceMemory | undefined;
 
@@ -182,7 +181,7 @@ export class GpuAllToAll {
       const blocks = Math.max(1, Math.min(p2pLlBlocks(chunk), Math.floor(ctx.device.props.smCount / groups)));
       this.#llKernel().launch(
         { grid: groups * blocks, block: THREADS, stream },
-        (this.#inboxView ??= ctx.inbox.deviceView()),
+        ctx.inboxView,
         x,
         out,
         chunk,

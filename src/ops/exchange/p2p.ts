@@ -3,8 +3,9 @@
 // and finish, while the receiving blocks poll their own memory; no signal, no wait for the receiver.
 // Algorithm put (auto above): the same kernel's shape, storing the message into the inbox (two chunks
 // per sender) in chunks of P2P_CHUNK_BYTES, signalling each stripe; the receiver's blocks copy it out
-// and acknowledge, and the send completes once every chunk is acknowledged. Algorithm copy_engine: the sender stages chunks in its staging buffer, the receiver's copy
-// engine reads them, a one-thread kernel waiting for and putting the same slots around the copies.
+// and acknowledge, and the send completes once every chunk is acknowledged. Algorithm copy_engine: the
+// sender stages chunks in its staging buffer, the receiver's copy engine reads them, a one-thread kernel
+// waiting for and putting the same slots around the copies.
 // Messages between a pair carry a fingerprint of their number in that direction, dtype and size, so a
 // mismatched pair is caught (CollectiveMismatchError) instead of mixing data. Algorithm nccl: NCCL's send
 // and receive (sendRecv as one NCCL group), matched in order per pair as symmkit's are.
@@ -85,7 +86,6 @@ const NO_MESSAGE = new CallTag(0, 0);
 
 export class GpuPointToPoint {
   readonly #ctx: GpuGroup;
-  readonly #inboxView: Uint8Array;
   /** put's and copy_engine's messages sent to and received from each peer (their fingerprints' numbers),
    * and how many numbers were taken in all (what tells a call that took its numbers from one that did
    * not: GpuCollectives' takeTurns). */
@@ -100,7 +100,6 @@ export class GpuPointToPoint {
 
   constructor(ctx: GpuGroup) {
     this.#ctx = ctx;
-    this.#inboxView = ctx.inbox.deviceView();
     this.#sent = new Array<number>(ctx.world).fill(0);
     this.#received = new Array<number>(ctx.world).fill(0);
   }
@@ -243,7 +242,7 @@ export class GpuPointToPoint {
   ): void {
     this.#signalKernel().launch(
       { grid: 1, block: 1, stream },
-      this.#inboxView,
+      this.#ctx.inboxView,
       waitPeer,
       waitSlot,
       putPeer,
@@ -321,7 +320,7 @@ export class GpuPointToPoint {
     const recvTag = out ? this.#messageTag(kind, out, this.#received, from) : NO_MESSAGE;
     kernel.launch(
       { grid: sendBlocks + recvBlocks, block: THREADS, stream },
-      this.#inboxView,
+      this.#ctx.inboxView,
       x?.ptr ?? 0n,
       x?.nbytes ?? 0,
       to,
