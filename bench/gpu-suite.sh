@@ -5,11 +5,12 @@
 # (faults, fault-matrix: their rank programs at this world). Run from the repo root, after building and
 # staging, as
 #   SYMMKIT_GIT_REVISION=<rev> WORLD=4 .gpustage/boot.sh bash bench/gpu-suite.sh
-# PROGRAMS picks rank programs (default: all of them); FAULTS picks the fault tests (default: faults
+# PROGRAMS picks rank programs (default: all of them; empty: none); FAULTS picks the fault tests (default: faults
 # fault-matrix; 0: none); TIMEOUTS=0 skips the fused timeouts; EXAMPLES=0 skips the shipped examples
 # (dist/examples/*.js, each under symmkit run -n WORLD). The kernel cache is warmed first (many processes
 # at once). Exits non-zero if any step failed; $OUT/suite-w$WORLD.txt is the summary (program, status,
-# seconds).
+# seconds). At world 4 the whole suite takes about 640 s, more than one call may run: run it as
+#   WORLD=4 FAULTS=faults ...gpu-suite.sh, then WORLD=4 PROGRAMS= TIMEOUTS=0 EXAMPLES=0 FAULTS=fault-matrix ...
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 export NCCL_NVLS_ENABLE=0
@@ -21,7 +22,7 @@ if ((world > gpus)); then
 fi
 CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((world - 1)))
 export CUDA_VISIBLE_DEVICES
-programs=${PROGRAMS:-symmetric collectives collectives-large fused gemm-ar ar-norm exchange moe}
+programs=${PROGRAMS-symmetric collectives collectives-large fused gemm-ar ar-norm exchange moe}
 summary="$out/suite-w$world.txt"
 : >"$summary"
 timed() {

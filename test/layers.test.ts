@@ -91,3 +91,12 @@ test("the import reader sees type-only imports and relative paths (the checks ca
   assert.ok(imports.some((i) => i.to === "runtime/device.ts" && !i.typeOnly));
   assert.ok(layerOf("ops/gemm/matmul.ts") > layerOf("runtime/device.ts"));
 });
+
+test("the backends' collectives stay facades: under 300 lines each, the work in the op families", () => {
+  const facades = ["ops/gpu-collectives.ts", "cpu/collectives.ts"];
+  const long = facades
+    .map((f) => [f, fs.readFileSync(path.join(SRC, f), "utf8").split("\n").length - 1] as const)
+    .filter(([, lines]) => lines >= 300)
+    .map(([f, lines]) => `src/${f}: ${lines} lines; move the work into its op family`);
+  assert.deepEqual(long, []);
+});

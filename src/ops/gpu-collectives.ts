@@ -27,7 +27,7 @@ import type {
   MatmulAllReduceOptions,
   MatmulReduceScatterAlgorithm,
 } from "./fused/checks.js";
-import { FusedMatmul, type FusedInput } from "./fused/fused-matmul.js";
+import { FusedMatmul, type FusedAutoRules, type FusedInput } from "./fused/fused-matmul.js";
 import {
   GpuGroup,
   type GpuAlgorithms,
@@ -164,10 +164,7 @@ export class GpuCollectives implements Collectives<
   }
 
   /** The fused matmuls' auto rules, for inspection (see FusedMatmul). */
-  get fusedMatmul(): Pick<
-    FusedMatmul,
-    "autoAllGatherMatmul" | "autoMatmulReduceScatter" | "autoMatmulAllReduce" | "scatterFlagCapacity"
-  > {
+  get fusedMatmul(): FusedAutoRules {
     return this.#fused;
   }
 

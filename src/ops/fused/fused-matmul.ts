@@ -105,6 +105,12 @@ interface Sides {
   readonly joins: [Event, Event];
 }
 
+/** The auto rules GpuCollectives shows for inspection (`collectives.fusedMatmul`). */
+export type FusedAutoRules = Pick<
+  FusedMatmul,
+  "autoAllGatherMatmul" | "autoMatmulReduceScatter" | "autoMatmulAllReduce" | "scatterFlagCapacity"
+>;
+
 export class FusedMatmul {
   readonly #ctx: GpuGroup;
   readonly #coll: GpuColl;
