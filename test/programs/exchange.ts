@@ -39,7 +39,7 @@ import {
   GPU_ALL_TO_ALL_V_ALGORITHMS,
   GPU_SEND_RECV_ALGORITHMS,
 } from "../../src/ops/exchange/checks.js";
-import { ALL_TO_ALL, ALL_TO_ALL_V } from "../../src/ops/exchange/records.js";
+import { ALL_TO_ALL, ALL_TO_ALL_V, LL_AUTO_MAX_BYTES } from "../../src/ops/exchange/records.js";
 import type { Need, OpRecords } from "../../src/ops/records.js";
 import { GpuCollectives } from "../../src/ops/gpu-collectives.js";
 import { DTYPES, dtypeInfo, type DType } from "../../src/runtime/dtype.js";
@@ -190,6 +190,7 @@ function pairCase(
   highSends: number,
   offset = 0,
   what = "sendRecv",
+  split = false,
 ): Case | undefined {
   const tag = tags++;
   const peer = peerIn(round);
@@ -201,10 +202,25 @@ function pairCase(
   const x = xWhole.slice(offset);
   const [whole, out] = poisoned(dtype, [nRecv + offset]);
   const target = nRecv === 4097 && offset === 0 ? out.view([17, 241]) : out.slice(offset);
-  const name = `${what}: sendRecv ${named(algorithm)} ${dtype} ${nSend}/${nRecv} +${offset} with rank ${peer}`;
+  // Split: the higher rank makes its sendRecv a send and a recv, in either order by round (the lower
+  // rank's sendRecv runs both sides at once).
+  const parts = split && rank > peer ? (round % 2 === 0 ? "send, recv" : "recv, send") : undefined;
+  const name =
+    `${what}: sendRecv ${named(algorithm)} ${dtype} ${nSend}/${nRecv} +${offset} with rank ${peer}` +
+    (parts ? ` as ${parts}` : "");
+  const o = opt(algorithm);
   let got: AnyTensor | undefined;
   return {
-    run: () => void (got = c.sendRecv(x, target, peer, opt(algorithm))),
+    run: () => {
+      if (parts === undefined) got = c.sendRecv(x, target, peer, o);
+      else if (parts === "send, recv") {
+        c.send(x, peer, o);
+        got = c.recv(target, peer, o);
+      } else {
+        got = c.recv(target, peer, o);
+        c.send(x, peer, o);
+      }
+    },
     check: () => {
       assert.equal(got, target, `${name}: returns out`);
       expectPoisoned(whole, concat([poison(dtype, offset), message(tag, peer, rank, nRecv * eb)]), name);
@@ -428,7 +444,9 @@ async function usable(what: string): Promise<void> {
 
 // sendRecv with every peer, one batch per algorithm: every dtype and pair of sizes in every round (sizes
 // differing both ways, 0 among them); messages of several chunks (put pipelines 1 MiB chunks), an empty
-// one and a misaligned view, each in one round; send + recv in rings.
+// one and a misaligned view, each in one round; a sendRecv whose directions auto sends by different
+// algorithms (one side up to LL_AUTO_MAX_BYTES, one above), matched by a sendRecv and by a separate send
+// and recv; send + recv in rings.
 const PAIR_SIZES: [number, number][] = [
   [1, 1],
   [7, 7],
@@ -445,6 +463,11 @@ const BIG_PAIRS: [DType, number, number, number][] = [
   ["f32", 0, 33, 0],
   ["u8", 100_001, 65_536, 3],
 ];
+/** Elements on either side of LL_AUTO_MAX_BYTES (auto: ll up to it, put above). */
+const STRADDLING_PAIRS: [DType, number, number][] = [
+  ["u8", LL_AUTO_MAX_BYTES - 3, LL_AUTO_MAX_BYTES + 1],
+  ["bf16", LL_AUTO_MAX_BYTES / 2 + 7, 7],
+];
 for (const [i, algorithm] of P2P.entries()) {
   const cases: (Case | undefined)[] = [];
   for (let r = 0; r < ROUNDS.length; r++)
@@ -453,6 +476,20 @@ for (const [i, algorithm] of P2P.entries()) {
         cases.push(pairCase(algorithm, dtype, r, low, high));
   for (const [k, [dtype, low, high, offset]] of BIG_PAIRS.entries())
     cases.push(pairCase(algorithm, dtype, i + k, p2pHeld(low, dtype), p2pHeld(high, dtype), offset));
+  for (const [k, [dtype, low, high]] of STRADDLING_PAIRS.entries())
+    for (const split of [false, true])
+      cases.push(
+        pairCase(
+          algorithm,
+          dtype,
+          i + k + 2 * Number(split),
+          p2pHeld(low, dtype),
+          p2pHeld(high, dtype),
+          0,
+          "sendRecv",
+          split,
+        ),
+      );
   for (const [d, dtype] of (["bf16", "i64", "u8", "fp8e4m3", "f32"] as const).entries())
     for (const base of someOf([1, 7, 1000, 4097], i + d)) cases.push(ringCase(algorithm, dtype, base));
   await batch(cases);

@@ -6,6 +6,8 @@
 // and acknowledge, and the send completes once every chunk is acknowledged. Algorithm copy_engine: the
 // sender stages chunks in its staging buffer, the receiver's copy engine reads them, a one-thread kernel
 // waiting for and putting the same slots around the copies.
+// Under auto each direction of a message picks ll or put by its own size, so a sendRecv may send by one
+// and receive by the other (p2p.cuh's mixed kernels), matching the peer however it splits its calls.
 // Messages between a pair carry a fingerprint of their number in that direction, dtype and size, so a
 // mismatched pair is caught (CollectiveMismatchError) instead of mixing data. Algorithm nccl: NCCL's send
 // and receive (sendRecv as one NCCL group), matched in order per pair as symmkit's are.
@@ -80,6 +82,10 @@ export function p2pLlBlocks(bytes: number): number {
 }
 
 type P2p = Exclude<GpuSendRecvAlgorithm, "auto">;
+/** The algorithms a side of one p2p.cuh launch runs by. */
+type Sided = "put" | "ll";
+/** p2p.cuh's kernels by their sides' algorithms: index 2 x (send by ll) + (receive by ll). */
+const P2P_KERNELS = ["p2p_put", "p2p_put_ll", "p2p_ll_put", "p2p_ll"] as const;
 type P2pOptions = CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm };
 /** The tag of p2p_put's side that does not run. */
 const NO_MESSAGE = new CallTag(0, 0);
@@ -92,8 +98,8 @@ export class GpuPointToPoint {
   readonly #sent: number[];
   readonly #received: number[];
   #messages = 0;
-  #p2pPut: Kernel<typeof P2P_PARAMS> | undefined;
-  #p2pLl: Kernel<typeof P2P_PARAMS> | undefined;
+  /** p2p.cuh's kernels, as P2P_KERNELS. */
+  readonly #kernels: (Kernel<typeof P2P_PARAMS> | undefined)[] = [];
   #p2pSignal: Kernel<typeof P2P_SIGNAL_PARAMS> | undefined;
   /** copy_engine sendRecv's receiving stream, forked from and joined to the caller's. */
   #sideStream: { stream: Stream; fork: Event; join: Event } | undefined;
@@ -129,7 +135,8 @@ export class GpuPointToPoint {
   /** send (see GpuCollectives.send). */
   send(x: Tensor, peer: number, options: P2pOptions): void {
     const [stream, algorithm] = this.#pointToPoint("send", x, peer, options);
-    if (algorithm === "put" || algorithm === "ll") return this.#put(algorithm, x, peer, undefined, 0, stream);
+    if (algorithm === "put" || algorithm === "ll")
+      return this.#put([algorithm, algorithm], x, peer, undefined, 0, stream);
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       return this.#ceSend(x, peer, stream);
@@ -141,7 +148,7 @@ export class GpuPointToPoint {
   recv(out: Tensor, peer: number, options: P2pOptions): void {
     const [stream, algorithm] = this.#pointToPoint("recv", out, peer, options);
     if (algorithm === "put" || algorithm === "ll")
-      return this.#put(algorithm, undefined, 0, out, peer, stream);
+      return this.#put([algorithm, algorithm], undefined, 0, out, peer, stream);
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       return this.#ceRecv(out, peer, stream);
@@ -153,10 +160,15 @@ export class GpuPointToPoint {
   sendRecv(x: Tensor, out: Tensor, peer: number, options: P2pOptions): void {
     const what = "sendRecv";
     checkSendRecv(what, x, out, overlaps);
-    // Auto judges the larger side, which the peer's call has too (its sides swapped).
-    const [stream, algorithm] = this.#pointToPoint(what, x, peer, options, Math.max(x.nbytes, out.nbytes));
+    const [stream, algorithm] = this.#pointToPoint(what, x, peer, options);
     this.#ctx.onDevice(what, out);
-    if (algorithm === "put" || algorithm === "ll") return this.#put(algorithm, x, peer, out, peer, stream);
+    if (algorithm === "put" || algorithm === "ll") {
+      // Under auto each side judges its own message, as the peer's matching side does (a sendRecv's
+      // sides swapped, or a separate recv and send), so the two may differ.
+      const recvAlgorithm =
+        options.algorithm === "auto" || options.algorithm === undefined ? this.#auto(out) : algorithm;
+      return this.#put([algorithm, recvAlgorithm], x, peer, out, peer, stream);
+    }
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       // Both directions at once (the receive on a side stream), so two ranks exchanging cannot deadlock.
@@ -176,9 +188,9 @@ export class GpuPointToPoint {
     });
   }
 
-  /** Checks a point-to-point call; its stream and algorithm (auto judges `bytes`, t's by default). Not a
-   * group call: the group's call count stays as it is (the pair's own count numbers its messages). */
-  #pointToPoint(what: string, t: Tensor, peer: number, options: P2pOptions, bytes?: number): [Stream, P2p] {
+  /** Checks a point-to-point call; its stream and algorithm (auto judges t's message). Not a group call:
+   * the group's call count stays as it is (the pair's own count numbers its messages). */
+  #pointToPoint(what: string, t: Tensor, peer: number, options: P2pOptions): [Stream, P2p] {
     const g = this.#ctx;
     checkTensorArg(what, "tensor", t);
     checkPeer(what, peer, g.world, g.rank);
@@ -188,10 +200,14 @@ export class GpuPointToPoint {
     const stream = g.stream(options);
     g.group.watch.throwIfFailed();
     g.group.noteCapture(stream);
-    return [
-      stream,
-      algorithm === "auto" ? autoPick(GPU_SEND_RECV_AUTO, { bytes: bytes ?? t.nbytes }) : algorithm,
-    ];
+    return [stream, algorithm === "auto" ? this.#auto(t) : algorithm];
+  }
+
+  /** What auto sends or receives t's message by: ll or put, whose sides one launch may mix. */
+  #auto(t: Tensor): Sided {
+    const a = autoPick(GPU_SEND_RECV_AUTO, { bytes: t.nbytes });
+    if (a === "ll" || a === "put") return a;
+    throw new Error(`send/recv's auto picked ${a}, whose sides no launch mixes: the records miss a case`);
   }
 
   /** copy_engine's signal kernel, resolved before a call enqueues anything: a first use compiles or loads
@@ -200,14 +216,11 @@ export class GpuPointToPoint {
     this.#signalKernel();
   }
 
-  #putKernel(algorithm: "put" | "ll"): Kernel<typeof P2P_PARAMS> {
-    if (algorithm === "ll")
-      return (this.#p2pLl ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
-        "symmkit::p2p::p2p_ll",
-        P2P_PARAMS,
-      ));
-    return (this.#p2pPut ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
-      "symmkit::p2p::p2p_put",
+  /** The kernel whose sending side runs `send` and receiving side `recv` (p2p.cuh). */
+  #putKernel(send: Sided, recv: Sided): Kernel<typeof P2P_PARAMS> {
+    const i = (send === "ll" ? 2 : 0) + (recv === "ll" ? 1 : 0);
+    return (this.#kernels[i] ??= sharedModule(P2P_PROGRAM, this.#ctx.device).kernel(
+      `symmkit::p2p::${P2P_KERNELS[i]}`,
       P2P_PARAMS,
     ));
   }
@@ -296,9 +309,9 @@ export class GpuPointToPoint {
     return this.#sideStream;
   }
 
-  /** One p2p_put or p2p_ll launch: a send side, a receive side, or both. */
+  /** One launch of p2p.cuh's sides: a send side, a receive side, or both, each by its algorithm. */
   #put(
-    algorithm: "put" | "ll",
+    [sendBy, recvBy]: readonly [Sided, Sided],
     x: Tensor | undefined,
     to: number,
     out: Tensor | undefined,
@@ -310,14 +323,14 @@ export class GpuPointToPoint {
     // to half this GPU's SMs each; put's stripes must match the peer's, so its count (at most 16 a side)
     // comes from the size alone.
     const half = Math.max(1, Math.floor(this.#ctx.device.props.smCount / 2));
-    const blocks = (bytes: number): number =>
-      algorithm === "ll" ? Math.min(half, p2pLlBlocks(bytes)) : p2pBlocks(bytes);
-    const kind = algorithm === "ll" ? "send-recv/ll" : "send-recv";
-    const kernel = this.#putKernel(algorithm);
-    const sendBlocks = x ? blocks(x.nbytes) : 0;
-    const recvBlocks = out ? blocks(out.nbytes) : 0;
-    const sendTag = x ? this.#messageTag(kind, x, this.#sent, to) : NO_MESSAGE;
-    const recvTag = out ? this.#messageTag(kind, out, this.#received, from) : NO_MESSAGE;
+    const blocks = (by: Sided, bytes: number): number =>
+      by === "ll" ? Math.min(half, p2pLlBlocks(bytes)) : p2pBlocks(bytes);
+    const kind = (by: Sided) => (by === "ll" ? "send-recv/ll" : "send-recv");
+    const kernel = this.#putKernel(sendBy, recvBy);
+    const sendBlocks = x ? blocks(sendBy, x.nbytes) : 0;
+    const recvBlocks = out ? blocks(recvBy, out.nbytes) : 0;
+    const sendTag = x ? this.#messageTag(kind(sendBy), x, this.#sent, to) : NO_MESSAGE;
+    const recvTag = out ? this.#messageTag(kind(recvBy), out, this.#received, from) : NO_MESSAGE;
     kernel.launch(
       { grid: sendBlocks + recvBlocks, block: THREADS, stream },
       this.#ctx.inboxView,

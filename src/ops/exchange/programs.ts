@@ -21,13 +21,16 @@ export const P2P_PAD_BYTES = 560 * 8;
 /** The inbox's bytes at `world` ranks: per sender, put's two chunks and ll's two buffers. */
 export const p2pInboxBytes = (world: number): number => world * 2 * (P2P_CHUNK_BYTES + P2P_LL_BUFFER_BYTES);
 
-/** send/recv (coll/p2p.cuh): put's pipeline, ll's lines (allToAll's ll too) and copy_engine's signals. */
+/** send/recv (coll/p2p.cuh): put's pipeline, ll's lines (allToAll's ll too), the two mixed (a side by each),
+ * and copy_engine's signals. */
 export const P2P_PROGRAM: ProgramSpec = {
   name: "symmkit/coll/p2p",
   source: '#include "symmkit/coll/p2p.cuh"\n',
   nameExpressions: [
     "symmkit::p2p::p2p_put",
     "symmkit::p2p::p2p_ll",
+    "symmkit::p2p::p2p_ll_put",
+    "symmkit::p2p::p2p_put_ll",
     "symmkit::p2p::p2p_ll_all_to_all",
     "symmkit::p2p::p2p_ce_signal",
   ],

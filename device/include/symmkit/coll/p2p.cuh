@@ -45,6 +45,10 @@
 // chunk. (copy_engine's receiver, a one-thread signal kernel, does not look: matched with an ll sender,
 // it waits until its deadline and names the peer.)
 //
+// One launch's two sides may differ (p2p_ll_put sends by ll and receives by put, p2p_put_ll the reverse):
+// each side of a message follows that message, so a sendRecv matched by the peer's separate send and recv
+// pairs each direction's algorithm alike.
+//
 // allToAll's ll (p2p_ll_all_to_all) sends each peer its chunk as that pair's next ll message, so the
 // pairs' counts and buffers serve both ops, in the order both ranks make their calls.
 //
@@ -185,21 +189,6 @@ __device__ __forceinline__ void recv_part(const SymmView& v, u8* out, u64 bytes,
   }
 }
 
-/**
- * Blocks [0, send_blocks) send x (send_bytes) to send_peer, blocks from send_blocks receive out
- * (recv_bytes, recv_blocks of them) from recv_peer: send, recv and sendRecv are this kernel with one
- * side empty or both (sendRecv's two sides run at once, so two ranks exchanging cannot deadlock).
- */
-__global__ void __launch_bounds__(kThreads) p2p_put(const __grid_constant__ SymmView v, const u8* x, u64 send_bytes,
-                                                    u32 send_peer, u32 send_blocks, const CallTag send_tag, u8* out,
-                                                    u64 recv_bytes, u32 recv_peer, u32 recv_blocks,
-                                                    const CallTag recv_tag, u64 chunk) {
-  if (blockIdx.x < send_blocks) {
-    send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_tag.word);
-  } else {
-    recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_tag.word);
-  }
-}
 
 /** The last of a side's `blocks` blocks to call this (thread 0 of each, after __syncthreads) gets true.
  * One atomic counts and, for the last, wraps the count back to 0 (in the slot's low word): a reset apart
@@ -316,18 +305,42 @@ __device__ __forceinline__ void ll_recv_part(const SymmView& v, u8* out, u64 byt
   }
 }
 
-/** p2p_put's sides by ll (same parameters; `chunk` is put's, which places the LL buffers after its own). */
-// At least one block per SM: without it ptxas keeps to 64 registers and spills the polled lines.
-__global__ void __launch_bounds__(kThreads, 1) p2p_ll(const __grid_constant__ SymmView v, const u8* x, u64 send_bytes,
-                                                   u32 send_peer, u32 send_blocks, const CallTag send_tag, u8* out,
-                                                   u64 recv_bytes, u32 recv_peer, u32 recv_blocks, const CallTag recv_tag,
-                                                   u64 chunk) {
+/**
+ * Blocks [0, send_blocks) send x (send_bytes) to send_peer, blocks from send_blocks receive out
+ * (recv_bytes, recv_blocks of them) from recv_peer: send, recv and sendRecv are one of these kernels with
+ * one side empty or both (sendRecv's two sides run at once, so two ranks exchanging cannot deadlock).
+ * Each side by put or ll (SendLl, RecvLl), so that a side's algorithm follows its own message's size
+ * under auto, as the peer's matching side does whether it calls send, recv or sendRecv. `chunk` is put's
+ * (it places the LL buffers after its own).
+ */
+template <bool SendLl, bool RecvLl>
+__device__ __forceinline__ void p2p_sides(const SymmView& v, const u8* x, u64 send_bytes, u32 send_peer, u32 send_blocks,
+                                          u64 send_word, u8* out, u64 recv_bytes, u32 recv_peer, u32 recv_blocks,
+                                          u64 recv_word, u64 chunk) {
   if (blockIdx.x < send_blocks) {
-    ll_send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_tag.word);
+    if constexpr (SendLl) ll_send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_word);
+    else send_part(v, x, send_bytes, send_peer, blockIdx.x, send_blocks, chunk, send_word);
   } else {
-    ll_recv_part(v, out, recv_bytes, recv_peer, blockIdx.x - send_blocks, recv_blocks, chunk, recv_tag.word);
+    const u32 b = blockIdx.x - send_blocks;
+    if constexpr (RecvLl) ll_recv_part(v, out, recv_bytes, recv_peer, b, recv_blocks, chunk, recv_word);
+    else recv_part(v, out, recv_bytes, recv_peer, b, recv_blocks, chunk, recv_word);
   }
 }
+
+#define SYMMKIT_P2P_KERNEL(name, bounds, send_ll, recv_ll)                                                              \
+  __global__ void bounds name(const __grid_constant__ SymmView v, const u8* x, u64 send_bytes, u32 send_peer,        \
+                              u32 send_blocks, const CallTag send_tag, u8* out, u64 recv_bytes, u32 recv_peer,        \
+                              u32 recv_blocks, const CallTag recv_tag, u64 chunk) {                                   \
+    p2p_sides<send_ll, recv_ll>(v, x, send_bytes, send_peer, send_blocks, send_tag.word, out, recv_bytes, recv_peer,    \
+                                recv_blocks, recv_tag.word, chunk);                                                     \
+  }
+// A kernel with an ll side asks for at least one block per SM: without it ptxas keeps to 64 registers and
+// spills the polled lines.
+SYMMKIT_P2P_KERNEL(p2p_put, __launch_bounds__(kThreads), false, false)
+SYMMKIT_P2P_KERNEL(p2p_ll, __launch_bounds__(kThreads, 1), true, true)
+SYMMKIT_P2P_KERNEL(p2p_ll_put, __launch_bounds__(kThreads, 1), true, false)
+SYMMKIT_P2P_KERNEL(p2p_put_ll, __launch_bounds__(kThreads, 1), false, true)
+#undef SYMMKIT_P2P_KERNEL
 
 /**
  * allToAll by ll: chunk p of x (`bytes` each) goes to rank p as the pair's next ll message, chunk s of out
