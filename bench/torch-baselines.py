@@ -203,27 +203,31 @@ def ag_gemm(world, rank):
 
 
 def gemm_rs(world, rank):
+    """The row-parallel layer's other form: each rank's GEMM over its part of K (A [m, k / world], as
+    `symmkit bench gemm-rs` splits it), then each rank's m / world rows of the sum."""
     rows = []
     name = group_name()
-    for m, n, k in GEMM_RS_SHAPES:
+    for m, n, full_k in GEMM_RS_SHAPES:
         m -= m % world
+        k = full_k // world // 8 * 8  # whole 16-byte rows for cuBLAS at any world
         a, b = randn(m, k), randn(k, n)
         full, part = empty(m, n), empty(m // world, n)
+        shape = dict(m=m, n=n, k=full_k, rankK=k)
         us, mode = time_us(lambda: torch.matmul(a, b, out=full))
-        rows.append(dict(impl="cublas matmul alone", m=m, n=n, k=k, us=us, mode=mode))
+        rows.append(dict(impl="cublas matmul alone", **shape, us=us, mode=mode))
 
         def seq():
             torch.matmul(a, b, out=full)
             dist.reduce_scatter_tensor(part, full)
 
         us, mode = time_us(seq)
-        rows.append(dict(impl="cublas matmul + nccl reduce_scatter", m=m, n=n, k=k, us=us, mode=mode))
+        rows.append(dict(impl="cublas matmul + nccl reduce_scatter", **shape, us=us, mode=mode))
 
         def fused():
             torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, name)
 
         us, mode = time_us(fused)
-        rows.append(dict(impl="symm_mem fused_matmul_reduce_scatter", m=m, n=n, k=k, us=us, mode=mode))
+        rows.append(dict(impl="symm_mem fused_matmul_reduce_scatter", **shape, us=us, mode=mode))
     return rows
 
 
