@@ -49,7 +49,8 @@ export interface GroupCollectives<T, In, A extends GroupAlgorithmNames, X extend
   send(x: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): void;
   /** Into `out`, what `peer` sent (send or sendRecv). Returns `out`. */
   recv(out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
-  /** `x` to `peer` and `out` from it in one call on both ranks (sizes may differ). Returns `out`. */
+  /** `x` to `peer` and `out` from it in one call (sizes may differ); the peer calls sendRecv, or send and
+   * recv. Returns `out`. */
   sendRecv(x: T, out: T, peer: number, options?: X & { algorithm?: A["sendRecv"] }): T;
   /** Chunk j of `x` to rank j; chunk i of `out` from rank i (world equal chunks). Returns `out`. */
   allToAll(x: In, out: T, options?: X & { algorithm?: A["allToAll"] }): T;

@@ -190,7 +190,7 @@ function pairCase(
   highSends: number,
   offset = 0,
   what = "sendRecv",
-  split = false,
+  split?: "send, recv" | "recv, send",
 ): Case | undefined {
   const tag = tags++;
   const peer = peerIn(round);
@@ -202,9 +202,9 @@ function pairCase(
   const x = xWhole.slice(offset);
   const [whole, out] = poisoned(dtype, [nRecv + offset]);
   const target = nRecv === 4097 && offset === 0 ? out.view([17, 241]) : out.slice(offset);
-  // Split: the higher rank makes its sendRecv a send and a recv, in either order by round (the lower
-  // rank's sendRecv runs both sides at once).
-  const parts = split && rank > peer ? (round % 2 === 0 ? "send, recv" : "recv, send") : undefined;
+  // Split: the higher rank makes its sendRecv a send and a recv, in that order (the lower rank's sendRecv
+  // runs both sides at once).
+  const parts = rank > peer ? split : undefined;
   const name =
     `${what}: sendRecv ${named(algorithm)} ${dtype} ${nSend}/${nRecv} +${offset} with rank ${peer}` +
     (parts ? ` as ${parts}` : "");
@@ -477,12 +477,12 @@ for (const [i, algorithm] of P2P.entries()) {
   for (const [k, [dtype, low, high, offset]] of BIG_PAIRS.entries())
     cases.push(pairCase(algorithm, dtype, i + k, p2pHeld(low, dtype), p2pHeld(high, dtype), offset));
   for (const [k, [dtype, low, high]] of STRADDLING_PAIRS.entries())
-    for (const split of [false, true])
+    for (const [j, split] of ([undefined, "send, recv", "recv, send"] as const).entries())
       cases.push(
         pairCase(
           algorithm,
           dtype,
-          i + k + 2 * Number(split),
+          i + 3 * k + j,
           p2pHeld(low, dtype),
           p2pHeld(high, dtype),
           0,

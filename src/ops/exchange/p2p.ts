@@ -46,7 +46,7 @@ const ceSlot = (rank: number, parity: number): number => rank * P2P_MAX_BLOCKS *
 export function copyEngineChunk(capacityBytes: number): number {
   return Math.max(16, Math.floor(Math.min(capacityBytes / 2, 64 << 20) / 16) * 16);
 }
-/** p2p_put: the inbox's SymmView; x, its bytes, peer, blocks, CallTag; out, its bytes, peer, blocks,
+/** p2p.cuh's send/recv kernels (P2P_KERNELS): the inbox's SymmView; x, its bytes, peer, blocks, CallTag; out, its bytes, peer, blocks,
  * CallTag; the chunk. */
 export const P2P_PARAMS = [
   SYMM_VIEW_PARAM,
@@ -87,7 +87,7 @@ type Sided = "put" | "ll";
 /** p2p.cuh's kernels by their sides' algorithms: index 2 x (send by ll) + (receive by ll). */
 const P2P_KERNELS = ["p2p_put", "p2p_put_ll", "p2p_ll_put", "p2p_ll"] as const;
 type P2pOptions = CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm };
-/** The tag of p2p_put's side that does not run. */
+/** The tag of a send/recv kernel's side that does not run. */
 const NO_MESSAGE = new CallTag(0, 0);
 
 export class GpuPointToPoint {
@@ -165,8 +165,7 @@ export class GpuPointToPoint {
     if (algorithm === "put" || algorithm === "ll") {
       // Under auto each side judges its own message, as the peer's matching side does (a sendRecv's
       // sides swapped, or a separate recv and send), so the two may differ.
-      const recvAlgorithm =
-        options.algorithm === "auto" || options.algorithm === undefined ? this.#auto(out) : algorithm;
+      const recvAlgorithm = (options.algorithm ?? "auto") === "auto" ? this.#auto(out) : algorithm;
       return this.#put([algorithm, recvAlgorithm], x, peer, out, peer, stream);
     }
     if (algorithm === "copy_engine") {
