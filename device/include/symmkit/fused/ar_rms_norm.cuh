@@ -177,14 +177,13 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
   const NormIo<T> io { bias, residual, residual_out, weight, out, rows, hidden, eps, out_scale_inv }
 
 /** This thread's groups of a row (slot j at byte at0 + 16 gi of each peer's slot in our buffer), once
- * every peer's has arrived, reduced in rank order with ours (mine[j]) into f[j]. Up to PollAll groups
- * (slots x ranks) every group of every peer is polled at once, so that one round of loads finds them all;
- * past it slot after slot, a round each. Each kernel picks PollAll by the registers it can spare. */
-template <typename T, u32 W, u32 S, u32 PollAll>
+ * every peer's has arrived, reduced in rank order with ours (mine[j]) into f[j]. While it takes few
+ * registers (slots x ranks <= 4) every group of every peer is polled at once; else slot after slot. */
+template <typename T, u32 W, u32 S>
 __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const WaitEnv& env, u64 at0, u32 gpr,
                                            const u32x4 (&mine)[S], float (&f)[S][8]) {
   const SymmView& v = c.v;
-  if constexpr (S * W <= PollAll) {
+  if constexpr (S * W <= 4) {
     u32x4 raw[S][W];
     u32 waiting = v.rank;
     bounded_wait(env, waiting, c.tag.word, [&] {
@@ -266,9 +265,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
     u32x4 mine[S], hr[S];
     own_groups(in, io, row, mine);
     float f[S][8];
-    // Two slots polled at once up to 4 ranks (hidden 8192: one round of loads instead of two; 127
-    // registers, no spills); four slots (past 8192) one after another, as they already spill.
-    gather_row<T, W, S, S == 2 ? 8 : 4>(c, env, row * gpr * 16ull, gpr, mine, f);
+    gather_row<T, W, S>(c, env, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) hr[j] = add_residual(io, ops, j, f[j]);
     finish_row(io, row, hr, ops, red);
@@ -321,8 +318,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
     own_groups(in, io, row, mine);
     float f[S][8];
     const u64 at0 = (row - first) * row_bytes;
-    // Past 4 groups it would spill (at 128 registers).
-    gather_row<T, W, S, 4>(c, env, at0, gpr, mine, f);
+    gather_row<T, W, S>(c, env, at0, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
