@@ -1,6 +1,7 @@
 // GPU fault cases (test/gpu/ranks/faults.ts) on 2 GPUs or more: NCCL waits bounded by the watchdog
 // (a rank that skips an NCCL call, eager and in a graph; a rank killed outside the launcher), ranks out
-// of step caught by the fingerprints, and destroy() with a live graph that captured NCCL work.
+// of step caught by the fingerprints, a send met by a receive of another algorithm, and destroy() with a
+// live graph that captured NCCL work.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
@@ -97,6 +98,30 @@ for (const fault of ["refused-lamport", "refused-one-shot"]) {
         assert.match(l, /CollectiveMismatchError|SymmTimeoutError naming/, l);
         withinDeadline(l);
       }
+    },
+  );
+}
+
+// A send by one algorithm met by a receive by another: the receiver's first wait sees the other's first
+// store and gives up; the sender ends in a typed error or completes (an ll send does not wait).
+for (const fault of ["p2p-put-vs-ll", "p2p-ll-vs-put"]) {
+  test(
+    `${fault}: the receiver ends with CollectiveMismatchError naming the sender, never wrong data`,
+    { skip },
+    () => {
+      const r = run(fault);
+      assert.equal(r.status, 0, r.out);
+      const got = lines(r.out, fault);
+      assert.equal(got.length, n, r.out);
+      const of = (k: number): string => got.find((l) => l.includes(`[rank ${k}] `)) ?? `no line of rank ${k}`;
+      assert.match(of(1), /CollectiveMismatchError rank 1 names rank 0 after \d+ ms/, r.out);
+      assert.ok(
+        Number(/after (\d+) ms/.exec(of(1))?.[1]) < LIMIT_MS,
+        `by the deadline, not the signal: ${of(1)}`,
+      );
+      assert.match(of(0), /NO ERROR|CollectiveMismatchError|SymmTimeoutError naming \[1\]/, of(0));
+      withinDeadline(of(0));
+      for (let k = 2; k < n; k++) assert.match(of(k), /idle/, of(k));
     },
   );
 }

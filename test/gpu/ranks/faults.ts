@@ -20,6 +20,10 @@
 // - refused-lamport, refused-one-shot: rank 0's all-reduce is refused (output too small) and caught, the
 //   others' goes ahead; then every rank calls it again: every rank must end in CollectiveMismatchError or
 //   SymmTimeoutError naming a rank (the refused call took its turn), never wrong data.
+// - p2p-put-vs-ll, p2p-ll-vs-put: rank 0 sends 64 KiB to rank 1 by put (ll), rank 1 receives it by ll
+//   (put); the other ranks idle. The receiver must end in CollectiveMismatchError naming rank 0 before the
+//   deadline (each algorithm's first wait looks for the other's first store); the sender in a typed error
+//   or none (an ll send completes once its lines are stored), never wrong data.
 // - destroy-graph: a graph that captured a one-shot and an NCCL all-reduce stays alive; destroy() must
 //   release it and return promptly; replaying it then is a typed error.
 // Every rank prints one line "fault <FAULT>: <outcome>" and meets the others at the store at the end.
@@ -181,6 +185,18 @@ switch (fault) {
       const got = c.allReduce(x(4096), { algorithm }).toHost({ decode: true });
       if (got.some((v) => v !== world)) throw new Error(`wrong data: ${got[0]}, expected ${world}`);
     });
+    break;
+  }
+  case "p2p-put-vs-ll":
+  case "p2p-ll-vs-put": {
+    const [sends, receives] = fault === "p2p-put-vs-ll" ? (["put", "ll"] as const) : (["ll", "put"] as const);
+    const n = 32768;
+    outcome =
+      rank === 0
+        ? attempt(() => c.send(x(n), 1, { algorithm: sends }))
+        : rank === 1
+          ? attempt(() => c.recv(x(n), 0, { algorithm: receives }))
+          : "idle";
     break;
   }
   case "destroy-graph": {
