@@ -483,20 +483,28 @@ assert.equal(poisonOf(make, "fp8e4m3", 1)[0]! & 0x7f, 0x7f, "the fp8 poison is a
   let cases = 0;
   let calls = 0;
   let worst = 0;
+  // Where the section's time goes: the references made on the host, or the calls and their checks.
+  let referenceMs = 0;
+  let callMs = 0;
   for (const combo of COMBOS)
     for (const shape of [...SHAPES, ...(cuda ? KERNEL_PATHS : [])]) {
+      const t0 = performance.now();
       const x = randomProblem(combo, shape, true);
       const sum = decodeToF32("bf16", x.sum);
       const sampled = x.f64.map((_, q) => sum[q * x.every]!);
       worst = Math.max(worst, close(sampled, x.f64, `${x.what}: the reference vs float64`));
       const k = everyCall(x, cases++ % 4);
       calls += k.length - 1;
+      const t1 = performance.now();
       await checked(x.what, k);
+      referenceMs += t1 - t0;
+      callMs += performance.now() - t1;
     }
   done(
     `random: ${cases} problems, ${calls} calls each after a decoy, bit for bit with the rank-order reference ` +
       `(NCCL's within rounding), rmsNorm bf16 and fp8, outputs given and made, ranks agree; the reference ` +
-      `${worst.toExponential(2)} from float64 at worst (bound 2^-6)`,
+      `${worst.toExponential(2)} from float64 at worst (bound 2^-6); ${(referenceMs / 1000).toFixed(1)} s ` +
+      `making the references, ${(callMs / 1000).toFixed(1)} s in the calls and their checks`,
   );
 }
 
