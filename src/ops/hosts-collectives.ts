@@ -334,7 +334,8 @@ export class HostsCollectives
 
   /**
    * `x` to group rank `peer`, which calls recv (or sendRecv) with as many bytes; ordered per pair. auto and
-   * hierarchical: symmkit's send/recv (its auto: ll or put) over NVLink when the peer is on this host, NCCL otherwise; nccl: NCCL.
+   * hierarchical: symmkit's send/recv (its auto: ll or put) over NVLink when the peer is on this host,
+   * NCCL otherwise; nccl: NCCL.
    * Every call of a pair must take the same path (the same algorithm), as with GpuCollectives.
    */
   send(x: Tensor, peer: number, options: HostsCallOptions = {}): void {

@@ -35,6 +35,16 @@ const run = (fault: string): { status: number | null; out: string; ms: number } 
 const lines = (out: string, fault: string): string[] =>
   out.split("\n").filter((l) => l.includes(`fault ${fault}: `));
 
+/** Runs `fault`; its ranks' outcome lines that hold `kind` (all by default), `count` of them (every rank's
+ * by default), the job having ended cleanly. */
+function outcomes(fault: string, kind = "", count = n): string[] {
+  const r = run(fault);
+  assert.equal(r.status, 0, r.out);
+  const got = lines(r.out, fault).filter((l) => l.includes(kind));
+  assert.equal(got.length, count, r.out);
+  return got;
+}
+
 /** The time a line reports, checked against the deadline plus 5 s. */
 function withinDeadline(line: string): void {
   const ms = Number(/after (\d+) ms/.exec(line)?.[1]);
@@ -44,10 +54,7 @@ function withinDeadline(line: string): void {
 // The fingerprint barrier before every NCCL call is where the others wait for a rank that never comes.
 for (const fault of ["nccl-skip", "nccl-graph-skip"]) {
   test(`${fault}: the ranks in the NCCL call end with SymmTimeoutError naming the skipper`, { skip }, () => {
-    const r = run(fault);
-    assert.equal(r.status, 0, r.out);
-    const got = lines(r.out, fault).filter((l) => l.includes("SymmTimeoutError"));
-    assert.equal(got.length, n - 1, r.out);
+    const got = outcomes(fault, "SymmTimeoutError", n - 1);
     for (const l of got) {
       assert.match(l, new RegExp(`naming \\[${n - 1}\\]`));
       withinDeadline(l);
@@ -74,10 +81,7 @@ const MISMATCHES: Readonly<Record<string, RegExp>> = {
 
 for (const [fault, names] of Object.entries(MISMATCHES)) {
   test(`${fault}: every rank ends with CollectiveMismatchError at the first signal`, { skip }, () => {
-    const r = run(fault);
-    assert.equal(r.status, 0, r.out);
-    const got = lines(r.out, fault).filter((l) => l.includes("CollectiveMismatchError"));
-    assert.equal(got.length, n, r.out);
+    const got = outcomes(fault, "CollectiveMismatchError");
     for (const l of got) {
       assert.ok(Number(/after (\d+) ms/.exec(l)?.[1]) < LIMIT_MS, `by the deadline, not the signal: ${l}`);
       assert.match(l, names, l);
@@ -90,10 +94,7 @@ for (const fault of ["refused-lamport", "refused-one-shot"]) {
     `${fault}: a call refused on one rank ends every rank in a typed error, never wrong data`,
     { skip },
     () => {
-      const r = run(fault);
-      assert.equal(r.status, 0, r.out);
-      const got = lines(r.out, fault);
-      assert.equal(got.length, n, r.out);
+      const got = outcomes(fault);
       for (const l of got) {
         assert.match(l, /CollectiveMismatchError|SymmTimeoutError naming/, l);
         withinDeadline(l);
@@ -109,12 +110,9 @@ for (const fault of ["p2p-put-vs-ll", "p2p-ll-vs-put"]) {
     `${fault}: the receiver ends with CollectiveMismatchError naming the sender, never wrong data`,
     { skip },
     () => {
-      const r = run(fault);
-      assert.equal(r.status, 0, r.out);
-      const got = lines(r.out, fault);
-      assert.equal(got.length, n, r.out);
+      const got = outcomes(fault);
       const of = (k: number): string => got.find((l) => l.includes(`[rank ${k}] `)) ?? `no line of rank ${k}`;
-      assert.match(of(1), /CollectiveMismatchError rank 1 names rank 0 after \d+ ms/, r.out);
+      assert.match(of(1), /CollectiveMismatchError rank 1 names rank 0 after \d+ ms/, got.join("\n"));
       assert.ok(
         Number(/after (\d+) ms/.exec(of(1))?.[1]) < LIMIT_MS,
         `by the deadline, not the signal: ${of(1)}`,
@@ -127,10 +125,7 @@ for (const fault of ["p2p-put-vs-ll", "p2p-ll-vs-put"]) {
 }
 
 test("destroy() releases a live graph that captured NCCL work and returns promptly", { skip }, () => {
-  const r = run("destroy-graph");
-  assert.equal(r.status, 0, r.out);
-  const got = lines(r.out, "destroy-graph");
-  assert.equal(got.length, n, r.out);
+  const got = outcomes("destroy-graph");
   for (const l of got) {
     assert.ok(Number(/destroy took (\d+) ms/.exec(l)?.[1]) < 10_000, l);
     assert.match(l, /replay refused: SYMMKIT_DISPOSED/);

@@ -46,8 +46,8 @@ const ceSlot = (rank: number, parity: number): number => rank * P2P_MAX_BLOCKS *
 export function copyEngineChunk(capacityBytes: number): number {
   return Math.max(16, Math.floor(Math.min(capacityBytes / 2, 64 << 20) / 16) * 16);
 }
-/** p2p.cuh's send/recv kernels (P2P_KERNELS): the inbox's SymmView; x, its bytes, peer, blocks, CallTag; out, its bytes, peer, blocks,
- * CallTag; the chunk. */
+/** p2p.cuh's send/recv kernels (P2P_KERNELS): the inbox's SymmView; x, its bytes, peer, blocks, CallTag;
+ * out, its bytes, peer, blocks, CallTag; the chunk. */
 export const P2P_PARAMS = [
   SYMM_VIEW_PARAM,
   "ptr",
@@ -86,6 +86,8 @@ type P2p = Exclude<GpuSendRecvAlgorithm, "auto">;
 type Sided = "put" | "ll";
 /** p2p.cuh's kernels by their sides' algorithms: index 2 x (send by ll) + (receive by ll). */
 const P2P_KERNELS = ["p2p_put", "p2p_put_ll", "p2p_ll_put", "p2p_ll"] as const;
+/** A message's fingerprint kind by the algorithm its side runs. */
+const P2P_KINDS = { put: "send-recv", ll: "send-recv/ll" } as const;
 type P2pOptions = CollectiveOptions & { algorithm?: GpuSendRecvAlgorithm };
 /** The tag of a send/recv kernel's side that does not run. */
 const NO_MESSAGE = new CallTag(0, 0);
@@ -324,12 +326,11 @@ export class GpuPointToPoint {
     const half = Math.max(1, Math.floor(this.#ctx.device.props.smCount / 2));
     const blocks = (by: Sided, bytes: number): number =>
       by === "ll" ? Math.min(half, p2pLlBlocks(bytes)) : p2pBlocks(bytes);
-    const kind = (by: Sided) => (by === "ll" ? "send-recv/ll" : "send-recv");
     const kernel = this.#putKernel(sendBy, recvBy);
     const sendBlocks = x ? blocks(sendBy, x.nbytes) : 0;
     const recvBlocks = out ? blocks(recvBy, out.nbytes) : 0;
-    const sendTag = x ? this.#messageTag(kind(sendBy), x, this.#sent, to) : NO_MESSAGE;
-    const recvTag = out ? this.#messageTag(kind(recvBy), out, this.#received, from) : NO_MESSAGE;
+    const sendTag = x ? this.#messageTag(P2P_KINDS[sendBy], x, this.#sent, to) : NO_MESSAGE;
+    const recvTag = out ? this.#messageTag(P2P_KINDS[recvBy], out, this.#received, from) : NO_MESSAGE;
     kernel.launch(
       { grid: sendBlocks + recvBlocks, block: THREADS, stream },
       this.#ctx.inboxView,
