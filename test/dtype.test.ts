@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   f32ToBf16Bits,
+  f32ToE4M3Bits,
+  f32ToF16Bits,
   decodeBF16,
   decodeE4M3,
   decodeE5M2,
@@ -131,20 +133,112 @@ test("encode/decodeToF32 round trips and integer checks", () => {
   assert.throws(() => encode("u32", [-1]), InvalidArgumentError);
 });
 
-test("the fast float32 -> bf16 path agrees with the exact encoder on every kind of float32", () => {
+/** A narrow format for the reference below: its encoder, decoder, largest finite code and what overflow
+ * gives (saturating: the largest finite value; otherwise Inf's code). */
+interface Format {
+  readonly name: string;
+  readonly encode: (x: number) => number;
+  readonly fromF32?: (x: number) => number;
+  readonly decode: (b: number) => number;
+  readonly maxCode: number;
+  readonly signBit: number;
+  readonly overflowCode: number;
+  readonly saturate: boolean;
+}
+const FORMATS: readonly Format[] = [
+  {
+    name: "bf16",
+    encode: encodeBF16,
+    fromF32: f32ToBf16Bits,
+    decode: decodeBF16,
+    maxCode: 0x7f7f,
+    signBit: 0x8000,
+    overflowCode: 0x7f80,
+    saturate: false,
+  },
+  {
+    name: "f16",
+    encode: encodeF16,
+    fromF32: f32ToF16Bits,
+    decode: decodeF16,
+    maxCode: 0x7bff,
+    signBit: 0x8000,
+    overflowCode: 0x7c00,
+    saturate: false,
+  },
+  {
+    name: "e4m3",
+    encode: (x) => encodeE4M3(x),
+    fromF32: f32ToE4M3Bits,
+    decode: decodeE4M3,
+    maxCode: 0x7e,
+    signBit: 0x80,
+    overflowCode: 0x7e,
+    saturate: true,
+  },
+  {
+    name: "e4m3 unsaturated",
+    encode: (x) => encodeE4M3(x, false),
+    decode: decodeE4M3,
+    maxCode: 0x7e,
+    signBit: 0x80,
+    overflowCode: 0x7f,
+    saturate: false,
+  },
+];
+
+/** The code of the value nearest x (ties to the even code), by binary search over the decoded codes
+ * (positive codes grow with their values): independent of the encoders' arithmetic. Midpoints of
+ * neighbouring codes are exact doubles, so each comparison is exact. */
+function nearest(fmt: Format, x: number): number {
+  const sign = x < 0 || Object.is(x, -0) ? fmt.signBit : 0;
+  const a = Math.abs(x);
+  const max = fmt.decode(fmt.maxCode);
+  if (a > max) {
+    // Past the largest finite value: it, up to the tie with where the next code's value would be (one
+    // step on), where the even code wins.
+    const tie = max + (max - fmt.decode(fmt.maxCode - 1)) / 2;
+    if (fmt.saturate || a < tie || (a === tie && fmt.maxCode % 2 === 0)) return sign | fmt.maxCode;
+    return sign | fmt.overflowCode;
+  }
+  let lo = 0;
+  let hi = fmt.maxCode; // decode(lo) <= a <= decode(hi)
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (fmt.decode(mid) <= a) lo = mid;
+    else hi = mid;
+  }
+  const m = (fmt.decode(lo) + fmt.decode(hi)) / 2;
+  const code = a < m ? lo : a > m ? hi : lo % 2 === 0 ? lo : hi;
+  return sign | code;
+}
+
+test("the narrow encoders round every kind of double to the nearest code, ties to even, as an exhaustive search does", () => {
+  let seed = 12345;
+  const rand = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
   const f = new Float32Array(1);
   const u = new Uint32Array(f.buffer);
-  const specials = [
-    0, 0x80000000, 0x7f800000, 0xff800000, 0x7f7fffff, 0x00000001, 0x3f808000, 0x3f818000, 0x3f807fff,
-  ];
-  const bits = [...specials, ...Array.from({ length: 200_000 }, (_, i) => Math.imul(i, 0x9e3779b1) >>> 0)];
-  for (const b of bits) {
-    u[0] = b;
-    const x = f[0]!;
-    if (Number.isNaN(x)) {
-      assert.ok(Number.isNaN(decodeBF16(f32ToBf16Bits(x))));
-      continue;
+  for (const fmt of FORMATS) {
+    const xs: number[] = [0, -0, Infinity, -Infinity, Number.MAX_VALUE, Number.MIN_VALUE, 2 ** -150, 3.4e38];
+    // Each tie between neighbouring codes, and the doubles just beside it: their float32 rounding is the
+    // tie itself (the double-rounding trap of going through float32).
+    const step = fmt.maxCode > 0xff ? 7 : 1;
+    for (let c = 0; c < fmt.maxCode; c += step) {
+      const m = (fmt.decode(c) + fmt.decode(c + 1)) / 2;
+      xs.push(m, m * (1 + 2 ** -40), m * (1 - 2 ** -40), -m * (1 + 2 ** -45));
     }
-    assert.equal(f32ToBf16Bits(x), encodeBF16(x), `bits 0x${b.toString(16)}`);
+    // Random doubles over the format's range and past it, and random float32 bit patterns.
+    for (let i = 0; i < 20_000; i++) {
+      xs.push((rand() < 0.5 ? -1 : 1) * 2 ** (rand() * 60 - 30) * (1 + rand()));
+      u[0] = (rand() * 2 ** 32) >>> 0;
+      if (!Number.isNaN(f[0]!)) xs.push(f[0]!);
+    }
+    for (const x of xs) {
+      const want = nearest(fmt, x);
+      assert.equal(hex(fmt.encode(x)), hex(want), `${fmt.name} of ${x}`);
+      if (fmt.fromF32 && Math.fround(x) === x)
+        assert.equal(hex(fmt.fromF32(x)), hex(want), `${fmt.name} of float32 ${x}`);
+    }
+    if (fmt.fromF32) assert.ok(Number.isNaN(fmt.decode(fmt.fromF32(NaN))), `${fmt.name}: NaN stays NaN`);
   }
 });

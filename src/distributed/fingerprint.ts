@@ -94,11 +94,10 @@ type Field = keyof typeof FIELDS | "count";
 const MARK = 0x8000_0000;
 const COUNT_BITS = 39;
 const TWO_32 = 0x1_0000_0000;
-/** The kinds by code (a code is a place here), each kind's code, and how many values its shape word
- * holds; the group's own until defineCallKinds adds the operations'. */
+/** The kinds by code (a code is a place here), and each kind's code with how many values its shape word
+ * holds (one lookup a call); the group's own until defineCallKinds adds the operations'. */
 let kindNames: readonly string[] = [];
-let kindCodes = new Map<string, number>();
-let shapeDims = new Map<string, number>();
+let kindCodes = new Map<string, { readonly code: number; readonly dims: number }>();
 
 /**
  * Makes the fingerprints name GROUP_KINDS and then `kinds` (every operation's, in record order, each
@@ -111,8 +110,7 @@ export function defineCallKinds(kinds: readonly string[]): readonly string[] {
   if (all.length > 1 << FIELDS.kind.bits)
     throw new Error(`${all.length} call kinds: a fingerprint codes at most ${1 << FIELDS.kind.bits}`);
   kindNames = all;
-  kindCodes = new Map(all.map((k, i) => [k, i]));
-  shapeDims = new Map(all.map((k) => [k, shapeNames(k).length]));
+  kindCodes = new Map(all.map((k, i) => [k, { code: i, dims: shapeNames(k).length }]));
   return all;
 }
 defineCallKinds([]);
@@ -215,14 +213,14 @@ export function fingerprint(seq: number, shape: CallShape): CallTag {
   const hi =
     MARK |
     ((seq & 0x3ff) << FIELDS.seq.shift) |
-    (kind << FIELDS.kind.shift) |
+    (kind.code << FIELDS.kind.shift) |
     ((shape.dtype === undefined ? NO_DTYPE : DTYPE_CODES[shape.dtype]) << FIELDS.dtype.shift) |
     (OP_CODES[shape.op ?? "none"]! << FIELDS.op.shift) |
     Math.floor(count / TWO_32);
   const dims = shape.dims ?? NO_DIMS;
-  if (dims.length !== shapeDims.get(shape.kind))
+  if (dims.length !== kind.dims)
     throw new InvalidArgumentError(
-      `${shape.kind}: its fingerprint takes ${shapeDims.get(shape.kind)} shape values (SHAPES), got ${dims.length}`,
+      `${shape.kind}: its fingerprint takes ${kind.dims} shape values (SHAPES), got ${dims.length}`,
     );
   if (dims.length === 0) return new CallTag(hi >>> 0, count >>> 0);
   const [shapeHi, shapeLo] = shapeWord(shape.kind, dims);

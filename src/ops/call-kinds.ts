@@ -3,12 +3,10 @@
 // ("collective/algorithm"), then every other op's (OP_RECORDS). Defined as this module loads; the group
 // contexts that make fingerprints (gpu-group.ts, cpu/group.ts, hosts-collectives.ts) import it for that.
 import { defineCallKinds } from "../distributed/fingerprint.js";
-import { COLLECTIVE_ALGORITHMS } from "./coll/registry.js";
+import { COLLECTIVE_KINDS } from "./coll/registry.js";
 import { OP_RECORDS } from "./op-records.js";
 
 export const CALL_KINDS: readonly string[] = defineCallKinds([
-  ...Object.entries(COLLECTIVE_ALGORITHMS).flatMap(([c, records]) =>
-    Object.keys(records).map((a) => `${c}/${a}`),
-  ),
+  ...COLLECTIVE_KINDS,
   ...OP_RECORDS.flatMap(([, records]) => Object.values(records).flatMap((r) => r.kinds)),
 ]);

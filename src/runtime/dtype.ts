@@ -115,27 +115,92 @@ function decodeMini(bits: number, fmt: MiniFloat): number {
   return sign * (man + 2 ** fmt.manBits) * 2 ** (field - bias - fmt.manBits);
 }
 
-export const encodeF16 = (x: number): number => encodeMini(x, F16, false);
-export const encodeBF16 = (x: number): number => encodeMini(x, BF16, false);
-export const encodeE4M3 = (x: number, saturate = true): number => encodeMini(x, E4M3, saturate);
+const f32Scratch = new Float32Array(1);
+const u32Scratch = new Uint32Array(f32Scratch.buffer);
+
+/** bf16 bits of float32 bits `b` (not a NaN), rounded to nearest even. */
+const bf16OfF32 = (b: number): number => ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
+
+/** f16 bits of float32 bits `b` (not a NaN), rounded to nearest even; 65520 and above are Inf. */
+function f16OfF32(b: number): number {
+  const sign = (b >>> 16) & 0x8000;
+  const a = b & 0x7fffffff;
+  if (a >= 0x477ff000) return sign | 0x7c00;
+  // Normal: drop 13 mantissa bits (a carry moves into the exponent), rebias 127 -> 15.
+  if (a >= 0x38800000) return sign | (((a + 0xfff + ((a >>> 13) & 1)) >>> 13) - (112 << 10));
+  // Subnormal, in units of 2^-24 (1024 of them: the smallest normal).
+  u32Scratch[0] = a;
+  return sign | roundHalfEven(f32Scratch[0]! * 2 ** 24);
+}
+
+/** E4M3 bits of float32 bits `b` (not a NaN), rounded to nearest even, saturated to 448. */
+function e4m3OfF32(b: number): number {
+  const sign = (b >>> 24) & 0x80;
+  const a = b & 0x7fffffff;
+  if (a >= 0x43e00000) return sign | 0x7e;
+  // Normal: drop 20 mantissa bits, rebias 127 -> 7.
+  if (a >= 0x3c800000) return sign | (((a + 0x7ffff + ((a >>> 20) & 1)) >>> 20) - (120 << 3));
+  // Subnormal, in units of 2^-9 (8 of them: the smallest normal).
+  u32Scratch[0] = a;
+  return sign | roundHalfEven(f32Scratch[0]! * 2 ** 9);
+}
+
+/**
+ * `ofF32` (rounding float32 bits to nearest even) applied to the double `x` (not a NaN) without double
+ * rounding: through x's float32 rounding fr, exact unless fr is a tie of the narrow format that x is not
+ * (then fr's neighbour toward x rounds elsewhere, and the exact encoder decides). Every narrow format's
+ * ties are float32 values, so x and fr lie on the same side of every other one.
+ */
+function viaF32(x: number, ofF32: (b: number) => number, exact: (x: number) => number): number {
+  f32Scratch[0] = x;
+  const fr = f32Scratch[0];
+  const b = u32Scratch[0]!;
+  const code = ofF32(b);
+  if (fr === x) return code;
+  // One float32 step toward x: magnitude up if x is farther from zero.
+  const toward = Math.abs(x) > Math.abs(fr) ? b + 1 : b - 1;
+  return ofF32(toward >>> 0) === code ? code : exact(x);
+}
+
+const exactF16 = (x: number): number => encodeMini(x, F16, false);
+const exactBF16 = (x: number): number => encodeMini(x, BF16, false);
+const exactE4M3 = (x: number): number => encodeMini(x, E4M3, true);
+
+export const encodeF16 = (x: number): number => (x !== x ? F16.nanBits : viaF32(x, f16OfF32, exactF16));
+export const encodeBF16 = (x: number): number => (x !== x ? BF16.nanBits : viaF32(x, bf16OfF32, exactBF16));
+export const encodeE4M3 = (x: number, saturate = true): number =>
+  x !== x ? E4M3.nanBits : saturate ? viaF32(x, e4m3OfF32, exactE4M3) : encodeMini(x, E4M3, false);
 export const encodeE5M2 = (x: number, saturate = true): number => encodeMini(x, E5M2, saturate);
 export const decodeF16 = (b: number): number => decodeMini(b, F16);
 export const decodeBF16 = (b: number): number => decodeMini(b, BF16);
 export const decodeE4M3 = (b: number): number => decodeMini(b, E4M3);
 export const decodeE5M2 = (b: number): number => decodeMini(b, E5M2);
 
-const f32Scratch = new Float32Array(1);
-const u32Scratch = new Uint32Array(f32Scratch.buffer);
+// The fast paths for values already float32 (Math.fround's): no double rounding to guard against.
 
-/** bf16 bits of a float32 value, rounded to nearest even: the fast path for values already float32. */
+/** bf16 bits of a float32 value, rounded to nearest even (a NaN keeps its sign, quiet). */
 export function f32ToBf16Bits(x: number): number {
   f32Scratch[0] = x;
   const b = u32Scratch[0]!;
-  if ((b & 0x7fffffff) > 0x7f800000) return 0x7fc0 | ((b >>> 16) & 0x8000); // NaN, quiet
-  return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
+  if ((b & 0x7fffffff) > 0x7f800000) return 0x7fc0 | ((b >>> 16) & 0x8000);
+  return bf16OfF32(b);
 }
 
-type FloatCodec = { encode(x: number): number; decode(b: number): number };
+/** f16 bits of a float32 value, as encodeF16. */
+export function f32ToF16Bits(x: number): number {
+  if (x !== x) return F16.nanBits;
+  f32Scratch[0] = x;
+  return f16OfF32(u32Scratch[0]!);
+}
+
+/** E4M3 bits of a float32 value, as encodeE4M3 (saturated). */
+export function f32ToE4M3Bits(x: number): number {
+  if (x !== x) return E4M3.nanBits;
+  f32Scratch[0] = x;
+  return e4m3OfF32(u32Scratch[0]!);
+}
+
+type FloatCodec = { readonly encode: (x: number) => number; readonly decode: (b: number) => number };
 
 const CODECS: Partial<Record<DType, FloatCodec>> = {
   f16: { encode: encodeF16, decode: decodeF16 },
@@ -187,6 +252,30 @@ function makeRawArray(d: DType, n: number): RawArray {
   }
 }
 
+// One loop per element width, so that each loop's element accesses stay of one kind (V8 optimises a loop
+// that sees one typed array kind to plain loads and stores; one that sees several, to a dispatch per
+// element: 5-10x slower).
+function encodeInto16(
+  out: Uint16Array,
+  values: ArrayLike<number> | ArrayLike<bigint>,
+  enc: (x: number) => number,
+): void {
+  for (let i = 0; i < out.length; i++) out[i] = enc(Number(values[i]));
+}
+function encodeInto8(
+  out: Uint8Array,
+  values: ArrayLike<number> | ArrayLike<bigint>,
+  enc: (x: number) => number,
+): void {
+  for (let i = 0; i < out.length; i++) out[i] = enc(Number(values[i]));
+}
+function lookup16(out: Float32Array, raw: Uint16Array, table: Float32Array): void {
+  for (let i = 0; i < raw.length; i++) out[i] = table[raw[i]!]!;
+}
+function lookup8(out: Float32Array, raw: Uint8Array, table: Float32Array): void {
+  for (let i = 0; i < raw.length; i++) out[i] = table[raw[i]!]!;
+}
+
 /** Values as the dtype stores them: narrow floats rounded to nearest even, integers checked. */
 export function encode<D extends DType>(d: D, values: ArrayLike<number> | ArrayLike<bigint>): RawArrayOf<D> {
   return encodeRaw(d, values) as RawArrayOf<D>;
@@ -197,7 +286,8 @@ function encodeRaw(d: DType, values: ArrayLike<number> | ArrayLike<bigint>): Raw
   const out = rawArray(d, n);
   const codec = CODECS[d];
   if (codec) {
-    for (let i = 0; i < n; i++) (out as Uint16Array)[i] = codec.encode(Number(values[i]));
+    if (out instanceof Uint16Array) encodeInto16(out, values, codec.encode);
+    else encodeInto8(out as Uint8Array, values, codec.encode);
     return out;
   }
   if (d === "i64") {
@@ -205,7 +295,9 @@ function encodeRaw(d: DType, values: ArrayLike<number> | ArrayLike<bigint>): Raw
     return out;
   }
   if (d === "f32") {
-    (out as Float32Array).set(Array.from(values as ArrayLike<number>, Number));
+    // A typed array of numbers converts in one native step (round to nearest even, as Math.fround).
+    if (values instanceof Float64Array || values instanceof Float32Array) (out as Float32Array).set(values);
+    else (out as Float32Array).set(Array.from(values as ArrayLike<number>, Number));
     return out;
   }
   const [lo, hi] = d === "i32" ? [-(2 ** 31), 2 ** 31 - 1] : d === "u32" ? [0, 2 ** 32 - 1] : [0, 255];
@@ -225,7 +317,12 @@ export function decodeToF32(d: DType, raw: RawArray): Float32Array {
   const out = new Float32Array(raw.length);
   if (codec) {
     const table = decodeTable(d, codec);
-    for (let i = 0; i < raw.length; i++) out[i] = table[raw[i] as number]!;
+    if (raw instanceof Uint16Array) lookup16(out, raw, table);
+    else lookup8(out, raw as Uint8Array, table);
+    return out;
+  }
+  if (raw instanceof Float32Array) {
+    out.set(raw);
     return out;
   }
   for (let i = 0; i < raw.length; i++) out[i] = Number(raw[i]);

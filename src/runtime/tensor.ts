@@ -246,6 +246,8 @@ export class Tensor<D extends DType = DType> implements AnyTensor<D> {
   readonly numel: number;
   readonly #mem: DeviceMemory;
   readonly #byteOffset: number;
+  /** The device address, made once (a BigInt sum per call was most of what reading it cost). */
+  readonly #ptr: Ptr;
   readonly #owner: boolean;
   /** What this memory is to the user when it is not a tensor they made (a group's collectives' memory). */
   readonly #label: DisposedLabel | undefined;
@@ -261,7 +263,9 @@ export class Tensor<D extends DType = DType> implements AnyTensor<D> {
   ) {
     this.#mem = mem;
     this.#byteOffset = byteOffset;
-    this.shape = Object.freeze([...shape]);
+    this.#ptr = mem.alive ? mem.ptr + BigInt(byteOffset) : 0n;
+    // Another tensor's shape (an op's fresh output takes its input's) is frozen already: shared, not copied.
+    this.shape = Object.isFrozen(shape) ? shape : Object.freeze([...shape]);
     this.dtype = dtype;
     this.numel = numelOf(shape);
     this.#owner = owner;
@@ -426,7 +430,7 @@ export class Tensor<D extends DType = DType> implements AnyTensor<D> {
       throw this.#label
         ? new DisposedError(this.#label.what, this.#label.todo)
         : new DisposedError(`Tensor ${JSON.stringify(this.shape)} ${this.dtype}`);
-    return this.#mem.ptr + BigInt(this.#byteOffset);
+    return this.#ptr;
   }
 
   get elementBytes(): number {

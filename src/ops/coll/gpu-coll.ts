@@ -24,6 +24,7 @@ import {
   algorithmRecord,
   builtInPick,
   canRun,
+  collectiveKind,
   GPU_ALL_GATHER_ALGORITHMS,
   GPU_ALL_REDUCE_ALGORITHMS,
   GPU_REDUCE_SCATTER_ALGORITHMS,
@@ -263,7 +264,7 @@ export class GpuColl {
     const stream = this.#g.stream(options);
     const tag = this.#g.tag(
       {
-        kind: as?.kind ?? `${collective}/${algorithm}`,
+        kind: as?.kind ?? collectiveKind(collective, algorithm),
         dtype: x.dtype,
         op: collective === "all-gather" ? undefined : op,
         count: x.numel,
@@ -271,7 +272,18 @@ export class GpuColl {
       },
       stream,
     );
-    const call: CollectiveCall = { what, input, x, output, op, stream, flags: extra.flags, tag, ...extra };
+    // One literal of one shape (the hot path's objects stay monomorphic: docs/perf-notes.md).
+    const call: CollectiveCall = {
+      what,
+      input,
+      x,
+      output,
+      op,
+      stream,
+      flags: extra.flags,
+      chunkStride: extra.chunkStride,
+      tag,
+    };
     algorithmRecord(collective, algorithm).launch(this.#g, call);
   }
 

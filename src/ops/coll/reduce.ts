@@ -1,7 +1,7 @@
 // The reduction rule every backend follows: element by element, accumulate in float32 in rank order
 // 0, 1, ..., world - 1, then round once to the dtype. Every rank computes the same operations in the same
 // order, so every rank gets bitwise the same result, on CPU and GPU alike.
-import { decodeToF32, f32ToBf16Bits, encodeF16, type DType, type RawArray } from "../../runtime/dtype.js";
+import { decodeToF32, f32ToBf16Bits, f32ToF16Bits, type DType, type RawArray } from "../../runtime/dtype.js";
 import type { ReduceOp } from "../validate.js";
 
 /** fmaxf/fminf: a NaN operand loses to a number. */
@@ -40,5 +40,5 @@ export function reduceInto(
 function storeRounded(dtype: DType, out: RawArray): (i: number, v: number) => void {
   if (dtype === "f32") return (i, v) => void ((out as Float32Array)[i] = v);
   if (dtype === "bf16") return (i, v) => void ((out as Uint16Array)[i] = f32ToBf16Bits(v));
-  return (i, v) => void ((out as Uint16Array)[i] = encodeF16(v));
+  return (i, v) => void ((out as Uint16Array)[i] = f32ToF16Bits(v));
 }

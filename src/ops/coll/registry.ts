@@ -41,9 +41,9 @@ export interface CollectiveCall {
   readonly stream: Stream;
   /** all-gather's progress flags (copy_engine only). */
   readonly flags: Tensor | undefined;
-  /** reduce-scatter, copy_engine only: bytes from one rank's chunk of `x` to the next (absent: the
+  /** reduce-scatter, copy_engine only: bytes from one rank's chunk of `x` to the next (undefined: the
    * output's bytes). A call run in pieces passes the whole call's chunk, `x` starting at the piece. */
-  readonly chunkStride?: number;
+  readonly chunkStride: number | undefined;
   /** The call's fingerprint (src/distributed/fingerprint.ts), passed to its kernels: their signals carry
    * it, so a peer in another call is caught at its first barrier. */
   readonly tag: CallTag;
@@ -600,6 +600,23 @@ export function algorithmRecord(collective: CollectiveName, algorithm: string): 
   return (COLLECTIVE_ALGORITHMS[collective] as Record<string, CollectiveAlgorithm>)[algorithm]!;
 }
 
+/** Each algorithm's call kind ("collective/algorithm"), made once: an eager call builds no string. */
+const CALL_KIND_NAMES = Object.fromEntries(
+  Object.entries(COLLECTIVE_ALGORITHMS).map(([c, records]) => [
+    c,
+    Object.fromEntries(Object.keys(records).map((a) => [a, `${c}/${a}`])),
+  ]),
+) as Readonly<Record<CollectiveName, Readonly<Record<string, string>>>>;
+
+/** The call kind a fingerprint names for `algorithm` of `collective` (see src/ops/call-kinds.ts). */
+export const collectiveKind = (collective: CollectiveName, algorithm: string): string =>
+  CALL_KIND_NAMES[collective][algorithm]!;
+
+/** Every collective's kinds, in record order. */
+export const COLLECTIVE_KINDS: readonly string[] = Object.values(CALL_KIND_NAMES).flatMap((k) =>
+  Object.values(k),
+);
+
 /** What `algorithm` pushes into each peer's mailbox for `bytes` per rank (0: it uses no mailbox). */
 export function mailboxBytesPerPeer(
   collective: CollectiveName,
@@ -632,6 +649,19 @@ export function canRun(
   );
 }
 
+/** The rank-order records by collective, with their names, in record order (auto's candidates). */
+const rankOrderRecords = (c: CollectiveName): readonly (readonly [string, CollectiveAlgorithm])[] =>
+  (Object.entries(COLLECTIVE_ALGORITHMS[c]) as [string, CollectiveAlgorithm][]).filter(
+    ([, r]) => r.rankOrder,
+  );
+const RANK_ORDER_RECORDS: Readonly<
+  Record<CollectiveName, readonly (readonly [string, CollectiveAlgorithm])[]>
+> = {
+  "all-reduce": rankOrderRecords("all-reduce"),
+  "all-gather": rankOrderRecords("all-gather"),
+  "reduce-scatter": rankOrderRecords("reduce-scatter"),
+};
+
 /**
  * auto's built-in rule, among the rank-order records only: the first whose autoWhen holds and which can
  * run; else the first that needs neither mailbox nor staging buffer (all-gather: NCCL); else undefined,
@@ -644,9 +674,10 @@ export function builtInPick<C extends CollectiveName>(
   staged: number,
   cap: Capacity,
 ): GpuAlgorithm<C> | undefined {
-  const records = (
-    Object.entries(COLLECTIVE_ALGORITHMS[collective]) as [GpuAlgorithm<C>, CollectiveAlgorithm][]
-  ).filter(([, r]) => r.rankOrder);
+  const records = RANK_ORDER_RECORDS[collective] as readonly (readonly [
+    GpuAlgorithm<C>,
+    CollectiveAlgorithm,
+  ])[];
   for (const [name, r] of records)
     if (r.autoWhen?.(bytes, cap.world) && canRun(collective, name, bytes, staged, cap)) return name;
   for (const [name, r] of records)

@@ -3,9 +3,9 @@
 // the block's fixed tree), so that the CPU backend and the tests get the GPU's bits.
 import {
   decodeToF32,
-  encodeE4M3,
   f32ToBf16Bits,
-  encodeF16,
+  f32ToE4M3Bits,
+  f32ToF16Bits,
   type DType,
   type RawArray,
 } from "../../runtime/dtype.js";
@@ -17,7 +17,7 @@ const f = Math.fround;
 
 /** Raw elements of a norm dtype (bf16, f16) from float32 values, rounded to nearest even. */
 function roundTo(dtype: DType): (v: number) => number {
-  return dtype === "bf16" ? f32ToBf16Bits : encodeF16;
+  return dtype === "bf16" ? f32ToBf16Bits : f32ToF16Bits;
 }
 
 /** The sum of squares of one row of hr (float32 values), in the kernels' order. */
@@ -96,7 +96,7 @@ export function rmsNormRows(
     const rstd = f(1 / f(Math.sqrt(f(f(sq / hidden) + f(p.eps)))));
     for (let c = 0; c < hidden; c++) {
       const y = f(f(h[at + c]! * rstd) * weight[c]!);
-      out[at + c] = fp8 ? encodeE4M3(f(y * p.outScaleInv)) : round(y);
+      out[at + c] = fp8 ? f32ToE4M3Bits(f(y * p.outScaleInv)) : round(y);
     }
   }
 }
