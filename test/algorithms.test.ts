@@ -23,6 +23,7 @@ import { algorithmTable } from "../src/ops/algorithm-table.js";
 import { CPU_EXCHANGE_ALGORITHMS } from "../src/ops/exchange/checks.js";
 import {
   A2A_LL_AUTO_MAX_BYTES,
+  A2A_PULL_AUTO_MAX_BYTES,
   GPU_ALL_TO_ALL_AUTO,
   GPU_ALL_TO_ALL_V_AUTO,
   GPU_SEND_RECV_AUTO,
@@ -137,11 +138,20 @@ test("exchange and MoE auto: the records' rules cover every situation, exactly o
   for (const bytes of [0, 4096, LL_AUTO_MAX_BYTES, LL_AUTO_MAX_BYTES + 1, 1 << 30])
     assert.equal(only(GPU_SEND_RECV_AUTO, { bytes }), bytes <= LL_AUTO_MAX_BYTES ? "ll" : "put");
   for (const fitsStaging of bools)
-    for (const chunkBytes of [0, A2A_LL_AUTO_MAX_BYTES, A2A_LL_AUTO_MAX_BYTES + 1, 1 << 30])
-      assert.equal(
-        only(GPU_ALL_TO_ALL_AUTO, { fitsStaging, chunkBytes }),
-        chunkBytes <= A2A_LL_AUTO_MAX_BYTES ? "ll" : fitsStaging ? "pull" : "nccl",
-      );
+    for (const plain of bools)
+      for (const chunkBytes of [0, A2A_LL_AUTO_MAX_BYTES, A2A_LL_AUTO_MAX_BYTES + 1, 1 << 30])
+        for (const bytes of [
+          chunkBytes,
+          A2A_PULL_AUTO_MAX_BYTES,
+          A2A_PULL_AUTO_MAX_BYTES + 1,
+          4 * chunkBytes,
+        ]) {
+          const pull = fitsStaging && !(plain && bytes > A2A_PULL_AUTO_MAX_BYTES);
+          assert.equal(
+            only(GPU_ALL_TO_ALL_AUTO, { fitsStaging, plain, bytes, chunkBytes }),
+            chunkBytes <= A2A_LL_AUTO_MAX_BYTES ? "ll" : pull ? "pull" : "nccl",
+          );
+        }
   for (const countsOnDevice of bools)
     assert.equal(only(GPU_ALL_TO_ALL_V_AUTO, { countsOnDevice }), countsOnDevice ? "pull" : "nccl");
   for (const capturing of bools)

@@ -8,7 +8,8 @@
 // their deadline and name the peer.
 // Algorithm pull (allToAll): one kernel (coll/collectives.cuh all_to_all_pull) copies x into this rank's
 // staging buffer (a symmetric x is read in place), meets the peers, reads its chunk from every rank's
-// buffer, and meets them again; auto takes it above ll's chunks whenever the staging buffer holds x.
+// buffer, and meets them again; auto takes it above ll's chunks where the staging buffer holds x, up to
+// A2A_PULL_AUTO_MAX_BYTES for a plain x (NCCL is faster above).
 // allToAllV learns every rank's counts first (nccl: one NCCL all-gather of each rank's side; copy_engine:
 // each side staged with x, read from every rank's staging buffer after a barrier kernel) and one host
 // wait, and every rank judges them alike (allToAllVVerdict): a call that cannot run is refused on every
@@ -158,8 +159,14 @@ export class GpuAllToAll {
 
   /** What auto runs (the records' rules, over whether the staging buffer holds x or x is symmetric). */
   autoAllToAll(input: ExchangeInput, x: Tensor): Exclude<GpuAllToAllAlgorithm, "auto"> {
-    const fitsStaging = !(input instanceof Tensor) || x.nbytes <= this.#ctx.capacityBytes;
-    return autoPick(GPU_ALL_TO_ALL_AUTO, { fitsStaging, chunkBytes: x.nbytes / this.#ctx.world });
+    const plain = input instanceof Tensor;
+    const fitsStaging = !plain || x.nbytes <= this.#ctx.capacityBytes;
+    return autoPick(GPU_ALL_TO_ALL_AUTO, {
+      fitsStaging,
+      plain,
+      bytes: x.nbytes,
+      chunkBytes: x.nbytes / this.#ctx.world,
+    });
   }
 
   #allToAll(

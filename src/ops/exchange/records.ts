@@ -5,10 +5,13 @@
 import { autoOrder, type OpRecords } from "../records.js";
 import { A2AV_PROGRAM, ALL_TO_ALL_PROGRAM, P2P_PROGRAM } from "./programs.js";
 
-/** What allToAll's auto knows: whether the staging buffer holds x (or x is symmetric, read in place), and
- * the bytes each rank sends each rank. */
+/** What allToAll's auto knows: whether the staging buffer holds x (or x is symmetric, read in place),
+ * whether x is a plain tensor (pull copies it in first), and x's bytes and the bytes each rank sends each
+ * rank. */
 export interface AllToAllSituation {
   readonly fitsStaging: boolean;
+  readonly plain: boolean;
+  readonly bytes: number;
   readonly chunkBytes: number;
 }
 /** What allToAllV's auto knows: whether the counts come on the device (an i32 tensor) or as an array. */
@@ -80,6 +83,15 @@ export const SEND_RECV = {
  * against pull's 7.5 at 128 KiB chunks, 8.7 against 9.3 at 512 KiB and 29.9 against 15.7 at 2 MiB. */
 export const A2A_LL_AUTO_MAX_BYTES = 256 << 10;
 const smallChunk = (s: AllToAllSituation): boolean => s.chunkBytes <= A2A_LL_AUTO_MAX_BYTES;
+/** The largest plain x (bytes per rank) auto moves by allToAll's pull; NCCL above. Pull copies x into the
+ * staging buffer and reads its chunks with SM loads; NCCL streams them. u8 graph timings, pull
+ * against NCCL through symmkit, µs: 2 H200s 47.1 / 56.6 at 16 MiB, 72.1 / 74.8 at 24, 96.3 / 93.6 at 32,
+ * 183.7 / 161.0 at 64; 4 H200s 59.5 / 67.9 at 16, 225.0 / 194.1 at 64 (crossing near 27 MiB). A symmetric x,
+ * read in place, stays on pull (unmeasured against NCCL). */
+export const A2A_PULL_AUTO_MAX_BYTES = 24 << 20;
+/** Whether pull takes the call: past ll's chunks, where the staging buffer holds x and NCCL is not faster. */
+const pulls = (s: AllToAllSituation): boolean =>
+  s.fitsStaging && !smallChunk(s) && !(s.plain && s.bytes > A2A_PULL_AUTO_MAX_BYTES);
 
 export const ALL_TO_ALL = {
   ll: {
@@ -100,7 +112,7 @@ export const ALL_TO_ALL = {
     needs: ["staging buffer"],
     kinds: ["all-to-all/pull"],
     programs: () => [ALL_TO_ALL_PROGRAM],
-    autoWhen: (s: AllToAllSituation) => s.fitsStaging && !smallChunk(s),
+    autoWhen: pulls,
   },
   nccl: {
     summary:
@@ -109,7 +121,7 @@ export const ALL_TO_ALL = {
     rankOrder: true,
     needs: [],
     kinds: ["all-to-all/nccl"],
-    autoWhen: (s: AllToAllSituation) => !s.fitsStaging && !smallChunk(s),
+    autoWhen: (s: AllToAllSituation) => !smallChunk(s) && !pulls(s),
   },
 } as const satisfies OpRecords;
 
