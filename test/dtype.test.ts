@@ -227,9 +227,10 @@ test("the narrow encoders round every kind of double to the nearest code, ties t
       const m = (fmt.decode(c) + fmt.decode(c + 1)) / 2;
       xs.push(m, m * (1 + 2 ** -40), m * (1 - 2 ** -40), -m * (1 + 2 ** -45));
     }
-    // Random doubles over the format's range and past it, and random float32 bit patterns.
+    // Random doubles over the format's range, and over float32's and past it; random float32 bit patterns.
     for (let i = 0; i < 20_000; i++) {
       xs.push((rand() < 0.5 ? -1 : 1) * 2 ** (rand() * 60 - 30) * (1 + rand()));
+      xs.push((rand() < 0.5 ? -1 : 1) * 2 ** (rand() * 300 - 160) * (1 + rand()));
       u[0] = (rand() * 2 ** 32) >>> 0;
       if (!Number.isNaN(f[0]!)) xs.push(f[0]!);
     }
