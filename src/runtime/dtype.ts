@@ -121,29 +121,54 @@ const u32Scratch = new Uint32Array(f32Scratch.buffer);
 /** bf16 bits of float32 bits `b` (not a NaN), rounded to nearest even. */
 const bf16OfF32 = (b: number): number => ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
 
-/** f16 bits of float32 bits `b` (not a NaN), rounded to nearest even; 65520 and above are Inf. */
-function f16OfF32(b: number): number {
-  const sign = (b >>> 16) & 0x8000;
-  const a = b & 0x7fffffff;
-  if (a >= 0x477ff000) return sign | 0x7c00;
-  // Normal: drop 13 mantissa bits (a carry moves into the exponent), rebias 127 -> 15.
-  if (a >= 0x38800000) return sign | (((a + 0xfff + ((a >>> 13) & 1)) >>> 13) - (112 << 10));
-  // Subnormal, in units of 2^-24 (1024 of them: the smallest normal).
-  u32Scratch[0] = a;
-  return sign | roundHalfEven(f32Scratch[0]! * 2 ** 24);
+/** How a narrow format rounds from float32 bits (not a NaN), to nearest even. */
+interface FromF32 {
+  /** The format's bits (its sign is the top one). */
+  readonly width: number;
+  /** Magnitude bits from which a value rounds past the largest finite one, and the code it gets then
+   * (Inf, or the largest finite value where the format saturates). */
+  readonly overflowAt: number;
+  readonly overflowCode: number;
+  /** Magnitude bits of the smallest normal value. */
+  readonly normalAt: number;
+  /** Mantissa bits dropped (23 - the format's), and (127 - its bias) << its mantissa bits. */
+  readonly drop: number;
+  readonly rebias: number;
+  /** 1 / its smallest subnormal: a subnormal's code is the value in those units. */
+  readonly subnormalScale: number;
 }
+const F16_FROM_F32: FromF32 = {
+  width: 16,
+  overflowAt: 0x477ff000, // 65520, the tie between the largest finite value and 2^16: even is Inf
+  overflowCode: 0x7c00,
+  normalAt: 0x38800000,
+  drop: 13,
+  rebias: 112 << 10,
+  subnormalScale: 2 ** 24,
+};
+const E4M3_FROM_F32: FromF32 = {
+  width: 8,
+  overflowAt: 0x43e00000, // 448 and past it: saturated
+  overflowCode: 0x7e,
+  normalAt: 0x3c800000,
+  drop: 20,
+  rebias: 120 << 3,
+  subnormalScale: 2 ** 9,
+};
 
-/** E4M3 bits of float32 bits `b` (not a NaN), rounded to nearest even, saturated to 448. */
-function e4m3OfF32(b: number): number {
-  const sign = (b >>> 24) & 0x80;
+function roundFromF32(b: number, f: FromF32): number {
+  const sign = (b >>> (32 - f.width)) & (1 << (f.width - 1));
   const a = b & 0x7fffffff;
-  if (a >= 0x43e00000) return sign | 0x7e;
-  // Normal: drop 20 mantissa bits, rebias 127 -> 7.
-  if (a >= 0x3c800000) return sign | (((a + 0x7ffff + ((a >>> 20) & 1)) >>> 20) - (120 << 3));
-  // Subnormal, in units of 2^-9 (8 of them: the smallest normal).
+  if (a >= f.overflowAt) return sign | f.overflowCode;
+  // Normal: drop the low mantissa bits (a carry moves into the exponent), rebias.
+  if (a >= f.normalAt)
+    return sign | (((a + (1 << (f.drop - 1)) - 1 + ((a >>> f.drop) & 1)) >>> f.drop) - f.rebias);
+  // Subnormal (the count of units may round up to the smallest normal's code).
   u32Scratch[0] = a;
-  return sign | roundHalfEven(f32Scratch[0]! * 2 ** 9);
+  return sign | roundHalfEven(f32Scratch[0]! * f.subnormalScale);
 }
+const f16OfF32 = (b: number): number => roundFromF32(b, F16_FROM_F32);
+const e4m3OfF32 = (b: number): number => roundFromF32(b, E4M3_FROM_F32);
 
 /**
  * `ofF32` (rounding float32 bits to nearest even) applied to the double `x` (not a NaN) without double
@@ -252,28 +277,12 @@ function makeRawArray(d: DType, n: number): RawArray {
   }
 }
 
-// One loop per element width, so that each loop's element accesses stay of one kind (V8 optimises a loop
-// that sees one typed array kind to plain loads and stores; one that sees several, to a dispatch per
-// element: 5-10x slower).
 function encodeInto16(
   out: Uint16Array,
   values: ArrayLike<number> | ArrayLike<bigint>,
   enc: (x: number) => number,
 ): void {
   for (let i = 0; i < out.length; i++) out[i] = enc(Number(values[i]));
-}
-function encodeInto8(
-  out: Uint8Array,
-  values: ArrayLike<number> | ArrayLike<bigint>,
-  enc: (x: number) => number,
-): void {
-  for (let i = 0; i < out.length; i++) out[i] = enc(Number(values[i]));
-}
-function lookup16(out: Float32Array, raw: Uint16Array, table: Float32Array): void {
-  for (let i = 0; i < raw.length; i++) out[i] = table[raw[i]!]!;
-}
-function lookup8(out: Float32Array, raw: Uint8Array, table: Float32Array): void {
-  for (let i = 0; i < raw.length; i++) out[i] = table[raw[i]!]!;
 }
 
 /** Values as the dtype stores them: narrow floats rounded to nearest even, integers checked. */
@@ -286,8 +295,10 @@ function encodeRaw(d: DType, values: ArrayLike<number> | ArrayLike<bigint>): Raw
   const out = rawArray(d, n);
   const codec = CODECS[d];
   if (codec) {
+    // Each loop stores to one array kind (V8 then emits plain stores; measured 2x faster than one loop
+    // storing to both).
     if (out instanceof Uint16Array) encodeInto16(out, values, codec.encode);
-    else encodeInto8(out as Uint8Array, values, codec.encode);
+    else for (let i = 0; i < n; i++) (out as Uint8Array)[i] = codec.encode(Number(values[i]));
     return out;
   }
   if (d === "i64") {
@@ -317,8 +328,7 @@ export function decodeToF32(d: DType, raw: RawArray): Float32Array {
   const out = new Float32Array(raw.length);
   if (codec) {
     const table = decodeTable(d, codec);
-    if (raw instanceof Uint16Array) lookup16(out, raw, table);
-    else lookup8(out, raw as Uint8Array, table);
+    for (let i = 0; i < raw.length; i++) out[i] = table[raw[i] as number]!;
     return out;
   }
   if (raw instanceof Float32Array) {
