@@ -137,21 +137,23 @@ test("exchange and MoE auto: the records' rules cover every situation, exactly o
   };
   for (const bytes of [0, 4096, LL_AUTO_MAX_BYTES, LL_AUTO_MAX_BYTES + 1, 1 << 30])
     assert.equal(only(GPU_SEND_RECV_AUTO, { bytes }), bytes <= LL_AUTO_MAX_BYTES ? "ll" : "put");
-  for (const fitsStaging of bools)
-    for (const plain of bools)
-      for (const chunkBytes of [0, A2A_LL_AUTO_MAX_BYTES, A2A_LL_AUTO_MAX_BYTES + 1, 1 << 30])
-        for (const bytes of [
-          chunkBytes,
-          A2A_PULL_AUTO_MAX_BYTES,
-          A2A_PULL_AUTO_MAX_BYTES + 1,
-          4 * chunkBytes,
-        ]) {
-          const pull = fitsStaging && !(plain && bytes > A2A_PULL_AUTO_MAX_BYTES);
-          assert.equal(
-            only(GPU_ALL_TO_ALL_AUTO, { fitsStaging, plain, bytes, chunkBytes }),
-            chunkBytes <= A2A_LL_AUTO_MAX_BYTES ? "ll" : pull ? "pull" : "nccl",
-          );
-        }
+  const a2aBytes = (chunk: number): number[] => [
+    chunk,
+    A2A_PULL_AUTO_MAX_BYTES,
+    A2A_PULL_AUTO_MAX_BYTES + 1,
+    4 * chunk,
+  ];
+  for (const world of [1, 2, 4])
+    for (const fitsStaging of bools)
+      for (const plain of bools)
+        for (const chunkBytes of [0, A2A_LL_AUTO_MAX_BYTES, A2A_LL_AUTO_MAX_BYTES + 1, 1 << 30])
+          for (const bytes of a2aBytes(chunkBytes)) {
+            const pull = fitsStaging && (world === 1 || !(plain && bytes > A2A_PULL_AUTO_MAX_BYTES));
+            assert.equal(
+              only(GPU_ALL_TO_ALL_AUTO, { world, fitsStaging, plain, bytes, chunkBytes }),
+              chunkBytes <= A2A_LL_AUTO_MAX_BYTES ? "ll" : pull ? "pull" : "nccl",
+            );
+          }
   for (const countsOnDevice of bools)
     assert.equal(only(GPU_ALL_TO_ALL_V_AUTO, { countsOnDevice }), countsOnDevice ? "pull" : "nccl");
   for (const capturing of bools)

@@ -203,7 +203,8 @@ export class GpuCollectives implements Collectives<
     return out;
   }
 
-  /** A symmetric x is read in place by pull. auto: pull when the staging buffer holds x, else nccl. */
+  /** A symmetric x is read in place by pull. auto: ll for chunks up to 256 KiB, else pull when the staging
+   * buffer holds x (a plain x up to A2A_PULL_AUTO_MAX_BYTES), else nccl; every rank passes x alike. */
   allToAll(input: ExchangeInput, out: Tensor, options: O<{ algorithm?: GpuAllToAllAlgorithm }> = {}): Tensor {
     return this.#a2a.allToAll(input, out, options);
   }

@@ -1,6 +1,7 @@
 // Element types and the host-side conversions between them and float. Narrow floats are encoded with
-// round-to-nearest-even straight from the JS number (a double), so there is no double rounding through
-// float32; fp8 follows CUDA's __nv_fp8_* constructors (saturate to the largest finite value).
+// round-to-nearest-even of the JS number (a double) itself: through its float32 rounding's bits, with a
+// guard that hands the one case where that would round twice to the exact routine (see viaF32); fp8
+// follows CUDA's __nv_fp8_* constructors (saturate to the largest finite value).
 import { InvalidArgumentError } from "../errors.js";
 
 export type DType = "f32" | "f16" | "bf16" | "fp8e4m3" | "fp8e5m2" | "i32" | "u32" | "u8" | "i64";
@@ -203,7 +204,8 @@ export const decodeE5M2 = (b: number): number => decodeMini(b, E5M2);
 
 // The fast paths for values already float32 (Math.fround's): no double rounding to guard against.
 
-/** bf16 bits of a float32 value, rounded to nearest even (a NaN keeps its sign, quiet). */
+/** bf16 bits of a float32 value, rounded to nearest even (a NaN keeps its sign, quiet; x must be a float32
+ * value, as below). */
 export function f32ToBf16Bits(x: number): number {
   f32Scratch[0] = x;
   const b = u32Scratch[0]!;
@@ -211,14 +213,14 @@ export function f32ToBf16Bits(x: number): number {
   return bf16OfF32(b);
 }
 
-/** f16 bits of a float32 value, as encodeF16. */
+/** f16 bits of a float32 value, as encodeF16 (x must be one: a double that is not rounds twice). */
 export function f32ToF16Bits(x: number): number {
   if (x !== x) return F16.nanBits;
   f32Scratch[0] = x;
   return f16OfF32(u32Scratch[0]!);
 }
 
-/** E4M3 bits of a float32 value, as encodeE4M3 (saturated). */
+/** E4M3 bits of a float32 value, as encodeE4M3 (saturated; x must be a float32 value, as above). */
 export function f32ToE4M3Bits(x: number): number {
   if (x !== x) return E4M3.nanBits;
   f32Scratch[0] = x;

@@ -162,6 +162,7 @@ export class GpuAllToAll {
     const plain = input instanceof Tensor;
     const fitsStaging = !plain || x.nbytes <= this.#ctx.capacityBytes;
     return autoPick(GPU_ALL_TO_ALL_AUTO, {
+      world: this.#ctx.world,
       fitsStaging,
       plain,
       bytes: x.nbytes,

@@ -1,7 +1,9 @@
 // send/recv, allToAll and allToAllV: their algorithms, one record each (the shape: src/ops/records.ts).
 // They move bits, so every algorithm gives the reference's. Auto's rules are in the records (autoWhen)
-// over what each op's auto knows of the call: the message's size for send/recv, the chunk's and whether
-// the staging buffer holds x for allToAll, where the counts are for allToAllV.
+// over what each op's auto knows of the call: the message's size for send/recv, x's and the chunk's size,
+// whether x is plain and whether the staging buffer holds it for allToAll, where the counts are for
+// allToAllV. Every rank knows the same of a call when the ranks pass alike (allToAll: x plain or symmetric
+// on every rank), so every rank picks the same algorithm.
 import { autoOrder, type OpRecords } from "../records.js";
 import { A2AV_PROGRAM, ALL_TO_ALL_PROGRAM, P2P_PROGRAM } from "./programs.js";
 
@@ -9,6 +11,7 @@ import { A2AV_PROGRAM, ALL_TO_ALL_PROGRAM, P2P_PROGRAM } from "./programs.js";
  * whether x is a plain tensor (pull copies it in first), and x's bytes and the bytes each rank sends each
  * rank. */
 export interface AllToAllSituation {
+  readonly world: number;
   readonly fitsStaging: boolean;
   readonly plain: boolean;
   readonly bytes: number;
@@ -89,9 +92,10 @@ const smallChunk = (s: AllToAllSituation): boolean => s.chunkBytes <= A2A_LL_AUT
  * 183.7 / 161.0 at 64; 4 H200s 59.5 / 67.9 at 16, 225.0 / 194.1 at 64 (crossing near 27 MiB). A symmetric x,
  * read in place, stays on pull (unmeasured against NCCL). */
 export const A2A_PULL_AUTO_MAX_BYTES = 24 << 20;
-/** Whether pull takes the call: past ll's chunks, where the staging buffer holds x and NCCL is not faster. */
+/** Whether pull takes the call: past ll's chunks, where the staging buffer holds x and NCCL is not faster
+ * (on one rank pull is one copy). */
 const pulls = (s: AllToAllSituation): boolean =>
-  s.fitsStaging && !smallChunk(s) && !(s.plain && s.bytes > A2A_PULL_AUTO_MAX_BYTES);
+  s.fitsStaging && !smallChunk(s) && (s.world === 1 || !(s.plain && s.bytes > A2A_PULL_AUTO_MAX_BYTES));
 
 export const ALL_TO_ALL = {
   ll: {
