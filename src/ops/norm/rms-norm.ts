@@ -63,7 +63,8 @@ export interface NormInputs {
 /**
  * From `sum` (the all-reduce's result, raw elements of p.dtype): residualOut = round((sum + bias) +
  * residual) and output = its RMSNorm times weight, rounded to p.outDtype (fp8: times outScaleInv,
- * saturated). Either output may be the same array as an input read at the same index.
+ * saturated). Either output may be the same array as an input read at the same index. Row by row, in
+ * row-sized scratch (a whole problem's float32 copies cost more in fresh pages than in arithmetic).
  */
 export function rmsNormRows(
   p: NormProblem,
@@ -74,28 +75,31 @@ export function rmsNormRows(
 ): void {
   const { rows, hidden, dtype } = p;
   const round = roundTo(dtype);
-  const a = decodeToF32(dtype, sum);
   const bias = inputs.bias && decodeToF32(dtype, inputs.bias);
-  const residual = inputs.residual && decodeToF32(dtype, inputs.residual);
   const weight = decodeToF32(dtype, inputs.weight);
-  const hBits = new Uint16Array(rows * hidden);
-  for (let i = 0; i < hBits.length; i++) {
-    let v = a[i]!;
-    if (bias) v = f(v + bias[i % hidden]!);
-    if (residual) v = f(v + residual[i]!);
-    hBits[i] = round(v);
-  }
-  const h = decodeToF32(dtype, hBits);
-  if (residualOut) (residualOut as Uint16Array).set(hBits);
+  const a = new Float32Array(hidden);
+  const residual = inputs.residual && new Float32Array(hidden);
+  const hBits = new Uint16Array(hidden);
   const lanes = new Float32Array(NORM_THREADS);
   const fp8 = p.outDtype === "fp8e4m3";
   const out = output as Uint16Array | Uint8Array;
   for (let r = 0; r < rows; r++) {
     const at = r * hidden;
-    const sq = sumOfSquares(h, at, hidden, lanes);
+    // Every read of the row comes before any write of it (an output may alias an input).
+    a.set(decodeToF32(dtype, sum.subarray(at, at + hidden)));
+    if (residual) residual.set(decodeToF32(dtype, inputs.residual.subarray(at, at + hidden)));
+    for (let c = 0; c < hidden; c++) {
+      let v = a[c]!;
+      if (bias) v = f(v + bias[c]!);
+      if (residual) v = f(v + residual[c]!);
+      hBits[c] = round(v);
+    }
+    const h = decodeToF32(dtype, hBits);
+    if (residualOut) (residualOut as Uint16Array).set(hBits, at);
+    const sq = sumOfSquares(h, 0, hidden, lanes);
     const rstd = f(1 / f(Math.sqrt(f(f(sq / hidden) + f(p.eps)))));
     for (let c = 0; c < hidden; c++) {
-      const y = f(f(h[at + c]! * rstd) * weight[c]!);
+      const y = f(f(h[c]! * rstd) * weight[c]!);
       out[at + c] = fp8 ? f32ToE4M3Bits(f(y * p.outScaleInv)) : round(y);
     }
   }
