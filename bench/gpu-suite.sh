@@ -9,8 +9,8 @@
 # fault-matrix; 0: none); TIMEOUTS=0 skips the fused timeouts; EXAMPLES=0 skips the shipped examples
 # (dist/examples/*.js, each under symmkit run -n WORLD). The kernel cache is warmed first (many processes
 # at once). Exits non-zero if any step failed; $OUT/suite-w$WORLD.txt is the summary (program, status,
-# seconds). At world 4 the whole suite took about 640 s (before the host references got faster, about 30 s
-# less), more than one call may run: run it as
+# seconds). At world 4 the whole suite took about 640 s (the host references, faster since, should save about
+# 30 s of it), more than one call may run: run it as
 #   WORLD=4 FAULTS=faults ...gpu-suite.sh, then WORLD=4 PROGRAMS= TIMEOUTS=0 EXAMPLES=0 FAULTS=fault-matrix ...
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
