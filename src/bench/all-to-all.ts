@@ -15,9 +15,11 @@ import { perGraphFor, timeTogether } from "./collectives.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, table, type BenchEnvironment } from "./report.js";
 
-/** What the benchmark times: allToAll's algorithms, and `nccl_raw`. */
+/** What the benchmark times: allToAll's algorithms on a plain x, `pull_symmetric` (pull reading a
+ * symmetric x in place, with no copy in: where auto keeps pull at every size), and `nccl_raw`. */
 export const ALL_TO_ALL_BENCH_NAMES = [
   ...GPU_ALL_TO_ALL_ALGORITHMS.filter((a) => a !== "auto"),
+  "pull_symmetric",
   "nccl_raw",
 ] as const;
 
@@ -56,8 +58,14 @@ export async function benchAllToAll(o: {
     const chunk = bytes / world;
     const x = Tensor.rand([bytes], "u8", { device, stream, seed, offset: BigInt(rank) << 40n });
     const outs = names.map(() => Tensor.empty([bytes], "u8", { device }));
+    const symmetric = names.includes("pull_symmetric")
+      ? await group.symmetric.empty([bytes], "u8")
+      : undefined;
+    symmetric?.tensor.copyFrom(x, stream);
     const runs = names.map((name, i): (() => void) => {
       const out = outs[i]!;
+      if (name === "pull_symmetric")
+        return () => void c.allToAll(symmetric!, out, { algorithm: "pull", stream });
       if (name !== "nccl_raw")
         return () => void c.allToAll(x, out, { algorithm: name as GpuAllToAllAlgorithm, stream });
       return () => {
@@ -90,6 +98,7 @@ export async function benchAllToAll(o: {
     rows.push({ bytes, us });
     progress.log(`  ${bytes} B: ${names.map((n) => `${n} ${us[n]!.toFixed(1)}`).join(", ")} us`);
     for (const t of [x, ...outs]) t.dispose();
+    await symmetric?.dispose();
   }
   stream.dispose();
   const result =
