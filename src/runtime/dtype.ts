@@ -326,24 +326,25 @@ function encodeRaw(d: DType, values: ArrayLike<number> | ArrayLike<bigint>): Raw
 
 /** Raw elements decoded to float32 (narrow floats exactly; every value of them is a float32). */
 export function decodeToF32(d: DType, raw: RawArray): Float32Array {
-  const codec = CODECS[d];
-  const out = new Float32Array(raw.length);
-  if (codec) {
-    const table = decodeTable(d, codec);
-    for (let i = 0; i < raw.length; i++) out[i] = table[raw[i] as number]!;
-    return out;
-  }
-  if (raw instanceof Float32Array) {
-    out.set(raw);
-    return out;
-  }
-  for (let i = 0; i < raw.length; i++) out[i] = Number(raw[i]);
+  return decodeInto(d, raw, new Float32Array(raw.length));
+}
+
+/** decodeToF32 into `out` (at least raw's length), which it returns: scratch reused across calls saves
+ * the fresh pages a new array costs. */
+export function decodeInto(d: DType, raw: RawArray, out: Float32Array): Float32Array {
+  const table = valuesOfCodes(d);
+  if (table) for (let i = 0; i < raw.length; i++) out[i] = table[raw[i] as number]!;
+  else if (raw instanceof Float32Array) out.set(raw);
+  else for (let i = 0; i < raw.length; i++) out[i] = Number(raw[i]);
   return out;
 }
 
 const tables = new Map<DType, Float32Array>();
 
-function decodeTable(d: DType, codec: FloatCodec): Float32Array {
+/** A narrow float's value of every code (its index), made once; undefined for the other dtypes. */
+export function valuesOfCodes(d: DType): Float32Array | undefined {
+  const codec = CODECS[d];
+  if (!codec) return undefined;
   let t = tables.get(d);
   if (!t) {
     t = new Float32Array(dtypeInfo(d).bytes === 2 ? 65536 : 256);

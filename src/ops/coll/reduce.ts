@@ -1,21 +1,25 @@
 // The reduction rule every backend follows: element by element, accumulate in float32 in rank order
 // 0, 1, ..., world - 1, then round once to the dtype. Every rank computes the same operations in the same
 // order, so every rank gets bitwise the same result, on CPU and GPU alike.
-import { decodeToF32, f32ToBf16Bits, f32ToF16Bits, type DType, type RawArray } from "../../runtime/dtype.js";
+import {
+  decodeInto,
+  f32ToBf16Bits,
+  f32ToF16Bits,
+  valuesOfCodes,
+  type DType,
+  type RawArray,
+} from "../../runtime/dtype.js";
 import type { ReduceOp } from "../validate.js";
 
 /** fmaxf/fminf: a NaN operand loses to a number. */
 const fmax = (a: number, b: number): number => (Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.max(a, b));
 const fmin = (a: number, b: number): number => (Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.min(a, b));
 
-/** Float32 values of raw elements: a copy for the narrow floats, the array itself for f32. */
-export function asF32(dtype: DType, raw: RawArray): Float32Array {
-  return dtype === "f32" ? (raw as Float32Array) : decodeToF32(dtype, raw);
-}
-
 /**
  * out[outAt + i] = op over ranks r of inputs[r][at + i], for i in [0, count): f32 accumulation in rank
- * order, rounded to `dtype`. `inputs` are the ranks' raw elements (index: rank).
+ * order, rounded to `dtype`. `inputs` are the ranks' raw elements (index: rank); `out` may be one of them
+ * at the same elements. One pass per rank over a float32 accumulator (a Float32Array store rounds as
+ * Math.fround does), then one rounding pass.
  */
 export function reduceInto(
   dtype: DType,
@@ -26,19 +30,25 @@ export function reduceInto(
   outAt: number,
   count: number,
 ): void {
-  const values = inputs.map((raw) => asF32(dtype, raw.subarray(at, at + count)));
-  const combine = op === "sum" ? (a: number, b: number) => Math.fround(a + b) : op === "max" ? fmax : fmin;
-  const store = storeRounded(dtype, out);
-  for (let i = 0; i < count; i++) {
-    let acc = values[0]![i]!;
-    for (let r = 1; r < values.length; r++) acc = combine(acc, values[r]![i]!);
-    store(outAt + i, acc);
+  const acc = decodeInto(dtype, inputs[0]!.subarray(at, at + count), new Float32Array(count));
+  // A sum adds each narrow code's value straight from the table; max and min decode into scratch.
+  const codes = valuesOfCodes(dtype);
+  let scratch: Float32Array | undefined;
+  for (let r = 1; r < inputs.length; r++) {
+    const raw = inputs[r]!.subarray(at, at + count);
+    if (op === "sum" && codes) {
+      const bits = raw as Uint16Array;
+      for (let i = 0; i < count; i++) acc[i]! += codes[bits[i]!]!;
+      continue;
+    }
+    const v = codes ? decodeInto(dtype, raw, (scratch ??= new Float32Array(count))) : (raw as Float32Array);
+    if (op === "sum") for (let i = 0; i < count; i++) acc[i]! += v[i]!;
+    else if (op === "max") for (let i = 0; i < count; i++) acc[i] = fmax(acc[i]!, v[i]!);
+    else for (let i = 0; i < count; i++) acc[i] = fmin(acc[i]!, v[i]!);
   }
-}
-
-/** Writes a float32 value into raw elements of `dtype`, rounded to nearest even. */
-function storeRounded(dtype: DType, out: RawArray): (i: number, v: number) => void {
-  if (dtype === "f32") return (i, v) => void ((out as Float32Array)[i] = v);
-  if (dtype === "bf16") return (i, v) => void ((out as Uint16Array)[i] = f32ToBf16Bits(v));
-  return (i, v) => void ((out as Uint16Array)[i] = f32ToF16Bits(v));
+  if (dtype === "f32") (out as Float32Array).set(acc, outAt);
+  else {
+    const round = dtype === "bf16" ? f32ToBf16Bits : f32ToF16Bits;
+    for (let i = 0; i < count; i++) (out as Uint16Array)[outAt + i] = round(acc[i]!);
+  }
 }

@@ -2,6 +2,7 @@
 // (device/include/symmkit/fused/ar_rms_norm.cuh: float32, every operation rounded, the sum of squares in
 // the block's fixed tree), so that the CPU backend and the tests get the GPU's bits.
 import {
+  decodeInto,
   decodeToF32,
   f32ToBf16Bits,
   f32ToE4M3Bits,
@@ -80,21 +81,22 @@ export function rmsNormRows(
   const a = new Float32Array(hidden);
   const residual = inputs.residual && new Float32Array(hidden);
   const hBits = new Uint16Array(hidden);
+  const h = new Float32Array(hidden);
   const lanes = new Float32Array(NORM_THREADS);
   const fp8 = p.outDtype === "fp8e4m3";
   const out = output as Uint16Array | Uint8Array;
   for (let r = 0; r < rows; r++) {
     const at = r * hidden;
     // Every read of the row comes before any write of it (an output may alias an input).
-    a.set(decodeToF32(dtype, sum.subarray(at, at + hidden)));
-    if (residual) residual.set(decodeToF32(dtype, inputs.residual.subarray(at, at + hidden)));
+    decodeInto(dtype, sum.subarray(at, at + hidden), a);
+    if (residual) decodeInto(dtype, inputs.residual.subarray(at, at + hidden), residual);
     for (let c = 0; c < hidden; c++) {
       let v = a[c]!;
       if (bias) v = f(v + bias[c]!);
       if (residual) v = f(v + residual[c]!);
       hBits[c] = round(v);
     }
-    const h = decodeToF32(dtype, hBits);
+    decodeInto(dtype, hBits, h);
     if (residualOut) (residualOut as Uint16Array).set(hBits, at);
     const sq = sumOfSquares(h, 0, hidden, lanes);
     const rstd = f(1 / f(Math.sqrt(f(f(sq / hidden) + f(p.eps)))));
