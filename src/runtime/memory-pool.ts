@@ -129,8 +129,11 @@ export class MemoryPool {
 
   /** `bytes` in `stream`'s order (see the module's comment). */
   alloc(bytes: number, stream: PoolStream): Ptr {
-    const kept = this.takeKept(bytes, stream);
-    if (kept !== undefined) return kept;
+    const kept = this.#kept.get(stream)?.get(bytes)?.pop();
+    if (kept !== undefined) {
+      this.#keptBytes -= bytes;
+      return kept;
+    }
     this.device.makeCurrent();
     const p: [Ptr | null] = [null];
     check(
@@ -138,13 +141,6 @@ export class MemoryPool {
       `cuMemAllocFromPoolAsync(${bytes} bytes)`,
     );
     return ptrOrZero(p[0]);
-  }
-
-  /** A kept block of `bytes` for `stream` (see the module's comment), if there is one: no driver call. */
-  takeKept(bytes: number, stream: PoolStream): Ptr | undefined {
-    const kept = this.#kept.get(stream)?.get(bytes)?.pop();
-    if (kept !== undefined) this.#keptBytes -= bytes;
-    return kept;
   }
 
   /** Gives `ptr` (`bytes` long) back once `stream` reaches this point: kept for the stream's next

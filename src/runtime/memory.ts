@@ -60,14 +60,11 @@ export class DeviceMemory implements Disposable {
           "before the capture (for an op, pass its out/output)",
       );
     if (bytes === 0 || !MemoryPool.supported(device)) return DeviceMemory.alloc(bytes, device);
-    const pool = MemoryPool.of(device);
-    // A kept block first: an eager op's fresh output, most calls (no driver call, nothing to retry).
-    let ptr = pool.takeKept(bytes, stream);
-    if (ptr === undefined)
-      retryAfterRelease(device, () => {
-        ptr = pool.alloc(bytes, stream);
-      });
-    return new DeviceMemory(device, ptr!, bytes, true, stream);
+    let ptr: Ptr = 0n;
+    retryAfterRelease(device, () => {
+      ptr = MemoryPool.of(device).alloc(bytes, stream);
+    });
+    return new DeviceMemory(device, ptr, bytes, true, stream);
   }
 
   /**

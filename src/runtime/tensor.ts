@@ -263,7 +263,7 @@ export class Tensor<D extends DType = DType> implements AnyTensor<D> {
   ) {
     this.#mem = mem;
     this.#byteOffset = byteOffset;
-    this.#ptr = !mem.alive ? 0n : byteOffset === 0 ? mem.ptr : mem.ptr + BigInt(byteOffset);
+    this.#ptr = mem.alive ? mem.ptr + BigInt(byteOffset) : 0n;
     // Another tensor's shape (an op's fresh output takes its input's) is frozen already: shared, not copied.
     this.shape = Object.isFrozen(shape) ? shape : Object.freeze([...shape]);
     this.dtype = dtype;

@@ -649,19 +649,6 @@ export function canRun(
   );
 }
 
-/** The rank-order records by collective, with their names, in record order (auto's candidates). */
-const rankOrderRecords = (c: CollectiveName): readonly (readonly [string, CollectiveAlgorithm])[] =>
-  (Object.entries(COLLECTIVE_ALGORITHMS[c]) as [string, CollectiveAlgorithm][]).filter(
-    ([, r]) => r.rankOrder,
-  );
-const RANK_ORDER_RECORDS: Readonly<
-  Record<CollectiveName, readonly (readonly [string, CollectiveAlgorithm])[]>
-> = {
-  "all-reduce": rankOrderRecords("all-reduce"),
-  "all-gather": rankOrderRecords("all-gather"),
-  "reduce-scatter": rankOrderRecords("reduce-scatter"),
-};
-
 /**
  * auto's built-in rule, among the rank-order records only: the first whose autoWhen holds and which can
  * run; else the first that needs neither mailbox nor staging buffer (all-gather: NCCL); else undefined,
@@ -674,14 +661,18 @@ export function builtInPick<C extends CollectiveName>(
   staged: number,
   cap: Capacity,
 ): GpuAlgorithm<C> | undefined {
-  const records = RANK_ORDER_RECORDS[collective] as readonly (readonly [
-    GpuAlgorithm<C>,
-    CollectiveAlgorithm,
-  ])[];
-  for (const [name, r] of records)
-    if (r.autoWhen?.(bytes, cap.world) && canRun(collective, name, bytes, staged, cap)) return name;
-  for (const [name, r] of records)
+  // auto's candidates: the rank-order records, in record order (AUTO_ALGORITHMS, listed once).
+  const names = AUTO_ALGORITHMS[collective] as readonly GpuAlgorithm<C>[];
+  for (const name of names)
+    if (
+      algorithmRecord(collective, name).autoWhen?.(bytes, cap.world) &&
+      canRun(collective, name, bytes, staged, cap)
+    )
+      return name;
+  for (const name of names) {
+    const r = algorithmRecord(collective, name);
     if (r.stagingBytes === undefined && r.mailboxBytesPerPeer(bytes, cap.world) === 0) return name;
+  }
   return undefined;
 }
 
