@@ -45,6 +45,9 @@ const INTERNAL: Readonly<Record<string, string>> = {
   ArNorm: "GpuCollectives' engine for allReduceRmsNorm; users call collectives.allReduceRmsNorm",
   GpuPointToPoint: "GpuCollectives' engine for send, recv and sendRecv; users call those on collectives",
   GpuAllToAll: "GpuCollectives' engine for allToAll and allToAllV; users call those on collectives",
+  CopyEngineAllToAll: "GpuAllToAll's engine for allToAll's copy_engine; users call collectives.allToAll",
+  // src/runtime/side-stream.ts
+  SideStream: "a stream forked from and joined to a caller's, for ops that split their work over two",
   GpuMoe: "GpuCollectives' engine for MoE dispatch and combine; users call collectives.dispatch / combine",
   // src/cpu/group.ts, src/cpu/exchange.ts
   CpuGroup:

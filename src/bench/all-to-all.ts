@@ -15,11 +15,13 @@ import { perGraphFor, timeTogether } from "./collectives.js";
 import { startProgress } from "./progress.js";
 import { benchEnvironment, table, type BenchEnvironment } from "./report.js";
 
-/** What the benchmark times: allToAll's algorithms on a plain x, `pull_symmetric` (pull reading a
- * symmetric x in place, with no copy in: where auto keeps pull at every size), and `nccl_raw`. */
+/** The algorithms that read a symmetric x in place, timed so as `<name>_symmetric`. */
+const READ_IN_PLACE = ["pull", "copy_engine"] as const;
+/** What the benchmark times: allToAll's algorithms on a plain x, `pull_symmetric` and
+ * `copy_engine_symmetric` (reading a symmetric x in place, with no copy in), and `nccl_raw`. */
 export const ALL_TO_ALL_BENCH_NAMES = [
   ...GPU_ALL_TO_ALL_ALGORITHMS.filter((a) => a !== "auto"),
-  "pull_symmetric",
+  ...READ_IN_PLACE.map((a) => `${a}_symmetric` as const),
   "nccl_raw",
 ] as const;
 
@@ -34,14 +36,17 @@ export interface AllToAllBenchResult {
   readonly environment: BenchEnvironment;
   readonly bench: "all-to-all";
   readonly seed: string;
+  /** Each rank's staging buffer (pull stages x whole; copy_engine a piece of each chunk per round). */
+  readonly stagingBytes: number;
   readonly rows: readonly AllToAllRow[];
 }
 
 export async function benchAllToAll(o: {
   sizes: readonly number[];
   algorithms?: readonly string[] | undefined;
+  staging?: number | undefined;
 }): Promise<AllToAllBenchResult | undefined> {
-  const staging = Math.max(1 << 20, ...o.sizes);
+  const staging = o.staging ?? Math.max(1 << 20, ...o.sizes);
   const group = await ProcessGroup.world<GpuCollectives>({}, (g) => GpuCollectives.create(g, staging));
   const { device, rank, worldSize: world } = group;
   const c = group.collectives;
@@ -52,20 +57,24 @@ export async function benchAllToAll(o: {
   const sizes = o.sizes.map((b) => Math.max(world, b - (b % world)));
   using progress = startProgress({ title: "all-to-all", total: sizes.length, rank });
   progress.log(`seed ${seed}`);
-  const names = ALL_TO_ALL_BENCH_NAMES.filter((n) => !o.algorithms || o.algorithms.includes(n));
+  const chosen = ALL_TO_ALL_BENCH_NAMES.filter((n) => !o.algorithms || o.algorithms.includes(n));
   const rows: AllToAllRow[] = [];
   for (const bytes of sizes) {
     const chunk = bytes / world;
+    // pull stages a plain x whole.
+    const names = chosen.filter((n) => n !== "pull" || bytes <= staging);
+    if (names.length < chosen.length)
+      progress.log(`  ${bytes} B: pull skipped (x exceeds the staging buffer)`);
     const x = Tensor.rand([bytes], "u8", { device, stream, seed, offset: BigInt(rank) << 40n });
     const outs = names.map(() => Tensor.empty([bytes], "u8", { device }));
-    const symmetric = names.includes("pull_symmetric")
+    const symmetric = names.some((n) => n.endsWith("_symmetric"))
       ? await group.symmetric.empty([bytes], "u8")
       : undefined;
     symmetric?.tensor.copyFrom(x, stream);
     const runs = names.map((name, i): (() => void) => {
       const out = outs[i]!;
-      if (name === "pull_symmetric")
-        return () => void c.allToAll(symmetric!, out, { algorithm: "pull", stream });
+      const inPlace = READ_IN_PLACE.find((a) => name === `${a}_symmetric`);
+      if (inPlace) return () => void c.allToAll(symmetric!, out, { algorithm: inPlace, stream });
       if (name !== "nccl_raw")
         return () => void c.allToAll(x, out, { algorithm: name as GpuAllToAllAlgorithm, stream });
       return () => {
@@ -107,6 +116,7 @@ export async function benchAllToAll(o: {
           environment: benchEnvironment(device, world, deviceCount()),
           bench: "all-to-all" as const,
           seed: seed.toString(),
+          stagingBytes: staging,
           rows,
         }
       : undefined;
@@ -130,7 +140,6 @@ export function formatAllToAll(r: AllToAllBenchResult): string {
       x.us.nccl_raw === undefined ? "-" : (best / x.us.nccl_raw).toFixed(2),
     ];
   });
-  return [`all-to-all, u8, ${r.environment.worldSize} x ${r.environment.device}`, table(header, rows)].join(
-    "\n",
-  );
+  const title = `all-to-all, u8, ${r.environment.worldSize} x ${r.environment.device}, staging ${r.stagingBytes} B`;
+  return [title, table(header, rows)].join("\n");
 }

@@ -44,6 +44,15 @@ function sizesOption(parseSizes: (spec: string) => number[]): Option {
     .default(parseSizes(spec), spec);
 }
 
+/** One size, as --sizes takes its ends. */
+function oneSizeParser(parseSizes: (spec: string) => number[]): (value: string) => number {
+  return (value) => {
+    if (value.includes(":"))
+      throw new CommanderInvalidArgument("Expected one size, e.g. 256M (K, M, G: binary).");
+    return sizeRange(parseSizes)(value)[0]!;
+  };
+}
+
 /** `flag` a,b: what to time among `known`, comma-separated (default: all). */
 function namesOption(flag: string, known: readonly string[]): Option {
   return new Option(
@@ -160,11 +169,7 @@ export function addBenchCommands(program: CliCommand): void {
     .lazyOptions(async (cmd) => {
       const { parseSizes } = await import("../bench/collectives.js");
       const spec = "256M";
-      const oneSize = (value: string): number => {
-        if (value.includes(":"))
-          throw new CommanderInvalidArgument("Expected one size, e.g. 256M (K, M, G: binary).");
-        return sizeRange(parseSizes)(value)[0]!;
-      };
+      const oneSize = oneSizeParser(parseSizes);
       cmd
         .addOption(
           new Option("--bytes <size>", "bytes each rank moves to each peer")
@@ -340,10 +345,16 @@ export function addBenchCommands(program: CliCommand): void {
       cmd
         .addOption(sizesOption(parseSizes))
         .addOption(namesOption("--algorithms", ALL_TO_ALL_BENCH_NAMES))
+        .addOption(
+          new Option(
+            "--staging <size>",
+            "each rank's staging buffer (default: the largest size, so that pull takes every size; pull is skipped where x exceeds it)",
+          ).argParser(oneSizeParser(parseSizes)),
+        )
         .addOption(jsonOption());
     })
     .does(async (cmd) => {
-      const o = cmd.opts<{ sizes: number[]; algorithms?: string[] }>();
+      const o = cmd.opts<{ sizes: number[]; algorithms?: string[]; staging?: number }>();
       const { benchAllToAll, formatAllToAll } = await import("../bench/all-to-all.js");
       return show(cmd, await benchAllToAll(o), formatAllToAll);
     });

@@ -159,7 +159,13 @@ assert.deepEqual(
 // ---- allToAll.
 /** allToAll of `perRank` elements per rank; x and out of varying shapes (only their element counts must
  * agree). */
-function allToAllCase(dtype: DType, perRank: number, algorithm: Algorithm, what = "allToAll"): Case {
+function allToAllCase(
+  dtype: DType,
+  perRank: number,
+  algorithm: Algorithm,
+  what = "allToAll",
+  call = (x: AnyTensor, out: AnyTensor): AnyTensor => c.allToAll(x, out, opt(algorithm)),
+): Case {
   const tag = tags++;
   const chunk = perRank * size(dtype);
   const sent = concat(ranks.map((d) => message(tag, rank, d, chunk)));
@@ -168,7 +174,7 @@ function allToAllCase(dtype: DType, perRank: number, algorithm: Algorithm, what 
   const name = `${what}: allToAll ${named(algorithm)} ${dtype} ${perRank} per rank`;
   let got: AnyTensor | undefined;
   return {
-    run: () => void (got = c.allToAll(x, out, opt(algorithm))),
+    run: () => void (got = call(x, out)),
     check: () => {
       assert.equal(got, out, `${name}: returns out`);
       expectPoisoned(whole, concat(ranks.map((s) => message(tag, s, rank, chunk))), name);
@@ -595,8 +601,64 @@ if (gpu) {
   );
   graph?.dispose();
   for (const t of [x, out, ...inputs, ...snaps]) t.dispose();
+
+  // allToAll copy_engine through the same buffer: rounds of 4 MiB / (world - 1) of each peer's chunk, up
+  // to 13 rounds (both halves restaged), odd sizes and an empty call, back to back with the last rank
+  // 50 ms late; then a graph replayed with new data, and a symmetric x read in place.
+  {
+    const what = "allToAll copy_engine, 8 MiB staging";
+    const sizes = [(13 << 20) + 5, 3, 4 << 20, 0, (9 << 20) + 1];
+    const call = (x: AnyTensor, out: AnyTensor): AnyTensor => sc.allToAll(x as Tensor, out as Tensor, ce);
+    const cases = sizes.map((n) => allToAllCase("u8", n, "copy_engine", what, call));
+    cases.push(allToAllCase("bf16", (3 << 20) + 7, "copy_engine", what, call));
+    await group.barrier();
+    if (rank === world - 1) await sleep(50);
+    for (const k of cases) k.run();
+    small.synchronize();
+    for (const k of cases) k.check();
+    for (const t of cases.flatMap((k) => k.tensors)) t.dispose();
+    const chunk = (5 << 20) + 3;
+    const replays = [0, 1, 2].map(() => tags++);
+    const sent = replays.map((tag) => concat(ranks.map((d) => message(tag, rank, d, chunk))));
+    const inputs = sent.map((b) => fromBytes(Tensor, "u8", b));
+    const x = Tensor.empty([world * chunk], "u8");
+    const out = Tensor.empty([world * chunk], "u8");
+    const snaps = inputs.map(() => Tensor.empty([world * chunk], "u8"));
+    await group.barrier();
+    const graph = Graph.capture(stream, () => void sc.allToAll(x, out, { ...ce, stream }));
+    inputs.forEach((input, i) => {
+      x.copyFrom(input, stream);
+      graph.launch(stream);
+      snaps[i]!.copyFrom(out, stream);
+    });
+    small.synchronize(stream);
+    snaps.forEach((got, i) =>
+      assertSameBits(
+        got.toHost(),
+        concat(ranks.map((s) => message(replays[i]!, s, rank, chunk))),
+        `${what}: graph replay ${i}`,
+        seed,
+      ),
+    );
+    graph.dispose();
+    for (const t of [x, out, ...inputs, ...snaps]) t.dispose();
+    // A symmetric x larger than the staging buffer: one round, read in place.
+    const tag = tags++;
+    const symmetric = await small.symmetric.empty([world * chunk], "u8");
+    const src = fromBytes(Tensor, "u8", concat(ranks.map((d) => message(tag, rank, d, chunk))));
+    symmetric.tensor.copyFrom(src);
+    const [whole, into] = poisonedIn(Tensor, "u8", [world * chunk]);
+    await group.barrier();
+    sc.allToAll(symmetric, into, ce);
+    small.synchronize();
+    expectPoisoned(whole, concat(ranks.map((s) => message(tag, s, rank, chunk))), `${what}: symmetric x`);
+    for (const t of [src, whole]) t.dispose();
+    await symmetric.dispose();
+  }
   await small.destroy();
-  done("copy_engine in 4 MiB chunks, back to back, late receiver, graph replays: exact");
+  done(
+    "copy_engine in 4 MiB chunks (send/recv) and rounds (allToAll), back to back, late ranks, graph replays: exact",
+  );
 }
 
 // x and out side by side in one tensor (touching, not overlapping): accepted, the guards around untouched.
@@ -1169,8 +1231,14 @@ if (gpu) {
       "allToAll algorithm of the other backend:",
       (o) => c.allToAll(x, outF32, o),
     ),
-    ...each(stagingBound(A2A, ALL_TO_ALL), "allToAll over the staging buffer,", (o) =>
-      c.allToAll(big, bigOut, o),
+    // copy_engine takes x through the staging buffer a piece at a time, at any size.
+    ...each(
+      stagingBound(
+        A2A.filter((a) => a !== "copy_engine"),
+        ALL_TO_ALL,
+      ),
+      "allToAll over the staging buffer,",
+      (o) => c.allToAll(big, bigOut, o),
     ),
     ["allToAll x null", () => c.allToAll(no(null), outF32)],
     ["allToAll out a number", () => c.allToAll(x, no(7))],

@@ -6,6 +6,8 @@
 // p2p_ll_all_to_all) sends each peer its chunk as send/recv's ll message and receives theirs, copying its
 // own: no barrier, no round trip. A rank calling another algorithm meets no signal of it: both wait until
 // their deadline and name the peer.
+// Algorithm copy_engine (allToAll): copy-engine copies, x staged piece by piece under the peers' reads
+// of the previous piece, at any size (./all-to-all-ce.ts).
 // Algorithm pull (allToAll): one kernel (coll/collectives.cuh all_to_all_pull) copies x into this rank's
 // staging buffer (a symmetric x is read in place), meets the peers, reads its chunk from every rank's
 // buffer, and meets them again; auto takes it above ll's chunks where the staging buffer holds x, up to
@@ -48,6 +50,7 @@ import {
   type GpuAllToAllAlgorithm,
   type GpuAllToAllVAlgorithm,
 } from "./checks.js";
+import { CopyEngineAllToAll } from "./all-to-all-ce.js";
 import { ncclExchange, type ExchangeInput } from "./exchange.js";
 import { A2AV_PROGRAM, ALL_TO_ALL_PULL, P2P_CHUNK_BYTES, P2P_PROGRAM } from "./programs.js";
 import { p2pLlBlocks } from "./p2p.js";
@@ -77,6 +80,7 @@ export class GpuAllToAll {
   readonly #ctx: GpuGroup;
   #a2av: Kernel<typeof A2AV_PARAMS> | undefined;
   #ll: Kernel<typeof A2A_LL_PARAMS> | undefined;
+  #ce: CopyEngineAllToAll | undefined;
   /** allToAllV's published sides (see #allToAllV). */
   #sides: DeviceMemory | undefined;
 
@@ -215,6 +219,13 @@ export class GpuAllToAll {
           tag,
         );
       return;
+    }
+    if (algorithm === "copy_engine") {
+      const ce = (this.#ce ??= new CopyEngineAllToAll(ctx));
+      ce.check(what, input, x);
+      const tag = ctx.tag({ kind: "all-to-all/copy_engine", dtype: x.dtype, count: x.numel }, stream);
+      if (ctx.world === 1) return copyDeviceToDevice(out.ptr, x.ptr, x.nbytes, stream);
+      return ce.run(input, x, out, tag, stream);
     }
     this.#fingerprint({ kind: "all-to-all/nccl", dtype: x.dtype, count: x.numel }, stream);
     ncclExchange(
@@ -372,6 +383,7 @@ export class GpuAllToAll {
 
   dispose(): void {
     this.#sides?.dispose();
+    this.#ce?.dispose();
   }
 
   /** A group-wide NCCL call's barrier kernel, its signals carrying the call's fingerprint. */

@@ -16,9 +16,9 @@ import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layout
 import { MAX_SYMMETRIC_WORLD } from "../../distributed/symmetric-memory.js";
 import type { Kernel } from "../../runtime/kernel.js";
 import { copyDeviceToDevice } from "../../runtime/memory.js";
-import { Event } from "../../runtime/event.js";
 import { sharedModule } from "../../runtime/module.js";
-import { Stream } from "../../runtime/stream.js";
+import { SideStream } from "../../runtime/side-stream.js";
+import type { Stream } from "../../runtime/stream.js";
 import type { Tensor } from "../../runtime/tensor.js";
 import { THREADS } from "../coll/registry.js";
 import { overlaps } from "../gemm/matmul.js";
@@ -36,8 +36,8 @@ export const P2P_MAX_BLOCKS = 16;
  * (P2P_NONE: none), the message's CallTag. */
 export const P2P_SIGNAL_PARAMS = [SYMM_VIEW_PARAM, "u32", "u32", "u32", "u32", CALL_TAG_PARAM] as const;
 /** p2p.cuh's kNone, and kAckBase: the ack slots follow every sender's ready slots (kMaxWorld of them). */
-const P2P_NONE = 0xffff_ffff;
-const P2P_ACK_BASE = MAX_SYMMETRIC_WORLD * P2P_MAX_BLOCKS * 2;
+export const P2P_NONE = 0xffff_ffff;
+export const P2P_ACK_BASE = MAX_SYMMETRIC_WORLD * P2P_MAX_BLOCKS * 2;
 /** p2p.cuh's slot(rank, block 0, parity): copy_engine signals on put's block-0 slots. */
 const ceSlot = (rank: number, parity: number): number => rank * P2P_MAX_BLOCKS * 2 + parity;
 /** copy_engine's chunk: half the staging buffer (one half filled while the receiver copies the other),
@@ -104,7 +104,7 @@ export class GpuPointToPoint {
   readonly #kernels: (Kernel<typeof P2P_PARAMS> | undefined)[] = [];
   #p2pSignal: Kernel<typeof P2P_SIGNAL_PARAMS> | undefined;
   /** copy_engine sendRecv's receiving stream, forked from and joined to the caller's. */
-  #sideStream: { stream: Stream; fork: Event; join: Event } | undefined;
+  #sideStream: SideStream | undefined;
 
   constructor(ctx: GpuGroup) {
     this.#ctx = ctx;
@@ -173,13 +173,10 @@ export class GpuPointToPoint {
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       // Both directions at once (the receive on a side stream), so two ranks exchanging cannot deadlock.
-      const side = this.#side();
-      side.fork.record(stream);
-      side.stream.waitEvent(side.fork);
-      this.#ceRecv(out, peer, side.stream);
-      side.join.record(side.stream);
+      const side = (this.#sideStream ??= new SideStream(this.#ctx.device));
+      this.#ceRecv(out, peer, side.fork(stream));
       this.#ceSend(x, peer, stream);
-      stream.waitEvent(side.join);
+      side.join(stream);
       return;
     }
     const comm = this.#ctx.comm;
@@ -300,16 +297,6 @@ export class GpuPointToPoint {
     }
   }
 
-  #side(): { stream: Stream; fork: Event; join: Event } {
-    const device = this.#ctx.device;
-    this.#sideStream ??= {
-      stream: Stream.create(device),
-      fork: Event.create(device, { timing: false }),
-      join: Event.create(device, { timing: false }),
-    };
-    return this.#sideStream;
-  }
-
   /** One launch of p2p.cuh's sides: a send side, a receive side, or both, each by its algorithm. */
   #put(
     [sendBy, recvBy]: readonly [Sided, Sided],
@@ -349,6 +336,6 @@ export class GpuPointToPoint {
   }
 
   dispose(): void {
-    if (this.#sideStream) for (const x of Object.values(this.#sideStream)) x.dispose();
+    this.#sideStream?.dispose();
   }
 }

@@ -22,7 +22,7 @@ export const P2P_PAD_BYTES = 560 * 8;
 export const p2pInboxBytes = (world: number): number => world * 2 * (P2P_CHUNK_BYTES + P2P_LL_BUFFER_BYTES);
 
 /** send/recv (coll/p2p.cuh): put's pipeline, ll's lines (allToAll's ll too), the two mixed (a side by each),
- * and copy_engine's signals. */
+ * and copy_engine's signals (send/recv's, allToAll's). */
 export const P2P_PROGRAM: ProgramSpec = {
   name: "symmkit/coll/p2p",
   source: '#include "symmkit/coll/p2p.cuh"\n',
@@ -33,6 +33,7 @@ export const P2P_PROGRAM: ProgramSpec = {
     "symmkit::p2p::p2p_put_ll",
     "symmkit::p2p::p2p_ll_all_to_all",
     "symmkit::p2p::p2p_ce_signal",
+    "symmkit::p2p::p2p_ce_signal_all",
   ],
 };
 

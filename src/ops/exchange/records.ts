@@ -118,6 +118,15 @@ export const ALL_TO_ALL = {
     programs: () => [ALL_TO_ALL_PROGRAM],
     autoWhen: pulls,
   },
+  copy_engine: {
+    summary:
+      "copy engines move every byte: x staged piece by piece in half the staging buffer while the peers read the other half (a symmetric x read in place), at any size",
+    backends: ["cuda"],
+    rankOrder: true,
+    needs: ["staging buffer"],
+    kinds: ["all-to-all/copy_engine"],
+    programs: () => [P2P_PROGRAM],
+  },
   nccl: {
     summary:
       "one NCCL group of matched sends and receives, after a barrier kernel carrying the call's fingerprint",

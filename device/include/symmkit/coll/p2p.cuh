@@ -60,6 +60,11 @@
 // half, and for the last two at the end, so a send completes once the receiver has the message. The same
 // slots as put's block 0, under the per-pair message order and fingerprints (another kind), so a put
 // matched with a copy_engine message is caught as a mismatch.
+//
+// allToAll's copy_engine (src/ops/exchange/all-to-all-ce.ts) signals every peer at once on the same
+// slots (p2p_ce_signal_all, a thread per peer), round by round: a sender puts ready[s][0][k & 1] once
+// round k's pieces are staged, a reader puts ack[r][0][k & 1] once it has copied them out; the host's
+// schedule keeps each slot to one signal in flight, as send/recv's does, and leaves every slot idle.
 #pragma once
 #include "symmkit/core/copy.cuh"
 #include "symmkit/sync/barrier.cuh"
@@ -378,6 +383,20 @@ __global__ void p2p_ce_signal(const __grid_constant__ SymmView v, u32 wait_peer,
   const WaitEnv env = v.wait_env();
   if (wait_peer != kNone) wait_signal<Order::Acquire>(v.pads[v.rank] + wait_slot, env, wait_peer, tag.word);
   if (put_peer != kNone) put_signal<Order::Release>(v.pads[put_peer] + put_slot, env, put_peer, tag.word);
+}
+
+/** W - 1 threads, thread t for peer p = (rank + 1 + t) mod W: puts a signal in p's pad at put_base +
+ * slot(rank, 0, put_parity) (release; put_base kNone: none), then waits for p's signal in this rank's pad
+ * at wait_base + slot(p, 0, q) (acquire) for each parity q in the mask wait_parities (bit q). allToAll
+ * copy_engine's steps: each thread's put and waits are its own peer's, so no thread waits on another. */
+__global__ void p2p_ce_signal_all(const __grid_constant__ SymmView v, u32 put_base, u32 put_parity, u32 wait_base,
+                                  u32 wait_parities, const CallTag tag) {
+  if (threadIdx.x + 1 >= v.world) return;
+  const u32 peer = (v.rank + 1 + threadIdx.x) % v.world;
+  const WaitEnv env = v.wait_env();
+  if (put_base != kNone) put_signal<Order::Release>(v.pads[peer] + put_base + slot(v.rank, 0, put_parity), env, peer, tag.word);
+  for (u32 q = 0; q < 2; ++q)
+    if ((wait_parities >> q) & 1u) wait_signal<Order::Acquire>(v.pads[v.rank] + wait_base + slot(peer, 0, q), env, peer, tag.word);
 }
 
 }  // namespace p2p
