@@ -194,7 +194,13 @@ export {
   type GpuAllToAllVAlgorithm,
   type GpuSendRecvAlgorithm,
 } from "./ops/exchange/checks.js";
-export { A2A_LL_AUTO_MAX_BYTES, A2A_PULL_AUTO_MAX_BYTES, LL_AUTO_MAX_BYTES } from "./ops/exchange/records.js";
+export {
+  A2A_CE_AUTO_MIN_BYTES,
+  A2A_CE_AUTO_MIN_SYMMETRIC_BYTES,
+  A2A_LL_AUTO_MAX_BYTES,
+  A2A_PULL_AUTO_MAX_BYTES,
+  LL_AUTO_MAX_BYTES,
+} from "./ops/exchange/records.js";
 export {
   CPU_COMBINE_ALGORITHMS,
   CPU_MOE_ALGORITHMS,

@@ -23,6 +23,8 @@ import { algorithmTable } from "../src/ops/algorithm-table.js";
 import { CPU_EXCHANGE_ALGORITHMS } from "../src/ops/exchange/checks.js";
 import {
   A2A_LL_AUTO_MAX_BYTES,
+  A2A_CE_AUTO_MIN_BYTES,
+  A2A_CE_AUTO_MIN_SYMMETRIC_BYTES,
   A2A_PULL_AUTO_MAX_BYTES,
   GPU_ALL_TO_ALL_AUTO,
   GPU_ALL_TO_ALL_V_AUTO,
@@ -139,8 +141,10 @@ test("exchange and MoE auto: the records' rules cover every situation, exactly o
     assert.equal(only(GPU_SEND_RECV_AUTO, { bytes }), bytes <= LL_AUTO_MAX_BYTES ? "ll" : "put");
   const a2aBytes = (chunk: number): number[] => [
     chunk,
-    A2A_PULL_AUTO_MAX_BYTES,
-    A2A_PULL_AUTO_MAX_BYTES + 1,
+    ...[A2A_PULL_AUTO_MAX_BYTES, A2A_CE_AUTO_MIN_BYTES, A2A_CE_AUTO_MIN_SYMMETRIC_BYTES].flatMap((b) => [
+      b,
+      b + 1,
+    ]),
     4 * chunk,
   ];
   for (const world of [1, 2, 4])
@@ -148,10 +152,16 @@ test("exchange and MoE auto: the records' rules cover every situation, exactly o
       for (const plain of bools)
         for (const chunkBytes of [0, A2A_LL_AUTO_MAX_BYTES, A2A_LL_AUTO_MAX_BYTES + 1, 1 << 30])
           for (const bytes of a2aBytes(chunkBytes)) {
+            // copy_engine at world 2 only, where it was measured.
+            const ce =
+              world === 2 &&
+              (plain
+                ? !fitsStaging || bytes > A2A_CE_AUTO_MIN_BYTES
+                : bytes > A2A_CE_AUTO_MIN_SYMMETRIC_BYTES);
             const pull = fitsStaging && (world === 1 || !(plain && bytes > A2A_PULL_AUTO_MAX_BYTES));
             assert.equal(
               only(GPU_ALL_TO_ALL_AUTO, { world, fitsStaging, plain, bytes, chunkBytes }),
-              chunkBytes <= A2A_LL_AUTO_MAX_BYTES ? "ll" : pull ? "pull" : "nccl",
+              chunkBytes <= A2A_LL_AUTO_MAX_BYTES ? "ll" : ce ? "copy_engine" : pull ? "pull" : "nccl",
             );
           }
   for (const countsOnDevice of bools)

@@ -11,7 +11,8 @@
 // Algorithm pull (allToAll): one kernel (coll/collectives.cuh all_to_all_pull) copies x into this rank's
 // staging buffer (a symmetric x is read in place), meets the peers, reads its chunk from every rank's
 // buffer, and meets them again; auto takes it above ll's chunks where the staging buffer holds x, up to
-// A2A_PULL_AUTO_MAX_BYTES for a plain x (NCCL is faster above).
+// A2A_PULL_AUTO_MAX_BYTES for a plain x, and at world 2 up to copy_engine's A2A_CE_AUTO_MIN_BYTES (NCCL or
+// copy_engine are faster above).
 // allToAllV learns every rank's counts first (nccl: one NCCL all-gather of each rank's side; copy_engine:
 // each side staged with x, read from every rank's staging buffer after a barrier kernel) and one host
 // wait, and every rank judges them alike (allToAllVVerdict): a call that cannot run is refused on every

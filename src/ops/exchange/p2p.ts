@@ -103,8 +103,10 @@ export class GpuPointToPoint {
   /** p2p.cuh's kernels, as P2P_KERNELS. */
   readonly #kernels: (Kernel<typeof P2P_PARAMS> | undefined)[] = [];
   #p2pSignal: Kernel<typeof P2P_SIGNAL_PARAMS> | undefined;
-  /** copy_engine sendRecv's receiving stream, forked from and joined to the caller's. */
-  #sideStream: SideStream | undefined;
+  /** copy_engine's receiving streams, forked from and joined to the caller's: a receive alternates its
+   * chunks over two streams (one chunk's wait queued while the other copies); a sendRecv receives on both
+   * while the caller's stream sends. */
+  #sideStreams: SideStream[] | undefined;
 
   constructor(ctx: GpuGroup) {
     this.#ctx = ctx;
@@ -153,7 +155,9 @@ export class GpuPointToPoint {
       return this.#put([algorithm, algorithm], undefined, 0, out, peer, stream);
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
-      return this.#ceRecv(out, peer, stream);
+      const [side] = this.#sides();
+      this.#ceRecv(out, peer, [stream, side!.fork(stream)]);
+      return side!.join(stream);
     }
     this.#ctx.comm.recv(bytes(out, 0, out.nbytes), peer, stream);
   }
@@ -172,11 +176,15 @@ export class GpuPointToPoint {
     }
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
-      // Both directions at once (the receive on a side stream), so two ranks exchanging cannot deadlock.
-      const side = (this.#sideStream ??= new SideStream(this.#ctx.device));
-      this.#ceRecv(out, peer, side.fork(stream));
+      // Both directions at once (the receive on side streams), so two ranks exchanging cannot deadlock.
+      const sides = this.#sides();
+      this.#ceRecv(
+        out,
+        peer,
+        sides.map((side) => side.fork(stream)),
+      );
       this.#ceSend(x, peer, stream);
-      side.join(stream);
+      for (const side of sides) side.join(stream);
       return;
     }
     const comm = this.#ctx.comm;
@@ -282,19 +290,25 @@ export class GpuPointToPoint {
   }
 
   /** Into `out` from `peer` by copy_engine: each chunk copied out of the sender's staging buffer once it
-   * is ready, then acknowledged. */
-  #ceRecv(out: Tensor, peer: number, stream: Stream): void {
+   * is ready, then acknowledged; chunk i on streams[i & 1] (its wait and ack slots are half i & 1's, so
+   * each stream keeps to its own). */
+  #ceRecv(out: Tensor, peer: number, streams: readonly Stream[]): void {
     const { rank, staging, capacityBytes } = this.#ctx;
     const tag = this.#messageTag("send-recv/copy_engine", out, this.#received, peer);
     const chunk = copyEngineChunk(capacityBytes);
     const chunks = Math.max(1, Math.ceil(out.nbytes / chunk));
     for (let i = 0; i < chunks; i++) {
       const n = Math.min(chunk, out.nbytes - i * chunk);
+      const stream = streams[i & 1]!;
       this.#signal(stream, tag, peer, ceSlot(peer, i & 1), P2P_NONE, 0);
       const half = staging.bufferPtrs[peer]! + BigInt((i & 1) * chunk);
       copyDeviceToDevice(out.ptr + BigInt(i * chunk), half, n, stream);
       this.#signal(stream, tag, P2P_NONE, 0, peer, P2P_ACK_BASE + ceSlot(rank, i & 1));
     }
+  }
+
+  #sides(): SideStream[] {
+    return (this.#sideStreams ??= [new SideStream(this.#ctx.device), new SideStream(this.#ctx.device)]);
   }
 
   /** One launch of p2p.cuh's sides: a send side, a receive side, or both, each by its algorithm. */
@@ -336,6 +350,6 @@ export class GpuPointToPoint {
   }
 
   dispose(): void {
-    this.#sideStream?.dispose();
+    for (const side of this.#sideStreams ?? []) side.dispose();
   }
 }

@@ -86,16 +86,31 @@ export const SEND_RECV = {
  * against pull's 7.5 at 128 KiB chunks, 8.7 against 9.3 at 512 KiB and 29.9 against 15.7 at 2 MiB. */
 export const A2A_LL_AUTO_MAX_BYTES = 256 << 10;
 const smallChunk = (s: AllToAllSituation): boolean => s.chunkBytes <= A2A_LL_AUTO_MAX_BYTES;
-/** The largest plain x (bytes per rank) auto moves by allToAll's pull; NCCL above. Pull copies x into the
- * staging buffer and reads its chunks with SM loads; NCCL streams them. u8 graph timings, pull
- * against NCCL through symmkit, µs: 2 H200s 47.1 / 56.6 at 16 MiB, 72.1 / 74.8 at 24, 96.3 / 93.6 at 32,
- * 183.7 / 161.0 at 64; 4 H200s 59.5 / 67.9 at 16, 225.0 / 194.1 at 64 (crossing near 27 MiB). A symmetric x,
- * read in place, stays on pull (unmeasured against NCCL). */
+/** The largest plain x (bytes per rank) auto moves by allToAll's pull; copy_engine (world 2) or NCCL
+ * above. Pull copies x into the staging buffer and reads its chunks with SM loads; NCCL streams them. u8
+ * graph timings, pull against NCCL through symmkit, µs: 2 H200s 47.1 / 56.6 at 16 MiB, 72.1 / 74.8 at 24,
+ * 96.3 / 93.6 at 32, 183.7 / 161.0 at 64; 4 H200s 59.5 / 67.9 at 16, 225.0 / 194.1 at 64 (crossing near
+ * 27 MiB). */
 export const A2A_PULL_AUTO_MAX_BYTES = 24 << 20;
-/** Whether pull takes the call: past ll's chunks, where the staging buffer holds x and NCCL is not faster
- * (on one rank pull is one copy). */
+/** Past these bytes of x per rank auto moves a plain x by allToAll's copy_engine at world 2 (and a plain x
+ * the staging buffer cannot hold, at any size), and a symmetric x past the second. Graph timings on 2 H200s,
+ * µs, copy_engine (64 MiB staging) / pull / NCCL: 46.5 / 47.6 / 54.4 at 16 MiB, 132.3 / 185.8 / 158.0 at 64,
+ * 437.2 / 712.8 / 531.5 at 256; a symmetric x, read in place, copy_engine / pull: 42.4 / 35.0 at 16 MiB,
+ * 113.9 / 134.1 at 64 (crossing near 29 MiB). Unmeasured at larger worlds, where auto keeps pull and NCCL. */
+export const A2A_CE_AUTO_MIN_BYTES = 16 << 20;
+export const A2A_CE_AUTO_MIN_SYMMETRIC_BYTES = 32 << 20;
+/** Whether copy_engine takes the call: world 2, past ll's chunks and the bytes above. */
+const copiesByEngine = (s: AllToAllSituation): boolean =>
+  s.world === 2 &&
+  !smallChunk(s) &&
+  (s.plain ? !s.fitsStaging || s.bytes > A2A_CE_AUTO_MIN_BYTES : s.bytes > A2A_CE_AUTO_MIN_SYMMETRIC_BYTES);
+/** Whether pull takes the call: past ll's chunks, where the staging buffer holds x and neither copy_engine
+ * nor NCCL is faster (on one rank pull is one copy). */
 const pulls = (s: AllToAllSituation): boolean =>
-  s.fitsStaging && !smallChunk(s) && (s.world === 1 || !(s.plain && s.bytes > A2A_PULL_AUTO_MAX_BYTES));
+  s.fitsStaging &&
+  !smallChunk(s) &&
+  !copiesByEngine(s) &&
+  (s.world === 1 || !(s.plain && s.bytes > A2A_PULL_AUTO_MAX_BYTES));
 
 export const ALL_TO_ALL = {
   ll: {
@@ -126,6 +141,7 @@ export const ALL_TO_ALL = {
     needs: ["staging buffer"],
     kinds: ["all-to-all/copy_engine"],
     programs: () => [P2P_PROGRAM],
+    autoWhen: copiesByEngine,
   },
   nccl: {
     summary:
@@ -134,7 +150,7 @@ export const ALL_TO_ALL = {
     rankOrder: true,
     needs: [],
     kinds: ["all-to-all/nccl"],
-    autoWhen: (s: AllToAllSituation) => !smallChunk(s) && !pulls(s),
+    autoWhen: (s: AllToAllSituation) => !smallChunk(s) && !pulls(s) && !copiesByEngine(s),
   },
 } as const satisfies OpRecords;
 
