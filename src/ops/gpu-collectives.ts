@@ -203,9 +203,8 @@ export class GpuCollectives implements Collectives<
     return out;
   }
 
-  /** A symmetric x is read in place by pull and copy_engine. auto: ll for chunks up to 256 KiB, copy_engine
-   * at world 2 past A2A_CE_AUTO_MIN_BYTES (symmetric: ..._SYMMETRIC_BYTES), else pull where the staging
-   * buffer holds x (plain: up to A2A_PULL_AUTO_MAX_BYTES), else nccl; every rank passes x alike. */
+  /** A symmetric x is read in place by pull and copy_engine. auto: the records' rules (exchange/records.ts)
+   * over x's bytes, the world and whether x is symmetric; every rank passes x alike. */
   allToAll(input: ExchangeInput, out: Tensor, options: O<{ algorithm?: GpuAllToAllAlgorithm }> = {}): Tensor {
     return this.#a2a.allToAll(input, out, options);
   }
