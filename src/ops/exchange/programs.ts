@@ -14,7 +14,7 @@ export const P2P_CHUNK_BYTES = 1 << 20;
 /** ll's payload bytes per chunk (coll/p2p.cuh kLlChunk), and one of its buffers: the chunk's 16-byte
  * lines of 8 payload bytes, then the header line (kLlBuffer). Every rank's inbox holds two per sender,
  * after put's chunks. */
-export const P2P_LL_CHUNK_BYTES = 128 << 10;
+export const P2P_LL_CHUNK_BYTES = 256 << 10;
 export const P2P_LL_BUFFER_BYTES = 2 * P2P_LL_CHUNK_BYTES + 16;
 /** The inbox's pad: put's ready and ack slots, then ll's counts (coll/p2p.cuh kPadSlots x 8). */
 export const P2P_PAD_BYTES = 560 * 8;

@@ -29,9 +29,10 @@ export interface SendRecvSituation {
 
 const always = (): boolean => true;
 
-/** The largest message auto sends by ll: two ll chunks, so that a send never waits on its own receiver's
- * acknowledgement (4.1 us against put's 8.5 here on 2 H200s; past it ll's acknowledgements cap it). */
-export const LL_AUTO_MAX_BYTES = 256 << 10;
+/** The largest message auto sends by ll: two ll chunks (P2P_LL_CHUNK_BYTES), so that a send never waits
+ * on its own receiver's acknowledgement (past it ll's acknowledgements cap it). On 2 H200s one way, ll /
+ * put / NCCL: 3.6 / 8.0 / 7.3 us at 256 KiB, 9.5 / 10.1 / 11.4 at 1 MiB (both ways 11.5 / 10.5 / 14.5). */
+export const LL_AUTO_MAX_BYTES = 512 << 10;
 
 export const SEND_RECV = {
   ll: {
@@ -82,9 +83,10 @@ export const SEND_RECV = {
 
 /** The largest chunk (what a rank sends each rank) auto sends by allToAll's ll: two ll chunks, so that no
  * sender waits on an acknowledgement from the same call (past that, the call needs every block of both
- * ranks' kernels on an SM at once, which another stream's work could deny it). On 2 H200s it took 4.3 us
- * against pull's 7.5 at 128 KiB chunks, 8.7 against 9.3 at 512 KiB and 29.9 against 15.7 at 2 MiB. */
-export const A2A_LL_AUTO_MAX_BYTES = 256 << 10;
+ * ranks' kernels on an SM at once, which another stream's work could deny it). On 2 H200s, ll / pull /
+ * NCCL: 4.4 / 7.4 / 9.2 us at 128 KiB chunks, 6.8 / 9.1 / 13.7 at 512 KiB, 20.5 / 15.7 / 21.0 at 2 MiB; on
+ * 4 H200s with 128 KiB ll chunks 8.8 / 10.1 / 14.9 at 256 KiB (512 KiB chunks there are unmeasured). */
+export const A2A_LL_AUTO_MAX_BYTES = 512 << 10;
 const smallChunk = (s: AllToAllSituation): boolean => s.chunkBytes <= A2A_LL_AUTO_MAX_BYTES;
 /** The largest plain x (bytes per rank) auto moves by allToAll's pull; copy_engine (world 2) or NCCL
  * above. Pull copies x into the staging buffer and reads its chunks with SM loads; NCCL streams them. u8

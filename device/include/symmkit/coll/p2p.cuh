@@ -81,7 +81,7 @@ constexpr u32 kAckBase = kMaxWorld * kMaxBlocks * 2;
 __device__ __forceinline__ u32 slot(u32 rank, u32 block, u32 parity) { return (rank * kMaxBlocks + block) * 2 + parity; }
 
 /** ll's payload bytes per chunk: src/ops/exchange/programs.ts P2P_LL_CHUNK_BYTES. */
-constexpr u64 kLlChunk = 128 << 10;
+constexpr u64 kLlChunk = 256 << 10;
 /** ll's buffer: a chunk's lines, then the header line. src/ops/exchange/programs.ts P2P_LL_BUFFER_BYTES. */
 constexpr u64 kLlBuffer = 2 * kLlChunk + 16;
 /** Lines a thread moves (or polls) at once. */
