@@ -51,9 +51,10 @@ function withinDeadline(line: string): void {
   assert.ok(ms < LIMIT_MS + 5000, `too late: ${line}`);
 }
 
-// The fingerprint barrier before every NCCL call is where the others wait for a rank that never comes.
-for (const fault of ["nccl-skip", "nccl-graph-skip"]) {
-  test(`${fault}: the ranks in the NCCL call end with SymmTimeoutError naming the skipper`, { skip }, () => {
+// The fingerprint barrier before every NCCL call is where the others wait for a rank that never comes;
+// in a copy-engine allToAll, the signal kernel waiting for its staged round.
+for (const fault of ["nccl-skip", "nccl-graph-skip", "a2a-ce-skip"]) {
+  test(`${fault}: the ranks in the call end with SymmTimeoutError naming the skipper`, { skip }, () => {
     const got = outcomes(fault, "SymmTimeoutError", n - 1);
     for (const l of got) {
       assert.match(l, new RegExp(`naming \\[${n - 1}\\]`));
@@ -70,6 +71,7 @@ const MISMATCHES: Readonly<Record<string, RegExp>> = {
   "mismatch-ll": /element count/,
   "mismatch-copy-engine": /element count/,
   "mismatch-nccl": /element count/,
+  "mismatch-a2a-copy-engine": /element count/,
   "collision-one-shot": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
   "collision-lamport": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
   "collision-ll": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,

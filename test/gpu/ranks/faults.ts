@@ -3,13 +3,15 @@
 //   CUDA graph) and waits at the store; the others must end with SymmTimeoutError naming it, within the
 //   deadline plus 5 s: the barrier that carries the call's fingerprint before every NCCL call is where
 //   they wait for it (NcclTimeoutError is for a rank that dies inside NCCL: nccl-kill).
+// - a2a-ce-skip: the last rank never enters an allToAll by copy_engine (x past the staging buffer, in
+//   rounds); the others must end with SymmTimeoutError naming it within the deadline plus 5 s.
 // - nccl-kill: rank 1 kills itself (SIGKILL) before an all-reduce on the group's NCCL communicator itself;
 //   run without the launcher (which would stop the job), every other rank must end with NcclTimeoutError
 //   naming rank 1.
-// - mismatch-size, -algorithm, -lamport, -ll, -copy-engine, -nccl: the last
+// - mismatch-size, -algorithm, -lamport, -ll, -copy-engine, -nccl, -a2a-copy-engine: the last
 //   rank's call differs from the others' (element count of a one-shot all-reduce; one-shot against
-//   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather and NCCL's all-reduce,
-//   of another size);
+//   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather, NCCL's all-reduce and
+//   the copy-engine allToAll, of another size);
 //   every rank must end with CollectiveMismatchError naming a peer, long before the deadline.
 // - collision-one-shot, -lamport, -ll: 3603 f32 elements on the last rank against 4096 (sizes a 9-bit
 //   hash of the count once let pass): CollectiveMismatchError naming the element count.
@@ -85,6 +87,14 @@ switch (fault) {
     outcome = rank === last ? "skipped" : attempt(() => g.launch());
     break;
   }
+  case "a2a-ce-skip": {
+    // 24 MiB per rank through the 16 MiB staging buffer: several rounds, both halves.
+    const n = (12 << 20) * world;
+    const [input, output] = [x(n), x(n)];
+    outcome =
+      rank === last ? "skipped" : attempt(() => c.allToAll(input, output, { algorithm: "copy_engine" }));
+    break;
+  }
   case "nccl-kill": {
     // The communicator itself: no fingerprint barrier goes first (through group.collectives the others
     // would wait for the dead rank there, and SymmTimeoutError would name it), so the survivors wait
@@ -110,6 +120,11 @@ switch (fault) {
   case "mismatch-ll": {
     const n = rank === last ? 2056 : 2048;
     outcome = attempt(() => c.allGather(x(n), x(n * world), { algorithm: "ll" }));
+    break;
+  }
+  case "mismatch-a2a-copy-engine": {
+    const n = (rank === last ? 4104 : 4096) * world;
+    outcome = attempt(() => c.allToAll(x(n), x(n), { algorithm: "copy_engine" }));
     break;
   }
   case "mismatch-copy-engine": {
