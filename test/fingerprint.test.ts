@@ -41,7 +41,11 @@ test("the call kinds are the group's and every algorithm record's, each once, co
   // Every kind is coded and decodes to its name: a word of each names that kind.
   for (const kind of CALL_KINDS) {
     const dims = Array.from({ length: (SHAPES[kind] ?? SHAPES[kind.split("/")[0]!] ?? []).length }, () => 3);
-    assert.match(describeFingerprint(fingerprint(0, { kind, count: 1, dims }).word), new RegExp(`^${kind} `));
+    const literal = kind.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    assert.match(
+      describeFingerprint(fingerprint(0, { kind, count: 1, dims }).word),
+      new RegExp(`^${literal} `),
+    );
   }
   assert.throws(() => fingerprint(0, { kind: "all-reduce/no_such", count: 1 }), /unknown call kind/);
   assert.throws(

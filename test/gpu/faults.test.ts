@@ -72,6 +72,8 @@ const MISMATCHES: Readonly<Record<string, RegExp>> = {
   "mismatch-copy-engine": /element count/,
   "mismatch-nccl": /element count/,
   "mismatch-a2a-copy-engine": /element count/,
+  "mismatch-a2a-symmetric-pull": /operation or algorithm/,
+  "mismatch-a2a-symmetric-copy-engine": /operation or algorithm/,
   "collision-one-shot": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
   "collision-lamport": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
   "collision-ll": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,

@@ -602,8 +602,8 @@ if (gpu) {
   graph?.dispose();
   for (const t of [x, out, ...inputs, ...snaps]) t.dispose();
 
-  // allToAll copy_engine through the same buffer: rounds of 4 MiB / (world - 1) of each peer's chunk, up
-  // to 13 rounds (both halves restaged), odd sizes and an empty call, back to back with the last rank
+  // allToAll copy_engine through the same buffer: rounds of 4 MiB / (world - 1) of each peer's chunk (4
+  // rounds of the largest at world 2, 10 at world 4: both halves restaged), odd sizes and an empty call, back to back with the last rank
   // 50 ms late; then a graph replayed with new data, and a symmetric x read in place.
   {
     const what = "allToAll copy_engine, 8 MiB staging";
@@ -617,6 +617,31 @@ if (gpu) {
     small.synchronize();
     for (const k of cases) k.check();
     for (const t of cases.flatMap((k) => k.tensors)) t.dispose();
+    // Mixed, back to back, the last rank late: a copy_engine allToAll, a copy_engine sendRecv with this
+    // round's peer (on the same signal slots), a pull allToAll (which restages the staging buffer) and a
+    // copy_engine allToAll again.
+    {
+      const pullCall = (x: AnyTensor, out: AnyTensor): AnyTensor =>
+        sc.allToAll(x as Tensor, out as Tensor, { algorithm: "pull" });
+      const steps = [
+        allToAllCase("u8", (6 << 20) + 1, "copy_engine", what, call),
+        allToAllCase("u8", Math.floor((2 << 20) / world), "pull", what, pullCall),
+        allToAllCase("bf16", (1 << 20) + 5, "copy_engine", what, call),
+      ];
+      const n = (5 << 20) + 3;
+      const tag = tags++;
+      const x = peer === undefined ? undefined : fromBytes(Tensor, "u8", message(tag, rank, peer, n));
+      const [whole, out] = poisonedIn(Tensor, "u8", [n]);
+      await group.barrier();
+      if (rank === world - 1) await sleep(50);
+      steps[0]!.run();
+      if (x) sc.sendRecv(x, out, peer!, ce);
+      for (const k of steps.slice(1)) k.run();
+      small.synchronize();
+      for (const k of steps) k.check();
+      if (x) expectPoisoned(whole, message(tag, peer!, rank, n), `${what}: copy_engine sendRecv between`);
+      for (const t of [...steps.flatMap((k) => k.tensors), whole, ...(x ? [x] : [])]) t.dispose();
+    }
     const chunk = (5 << 20) + 3;
     const replays = [0, 1, 2].map(() => tags++);
     const sent = replays.map((tag) => concat(ranks.map((d) => message(tag, rank, d, chunk))));

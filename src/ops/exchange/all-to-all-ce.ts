@@ -1,8 +1,8 @@
 // allToAll's copy_engine: the data moves by copy-engine copies, no SM moves a byte between GPUs, and any x
 // goes whatever the staging buffer's size. The caller's stream (S) stages x piece by piece in two halves
-// of this rank's staging buffer, each round a piece of every peer's chunk, and signals the peers; two
-// side streams (R, rounds alternating) forked from it wait for every peer's round, copy this rank's
-// pieces out of their staging buffers over NVLink and acknowledge. S stages round k + 1 while the peers read round k, and copies this
+// of this rank's staging buffer, each round a piece of every peer's chunk, and signals the peers; two side
+// streams (R, rounds alternating) forked from it wait for every peer's round, copy this rank's pieces out
+// of their staging buffers over NVLink and acknowledge. S stages round k + 1 while the peers read round k, and copies this
 // rank's own chunk piece by piece meanwhile; it restages a half only once every peer acknowledged the
 // round that used it, and the call ends once every peer acknowledged the last: nobody restages while a
 // peer may still read. A symmetric x is read in place: one round, no staging. The signals
@@ -116,6 +116,8 @@ export class CopyEngineAllToAll {
       // R (round k's side stream of two, so that one round's wait is queued while the other reads):
       // acknowledge round k - 2 (read on it before), wait for every peer's round k, read it (from the peer
       // d ranks behind, so that at each step every rank reads from another).
+      // The put goes before the wait (p2p_ce_signal_all's order): the peer stages round k only once it has
+      // our ack of round k - 2.
       const R = reads[k & 1]!;
       signal(R, k >= 2 ? ACK : P2P_NONE, k & 1, READY, 1 << (k & 1));
       for (let d = 1; d < world; d++) {

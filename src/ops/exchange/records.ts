@@ -94,8 +94,8 @@ const smallChunk = (s: AllToAllSituation): boolean => s.chunkBytes <= A2A_LL_AUT
  * 96.3 / 93.6 at 32, 183.7 / 161.0 at 64; 4 H200s 59.5 / 67.9 at 16, 225.0 / 194.1 at 64 (crossing near
  * 27 MiB). */
 export const A2A_PULL_AUTO_MAX_BYTES = 24 << 20;
-/** Past these bytes of x per rank auto moves a plain x by allToAll's copy_engine at world 2 (and a plain x
- * the staging buffer cannot hold, at any size), and a symmetric x past the second. Graph timings on 2 H200s,
+/** Past these bytes of x per rank auto moves a plain x by allToAll's copy_engine at world 2 (and, there, a
+ * plain x the staging buffer cannot hold, past ll's chunks), and a symmetric x past the second. Graph timings on 2 H200s,
  * µs, copy_engine (64 MiB staging) / pull / NCCL: 46.5 / 47.6 / 54.4 at 16 MiB, 132.3 / 185.8 / 158.0 at 64,
  * 437.2 / 712.8 / 531.5 at 256; a symmetric x, read in place, copy_engine / pull: 42.4 / 35.0 at 16 MiB,
  * 113.9 / 134.1 at 64 (crossing near 29 MiB). Unmeasured at larger worlds, where auto keeps pull and NCCL. */
@@ -131,7 +131,7 @@ export const ALL_TO_ALL = {
     backends: ["cuda", "cpu"],
     rankOrder: true,
     needs: ["staging buffer"],
-    kinds: ["all-to-all/pull"],
+    kinds: ["all-to-all/pull", "all-to-all/pull (symmetric x)"],
     programs: () => [ALL_TO_ALL_PROGRAM],
     autoWhen: pulls,
   },
@@ -141,7 +141,7 @@ export const ALL_TO_ALL = {
     backends: ["cuda"],
     rankOrder: true,
     needs: ["staging buffer"],
-    kinds: ["all-to-all/copy_engine"],
+    kinds: ["all-to-all/copy_engine", "all-to-all/copy_engine (symmetric x)"],
     programs: () => [P2P_PROGRAM],
     autoWhen: copiesByEngine,
   },

@@ -13,6 +13,9 @@
 //   two-shot; the mailbox all-reduce and all-gather, the copy-engine all-gather, NCCL's all-reduce and
 //   the copy-engine allToAll, of another size);
 //   every rank must end with CollectiveMismatchError naming a peer, long before the deadline.
+// - mismatch-a2a-symmetric-pull, -copy-engine: the last rank passes allToAll a plain x where the others
+//   pass a symmetric one (read where the peers' copies are, not where x was staged): every rank must end
+//   with CollectiveMismatchError, never wrong data.
 // - collision-one-shot, -lamport, -ll: 3603 f32 elements on the last rank against 4096 (sizes a 9-bit
 //   hash of the count once let pass): CollectiveMismatchError naming the element count.
 // - shape-fused, shape-norm-lamport, shape-norm-one-shot: the same element count in another shape (a
@@ -88,7 +91,7 @@ switch (fault) {
     break;
   }
   case "a2a-ce-skip": {
-    // 24 MiB per rank through the 16 MiB staging buffer: several rounds, both halves.
+    // 24 MiB chunks (48 MiB of x at world 2) through the 16 MiB staging buffer: several rounds, both halves.
     const n = (12 << 20) * world;
     const [input, output] = [x(n), x(n)];
     outcome =
@@ -125,6 +128,15 @@ switch (fault) {
   case "mismatch-a2a-copy-engine": {
     const n = (rank === last ? 4104 : 4096) * world;
     outcome = attempt(() => c.allToAll(x(n), x(n), { algorithm: "copy_engine" }));
+    break;
+  }
+  case "mismatch-a2a-symmetric-pull":
+  case "mismatch-a2a-symmetric-copy-engine": {
+    const n = 4096 * world;
+    const symmetric = await group.symmetric.empty([n], "bf16");
+    symmetric.tensor.copyFrom(x(n));
+    const algorithm = fault === "mismatch-a2a-symmetric-pull" ? "pull" : "copy_engine";
+    outcome = attempt(() => c.allToAll(rank === last ? x(n) : symmetric, x(n), { algorithm }));
     break;
   }
   case "mismatch-copy-engine": {

@@ -61,6 +61,8 @@
 // slots as put's block 0, under the per-pair message order and fingerprints (another kind), so a put
 // matched with a copy_engine message is caught as a mismatch.
 //
+// The receiver takes chunk i on stream i mod 2 of two (its wait, copy and ack), so one chunk's wait is
+// queued while the other copies; each stream keeps to its parity's slots.
 // allToAll's copy_engine (src/ops/exchange/all-to-all-ce.ts) signals every peer at once on the same
 // slots (p2p_ce_signal_all, a thread per peer), round by round: a sender puts ready[s][0][k & 1] once
 // round k's pieces are staged, a reader puts ack[r][0][k & 1] once it has copied them out; the host's
@@ -388,7 +390,9 @@ __global__ void p2p_ce_signal(const __grid_constant__ SymmView v, u32 wait_peer,
 /** W - 1 threads, thread t for peer p = (rank + 1 + t) mod W: puts a signal in p's pad at put_base +
  * slot(rank, 0, put_parity) (release; put_base kNone: none), then waits for p's signal in this rank's pad
  * at wait_base + slot(p, 0, q) (acquire) for each parity q in the mask wait_parities (bit q). allToAll
- * copy_engine's steps: each thread's put and waits are its own peer's, so no thread waits on another. */
+ * copy_engine's steps: each thread's put and waits are its own peer's, so no thread waits on another. The
+ * put must come first (p2p_ce_signal waits first): a reader acknowledges round k - 2 and then waits for
+ * round k, which the peer stages only once that acknowledgement came. */
 __global__ void p2p_ce_signal_all(const __grid_constant__ SymmView v, u32 put_base, u32 put_parity, u32 wait_base,
                                   u32 wait_parities, const CallTag tag) {
   if (threadIdx.x + 1 >= v.world) return;
