@@ -8,8 +8,10 @@
 // their deadline and name the peer.
 // Algorithm copy_engine (allToAll): copy-engine copies, x staged piece by piece under the peers' reads
 // of the previous piece, at any size (./all-to-all-ce.ts).
-// pull and copy_engine read a symmetric x where the peers' copies are, a plain one where it was staged: a
-// symmetric x's call carries another kind, so that ranks passing x differently are caught.
+// pull and copy_engine read a symmetric x where the peers' copies are, a plain one where it was staged, so
+// every rank must pass x alike. Ranks that do not are caught: pull's barriers then meet in different pads
+// (the symmetric tensor's, the staging buffer's), so each waits until its deadline and names a peer;
+// copy_engine signals in the inbox either way, so a symmetric x's call carries another kind.
 // Algorithm pull (allToAll): one kernel (coll/collectives.cuh all_to_all_pull) copies x into this rank's
 // staging buffer (a symmetric x is read in place), meets the peers, reads its chunk from every rank's
 // buffer, and meets them again; auto takes it above ll's chunks where the staging buffer holds x, up to
@@ -209,8 +211,7 @@ export class GpuAllToAll {
     if (algorithm === "pull") {
       const plain = input instanceof Tensor;
       checkCapacity(what, plain ? x.nbytes : 0, ctx.capacityBytes);
-      const kind = plain ? "all-to-all/pull" : "all-to-all/pull (symmetric x)";
-      const tag = ctx.tag({ kind, dtype: x.dtype, count: x.numel }, stream);
+      const tag = ctx.tag({ kind: "all-to-all/pull", dtype: x.dtype, count: x.numel }, stream);
       if (ctx.world === 1) return copyDeviceToDevice(out.ptr, x.ptr, x.nbytes, stream);
       ctx
         .moving(ALL_TO_ALL_PULL)

@@ -131,7 +131,7 @@ export const ALL_TO_ALL = {
     backends: ["cuda", "cpu"],
     rankOrder: true,
     needs: ["staging buffer"],
-    kinds: ["all-to-all/pull", "all-to-all/pull (symmetric x)"],
+    kinds: ["all-to-all/pull"],
     programs: () => [ALL_TO_ALL_PROGRAM],
     autoWhen: pulls,
   },

@@ -15,7 +15,8 @@
 //   every rank must end with CollectiveMismatchError naming a peer, long before the deadline.
 // - mismatch-a2a-symmetric-pull, -copy-engine: the last rank passes allToAll a plain x where the others
 //   pass a symmetric one (read where the peers' copies are, not where x was staged): every rank must end
-//   with CollectiveMismatchError, never wrong data.
+//   in a typed error, never wrong data (copy_engine: CollectiveMismatchError; pull: SymmTimeoutError
+//   naming a peer, its barriers meeting in different pads).
 // - collision-one-shot, -lamport, -ll: 3603 f32 elements on the last rank against 4096 (sizes a 9-bit
 //   hash of the count once let pass): CollectiveMismatchError naming the element count.
 // - shape-fused, shape-norm-lamport, shape-norm-one-shot: the same element count in another shape (a
