@@ -576,31 +576,40 @@ if (gpu) {
     );
     for (const t of [...sent, ...got.map(([whole]) => whole)]) t.dispose();
   }
+  /** `call(x, out)` captured once on `stream` (none: this rank has no part, but meets the others), then
+   * replayed once per input, each copied into x first and out copied aside after: the outputs' bytes. */
+  const replayed = async (
+    bytes: number,
+    inputs: readonly Uint8Array[],
+    call: ((x: Tensor, out: Tensor) => void) | undefined,
+  ): Promise<Uint8Array[]> => {
+    const [x, out] = [Tensor.empty([bytes], "u8"), Tensor.empty([bytes], "u8")];
+    const ins = inputs.map((b) => fromBytes(Tensor, "u8", b));
+    const snaps = inputs.map(() => Tensor.empty([bytes], "u8"));
+    await group.barrier();
+    const graph = call && Graph.capture(stream, () => call(x, out));
+    ins.forEach((input, i) => {
+      x.copyFrom(input, stream);
+      graph!.launch(stream);
+      snaps[i]!.copyFrom(out, stream);
+    });
+    small.synchronize(stream);
+    const got = snaps.map((t) => bytesOf(t));
+    graph?.dispose();
+    for (const t of [x, out, ...ins, ...snaps]) t.dispose();
+    return got;
+  };
   // The graph: each replay's input copied in and its output copied out on the stream, checked at the end.
   const n = (11 << 20) + 7;
   const replays = [0, 1, 2].map(() => tags++);
-  const inputs =
-    peer === undefined ? [] : replays.map((tag) => fromBytes(Tensor, "u8", message(tag, rank, peer, n)));
-  const x = Tensor.empty([n], "u8");
-  const out = Tensor.empty([n], "u8");
-  const snaps = inputs.map(() => Tensor.empty([n], "u8"));
-  await group.barrier();
-  const graph =
-    peer === undefined
-      ? undefined
-      : Graph.capture(stream, () => void sc.sendRecv(x, out, peer, { ...ce, stream }));
-  if (graph)
-    inputs.forEach((input, i) => {
-      x.copyFrom(input, stream);
-      graph.launch(stream);
-      snaps[i]!.copyFrom(out, stream);
-    });
-  small.synchronize(stream);
-  snaps.forEach((s, i) =>
-    assertSameBits(s.toHost(), message(replays[i]!, peer!, rank, n), `copy_engine graph replay ${i}`, seed),
+  const sendRecvGot = await replayed(
+    n,
+    peer === undefined ? [] : replays.map((tag) => message(tag, rank, peer, n)),
+    peer === undefined ? undefined : (x, out) => void sc.sendRecv(x, out, peer, { ...ce, stream }),
   );
-  graph?.dispose();
-  for (const t of [x, out, ...inputs, ...snaps]) t.dispose();
+  sendRecvGot.forEach((got, i) =>
+    assertSameBits(got, message(replays[i]!, peer!, rank, n), `copy_engine graph replay ${i}`, seed),
+  );
 
   // allToAll copy_engine through the same buffer: rounds of 4 MiB / (world - 1) of each peer's chunk (4
   // rounds of the largest at world 2, 10 at world 4: both halves restaged), odd sizes and an empty call, back to back with the last rank
@@ -644,29 +653,19 @@ if (gpu) {
     }
     const chunk = (5 << 20) + 3;
     const replays = [0, 1, 2].map(() => tags++);
-    const sent = replays.map((tag) => concat(ranks.map((d) => message(tag, rank, d, chunk))));
-    const inputs = sent.map((b) => fromBytes(Tensor, "u8", b));
-    const x = Tensor.empty([world * chunk], "u8");
-    const out = Tensor.empty([world * chunk], "u8");
-    const snaps = inputs.map(() => Tensor.empty([world * chunk], "u8"));
-    await group.barrier();
-    const graph = Graph.capture(stream, () => void sc.allToAll(x, out, { ...ce, stream }));
-    inputs.forEach((input, i) => {
-      x.copyFrom(input, stream);
-      graph.launch(stream);
-      snaps[i]!.copyFrom(out, stream);
-    });
-    small.synchronize(stream);
-    snaps.forEach((got, i) =>
+    const a2aGot = await replayed(
+      world * chunk,
+      replays.map((tag) => concat(ranks.map((d) => message(tag, rank, d, chunk)))),
+      (x, out) => void sc.allToAll(x, out, { ...ce, stream }),
+    );
+    a2aGot.forEach((got, i) =>
       assertSameBits(
-        got.toHost(),
+        got,
         concat(ranks.map((s) => message(replays[i]!, s, rank, chunk))),
         `${what}: graph replay ${i}`,
         seed,
       ),
     );
-    graph.dispose();
-    for (const t of [x, out, ...inputs, ...snaps]) t.dispose();
     // A symmetric x larger than the staging buffer: one round, read in place.
     const tag = tags++;
     const symmetric = await small.symmetric.empty([world * chunk], "u8");
