@@ -2,12 +2,12 @@
 // goes whatever the staging buffer's size. The caller's stream (S) stages x piece by piece in two halves
 // of this rank's staging buffer, each round a piece of every peer's chunk, and signals the peers; two side
 // streams (R, rounds alternating) forked from it wait for every peer's round, copy this rank's pieces out
-// of their staging buffers over NVLink and acknowledge. S stages round k + 1 while the peers read round k, and copies this
-// rank's own chunk piece by piece meanwhile; it restages a half only once every peer acknowledged the
-// round that used it, and the call ends once every peer acknowledged the last: nobody restages while a
-// peer may still read. A symmetric x is read in place: one round, no staging. The signals
-// (coll/p2p.cuh p2p_ce_signal_all) are send/recv copy_engine's slots, carrying the call's fingerprint, so
-// a rank in another call is caught; every slot is idle after the call (graph-replayable).
+// of their staging buffers over NVLink and acknowledge. S stages round k + 1 while the peers read round
+// k, and copies this rank's own chunk piece by piece meanwhile; it restages a half only once every peer
+// acknowledged the round that used it, and the call ends once every peer acknowledged the last: nobody
+// restages while a peer may still read. A symmetric x is read in place: one round, no staging. The
+// signals (coll/p2p.cuh p2p_ce_signal_all) are send/recv copy_engine's slots, carrying the call's
+// fingerprint, so a rank in another call is caught; every slot is idle after the call (graph-replayable).
 import type { CallTag } from "../../distributed/fingerprint.js";
 import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import type { Kernel } from "../../runtime/kernel.js";
@@ -52,22 +52,12 @@ export class CopyEngineAllToAll {
     this.#ctx = ctx;
   }
 
-  /** Refuses a plain x that the staging buffer cannot hold 16 bytes of for each peer, twice; resolves the
-   * signal kernel (a first use compiles or loads its module, which waits for the GPU, and so for whatever
-   * the call had already enqueued). Before the call takes its fingerprint. */
+  /** Refuses a plain x where the staging buffer cannot hold 16 bytes for each peer, twice (a piece of 0);
+   * resolves the signal kernel (a first use compiles or loads its module, which waits for the GPU, and so
+   * for whatever the call had already enqueued). Before the call takes its fingerprint. */
   check(what: string, input: ExchangeInput, x: Tensor): void {
     const { world, capacityBytes } = this.#ctx;
-    if (
-      input instanceof Tensor &&
-      x.nbytes > 0 &&
-      copyEnginePiece(capacityBytes, world, x.nbytes / world) === 0
-    )
-      checkCapacity(
-        what,
-        32 * (world - 1),
-        capacityBytes,
-        "pass a symmetric tensor, or a larger stagingBytes to init()",
-      );
+    if (input instanceof Tensor && x.nbytes > 0) checkCapacity(what, 32 * (world - 1), capacityBytes);
     this.#kernel();
   }
 
