@@ -76,10 +76,19 @@ export class SymmTimeoutError extends SymmkitError {
       "SYMMKIT_SYMM_TIMEOUT",
       `rank ${record.rank} (block ${record.block}, thread ${record.thread}) waited ${record.waitedMs.toFixed(0)} ` +
         `ms for rank ${record.peer} ${waitingIn(record.phase)}, which never signalled (timeout ${timeoutMs} ms). ` +
-        `Is rank ${record.peer} alive and running the same operations?${options.note ? ` ${options.note}` : ""}`,
+        `Is rank ${record.peer} alive and running the same operations?${polledLine(record)}` +
+        `${options.note ? ` ${options.note}` : ""}`,
       { cause: options.cause },
     );
   }
+}
+
+/** What a wait on a flagged line (send/recv's and allToAll's ll) found there when it gave up: a line its
+ * sender never wrote holds an earlier flag (or 0); one the sender wrote holds the awaited one. */
+function polledLine(r: TimeoutRecord): string {
+  if (r.expected === 0n) return "";
+  const mask = 0xffff_ffffn;
+  return ` The line it polled awaited flag ${r.expected}; its two words held flags ${r.got & mask} and ${r.got >> 32n} (0: never written).`;
 }
 
 /** A kernel's wait on itself (a GEMM's pipeline) outlived its bound: a deadlock inside one kernel on one

@@ -113,6 +113,15 @@ __device__ __forceinline__ bool ll_line(const u8* p, u64 flag, u64& d) {
   return (lo & ~0xffffffffull) == flag && (hi & ~0xffffffffull) == flag;
 }
 
+/** A timeout's record of a line polled for `flag` (bounded_wait's seen): the flag awaited, and the flags
+ * its two words held (low word's in the low half): the previous use's, another step's, or 0 (never written). */
+__device__ __forceinline__ void ll_seen(const u8* p, u64 flag, u64& expected, u64& got) {
+  u64 lo, hi;
+  ld_volatile_2x64(p, lo, hi);
+  expected = flag >> 32;
+  got = (lo >> 32) | (hi & ~0xffffffffull);
+}
+
 __device__ __forceinline__ void st_ll_line(u8* p, u64 flag, u64 d) { st_volatile_2x64(p, flag | (d & 0xffffffffull), flag | (d >> 32)); }
 
 /** dst[0, n) = src[0, n) by the block. */
@@ -274,14 +283,17 @@ __device__ __forceinline__ void ll_recv_part(const SymmView& v, u8* out, u64 byt
       // instead: caught here. A next message's signal comes after this one's header (stream order, and
       // the put is a release), so with the signal seen (and a fence) a header still missing never will be.
       u64 got = 0;
-      bounded_wait(side.env, peer, word, [&] {
-        if (ll_line(buf + 2 * kLlChunk, flag, got)) return true;
-        const u64 ready = *reinterpret_cast<volatile u64*>(side.pad + slot(peer, 0, 0));
-        if (ready == 0ull) return false;
-        fence_acq_rel_sys();
-        if (!ll_line(buf + 2 * kLlChunk, flag, got)) give_up(side.env, peer, word, 0, kMismatch, word, ready);
-        return true;
-      });
+      bounded_wait(
+          side.env, peer, word,
+          [&] {
+            if (ll_line(buf + 2 * kLlChunk, flag, got)) return true;
+            const u64 ready = *reinterpret_cast<volatile u64*>(side.pad + slot(peer, 0, 0));
+            if (ready == 0ull) return false;
+            fence_acq_rel_sys();
+            if (!ll_line(buf + 2 * kLlChunk, flag, got)) give_up(side.env, peer, word, 0, kMismatch, word, ready);
+            return true;
+          },
+          [&](u64& e, u64& g) { ll_seen(buf + 2 * kLlChunk, flag, e, g); });
       if (got != word) give_up(side.env, peer, word, 0, kMismatch, word, got);
     }
     u64 n;
@@ -290,13 +302,22 @@ __device__ __forceinline__ void ll_recv_part(const SymmView& v, u8* out, u64 byt
     for (u64 l = side.t; l < lines; l += kLlUnroll * side.threads) {
       u64 d[kLlUnroll];
       // Every line of the group polled each round, so that their loads are in flight together.
-      bounded_wait(side.env, peer, word, [&] {
-        bool all = true;
+      bounded_wait(
+          side.env, peer, word,
+          [&] {
+            bool all = true;
 #pragma unroll
-        for (u32 u = 0; u < kLlUnroll; ++u)
-          if (l + u * side.threads < lines) all = ll_line(buf + 16 * (l + u * side.threads), flag, d[u]) && all;
-        return all;
-      });
+            for (u32 u = 0; u < kLlUnroll; ++u)
+              if (l + u * side.threads < lines) all = ll_line(buf + 16 * (l + u * side.threads), flag, d[u]) && all;
+            return all;
+          },
+          [&](u64& e, u64& g) {
+            for (u32 u = 0; u < kLlUnroll; ++u) {
+              const u8* p = buf + 16 * (l + u * side.threads);
+              u64 payload;
+              if (l + u * side.threads < lines && !ll_line(p, flag, payload)) return ll_seen(p, flag, e, g);
+            }
+          });
 #pragma unroll
       for (u32 u = 0; u < kLlUnroll; ++u)
         if (l + u * side.threads < lines) store_line(dst, l + u * side.threads, n, d[u]);

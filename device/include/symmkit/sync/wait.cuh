@@ -11,6 +11,9 @@
 // TIMEOUT_RECORD_LAYOUT in src/distributed/device-layouts.ts). A wait that finds a peer's signal
 // carrying another call's fingerprint gives up the same way with kind kMismatch (or kShapeMismatch) and
 // both values (CollectiveMismatchError). A trap ends the CUDA context, as a dead peer ends the job.
+// A wait on data that carries its own flag (an LL line) may pass `seen`, which fills the record's
+// expected and got with the flag it waited for and the flags the data held when it gave up, so that the
+// error tells a line never written from one written by another step.
 // Nothing here writes device memory, so a wait is safe to replay under CUDA graphs.
 #pragma once
 #include "symmkit/core/memory.cuh"
@@ -28,8 +31,9 @@ struct TimeoutRecord {
   u32 spare;
   u64 phase;     // what the wait was for: a signal's call word (sync/call_tag.cuh), or a kernel's own step
   u64 waited_ns;
-  u64 expected;  // kMismatch: the call word this rank waited for; kShapeMismatch: its shape word
-  u64 got;       // the word the peer's signal carried
+  u64 expected;  // kMismatch: the call word this rank waited for; kShapeMismatch: its shape word; kGaveUp: a
+                 // flagged line's awaited flag (0: not a line)
+  u64 got;       // the word the peer's signal carried; kGaveUp: the line's two flags (low word's, high word's)
 };
 static_assert(sizeof(TimeoutRecord) == 56,
               "TimeoutRecord layout is shared with the host (src/distributed/device-layouts.ts, test/device-layouts.test.ts)");
@@ -90,8 +94,13 @@ __device__ __noinline__ void give_up(const WaitEnv& env, u32 peer, u64 phase, u6
   __trap();
 }
 
-template <typename Done>
-__device__ __forceinline__ void bounded_wait(const WaitEnv& env, const u32& peer, u64 phase, Done done) {
+/** bounded_wait's `seen` where the wait has nothing to add to the record. */
+struct NothingSeen {
+  __device__ __forceinline__ void operator()(u64&, u64&) const {}
+};
+
+template <typename Done, typename Seen = NothingSeen>
+__device__ __forceinline__ void bounded_wait(const WaitEnv& env, const u32& peer, u64 phase, Done done, Seen seen = {}) {
   if (done()) return;
   const u64 start = global_timer_ns();
   for (u32 polls = 1;; ++polls) {
@@ -100,7 +109,9 @@ __device__ __forceinline__ void bounded_wait(const WaitEnv& env, const u32& peer
       // Signed: a step back of the timer must not read as an age.
       const u64 waited = global_timer_ns() - start;
       if (i64(waited) > i64(env.timeout_ns) || *reinterpret_cast<const volatile u32*>(env.abort_flag) != 0) {
-        give_up(env, peer, phase, waited);
+        u64 expected = 0, got = 0;
+        seen(expected, got);
+        give_up(env, peer, phase, waited, kGaveUp, expected, got);
       }
     }
   }
