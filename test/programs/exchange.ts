@@ -11,7 +11,8 @@
 // sizes, peers, kinds and algorithms back to back (100 when ranks share a GPU); group-judged errors
 // refused by every rank alike, naming the rank, nothing written; local bad input typed errors with
 // nothing written; the group usable after each kind. On GPUs only: a symmetric x read in place,
-// copy_engine in chunks of a small staging buffer, CUDA graphs replayed with the inputs changed.
+// copy_engine in chunks of a small staging buffer, ll messages of several chunks with a partial last one
+// back to back, CUDA graphs replayed with the inputs changed.
 //
 // Each section makes its inputs and poisoned outputs first, meets the peers at a store barrier, makes its
 // calls back to back, waits once, and only then computes what each output must hold: no rank does host
@@ -527,6 +528,21 @@ for (const [i, algorithm] of P2P.entries()) {
   for (const t of [...xs, ...got.map(([whole]) => whole), ...pulls.flatMap((k) => k.tensors)]) t.dispose();
 }
 done("back to back, receivers late: every send/recv algorithm and all-to-all exact");
+
+// ll messages of several chunks whose partial last chunk leaves some receiving blocks without lines, many
+// back to back with no wait: such a block counts that chunk as soon as it is done with the one before, and
+// a count shared with the chunk two before ended that chunk early, its buffer overwritten while a slower
+// block still read it (a wait that never ended, seen with ranks sharing GPUs, whose blocks run skewed).
+if (P2P.includes("ll")) {
+  const cases: (Case | undefined)[] = [];
+  for (let k = 0; k < (sharing ? 6 : 12); k++) {
+    for (let r = 0; r < ROUNDS.length; r++)
+      cases.push(pairCase("ll", "u8", r + k, 600_001, (2 << 20) + 5, 0, "ll, partial last chunks"));
+    cases.push(allToAllCase("u8", 1_398_101, "ll", "ll, partial last chunks"));
+  }
+  await batch(cases);
+  done("ll messages of several chunks, partial last chunks, back to back: exact");
+}
 
 // copy_engine in chunks of half the staging buffer: a group whose buffer is 8 MiB cuts messages into 4
 // MiB chunks, so these take up to 4 (both halves reused, the sender waiting for the acks), both ways at

@@ -17,7 +17,7 @@ export const P2P_CHUNK_BYTES = 1 << 20;
 export const P2P_LL_CHUNK_BYTES = 256 << 10;
 export const P2P_LL_BUFFER_BYTES = 2 * P2P_LL_CHUNK_BYTES + 16;
 /** The inbox's pad: put's ready and ack slots, then ll's counts (coll/p2p.cuh kPadSlots x 8). */
-export const P2P_PAD_BYTES = 560 * 8;
+export const P2P_PAD_BYTES = 576 * 8;
 /** The inbox's bytes at `world` ranks: per sender, put's two chunks and ll's two buffers. */
 export const p2pInboxBytes = (world: number): number => world * 2 * (P2P_CHUNK_BYTES + P2P_LL_BUFFER_BYTES);
 

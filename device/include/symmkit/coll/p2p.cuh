@@ -38,7 +38,8 @@
 // never overwrites a buffer still being read, and is at most two chunks ahead.
 // The counts live in each rank's pad after put's slots (kLl*): acked[r] (raised by r), sent[p] and
 // received[s] (chunks of the pair so far, advanced by the side's last block at the end of a message, read
-// by the next one), and the blocks of the running send, and of each chunk parity received, that are done.
+// by the next one), and the blocks of the running send, and of each of the last four chunks received
+// (kLlRounds), that are done.
 // Being counts in memory, not arguments, they let a captured send or receive replay. A message matched
 // with another algorithm's is caught (kMismatch) by the receiver's first wait: an ll receiver sees put's
 // or copy_engine's first ready signal in its pad, a put receiver sees an ll header at the pair's next ll
@@ -93,10 +94,17 @@ constexpr u32 kLlAcked = 2 * kAckBase;                // [r] chunks rank r copie
 constexpr u32 kLlSent = kLlAcked + kMaxWorld;         // [p] chunks sent to p
 constexpr u32 kLlReceived = kLlSent + kMaxWorld;      // [s] chunks received from s
 constexpr u32 kLlSendDone = kLlReceived + kMaxWorld;  // [p] blocks of the running send to p that are done
-constexpr u32 kLlRecvDone = kLlSendDone + kMaxWorld;  // [s][parity] blocks done with the chunk from s
+constexpr u32 kLlRecvDone = kLlSendDone + kMaxWorld;  // [s][j mod kLlRounds] blocks done with chunk j from s
+/** Counters of blocks done a receiver keeps per sender, chunk j counted in j mod kLlRounds. Two would not
+ * do: a block with no lines in a message's partial last chunk j counts it as soon as it is done with
+ * j - 1, maybe before a slower block has counted j - 2; sharing j - 2's counter, j's count would end j - 2's
+ * early and acknowledge its buffer while still read, and the sender would write chunk j over it (the slow
+ * block then waits for a flag that never comes). A block counts j only once done with j - 1, whose
+ * lines came after j - 3 was counted whole (flow control), so j - 4's counter is free by then. */
+constexpr u32 kLlRounds = 4;
 /** Slots the pad holds: src/ops/exchange/programs.ts P2P_PAD_BYTES / 8. */
-constexpr u32 kPadSlots = kLlRecvDone + 2 * kMaxWorld;
-static_assert(kPadSlots == 560, "P2P_PAD_BYTES in src/ops/exchange/programs.ts is kPadSlots x 8");
+constexpr u32 kPadSlots = kLlRecvDone + kLlRounds * kMaxWorld;
+static_assert(kPadSlots == 576, "P2P_PAD_BYTES in src/ops/exchange/programs.ts is kPadSlots x 8");
 
 __device__ __forceinline__ u64 ll_flag(u64 j) { return (1 + j % 0xffffffffull) << 32; }
 
@@ -322,11 +330,13 @@ __device__ __forceinline__ void ll_recv_part(const SymmView& v, u8* out, u64 byt
       for (u32 u = 0; u < kLlUnroll; ++u)
         if (l + u * side.threads < lines) store_line(dst, l + u * side.threads, n, d[u]);
     }
-    // The block's reads of the buffer are done; the last block frees it for chunk j + 2. Relaxed: every
-    // read of it returned its value before the barrier (each was checked for the flag), so no later write
-    // of the sender's can reach one; a release would cost a system-scope fence per chunk.
+    // The block's reads of the buffer are done; the last block frees it for chunk j + 2. Every block counts
+    // every chunk, lines or not, so chunk j counted whole means j - 1 was too, whatever the acknowledgement
+    // of a later chunk lets the sender write. Relaxed: every read of it returned its value before the
+    // barrier (each was checked for the flag), so no later write of the sender's can reach one; a release
+    // would cost a system-scope fence per chunk.
     __syncthreads();
-    if (threadIdx.x == 0 && last_block(side.pad + kLlRecvDone + 2 * peer + (j & 1), blocks)) {
+    if (threadIdx.x == 0 && last_block(side.pad + kLlRecvDone + kLlRounds * peer + j % kLlRounds, blocks)) {
       if (i + 1 == side.chunks) *reinterpret_cast<volatile u64*>(side.pad + kLlReceived + peer) = side.first + side.chunks;
       red_max_relaxed_sys(v.pads[peer] + kLlAcked + v.rank, j + 1);
     }
