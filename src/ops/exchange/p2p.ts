@@ -72,8 +72,9 @@ export function p2pBlocks(bytes: number): number {
 }
 
 /** Most blocks one side of an ll message runs (its counts are per peer, not per block: put's pad slots
- * do not bound it). */
-const P2P_LL_MAX_BLOCKS = 32;
+ * do not bound it). At most a full chunk's lines a thread (kThreads each): coll/p2p.cuh's four counters
+ * of blocks done per sender rely on every block having lines in every full chunk. */
+export const P2P_LL_MAX_BLOCKS = 32;
 /** Blocks one side of an ll message runs: one per 4 KiB of its first chunk (a line a thread), at most
  * P2P_LL_MAX_BLOCKS: 2.9 us at 64 KiB against 3.0 with 8 KiB a block, at most 16, on 2 H200s. The sides
  * need not agree (every line carries its own flag), but compute it alike. */

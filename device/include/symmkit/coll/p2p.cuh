@@ -31,7 +31,8 @@
 // order both sides make them (counts in each rank's pad, below), chunk j uses buffer j & 1 of the sender's
 // two in the receiver's inbox (after put's chunks: at 2 world chunk + (2 s + (j & 1)) kLlBuffer) and
 // carries flag 1 + j mod (2^32 - 1): never 0 (the inbox starts zeroed), and unlike the flag of whatever
-// earlier chunk left lines there. A message's first chunk also carries its call word as a line at
+// earlier chunk left lines there (unless a line went unwritten for 2^32 - 1 of the pair's chunks in that
+// buffer, about 8.6e9 chunks: not guarded). A message's first chunk also carries its call word as a line at
 // 2 kLlChunk of the buffer (the header), which the receiver's first thread checks (kMismatch, as the
 // mailbox does). Flow control: once every receiving block has copied chunk j out, the last raises the
 // sender's acked count to j + 1 (red.max); the sender writes chunk j >= 2 only once acked >= j - 1, so it
@@ -100,7 +101,9 @@ constexpr u32 kLlRecvDone = kLlSendDone + kMaxWorld;  // [s][j mod kLlRounds] bl
  * j - 1, maybe before a slower block has counted j - 2; sharing j - 2's counter, j's count would end j - 2's
  * early and acknowledge its buffer while still read, and the sender would write chunk j over it (the slow
  * block then waits for a flag that never comes). A block counts j only once done with j - 1, whose
- * lines came after j - 3 was counted whole (flow control), so j - 4's counter is free by then. */
+ * lines came after j - 3 was counted whole (flow control), so j - 4's counter is free by then. That needs
+ * every block to have lines in every full chunk: a side runs at most kLlChunk / 8 / kThreads blocks
+ * (src/ops/exchange/p2p.ts P2P_LL_MAX_BLOCKS, checked in test/compile.test.ts). */
 constexpr u32 kLlRounds = 4;
 /** Slots the pad holds: src/ops/exchange/programs.ts P2P_PAD_BYTES / 8. */
 constexpr u32 kPadSlots = kLlRecvDone + kLlRounds * kMaxWorld;

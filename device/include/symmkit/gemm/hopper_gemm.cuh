@@ -35,8 +35,8 @@
 // Bounds: TMA fills rows and columns past the tensor with zeros (so partial tiles and a K tail add
 // nothing) and every epilogue skips rows past the tile's rows and columns >= n. Every wait is bounded
 // (gemm/tma.cuh for the pipeline, sync/wait.cuh for flags). Barriers are initialised by each launch and
-// no state outlives it beyond what the Epilogue writes (ScatterReduce leaves its flags zero again), so
-// graph replays are independent.
+// no state outlives it beyond what the Epilogue writes (ScatterReduce's and AllReduceTiles' flags keep their
+// call's epoch, which no later call waits for), so graph replays are independent.
 #pragma once
 #include "symmkit/gemm/fusion.cuh"
 #include "symmkit/gemm/tma.cuh"
