@@ -85,7 +85,11 @@ export class CopyEngineAllToAll {
         tag,
       );
     const own = BigInt(rank * chunk);
-    const sides = (this.#sides ??= [new SideStream(ctx.device), new SideStream(ctx.device)]);
+    // The second read stream only where a second round would use it.
+    const sides = (this.#sides ??= [new SideStream(ctx.device), new SideStream(ctx.device)]).slice(
+      0,
+      Math.min(2, rounds),
+    );
     const reads = sides.map((side) => side.fork(S));
     for (let k = 0; k < rounds; k++) {
       const [at, n] = span(k);

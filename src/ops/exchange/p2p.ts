@@ -156,6 +156,8 @@ export class GpuPointToPoint {
       return this.#put([algorithm, algorithm], undefined, 0, out, peer, stream);
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
+      // A second stream only where a second chunk would use it.
+      if (this.#ceChunks(out) === 1) return this.#ceRecv(out, peer, [stream]);
       const [side] = this.#sides();
       this.#ceRecv(out, peer, [stream, side!.fork(stream)]);
       return side!.join(stream);
@@ -178,7 +180,7 @@ export class GpuPointToPoint {
     if (algorithm === "copy_engine") {
       this.#ceKernelReady();
       // Both directions at once (the receive on side streams), so two ranks exchanging cannot deadlock.
-      const sides = this.#sides();
+      const sides = this.#sides().slice(0, Math.min(2, this.#ceChunks(out)));
       this.#ceRecv(
         out,
         peer,
@@ -277,7 +279,7 @@ export class GpuPointToPoint {
     const { rank, staging, capacityBytes } = this.#ctx;
     const tag = this.#messageTag("send-recv/copy_engine", x, this.#sent, peer);
     const chunk = copyEngineChunk(capacityBytes);
-    const chunks = Math.max(1, Math.ceil(x.nbytes / chunk));
+    const chunks = this.#ceChunks(x);
     const ack = (i: number): number => P2P_ACK_BASE + ceSlot(peer, i & 1);
     for (let i = 0; i < chunks; i++) {
       // Half i & 1 is free once chunk i - 2's ack came.
@@ -297,7 +299,7 @@ export class GpuPointToPoint {
     const { rank, staging, capacityBytes } = this.#ctx;
     const tag = this.#messageTag("send-recv/copy_engine", out, this.#received, peer);
     const chunk = copyEngineChunk(capacityBytes);
-    const chunks = Math.max(1, Math.ceil(out.nbytes / chunk));
+    const chunks = this.#ceChunks(out);
     for (let i = 0; i < chunks; i++) {
       const n = Math.min(chunk, out.nbytes - i * chunk);
       const stream = streams[i & 1]!;
@@ -306,6 +308,11 @@ export class GpuPointToPoint {
       copyDeviceToDevice(out.ptr + BigInt(i * chunk), half, n, stream);
       this.#signal(stream, tag, P2P_NONE, 0, peer, P2P_ACK_BASE + ceSlot(rank, i & 1));
     }
+  }
+
+  /** copy_engine's chunks of a message of `t` (at least one). */
+  #ceChunks(t: Tensor): number {
+    return Math.max(1, Math.ceil(t.nbytes / copyEngineChunk(this.#ctx.capacityBytes)));
   }
 
   #sides(): SideStream[] {
