@@ -80,9 +80,7 @@ __device__ __forceinline__ float norm_block_sum(float v, float* red) {
 template <typename T, u32 S>
 struct RowOperands {
   u32x4 w[S], b[S], r[S];
-  RowOperands() = default;
-  __device__ __forceinline__ RowOperands(const NormIo<T>& io, u64 row, bool sums) { load(io, row, sums); }
-  __device__ __forceinline__ void load(const NormIo<T>& io, u64 row, bool sums) {
+  __device__ __forceinline__ RowOperands(const NormIo<T>& io, u64 row, bool sums) {
     const u32 gpr = io.groups();
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
@@ -222,22 +220,14 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
   }
 }
 
-/** This thread's groups of row `row` of x, as x holds them (own_groups: cleaned of the sentinel, as they
- * were sent). */
+/** This thread's groups of row `row` of x, cleaned of the sentinel as they were sent. */
 template <typename T, u32 S>
-__device__ __forceinline__ void own_groups_raw(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[S]) {
+__device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[S]) {
 #pragma unroll
   for (u32 j = 0; j < S; ++j) {
     const u32 gi = threadIdx.x + j * kNormThreads;
-    mine[j] = gi < io.groups() ? load_group(in + row * io.hidden, gi, io.hidden) : u32x4{0u, 0u, 0u, 0u};
+    mine[j] = gi < io.groups() ? Sentinel<T>::clean(load_group(in + row * io.hidden, gi, io.hidden)) : u32x4{0u, 0u, 0u, 0u};
   }
-}
-
-template <typename T, u32 S>
-__device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[S]) {
-  own_groups_raw(in, io, row, mine);
-#pragma unroll
-  for (u32 j = 0; j < S; ++j) mine[j] = Sentinel<T>::clean(mine[j]);
 }
 
 template <typename T, u32 W, u32 S>
@@ -269,26 +259,11 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
     }
   }
   const WaitEnv env = v.wait_env();
-  // The first row's operands and own groups are loaded before the refill and the header wait, whose time
-  // their latency then passes in; nothing consumes them before it (a load consumed before the send held the
-  // send up). Later rows load theirs as they come. Not at S = 4, where the registers held across the wait
-  // spill (ptxas: 148 bytes at W = 2, against 80 without).
-  constexpr bool preload = S <= 2;
-  RowOperands<T, S> ops;
-  u32x4 mine[S];
-  if (preload && blockIdx.x < rows) {
-    ops.load(io, blockIdx.x, true);
-    own_groups_raw(in, io, blockIdx.x, mine);
-  }
   c.arrived(env);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    if (!preload || row != blockIdx.x) {
-      ops.load(io, row, true);
-      own_groups_raw(in, io, row, mine);
-    }
-#pragma unroll
-    for (u32 j = 0; j < S; ++j) mine[j] = Sentinel<T>::clean(mine[j]);
-    u32x4 hr[S];
+    const RowOperands<T, S> ops(io, row, true);
+    u32x4 mine[S], hr[S];
+    own_groups(in, io, row, mine);
     float f[S][8];
     gather_row<T, W, S>(c, env, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll
