@@ -276,6 +276,7 @@ test("bad values: one line naming the option, exit code 2, before anything runs"
     ]),
     [["bench", "all-to-all", "--algorithms", "pull,bogus"], /No algorithm bogus; there are .*nccl_raw/],
     [["bench", "send-recv", "--sizes", "0"], invalid("--sizes")],
+    [["bench", "send-recv", "--staging", "1M:2M"], /Expected one size/],
     [["bench", "moe", "--tokens", "0"], invalid("--tokens")],
     [["report", path.join(os.tmpdir(), "symmkit-no-such-results.json")], /no such file or directory/],
   ];

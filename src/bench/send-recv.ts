@@ -31,17 +31,19 @@ export interface SendRecvBenchResult {
   readonly environment: BenchEnvironment;
   readonly bench: "send-recv";
   readonly seed: string;
+  /** Each rank's staging buffer (copy_engine's chunks are half of it). */
+  readonly stagingBytes: number;
   readonly rows: readonly SendRecvRow[];
 }
 
 export async function benchSendRecv(o: {
   sizes: readonly number[];
   algorithms?: readonly string[] | undefined;
+  staging?: number | undefined;
 }): Promise<SendRecvBenchResult | undefined> {
-  // The staging buffer init() makes by default: copy_engine moves half of it per chunk, as in a user's job.
-  const group = await ProcessGroup.world<GpuCollectives>({}, (g) =>
-    GpuCollectives.create(g, DEFAULT_GPU_STAGING_BYTES),
-  );
+  // By default the staging buffer init() makes: copy_engine moves half of it per chunk, as in a user's job.
+  const staging = o.staging ?? DEFAULT_GPU_STAGING_BYTES;
+  const group = await ProcessGroup.world<GpuCollectives>({}, (g) => GpuCollectives.create(g, staging));
   const { device, rank, worldSize: world } = group;
   if (world % 2 !== 0)
     throw new SymmkitError(
@@ -100,6 +102,7 @@ export async function benchSendRecv(o: {
           environment: benchEnvironment(device, world, deviceCount()),
           bench: "send-recv" as const,
           seed: seed.toString(),
+          stagingBytes: staging,
           rows,
         }
       : undefined;
@@ -117,7 +120,7 @@ export function formatSendRecv(r: SendRecvBenchResult): string {
     ),
   ]);
   return [
-    `send-recv (the slower rank of each pair), ${r.environment.worldSize} x ${r.environment.device}`,
+    `send-recv (the slower rank of each pair), ${r.environment.worldSize} x ${r.environment.device}, staging ${r.stagingBytes} B`,
     table(header, rows),
   ].join("\n");
 }

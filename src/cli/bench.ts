@@ -53,6 +53,11 @@ function oneSizeParser(parseSizes: (spec: string) => number[]): (value: string) 
   };
 }
 
+/** --staging: each rank's staging buffer, one size. */
+function stagingOption(parseSizes: (spec: string) => number[], description: string): Option {
+  return new Option("--staging <size>", description).argParser(oneSizeParser(parseSizes));
+}
+
 /** `flag` a,b: what to time among `known`, comma-separated (default: all). */
 function namesOption(flag: string, known: readonly string[]): Option {
   return new Option(
@@ -346,10 +351,10 @@ export function addBenchCommands(program: CliCommand): void {
         .addOption(sizesOption(parseSizes))
         .addOption(namesOption("--algorithms", ALL_TO_ALL_BENCH_NAMES))
         .addOption(
-          new Option(
-            "--staging <size>",
+          stagingOption(
+            parseSizes,
             "each rank's staging buffer (default: the largest size, so that pull takes every size; pull is skipped where x exceeds it)",
-          ).argParser(oneSizeParser(parseSizes)),
+          ),
         )
         .addOption(jsonOption());
     })
@@ -372,10 +377,16 @@ export function addBenchCommands(program: CliCommand): void {
       cmd
         .addOption(sizesOption(parseSizes))
         .addOption(namesOption("--algorithms", SEND_RECV_BENCH_NAMES))
+        .addOption(
+          stagingOption(
+            parseSizes,
+            "each rank's staging buffer (default: init()'s; copy_engine moves half of it a chunk)",
+          ),
+        )
         .addOption(jsonOption());
     })
     .does(async (cmd) => {
-      const o = cmd.opts<{ sizes: number[]; algorithms?: string[] }>();
+      const o = cmd.opts<{ sizes: number[]; algorithms?: string[]; staging?: number }>();
       const { benchSendRecv, formatSendRecv } = await import("../bench/send-recv.js");
       return show(cmd, await benchSendRecv(o), formatSendRecv);
     });
