@@ -11,7 +11,12 @@ import { KernelCache } from "../src/runtime/jit/cache.js";
 import { compileProgram, getToolchain } from "../src/runtime/jit/compiler.js";
 import { compileRequest } from "../src/runtime/module.js";
 import { DECODE_COLS, decodeSharedBytes, describeDecodeShape } from "../src/ops/gemm/decode-gemm.js";
-import { P2P_LL_BUFFER_BYTES, P2P_LL_CHUNK_BYTES, P2P_PAD_BYTES } from "../src/ops/exchange/programs.js";
+import {
+  P2P_LL_BUFFER_BYTES,
+  P2P_LL_CHUNK_BYTES,
+  P2P_LL_ROUNDS,
+  P2P_PAD_BYTES,
+} from "../src/ops/exchange/programs.js";
 import { P2P_LL_MAX_BLOCKS, P2P_MAX_BLOCKS } from "../src/ops/exchange/p2p.js";
 
 function unavailable(): string | false {
@@ -90,6 +95,7 @@ test("send/recv's inbox and pad constants are the kernels' (coll/p2p.cuh)", { sk
     `static_assert(symmkit::p2p::kLlBuffer == ${P2P_LL_BUFFER_BYTES}, "P2P_LL_BUFFER_BYTES");`,
     `static_assert(symmkit::p2p::kPadSlots * 8 == ${P2P_PAD_BYTES}, "P2P_PAD_BYTES");`,
     `static_assert(symmkit::p2p::kMaxBlocks == ${P2P_MAX_BLOCKS}, "P2P_MAX_BLOCKS");`,
+    `static_assert(symmkit::p2p::kLlRounds == ${P2P_LL_ROUNDS}, "P2P_LL_ROUNDS");`,
     // ll's counters of blocks done (kLlRounds) need every block to have lines in every full chunk.
     `static_assert(${P2P_LL_MAX_BLOCKS}ull * symmkit::p2p::kThreads <= symmkit::p2p::kLlChunk / 8, "P2P_LL_MAX_BLOCKS");`,
   ];

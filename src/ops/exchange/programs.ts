@@ -16,6 +16,9 @@ export const P2P_CHUNK_BYTES = 1 << 20;
  * after put's chunks. */
 export const P2P_LL_CHUNK_BYTES = 256 << 10;
 export const P2P_LL_BUFFER_BYTES = 2 * P2P_LL_CHUNK_BYTES + 16;
+/** ll's counters of receiving blocks done with a chunk, per sender (coll/p2p.cuh kLlRounds): chunk j is
+ * counted in j mod P2P_LL_ROUNDS. */
+export const P2P_LL_ROUNDS = 4;
 /** The inbox's pad: put's ready and ack slots, then ll's counts (coll/p2p.cuh kPadSlots x 8). */
 export const P2P_PAD_BYTES = 576 * 8;
 /** The inbox's bytes at `world` ranks: per sender, put's two chunks and ll's two buffers. */

@@ -101,7 +101,8 @@ constexpr u32 kLlRecvDone = kLlSendDone + kMaxWorld;  // [s][j mod kLlRounds] bl
  * j - 1, maybe before a slower block has counted j - 2; sharing j - 2's counter, j's count would end j - 2's
  * early and acknowledge its buffer while still read, and the sender would write chunk j over it (the slow
  * block then waits for a flag that never comes). A block counts j only once done with j - 1, whose
- * lines came after j - 3 was counted whole (flow control), so j - 4's counter is free by then. That needs
+ * lines came after j - 3 was counted whole (flow control), so j - 3's and j - 4's counters are free by then
+ * (three would do; four keep the index a mask; test/ll-protocol.test.ts models it). That needs
  * every block to have lines in every full chunk: a side runs at most kLlChunk / 8 / kThreads blocks
  * (src/ops/exchange/p2p.ts P2P_LL_MAX_BLOCKS, checked in test/compile.test.ts). */
 constexpr u32 kLlRounds = 4;
