@@ -1,5 +1,6 @@
 // One rank of the symmetric-memory check, run under `symmkit run -n N` (test/gpu/distributed.test.ts):
-// cross-GPU writes into every peer's buffer, barriers (10 000 in a row, and replayed from a CUDA graph)
+// cross-GPU writes into every peer's buffer, barriers (10 000 in a row, 200 with ranks sharing a GPU, and
+// replayed from a CUDA graph)
 // leaving the pads idle, NCCL all-reduce against a host reference, and 100 allocate/free cycles with GPU
 // memory and open descriptors flat. Exits non-zero on the first wrong result.
 import assert from "node:assert/strict";
@@ -14,6 +15,7 @@ import { sharedModule } from "../../../src/runtime/module.js";
 import { hostRandInt, hostUniform } from "../../../src/runtime/random.js";
 import { defaultStream } from "../../../src/runtime/stream.js";
 import { freshSeed, Tensor } from "../../../src/runtime/tensor.js";
+import { readEnvVar } from "../../../src/settings.js";
 import { sectionTimer } from "./guards.js";
 
 const group = await init();
@@ -57,6 +59,10 @@ function padsIdle(sym: SymmetricTensor): boolean {
   return pad.every((x) => x === 0);
 }
 
+/** Barriers a loop kernel makes: ranks sharing a GPU (symmkit run --share-gpus) wait for a time slice at
+ * every one, so there a few hundred. */
+const LOOP = readEnvVar("SYMMKIT_SHARE_GPUS") ? 200 : 10_000;
+
 async function barrierCheck(): Promise<void> {
   const sym = await group.symmetric.empty([1024], "u32");
   const blocks = 8;
@@ -67,9 +73,9 @@ async function barrierCheck(): Promise<void> {
     [false, false],
   ] as const) {
     const k = mod.kernel(barrierLoopExpr(prev, next), [SYMM_VIEW_PARAM, "u32"]);
-    k.launch({ grid: blocks, block: 32 }, sym.deviceView(), 10_000);
+    k.launch({ grid: blocks, block: 32 }, sym.deviceView(), LOOP);
     group.synchronize(stream);
-    assert.ok(padsIdle(sym), `pads not idle after 10 000 barriers <${prev}, ${next}>`);
+    assert.ok(padsIdle(sym), `pads not idle after ${LOOP} barriers <${prev}, ${next}>`);
     await group.barrier();
   }
   const k = mod.kernel(barrierLoopExpr(true, true), [SYMM_VIEW_PARAM, "u32"]);
@@ -79,7 +85,7 @@ async function barrierCheck(): Promise<void> {
   assert.ok(padsIdle(sym), "pads not idle after 4 graph replays");
   g.dispose();
   await sym.dispose();
-  log("barriers ok: 4 patterns x 10 000, graph replays x 4, pads idle");
+  log(`barriers ok: 4 patterns x ${LOOP}, graph replays x 4, pads idle`);
 }
 
 async function ncclCheck(): Promise<void> {
