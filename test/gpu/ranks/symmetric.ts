@@ -1,8 +1,7 @@
 // One rank of the symmetric-memory check, run under `symmkit run -n N` (test/gpu/distributed.test.ts):
 // cross-GPU writes into every peer's buffer, barriers (10 000 in a row, 200 with ranks sharing a GPU, and
-// replayed from a CUDA graph)
-// leaving the pads idle, NCCL all-reduce against a host reference, and 100 allocate/free cycles with GPU
-// memory and open descriptors flat. Exits non-zero on the first wrong result.
+// replayed from a CUDA graph) leaving the pads idle, NCCL all-reduce against a host reference, and 100
+// allocate/free cycles with GPU memory and open descriptors flat. Exits non-zero on the first wrong result.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { initCuda as init } from "../../../src/distributed/process-group.js";
