@@ -10,7 +10,8 @@
 // before), and with full chunks of fewer lines than a side's threads it finds one with four.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { P2P_LL_ROUNDS } from "../src/ops/exchange/programs.js";
+import { P2P_LL_MAX_BLOCKS } from "../src/ops/exchange/p2p.js";
+import { P2P_LL_CHUNK_BYTES, P2P_LL_ROUNDS } from "../src/ops/exchange/programs.js";
 
 interface Shape {
   /** Blocks a side, threads a block, lines of a full chunk, counters of blocks done. */
@@ -178,7 +179,10 @@ test("ll's flow control with two counters: the model finds the schedule that ove
   assert.match(firstWrong({ ...SHAPE, rounds: 2 }) ?? "none", /found line \d+ holding chunk \d+'s flag/);
 });
 
-test("ll's flow control needs every block to have lines in every full chunk (the bound compile.test checks)", () => {
+test("ll's flow control needs every block to have lines in every full chunk, as the kernel's sides have", () => {
   const short = { ...SHAPE, lines: 3, rounds: P2P_LL_ROUNDS };
   assert.match(firstWrong(short) ?? "none", /found line \d+ holding chunk \d+'s flag/);
+  // A side's threads (coll/p2p.cuh kThreads a block; compile.test checks it against the kernel too)
+  // against a full chunk's lines of 8 payload bytes.
+  assert.ok(P2P_LL_MAX_BLOCKS * 512 <= P2P_LL_CHUNK_BYTES / 8);
 });

@@ -380,7 +380,7 @@ export function addBenchCommands(program: CliCommand): void {
         .addOption(
           stagingOption(
             parseSizes,
-            "each rank's staging buffer (default: init()'s; copy_engine moves half of it a chunk)",
+            "each rank's staging buffer (default: 64M, init()'s default; copy_engine moves half of it a chunk, at most 64 MiB)",
           ),
         )
         .addOption(jsonOption());

@@ -47,7 +47,8 @@ export const WAIT_ENV_LAYOUT = {
  * wait writes into host-mapped memory, and SyncWatch.record() reads. The device writes `flag` last
  * (after a system fence), so the host reads the other fields only once `flag` is non-zero; `flag` is
  * the kind (RECORD_KINDS). `phase` (u64) is what the wait was for (a call word, or a kernel's own step);
- * a mismatch also records the word waited for and the one found (u64 each).
+ * a mismatch also records the word waited for and the one found (u64 each), a wait on a flagged line that
+ * gave up the flag it awaited and the flags the line held.
  */
 export const TIMEOUT_RECORD_LAYOUT = {
   flag: 0,

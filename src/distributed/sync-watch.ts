@@ -40,7 +40,8 @@ export interface TimeoutRecord {
   readonly thread: number;
   readonly waitedMs: number;
   /** For a mismatch: the word this rank waited for and the one it found (call words; for a shape
-   * mismatch, shape words). */
+   * mismatch, shape words). For a wait on a flagged line that gave up: the flag it awaited and the
+   * line's two flags (the low word's in the low half); 0 for other waits. */
   readonly expected: bigint;
   readonly got: bigint;
 }
@@ -84,11 +85,17 @@ export class SymmTimeoutError extends SymmkitError {
 }
 
 /** What a wait on a flagged line (send/recv's and allToAll's ll) found there when it gave up: a line its
- * sender never wrote holds an earlier flag (or 0); one the sender wrote holds the awaited one. */
+ * sender has not written yet holds an earlier flag (or 0); one holding a later flag was overwritten
+ * before it was read, which the flow control must never let happen. */
 function polledLine(r: TimeoutRecord): string {
   if (r.expected === 0n) return "";
   const mask = 0xffff_ffffn;
-  return ` The line it polled awaited flag ${r.expected}; its two words held flags ${r.got & mask} and ${r.got >> 32n} (0: never written).`;
+  const [lo, hi] = [r.got & mask, r.got >> 32n];
+  const later =
+    lo > r.expected || hi > r.expected
+      ? " A later flag means the line was overwritten before it was read: a bug in symmkit; please report it with this message."
+      : "";
+  return ` The line it polled awaited flag ${r.expected}; its two words held flags ${lo} and ${hi} (0: never written).${later}`;
 }
 
 /** A kernel's wait on itself (a GEMM's pipeline) outlived its bound: a deadlock inside one kernel on one

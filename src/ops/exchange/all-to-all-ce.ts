@@ -1,7 +1,7 @@
 // allToAll's copy_engine: the data moves by copy-engine copies, no SM moves a byte between GPUs, and any x
 // goes whatever the staging buffer's size. The caller's stream (S) stages x piece by piece in two halves
 // of this rank's staging buffer, each round a piece of every peer's chunk, and signals the peers; two side
-// streams (R, rounds alternating) forked from it wait for every peer's round, copy this rank's pieces out
+// streams (R, rounds alternating; one where there is one round) forked from it wait for every peer's round, copy this rank's pieces out
 // of their staging buffers over NVLink and acknowledge. S stages round k + 1 while the peers read round
 // k, and copies this rank's own chunk piece by piece meanwhile; it restages a half only once every peer
 // acknowledged the round that used it, and the call ends once every peer acknowledged the last: nobody

@@ -72,8 +72,9 @@ export function p2pBlocks(bytes: number): number {
 }
 
 /** Most blocks one side of an ll message runs (its counts are per peer, not per block: put's pad slots
- * do not bound it). At most a full chunk's lines a thread (kThreads each): coll/p2p.cuh's four counters
- * of blocks done per sender rely on every block having lines in every full chunk. */
+ * do not bound it). P2P_LL_MAX_BLOCKS x kThreads (512) threads are at most a full chunk's lines (32768):
+ * coll/p2p.cuh's four counters of blocks done per sender rely on every block having lines in every full
+ * chunk. */
 export const P2P_LL_MAX_BLOCKS = 32;
 /** Blocks one side of an ll message runs: one per 4 KiB of its first chunk (a line a thread), at most
  * P2P_LL_MAX_BLOCKS: 2.9 us at 64 KiB against 3.0 with 8 KiB a block, at most 16, on 2 H200s. The sides
@@ -104,9 +105,10 @@ export class GpuPointToPoint {
   /** p2p.cuh's kernels, as P2P_KERNELS. */
   readonly #kernels: (Kernel<typeof P2P_PARAMS> | undefined)[] = [];
   #p2pSignal: Kernel<typeof P2P_SIGNAL_PARAMS> | undefined;
-  /** copy_engine's receiving streams, forked from and joined to the caller's: a receive alternates its
-   * chunks over two streams (one chunk's wait queued while the other copies); a sendRecv receives on both
-   * while the caller's stream sends. */
+  /** copy_engine's receiving streams, forked from and joined to the caller's: a receive of several chunks
+   * alternates them over two streams (one chunk's wait queued while the other copies), a recv of one chunk
+   * runs on the caller's stream; a sendRecv receives on them (one, for one chunk) while the caller's
+   * stream sends. */
   #sideStreams: SideStream[] | undefined;
 
   constructor(ctx: GpuGroup) {
