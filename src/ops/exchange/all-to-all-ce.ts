@@ -8,6 +8,8 @@
 // restages while a peer may still read. A symmetric x is read in place: one round, no staging. The
 // signals (coll/p2p.cuh p2p_ce_signal_all) are send/recv copy_engine's slots, carrying the call's
 // fingerprint, so a rank in another call is caught; every slot is idle after the call (graph-replayable).
+// test/ce-all-to-all-protocol.test.ts models run()'s order of work under random schedules: change both
+// together.
 import type { CallTag } from "../../distributed/fingerprint.js";
 import { CALL_TAG_PARAM, SYMM_VIEW_PARAM } from "../../distributed/device-layouts.js";
 import type { Kernel } from "../../runtime/kernel.js";
