@@ -330,10 +330,16 @@ test("SymmTimeoutError says which call a signal wait was in (its fingerprint), o
   assert.match(tile.message, /waited 3000 ms for rank 1 at phase 17, which never signalled/);
   assert.doesNotMatch(tile.message, /line it polled/, "a signal wait records no line");
   const line = new SymmTimeoutError({ ...record, phase: 17n, expected: 7n, got: 5n | (7n << 32n) }, 3000);
-  assert.match(line.message, /The line it polled awaited flag 7; its two words held flags 5 and 7 \(0: never written\)\./);
+  assert.match(
+    line.message,
+    /The line it polled awaited flag 7; its two words held flags 5 and 7 \(0: never written\)\./,
+  );
   assert.doesNotMatch(line.message, /overwritten/, "an earlier flag: not written yet");
   const over = new SymmTimeoutError({ ...record, phase: 17n, expected: 7n, got: 9n | (9n << 32n) }, 3000);
-  assert.match(over.message, /held flags 9 and 9 \(0: never written\)\. A later flag means the line was overwritten before it was read: a bug in symmkit/);
+  assert.match(
+    over.message,
+    /held flags 9 and 9 \(0: never written\)\. A later flag means the line was overwritten before it was read: a bug in symmkit/,
+  );
 });
 
 test("KernelStallError names the wait and the stage that stalled, and blames no peer", () => {

@@ -108,8 +108,7 @@ function simulate(s: Shape, messages: readonly number[], seed: number): string |
       return got;
     }
     const lines = linesOf(n, blk.chunk);
-    if (blk.next.length === 0)
-      blk.next = Array.from({ length: s.threads }, (_, t) => b * s.threads + t);
+    if (blk.next.length === 0) blk.next = Array.from({ length: s.threads }, (_, t) => b * s.threads + t);
     // One thread's poll: the first whose next line is still to be read.
     const t = blk.next.findIndex((l) => l < lines);
     if (t >= 0) {
