@@ -12,6 +12,7 @@
 // together).
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { schedule } from "./support/schedules.js";
 
 /** What the model runs: the protocol as built, or with one of its rules dropped. */
 type Variant =
@@ -108,21 +109,9 @@ function enqueue(calls: readonly Call[], variant: Variant): Queued[][] {
   return q;
 }
 
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 2 ** 32;
-  };
-}
-
 /** Runs `calls` on `world` ranks under the schedule of `seed`: undefined when every call ended right. */
 function simulate(world: number, calls: readonly Call[], variant: Variant, seed: number): string | undefined {
-  const random = rng(seed);
+  const random = schedule(seed);
   const queues = Array.from({ length: world }, () => enqueue(calls, variant));
   // Each rank's pad: slot -> the call whose signal it holds (undefined: idle).
   const pads = Array.from({ length: world }, () => new Map<string, number>());

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { P2P_LL_MAX_BLOCKS } from "../src/ops/exchange/p2p.js";
 import { P2P_LL_CHUNK_BYTES, P2P_LL_ROUNDS } from "../src/ops/exchange/programs.js";
+import { schedule } from "./support/schedules.js";
 
 interface Shape {
   /** Blocks a side, threads a block, lines of a full chunk, counters of blocks done. */
@@ -21,23 +22,10 @@ interface Shape {
   readonly rounds: number;
 }
 
-/** xorshift32: the schedules from a seed. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 2 ** 32;
-  };
-}
-
 /** Runs `messages` (lines each) through the model under the schedule of `seed`: undefined when every
  * message arrived, else what went wrong. */
 function simulate(s: Shape, messages: readonly number[], seed: number): string | undefined {
-  const random = rng(seed);
+  const random = schedule(seed);
   const L = s.lines;
   const span = s.blocks * s.threads;
   const chunksOf = (n: number): number => Math.max(1, Math.ceil(n / L));
