@@ -77,6 +77,8 @@ const MISMATCHES: Readonly<Record<string, RegExp>> = {
   "collision-lamport": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
   "collision-ll": /element count: ours (4096|3603) elements, theirs (4096|3603) elements/,
   "shape-fused": /: k: ours (512|256), theirs (512|256)$/,
+  "shape-fused-mailbox": /: k: ours (512|256), theirs (512|256)$/,
+  "mismatch-fused-mailbox": /operation or algorithm/,
   "shape-norm-lamport": /: hidden size: ours (1024|512), theirs (1024|512)$/,
   "shape-norm-one-shot": /: hidden size: ours (1024|512), theirs (1024|512)$/,
   "weight-digest": /: weight and bias digest: ours \d+, theirs \d+$/,

@@ -647,6 +647,49 @@ if (gpu) {
   done("graph replays with changed inputs: exact");
 }
 
+// ---- GPU-only: fused calls through the Lamport mailbox (B as [n, k]: the decode GEMM) and through the
+// staging buffer (B as [k, n]: the Hopper GEMM), between Lamport all-reduces that share the mailbox and
+// its call count, a rank late: exact.
+if (gpu) {
+  const cases: Case[] = [];
+  const triangle = (world * (world + 1)) / 2;
+  for (let i = 0; i < 12; i++) {
+    const x = randomProblem(COMBOS[i % 2]!, [[3, 40][i % 2]!, 264, 80]);
+    const what = `fused call ${i}: ${x.what}`;
+    cases.push(
+      call(
+        x,
+        "bf16",
+        true,
+        (out) => c.matmulAllReduce(x.a, x.b, { ...optsOf(x, "fused"), out: out! }),
+        (got, whole) => holds(got, whole, x, "bf16", x.sum, true, what),
+        what,
+      ),
+      unwritten([x.a, x.b], what),
+    );
+    const ones = make.full([1000 + i], rank + 1, "bf16");
+    let summed: AnyTensor | undefined;
+    cases.push({
+      run: () => void (summed = c.allReduce(ones, { algorithm: "lamport" })),
+      check: () => {
+        const got = summed!.toHost({ decode: true });
+        assert.ok(
+          got.every((v) => v === triangle),
+          `lamport all-reduce ${i} between fused calls: not ${triangle} everywhere (seed ${seed}, rank ${rank})`,
+        );
+        summed!.dispose();
+      },
+      tensors: [ones],
+    });
+  }
+  await checked(
+    "fused through the mailbox and the staging buffer, between Lamport all-reduces",
+    cases,
+    world - 1,
+  );
+  done("fused through the mailbox and the staging buffer between Lamport all-reduces, a straggler: exact");
+}
+
 // ---- A rank 50 ms late for 30 calls made back to back, alternating shapes, dtypes and algorithms.
 {
   const cases: Case[] = [];

@@ -14,12 +14,14 @@
 // flagged there, and each owner reduces its rows in rank order while the GEMM still runs. The group's
 // symmetric staging buffer is the receive buffer; its pad, beyond the barrier slots, holds the flags.
 //
-// GEMM + all-reduce (matmulAllReduce, fused): after a barrier kernel, one GEMM with an all-reduce
-// epilogue (the decode GEMM's at few rows, gemm/decode_gemm.cuh; else the split-K Hopper GEMM's
-// AllReduceTiles): every tile's bf16 partial goes into slot `rank` of every rank's receive buffer (the
-// staging buffer, world slots of [m, n]) and is flagged there, and every rank sums the ranks' partials of
-// each tile in rank order as they land. The tile flags are the same words as GEMM + reduce-scatter's, and
-// the three count their calls with one epoch, so a flag never holds a value from a later call.
+// GEMM + all-reduce (matmulAllReduce, fused): one GEMM with an all-reduce epilogue. At few rows the decode
+// GEMM (gemm/decode_gemm.cuh), where its partial fits a mailbox slot, speaks the Lamport mailbox's protocol:
+// every tile's bf16 partial goes into slot `rank` of every peer's mailbox buffer, the data its own mark, and
+// every rank sums the ranks' partials in rank order as they land; no barrier, no flags. Otherwise (the
+// split-K Hopper GEMM's AllReduceTiles, or a partial past a slot), after a barrier kernel, every tile's
+// partial goes into slot `rank` of every rank's receive buffer (the staging buffer, world slots of [m, n])
+// and is flagged there. The tile flags are the same words as GEMM + reduce-scatter's, and the three count
+// their calls with one epoch, so a flag never holds a value from a later call.
 //
 // Every path is stream-ordered on the caller's stream (side streams fork from it and join it again), so
 // the calls are graph-capturable; every wait is bounded.
@@ -78,6 +80,7 @@ import {
 } from "../gemm/matmul.js";
 import {
   decodeFlagCount,
+  decodeMailboxFits,
   DecodeGemm,
   decodeVariant,
   describeDecodeShape,
@@ -430,7 +433,6 @@ export class FusedMatmul {
     };
     if (normed) checkNormAliasing(`${what} (rmsNorm)`, sum, normed.options, out, overlaps, sameSpan);
     const plan = this.#allReduceKernel(p);
-    const exchange = this.#exchange(p.m);
     const common = {
       ...gemmOperands(p, a, b, sum, scales),
       stream: s,
@@ -438,23 +440,39 @@ export class FusedMatmul {
       waitRank: group.rank,
     };
     // Kernels are resolved before anything is enqueued (see matmulReduceScatter).
-    let launch: () => void;
+    let launch: (tag: CallTag) => void;
+    const viaMailbox = this.#viaMailbox(p, plan);
     if (plan.kernel === "decode") {
       const g = this.#decoder(p.elem, plan);
-      launch = () => g.launch({ ...common, exchange });
+      const { mailbox } = this.#ctx;
+      launch = viaMailbox
+        ? (tag) =>
+            g.launch({
+              ...common,
+              mailbox: {
+                rank: group.rank,
+                world: group.worldSize,
+                buffers: mailbox.buffers.bufferPtrs,
+                state: mailbox.state.ptr,
+                stride: mailbox.stride,
+                tag,
+              },
+            })
+        : () => g.launch({ ...common, exchange: this.#exchange(p.m) });
     } else {
       const g = this.#gemm(p, "grouped", "none", "all-reduce", { narrow: plan.narrow, splitK: true });
-      launch = () => g.launch({ ...common, scatter: exchange });
+      launch = () => g.launch({ ...common, scatter: this.#exchange(p.m) });
     }
     // And the split scratch: a failure to allocate it leaves nothing enqueued.
     if (plan.splits > 1) SplitScratch.of(group.device).on(s);
-    // Every rank finished reading its receive buffer in the previous call.
     const tag = this.#ctx.tag(
       { kind: "matmul-all-reduce/fused", dtype: p.elem, count: a.numel, dims: [p.n, p.k] },
       s,
     );
-    this.#ctx.groupBarrier(staging.deviceView(), s, tag);
-    launch();
+    // Through the staging buffer: every rank finished reading its receive buffer in the previous call.
+    // The mailbox needs no barrier: its three buffers in turn, as every Lamport call.
+    if (!viaMailbox) this.#ctx.groupBarrier(staging.deviceView(), s, tag);
+    launch(tag);
     if (normed) {
       const q = normed.problem;
       launchNorm(normed.kernel, sum, normed.options, out, q.rows, q.hidden, q.eps, q.outScaleInv, s);
@@ -522,6 +540,7 @@ export class FusedMatmul {
   #allReduceRoom(p: FusedProblem): string | undefined {
     const world = this.#ctx.group.worldSize;
     const plan = this.#allReduceKernel(p);
+    if (this.#viaMailbox(p, plan)) return undefined;
     const flags =
       plan.kernel === "decode" ? decodeFlagCount(p.m, p.n, world, plan) : scatterFlagCount(p.m, p.n, world);
     return this.#exchangeRoom("world x m x n x 2", world * p.m * p.n * 2, flags);
@@ -531,6 +550,12 @@ export class FusedMatmul {
    * GEMM's all-reduce has split-K compiled in), so fused and sequential do the same arithmetic. */
   #allReduceKernel(p: FusedProblem): SymmkitGemmPlan {
     return symmkitGemmPlan(this.#ctx.group.device, p);
+  }
+
+  /** Whether the fused GEMM + all-reduce of `p` goes through the Lamport mailbox: the decode GEMM's
+   * one-pass tiles, the partial within a slot (decodeMailboxFits); the same on every rank. */
+  #viaMailbox(p: FusedProblem, plan: SymmkitGemmPlan): boolean {
+    return plan.kernel === "decode" && decodeMailboxFits(plan, p.m, p.n, this.#ctx.mailbox.stride);
   }
 
   #decoder(elem: FusedProblem["elem"], shape: DecodeShape): DecodeGemm {

@@ -94,10 +94,10 @@ export const MATMUL_REDUCE_SCATTER = {
 export const MATMUL_ALL_REDUCE = {
   fused: {
     summary:
-      "one split-K GEMM whose epilogue pushes every tile's partial to every rank and sums the ranks' partials in rank order as they land",
+      "one GEMM whose epilogue pushes every tile's partial to every rank and sums the ranks' partials in rank order as they land: at decode sizes through the Lamport mailbox, with no barrier; else through the staging buffer, flagged, behind a barrier",
     backends: ["cuda"],
     rankOrder: true,
-    needs: ["staging buffer"],
+    needs: ["mailbox", "staging buffer"],
     kinds: ["matmul-all-reduce/fused"],
   },
   sequential: {

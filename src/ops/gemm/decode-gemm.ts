@@ -26,6 +26,8 @@ import {
   HopperLauncher,
 } from "./hopper-gemm.js";
 import { SplitScratch } from "./split-scratch.js";
+import type { CallTag } from "../../distributed/fingerprint.js";
+import { MAILBOX_HEADER_BYTES } from "../../distributed/device-layouts.js";
 
 /** Rows of A a tile takes (wgmma's N side); 200 to 256 in wide tiles only (the tiles past 192 rows that
  * were built and tested: DecodeGemm refuses them on one consumer). */
@@ -80,24 +82,36 @@ export function decodeThreads(s: DecodeShape): number {
   return 128 * (1 + consumers(s));
 }
 
+/** Shared memory of `rows` transposed rows of A in every consumer's share. */
+const transposedBytes = (s: DecodeShape, rows: number): number =>
+  consumers(s) * rows * (DECODE_ROWS_B + 8) * 2;
+
+/** Stages of a tile's ring with `beside` bytes of shared memory taken beside it. */
+const ringRoom = (s: DecodeShape, beside: number): number =>
+  Math.floor(
+    (SHARED_MAX - beside - 1024 - 2 * MAX_STAGES * 8) /
+      ((s.cols + consumers(s) * DECODE_ROWS_B) * TILE_K_BYTES),
+  );
+
+/** The passes a consumer's transposition takes (DecodeRing::kPasses): the fewest of whole groups of 8 rows
+ * of A that leave the ring 4 stages. GEMM + all-reduce goes through the Lamport mailbox in one pass only. */
+export function decodePasses(s: DecodeShape): number {
+  const groups = s.cols / 8;
+  return (
+    Array.from({ length: groups - 1 }, (_, i) => i + 1).find(
+      (p) => groups % p === 0 && ringRoom(s, transposedBytes(s, s.cols / p)) >= 4,
+    ) ?? groups
+  );
+}
+
 /** Dynamic shared memory of a launch (DecodeRing<cols, consumers, allReduce>::kSharedBytes): the ring, and
  * the transposed tiles beside it unless one consumer of a plain GEMM transposes in a hole of the ring. */
 export function decodeSharedBytes(v: DecodeVariant): number {
   const stage = (v.cols + consumers(v) * DECODE_ROWS_B) * TILE_K_BYTES;
-  const room = (beside: number): number =>
-    Math.floor((SHARED_MAX - beside - 1024 - 2 * MAX_STAGES * 8) / stage);
-  const transposedRows = (rows: number): number => consumers(v) * rows * (DECODE_ROWS_B + 8) * 2;
-  // The transposition in the fewest passes of whole groups of 8 rows of A that leave the ring 4 stages
-  // (kPasses).
-  const groups = v.cols / 8;
-  const passes =
-    Array.from({ length: groups - 1 }, (_, i) => i + 1).find(
-      (p) => groups % p === 0 && room(transposedRows(v.cols / p)) >= 4,
-    ) ?? groups;
-  const transposed = transposedRows(v.cols / passes);
-  const hole = consumers(v) === 1 && !v.allReduce && room(transposed) < HOLE_BELOW_STAGES;
+  const transposed = transposedBytes(v, v.cols / decodePasses(v));
+  const hole = consumers(v) === 1 && !v.allReduce && ringRoom(v, transposed) < HOLE_BELOW_STAGES;
   const beside = hole ? 0 : transposed;
-  const stages = Math.min(MAX_STAGES, room(beside));
+  const stages = Math.min(MAX_STAGES, ringRoom(v, beside));
   return stages * stage + beside + 2 * stages * 8 + 1024;
 }
 
@@ -299,7 +313,11 @@ export const DECODE_ARGS_LAYOUT = {
   epoch: 232,
   world: 240,
   rank: 244,
-  bytes: 248,
+  mailbox: 248,
+  cap: 256,
+  tagWord: 264,
+  tagShape: 272,
+  bytes: 280,
 } as const;
 const L = DECODE_ARGS_LAYOUT;
 
@@ -341,12 +359,38 @@ export function soloExchange(
   };
 }
 
+/** GEMM + all-reduce through the group's Lamport mailbox (coll/mailbox.cuh's protocol, which the kernel
+ * speaks as one more Lamport call: no barrier before it, no flags). */
+export interface DecodeMailbox {
+  readonly rank: number;
+  readonly world: number;
+  /** Every rank's mailbox as mapped here. */
+  readonly buffers: readonly Ptr[];
+  /** This rank's MailboxState. */
+  readonly state: Ptr;
+  /** Bytes a slot spans, its header included (the partial, m x n x 2 bytes, fills the rest). */
+  readonly stride: number;
+  readonly tag: CallTag;
+}
+
+/** Bytes of a mailbox slot's header (MAILBOX_HEADER_BYTES, mailbox.cuh kHeaderBytes). */
+const SLOT_HEADER_BYTES = MAILBOX_HEADER_BYTES;
+
+/** Whether GEMM + all-reduce of m x n in variant `v` can go through a mailbox of slots spanning `stride`
+ * bytes: one-pass tiles whose partial fits a slot. */
+export function decodeMailboxFits(v: DecodeShape, m: number, n: number, stride: number): boolean {
+  return decodePasses(v) === 1 && m * n * 2 <= stride - SLOT_HEADER_BYTES;
+}
+
 /** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */
 export interface DecodeLaunch extends GemmOperandPtrs {
   /** Slices of K per tile: at most the k-blocks, tiles x splits at most resident() (default 1). */
   readonly splits?: number;
-  /** allReduce variants: the exchange (shardRows = m; flags: decodeFlagCount of them per rank). */
+  /** allReduce variants: the exchange through the staging buffer (shardRows = m; flags: decodeFlagCount of
+   * them per rank), launched behind a barrier over the ranks; or `mailbox`. */
   readonly exchange?: GemmScatter;
+  /** allReduce variants: the exchange through the Lamport mailbox (decodeMailboxFits). */
+  readonly mailbox?: DecodeMailbox;
   /** The rank a timeout record names as the waiter (default 0). */
   readonly waitRank?: number;
   readonly stream?: Stream;
@@ -407,9 +451,13 @@ export class DecodeGemm extends HopperLauncher {
       throw new InvalidArgumentError(
         `gemm: the decode GEMM in slices runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} CTAs resident at once; take fewer splits`,
       );
-    if (v.allReduce !== (p.exchange !== undefined))
+    if (v.allReduce !== ((p.exchange !== undefined) !== (p.mailbox !== undefined)))
       throw new InvalidArgumentError(
-        `gemm: ${v.allReduce ? "an all-reduce variant needs" : "a plain variant takes no"} exchange`,
+        `gemm: ${v.allReduce ? "an all-reduce variant needs an exchange or a mailbox" : "a plain variant takes no exchange"}`,
+      );
+    if (p.mailbox && !decodeMailboxFits(v, m, n, p.mailbox.stride))
+      throw new InvalidArgumentError(
+        `gemm: the mailbox's all-reduce needs one-pass tiles and m x n x 2 = ${m * n * 2} bytes within a slot of ${p.mailbox.stride - SLOT_HEADER_BYTES}`,
       );
 
     const dataType = v.elem === "bf16" ? "BFLOAT16" : "UINT8";
@@ -438,6 +486,7 @@ export class DecodeGemm extends HopperLauncher {
       a.setBigUint64(L.splitCounters, sc.counters, true);
     }
     if (p.exchange) this.#writeExchange(p.exchange, m);
+    if (p.mailbox) this.#writeMailbox(p.mailbox);
     this.writeWaitEnv(a, L, p.waitRank ?? 0, stream, v.allReduce);
     this.kernel.launch(
       {
@@ -446,9 +495,9 @@ export class DecodeGemm extends HopperLauncher {
         sharedBytes: this.#sharedBytes,
         ...(v.paired ? { cluster: 2 } : {}),
         stream,
-        // The exchange waits (griddepcontrol.wait) for the kernel before it, the barrier over the ranks,
-        // only before its first push: the main loop runs under the barrier.
-        programmatic: v.allReduce,
+        // The exchange through the staging buffer waits (griddepcontrol.wait) for the kernel before it, the
+        // barrier over the ranks, only before its first push: the main loop runs under the barrier.
+        programmatic: p.exchange !== undefined,
       },
       map(p.a, m, decodeBoxRows(m, v.cols)),
       map(p.b, n, (consumers(v) / pairOf(v)) * DECODE_ROWS_B),
@@ -488,5 +537,16 @@ export class DecodeGemm extends HopperLauncher {
     a.setBigUint64(L.epoch, s.epoch, true);
     a.setUint32(L.world, s.world, true);
     a.setUint32(L.rank, s.rank, true);
+  }
+
+  #writeMailbox(s: DecodeMailbox): void {
+    checkRanks("all-reduce", { ...s, recv: s.buffers });
+    const a = this.#view;
+    for (let r = 0; r < s.world; r++) a.setBigUint64(L.recv + 8 * r, s.buffers[r]!, true);
+    a.setUint32(L.world, s.world, true);
+    a.setUint32(L.rank, s.rank, true);
+    a.setBigUint64(L.mailbox, s.state, true);
+    a.setBigUint64(L.cap, BigInt(s.stride), true);
+    s.tag.writeParam(a, L.tagWord); // the word, then the shape (tagShape)
   }
 }

@@ -149,13 +149,16 @@ export function gemmKernelFor(m: number, splits: number): { splitK: boolean; nar
 }
 
 /** An exchange's world, rank and per-rank buffers, else a typed error naming `what` (scatter, all-reduce). */
-export function checkRanks(what: string, s: GemmScatter): void {
+export function checkRanks(
+  what: string,
+  s: Pick<GemmScatter, "world" | "rank" | "recv"> & { readonly flags?: readonly Ptr[] },
+): void {
   if (!Number.isInteger(s.world) || s.world < 1 || s.world > GEMM_MAX_WORLD)
     throw new InvalidArgumentError(`gemm: ${what} world ${s.world} must be in [1, ${GEMM_MAX_WORLD}]`);
   if (!Number.isInteger(s.rank) || s.rank < 0 || s.rank >= s.world)
     throw new InvalidArgumentError(`gemm: ${what} rank ${s.rank} is not in [0, ${s.world})`);
-  if (s.recv.length !== s.world || s.flags.length !== s.world)
-    throw new InvalidArgumentError(`gemm: ${what} needs one receive buffer and one flag array per rank`);
+  if (s.recv.length !== s.world || (s.flags !== undefined && s.flags.length !== s.world))
+    throw new InvalidArgumentError(`gemm: ${what} needs one receive buffer (and flag array) per rank`);
 }
 
 /** Flags one rank's scatter-reduce needs: world x tiles of one shard x 2 consumers. */

@@ -19,8 +19,11 @@
 //   naming a peer, its barriers meeting in different pads).
 // - collision-one-shot, -lamport, -ll: 3603 f32 elements on the last rank against 4096 (sizes a 9-bit
 //   hash of the count once let pass): CollectiveMismatchError naming the element count.
-// - shape-fused, shape-norm-lamport, shape-norm-one-shot: the same element count in another shape (a
-//   fused GEMM + reduce-scatter's k, allReduceRmsNorm's hidden size): CollectiveMismatchError naming it.
+// - shape-fused, shape-fused-mailbox, shape-norm-lamport, shape-norm-one-shot: the same element count in
+//   another shape (a fused GEMM + reduce-scatter's or GEMM + all-reduce's k, allReduceRmsNorm's hidden
+//   size): CollectiveMismatchError naming it.
+// - mismatch-fused-mailbox: the last rank's Lamport all-reduce meets the others' fused GEMM + all-reduce
+//   in the mailbox: CollectiveMismatchError naming the operation.
 // - weight-digest (with SYMMKIT_CHECK_CALLS): allReduceRmsNorm with another weight on the last rank:
 //   CollectiveMismatchError naming the weight and bias digest.
 // - refused-lamport, refused-one-shot: rank 0's all-reduce is refused (output too small) and caught, the
@@ -169,6 +172,24 @@ switch (fault) {
     );
     break;
   }
+  case "shape-fused-mailbox": {
+    // GEMM + all-reduce at decode sizes, through the Lamport mailbox: a [m, k] with m x k alike, k 512
+    // against 256; the mailbox's headers carry the call's fingerprint.
+    const k = rank === last ? 256 : 512;
+    const a = Tensor.full([4096 / k, k], 1, "bf16");
+    outcome = attempt(() => c.matmulAllReduce(a, Tensor.full([1024, k], 1, "bf16"), { algorithm: "fused" }));
+    break;
+  }
+  case "mismatch-fused-mailbox":
+    // The last rank's Lamport all-reduce meets the others' GEMM + all-reduce in the mailbox.
+    outcome = attempt(() =>
+      rank === last
+        ? c.allReduce(x(8192), { algorithm: "lamport" })
+        : c.matmulAllReduce(Tensor.full([8, 512], 1, "bf16"), Tensor.full([1024, 512], 1, "bf16"), {
+            algorithm: "fused",
+          }),
+    );
+    break;
   case "shape-norm-lamport":
   case "shape-norm-one-shot": {
     // [rows, hidden] with rows x hidden alike: hidden 1024 against 512.

@@ -64,18 +64,20 @@ __device__ __forceinline__ u64 read_calls(const MailboxState* s, u32 protocol) {
   return *reinterpret_cast<const volatile u64*>(&s->calls[protocol]);
 }
 
-/** The last block to finish counts the call (and, for Lamport, how much it wrote into buffer `buf`).
- * __syncthreads first: every thread of the block has read the count before the block is counted. */
+/** One thread per block, once every thread of its block has read the count: counts the block, and the
+ * last of the grid's `blocks` counts the call (and, for Lamport, how much it wrote into buffer `buf`). */
+__device__ __forceinline__ void count_block(MailboxState* s, u32 protocol, u32 buf, u64 used, u32 blocks) {
+  if (atomicAdd(&s->arrived, 1u) == blocks - 1) {
+    s->arrived = 0;
+    if (protocol == kLamport) s->used[buf] = used;
+    s->calls[protocol] += 1;
+  }
+}
+
+/** The last block to finish counts the call (count_block), after a __syncthreads. */
 __device__ __forceinline__ void end_call(MailboxState* s, u32 protocol, u32 buf, u64 used) {
   __syncthreads();
-  if (threadIdx.x == 0) {
-    const u32 blocks = gridDim.x * gridDim.y * gridDim.z;
-    if (atomicAdd(&s->arrived, 1u) == blocks - 1) {
-      s->arrived = 0;
-      if (protocol == kLamport) s->used[buf] = used;
-      s->calls[protocol] += 1;
-    }
-  }
+  if (threadIdx.x == 0) count_block(s, protocol, buf, used, gridDim.x * gridDim.y * gridDim.z);
 }
 
 /** The sentinel (all bits set) of a 2- or 4-byte element type, lane-wise in 16-byte groups. */
@@ -133,9 +135,14 @@ __device__ __forceinline__ void wait_for_peers(const SymmView& v, const WaitEnv&
   });
 }
 
+/** Slot `src` of buffer `buf` in the mailbox at `owner_base` (a group of `world`). */
+__device__ __forceinline__ u8* lamport_slot_at(void* owner_base, u32 world, u32 buf, u32 src, u64 cap) {
+  return static_cast<u8*>(owner_base) + (static_cast<u64>(buf) * world + src) * cap;
+}
+
 template <u32 W>
 __device__ __forceinline__ u8* lamport_slot(const SymmView& v, u32 owner, u32 buf, u32 src, u64 cap) {
-  return static_cast<u8*>(v.buffers[owner]) + (static_cast<u64>(buf) * W + src) * cap;
+  return lamport_slot_at(v.buffers[owner], W, buf, src, cap);
 }
 
 /** MAILBOX_HEADER_BYTES in src/distributed/device-layouts.ts: the call word's group (line), then the shape word's. */
@@ -153,22 +160,44 @@ __device__ __forceinline__ u64 header_word(const u32x4& h) {
   return half(h.x, 0) | half(h.x, 1) << 15 | half(h.y, 0) << 30 | half(h.y, 1) << 45 | half(h.z, 0) << 60;
 }
 
-/** The first thread's part of sending: our header into slot `rank` of every peer's buffer `buf`. */
-template <u32 W>
-__device__ __forceinline__ void send_headers(const SymmView& v, u32 buf, u64 cap, const CallTag& tag) {
-  if (global_thread() != 0) return;
-#pragma unroll
-  for (u32 k = 1; k < W; ++k) {
-    u8* header = lamport_slot<W>(v, (v.rank + k) % W, buf, v.rank, cap) + cap - kHeaderBytes;
+/** Our header into slot `rank` of every peer's buffer `buf`, by one thread; `buffers[p]`: rank p's mailbox. */
+__device__ __forceinline__ void send_headers_from(void* const* buffers, u32 world, u32 rank, u32 buf, u64 cap,
+                                                  const CallTag& tag) {
+  for (u32 k = 1; k < world; ++k) {
+    u8* header = lamport_slot_at(buffers[(rank + k) % world], world, buf, rank, cap) + cap - kHeaderBytes;
     st_volatile_128(header, lamport_header(tag.word));
     st_volatile_128(header + 16, lamport_header(tag.shape));
   }
+}
+
+/** The first thread's part of sending (send_headers_from). */
+template <u32 W>
+__device__ __forceinline__ void send_headers(const SymmView& v, u32 buf, u64 cap, const CallTag& tag) {
+  if (global_thread() == 0) send_headers_from(v.buffers, W, v.rank, buf, cap, tag);
 }
 
 /** Gives up if peer r's call word or shape word is not ours (see the contract). */
 __device__ __forceinline__ void check_tag(const WaitEnv& env, u32 r, const CallTag& tag, u64 word, u64 shape) {
   if (word != tag.word) give_up(env, r, tag.word, 0, kMismatch, tag.word, word);
   if (shape != tag.shape) give_up(env, r, tag.word, 0, kShapeMismatch, tag.shape, shape);
+}
+
+/** One thread: every peer's header in this rank's mailbox `own` (of a group of `world`) has arrived and names
+ * this call, peer by peer (check_headers polls them together, for the kernels whose first thread waits on
+ * it before any payload). */
+__device__ __forceinline__ void check_headers_from(void* own, u32 world, u32 rank, const WaitEnv& env, u32 buf, u64 cap,
+                                                   const CallTag& tag) {
+  for (u32 r = 0; r < world; ++r) {
+    if (r == rank) continue;
+    const u8* header = lamport_slot_at(own, world, buf, r, cap) + cap - kHeaderBytes;
+    u32x4 h[2];
+    bounded_wait(env, r, tag.word, [&] {
+      h[0] = ld_volatile_128(header);
+      h[1] = ld_volatile_128(header + 16);
+      return !Sentinel<u16>::any(h[0]) && !Sentinel<u16>::any(h[1]);
+    });
+    check_tag(env, r, tag, header_word(h[0]), header_word(h[1]));
+  }
 }
 
 /** The first thread, before any payload: every peer's header has arrived and names this call. */
@@ -187,22 +216,27 @@ __device__ __forceinline__ void check_headers(const SymmView& v, const WaitEnv& 
     if (r != v.rank) check_tag(env, r, tag, header_word(h[r][0]), header_word(h[r][1]));
 }
 
-/** Refills with the sentinel what the previous call received, header included (see the contract).
- * Nobody writes there during this call, so it runs between sending and waiting, off the critical path. */
-template <u32 W>
-__device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s, u32 rank, u32 prev, u64 cap) {
+/** refill's work, by threads `thread` of `threads`: `own` is this rank's mailbox, of a group of `world`. */
+__device__ __forceinline__ void refill_from(void* own, u32 world, const MailboxState* s, u32 rank, u32 prev, u64 cap,
+                                            u64 thread, u64 threads) {
   const u64 stale = s->used[prev] / 16;
   const u32x4 ones{~0u, ~0u, ~0u, ~0u};
-#pragma unroll
-  for (u32 r = 0; r < W; ++r) {
+  for (u32 r = 0; r < world; ++r) {
     if (r == rank) continue;
-    u8* slot = lamport_slot<W>(v, rank, prev, r, cap);
-    for (u64 j = global_thread(); j < stale; j += grid_threads()) st_128(slot + 16 * j, ones);
-    if (global_thread() == 0) {
+    u8* slot = lamport_slot_at(own, world, prev, r, cap);
+    for (u64 j = thread; j < stale; j += threads) st_128(slot + 16 * j, ones);
+    if (thread == 0) {
       st_128(slot + cap - kHeaderBytes, ones);
       st_128(slot + cap - kHeaderBytes + 16, ones);
     }
   }
+}
+
+/** Refills with the sentinel what the previous call received, header included (see the contract).
+ * Nobody writes there during this call, so it runs between sending and waiting, off the critical path. */
+template <u32 W>
+__device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s, u32 rank, u32 prev, u64 cap) {
+  refill_from(v.buffers[rank], W, s, rank, prev, cap, global_thread(), grid_threads());
 }
 
 /**

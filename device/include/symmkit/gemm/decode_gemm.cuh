@@ -60,6 +60,18 @@
 // rank). A receive buffer is rewritten by the next call only after a barrier over the ranks: the host
 // launches one before the GEMM, and the GEMM behind it programmatically, so its main loop runs under the
 // barrier and its first push waits for it.
+// Or, where the host passes the group's Lamport mailbox (args.mailbox; one-pass tiles whose [m, n] partial
+// fits a slot), the kernel is one call of coll/mailbox.cuh's Lamport protocol and needs neither that barrier
+// nor flags. The producer warpgroup's idle warps 1 to 3 do its bookkeeping off the producer's path: one
+// thread reads the call count (buffer count % 3) and hands it to the consumers (a named barrier at their
+// start), then counts its CTA at once (the last CTA to count, every CTA having read the count, counts the
+// call: later Lamport calls are stream-ordered after this kernel); others send this rank's header (CTA
+// 0), check every peer's (CTA 0: another call's gives up, CollectiveMismatchError) and refill the previous
+// call's slots with the sentinel (every CTA). Each consumer stores its share, cleaned of the sentinel,
+// with relaxed system-scope stores into slot `rank` of every peer's buffer, then polls its own buffer's
+// slot of each peer for the share's 16-byte chunks (bounded, naming the peer) and sums in rank order as
+// above, this rank's partial read from the transposed tile. No system fence and no flag: the data is its
+// own mark.
 // Bounds: A's box never reaches far past m (decode_row_a, decode_box_rows), except a pair's second
 // tile-row where m <= kCols, which lies wholly past m (correct, zero-filled, slow: the host never picks such
 // a pair); TMA fills rows past n and m
@@ -67,6 +79,7 @@
 // multiple of 8 (host), so a 16-byte chunk of a row lies wholly inside or outside D. Every wait is
 // bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch.
 #pragma once
+#include "symmkit/coll/mailbox.cuh"
 #include "symmkit/gemm/fusion.cuh"
 #include "symmkit/gemm/tma.cuh"
 #include "symmkit/gemm/wgmma.cuh"
@@ -85,6 +98,9 @@ constexpr u32 kDecodeHoleBelowStages = 12;
 constexpr u32 kDecodeSharedMax = 227 * 1024;
 /** Named barrier over every consumer warpgroup (1 + consumer, 1 to 3, is one consumer's own). */
 constexpr u32 kDecodeAllConsumers = 4;
+/** Named barrier over the producer warpgroup's warps 1 to 3 and every consumer: the Lamport mailbox's call
+ * count, read by warp 1, reaches the consumers. */
+constexpr u32 kDecodeLamportBar = 5;
 /** Row stride, in bf16, of the transposed tile in shared memory: 64 + 8, so that the four columns a quad
  * of lanes writes fall in different banks, and rows stay 16-byte aligned. */
 constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
@@ -148,8 +164,12 @@ struct DecodeArgs {
   u32* flags[kMaxWorld];  // kAllReduce: rank p's flags, [world][tiles][consumers]
   u32* epoch;             // kAllReduce: [calls so far, CTAs that read it] (this rank's, zero at first)
   u32 world, rank;
+  MailboxState* mailbox;  // kAllReduce through the Lamport mailbox (recv[p]: rank p's mailbox), else null
+  u64 cap;                // the mailbox: bytes a slot spans, its header included
+  u64 tag_word;           // the mailbox: this call's CallTag
+  u64 tag_shape;
 };
-static_assert(sizeof(DecodeArgs) == 248, "DecodeArgs layout is shared with the host (test/gemm-layout.test.ts)");
+static_assert(sizeof(DecodeArgs) == 280, "DecodeArgs layout is shared with the host (test/gemm-layout.test.ts)");
 
 /** The first row of A (and of D) tile-row tm reads: tm * kCols, but the last tile-row moved back to end at
  * row m, so that its box lies inside A (a box mostly past the tensor loads far slower: TMA's zero fill,
@@ -199,6 +219,46 @@ __device__ __forceinline__ void decode_transpose(const DecodeArgs& a, __nv_bfloa
   }
 }
 
+/** Chunks of a consumer's share one thread sums at a time, their loads in flight together (one at a time,
+ * each waited for, was most of the all-reduce epilogue). */
+constexpr u32 kSumBatch = 4;
+
+/** A thread's batch of chunks of its consumer's share: chunk u[j] of the share is row[j], col[j] of D, and
+ * valid[j] says it lies in D and in this tile-row's own rows. */
+struct SumBatch {
+  bool valid[kSumBatch];
+  u32 u[kSumBatch], row[kSumBatch], col[kSumBatch];
+};
+
+/** A consumer's share summed over the ranks in rank order in f32 (sum_ranks_bf16x8's arithmetic) and rounded
+ * once to bf16 into d, a batch of chunks per thread at a time: `load(src, batch, v)` sets v[j] to the
+ * batch's chunk j of rank src's partial wherever it is valid. */
+template <u32 kCols, typename Load>
+__device__ __forceinline__ void decode_sum_share(const DecodeArgs& a, u32 row_a, u32 row_lo, u32 col0, u32 wg_thread,
+                                                 Load load) {
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
+  for (u32 u0 = wg_thread; u0 < kCols * 8; u0 += 128 * kSumBatch) {
+    SumBatch b;
+#pragma unroll
+    for (u32 j = 0; j < kSumBatch; ++j) {
+      b.u[j] = u0 + 128 * j;
+      b.row[j] = row_a + b.u[j] / 8, b.col[j] = col0 + (b.u[j] % 8) * 8;
+      b.valid[j] = b.u[j] < kCols * 8 && b.row[j] >= row_lo && b.row[j] < a.m && b.col[j] < a.n;
+    }
+    float sum[kSumBatch][8];
+    for (u32 src = 0; src < a.world; ++src) {
+      uint4 v[kSumBatch];
+      load(src, b, v);
+#pragma unroll
+      for (u32 j = 0; j < kSumBatch; ++j)
+        if (b.valid[j]) add_rank_bf16x8(sum[j], v[j], src == 0);
+    }
+#pragma unroll
+    for (u32 j = 0; j < kSumBatch; ++j)
+      if (b.valid[j]) *reinterpret_cast<uint4*>(out + u64(b.row[j]) * a.ldd + b.col[j]) = round_bf16x8(sum[j]);
+  }
+}
+
 /** GEMM + all-reduce's exchange of a consumer's share of one tile (see the contract): the rounded share from
  * `t` into slot `rank` of every rank's receive buffer, its flags, the wait, and the rank-order sum into d. */
 template <u32 kCols, u32 kConsumers, u32 kPasses>
@@ -218,40 +278,65 @@ __device__ __forceinline__ void decode_all_reduce(const DecodeArgs& a, __nv_bflo
   const auto flag = [&](u32 owner, u32 src) { return a.flags[owner] + (u64(src) * a.tiles_m * a.tiles_n + tile) * kConsumers + consumer; };
   if (wg_thread == 0) raise_and_await_shares(a.env, a.world, a.rank, epoch, tile, flag);
   named_barrier(1 + consumer, 128);
-  // The rank-order sum (sum_ranks_bf16x8's arithmetic), kBatch chunks per thread at a time so that their
-  // loads are in flight together (one at a time, each waited for, was most of this epilogue), and this
-  // rank's own partial read from the transposed tile, which still holds it (in one pass; after several, it
-  // holds the last pass only, and the own partial is read back from this rank's slot like the others).
-  constexpr u32 kBatch = 4;
+  // This rank's own partial is read from the transposed tile, which still holds it (in one pass; after
+  // several, it holds the last pass only, and the own partial is read back from this rank's slot like the
+  // others').
   const __nv_bfloat16* recv = static_cast<const __nv_bfloat16*>(a.recv[a.rank]);
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(a.d);
-  for (u32 u0 = wg_thread; u0 < kCols * 8; u0 += 128 * kBatch) {
-    bool valid[kBatch];
-    u32 row[kBatch], col[kBatch];
+  decode_sum_share<kCols>(a, row_a, row_lo, col0, wg_thread, [&](u32 src, const SumBatch& b, uint4 (&v)[kSumBatch]) {
 #pragma unroll
-    for (u32 j = 0; j < kBatch; ++j) {
-      const u32 u = u0 + 128 * j;
-      row[j] = row_a + u / 8, col[j] = col0 + (u % 8) * 8;
-      valid[j] = u < kCols * 8 && row[j] >= row_lo && row[j] < a.m && col[j] < a.n;
+    for (u32 j = 0; j < kSumBatch; ++j) {
+      if (!b.valid[j]) continue;
+      v[j] = kPasses == 1 && src == a.rank ? *reinterpret_cast<const uint4*>(t + (b.u[j] / 8) * kDecodeTRow + (b.u[j] % 8) * 8)
+                           : __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + u64(b.row[j]) * a.n + b.col[j]));
     }
-    float sum[kBatch][8];
-    for (u32 src = 0; src < a.world; ++src) {
-      uint4 v[kBatch];
+  });
+}
+
+/** GEMM + all-reduce's exchange of a consumer's share of one tile through the Lamport mailbox (see the
+ * contract; one pass: the transposed tile holds the whole share): the rounded share, cleaned of the sentinel,
+ * into slot `rank` of buffer `buf` of every peer's mailbox, then (decode_sum_share) the
+ * rank-order sum as each peer's chunks arrive in this rank's mailbox (this rank's own from the transposed
+ * tile), rounded once to bf16 into d. */
+template <u32 kCols>
+__device__ __forceinline__ void decode_lamport_all_reduce(const DecodeArgs& a, __nv_bfloat16* t,
+                                                          const float (&acc)[kCols / 2], float scale, u32 row_a,
+                                                          u32 row_lo, u32 col0, u32 buf, u32 consumer, u32 wg_thread) {
+  using Clean = Sentinel<__nv_bfloat16>;
+  const auto at = [&](u32 row, u32 col) { return 2 * (u64(row) * a.n + col); };
+  decode_transpose<kCols, 1>(a, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread, [&](u32 row, u32 col, uint4 v) {
+    const u32x4 x = Clean::clean(u32x4{v.x, v.y, v.z, v.w});
+    for (u32 k = 1; k < a.world; ++k) {
+      const u32 p = (a.rank + k) % a.world;
+      st_volatile_128(lamport_slot_at(a.recv[p], a.world, buf, a.rank, a.cap) + at(row, col), x);
+    }
+  });
+  named_barrier(1 + consumer, 128);  // the transposed tile is whole: this rank's own partial is read from it
+  decode_sum_share<kCols>(a, row_a, row_lo, col0, wg_thread, [&](u32 src, const SumBatch& b, uint4 (&v)[kSumBatch]) {
+    u32x4 x[kSumBatch];
+    if (src == a.rank) {
 #pragma unroll
-      for (u32 j = 0; j < kBatch; ++j) {
-        const u32 u = u0 + 128 * j;
-        if (!valid[j]) continue;
-        v[j] = kPasses == 1 && src == a.rank ? *reinterpret_cast<const uint4*>(t + (u / 8) * kDecodeTRow + (u % 8) * 8)
-                             : __ldcg(reinterpret_cast<const uint4*>(recv + src * slot + u64(row[j]) * a.n + col[j]));
-      }
+      for (u32 j = 0; j < kSumBatch; ++j)
+        if (b.valid[j]) x[j] = Clean::clean(*reinterpret_cast<const u32x4*>(t + (b.u[j] / 8) * kDecodeTRow + (b.u[j] % 8) * 8));
+    } else {
+      const u8* from = lamport_slot_at(a.recv[a.rank], a.world, buf, src, a.cap);
+      bool pending[kSumBatch];
 #pragma unroll
-      for (u32 j = 0; j < kBatch; ++j)
-        if (valid[j]) add_rank_bf16x8(sum[j], v[j], src == 0);
+      for (u32 j = 0; j < kSumBatch; ++j) pending[j] = b.valid[j];
+      bounded_wait(a.env, src, a.tag_word, [&] {
+        bool all = true;
+#pragma unroll
+        for (u32 j = 0; j < kSumBatch; ++j) {
+          if (!pending[j]) continue;
+          x[j] = ld_volatile_128(from + at(b.row[j], b.col[j]));
+          pending[j] = Clean::any(x[j]);
+          all = all && !pending[j];
+        }
+        return all;
+      });
     }
 #pragma unroll
-    for (u32 j = 0; j < kBatch; ++j)
-      if (valid[j]) *reinterpret_cast<uint4*>(out + u64(row[j]) * a.ldd + col[j]) = round_bf16x8(sum[j]);
-  }
+    for (u32 j = 0; j < kSumBatch; ++j) v[j] = uint4{x[j].x, x[j].y, x[j].z, x[j].w};
+  });
 }
 
 /** Split-K's fix-up for a consumer's share of its tile slice (see the contract; every consumer takes
@@ -322,19 +407,23 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   u64* empty = full + kStages;
   __shared__ u32 split_last;
   __shared__ u32 epoch;
+  __shared__ u32 lamport_buf, lamport_prev;  // the mailbox's buffer of this call and of the one before
 
   const u32 splits = args.splits;
   const u32 count = args.tiles_m * args.tiles_n * splits >> (kPair - 1);
   const u32 first = blockIdx.x / kPair, stride = gridDim.x / kPair;
   const u32 cta_rank = kPair > 1 ? cluster_cta_rank() : 0;
   const u64 pipeline_ns = kPipelineTimeoutNs + args.env.timeout_ns;
+  // GEMM + all-reduce through the Lamport mailbox (one-pass tiles only; the host never passes a mailbox
+  // otherwise), else through the staging buffer's slots and flags.
+  const bool lamport = kAllReduce && R::kPasses == 1 && args.mailbox != nullptr;
   if (threadIdx.x == 0) {
     for (u32 s = 0; s < kStages; ++s) {
       mbar_init(full + s, 1);
       mbar_init(empty + s, kConsumers * kPair);  // one arrival per consumer warpgroup of the cluster
     }
     mbar_init_fence();
-    if constexpr (kAllReduce) epoch = call_epoch(args.epoch);
+    if (kAllReduce && !lamport) epoch = call_epoch(args.epoch);
   }
   __syncthreads();
   if constexpr (kPair > 1) cluster_sync();  // the peer's barriers exist before a load or arrival reaches them
@@ -345,7 +434,33 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   constexpr bool kShiftRegisters = kConsumers > 1;
   if (threadIdx.x < 128) {
     if constexpr (kShiftRegisters) set_max_registers_dec<40>();
-    if (threadIdx.x != 0) return;
+    if (threadIdx.x != 0) {
+      // The Lamport mailbox's bookkeeping, by the producer warpgroup's idle warps 1 to 3, off the producer's
+      // and the consumers' path: the call count read (the buffers of this call and the one before, shared
+      // with the consumers through a named barrier) and this CTA counted at once (the last CTA to count,
+      // once every CTA has read it, counts the call and the bytes each slot receives: the next-but-one call
+      // refills them); this rank's header to every peer and the check of theirs (CTA 0); the previous
+      // call's slots refilled (every CTA).
+      if (lamport && threadIdx.x >= 32) {
+        if (threadIdx.x == 32) {
+          const u64 call = read_calls(args.mailbox, kLamport);
+          lamport_buf = static_cast<u32>(call % 3);
+          lamport_prev = static_cast<u32>((call + 2) % 3);
+        }
+        named_barrier(kDecodeLamportBar, 96 + kConsumers * 128);
+        const CallTag tag{args.tag_word, args.tag_shape};
+        if (threadIdx.x == 32)
+          count_block(args.mailbox, kLamport, lamport_buf, 2 * u64(args.m) * args.n, gridDim.x);
+        else if (blockIdx.x == 0 && threadIdx.x == 33)
+          send_headers_from(args.recv, args.world, args.rank, lamport_buf, args.cap, tag);
+        else if (blockIdx.x == 0 && threadIdx.x == 34)
+          check_headers_from(args.recv[args.rank], args.world, args.rank, args.env, lamport_buf, args.cap, tag);
+        else if (threadIdx.x >= 35)
+          refill_from(args.recv[args.rank], args.world, args.mailbox, args.rank, lamport_prev, args.cap,
+                      u64(blockIdx.x) * 93 + threadIdx.x - 35, u64(gridDim.x) * 93);
+      }
+      return;
+    }
     RingCursor<kStages> at;
     const auto wait_free = [&] {
       mbar_wait<true>(empty + at.stage, at.parity ^ 1, pipeline_ns, args.env, stall_phase(kStallStageEmpty, at.stage));
@@ -379,6 +494,7 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
   if constexpr (kShiftRegisters) set_max_registers_inc<kConsumers == 2 ? 232 : 152>();
   const u32 consumer = threadIdx.x / 128 - 1;
   const u32 wg_thread = threadIdx.x % 128;
+  if (lamport) named_barrier(kDecodeLamportBar, 96 + kConsumers * 128);  // lamport_buf is written
   __nv_bfloat16* my_transposed = transposed + consumer * (kCols / R::kPasses) * kDecodeTRow;
   float scale = 1.0f;
   if (args.scale_a) scale *= *args.scale_a;
@@ -426,7 +542,13 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
         decode_split_fixup<kRegs, kConsumers>(args, acc, tile, split, consumer, wg_thread, split_last)) {
       const u32 col0 = tn * kRowsB + consumer * kDecodeRowsB;
       const u32 row_a = decode_row_a<kCols>(args.m, tm), row_lo = tm * kCols;
-      if constexpr (kAllReduce) {
+      if constexpr (kAllReduce && R::kPasses == 1) {
+        if (lamport)
+          decode_lamport_all_reduce<kCols>(args, t, acc, scale, row_a, row_lo, col0, lamport_buf, consumer, wg_thread);
+        else
+          decode_all_reduce<kCols, kConsumers, R::kPasses>(args, t, acc, scale, tile, row_a, row_lo, col0, epoch,
+                                                           consumer, wg_thread);
+      } else if constexpr (kAllReduce) {
         decode_all_reduce<kCols, kConsumers, R::kPasses>(args, t, acc, scale, tile, row_a, row_lo, col0, epoch, consumer,
                                                          wg_thread);
       } else {
