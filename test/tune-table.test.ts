@@ -155,7 +155,8 @@ test("the tables shipped in tune/ load and name only known algorithms", () => {
   assert.equal(pickFusedRule(w2!.fused!["all-gather-matmul"]!, 8192), "fused_copy_engine");
   assert.equal(pickFusedRule(w2!.fused!["matmul-reduce-scatter"]!, 8192), "fused");
   assert.equal(pickRule(w2!.arNorm!.rules, 16 * 1024), "lamport");
-  assert.equal(pickRule(w2!.arNorm!.rules, 64 << 20), "one_shot");
+  assert.equal(pickRule(w2!.arNorm!.rules, 64 << 20), "lamport_two_shot");
+  assert.equal(pickFusedRule(w2!.fused!["matmul-all-reduce"]!, 1), "fused");
 });
 
 test("allReduceRmsNorm rules: by bytes at the largest hidden size, fastest of its algorithms only, validated", () => {

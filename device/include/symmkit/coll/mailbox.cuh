@@ -25,7 +25,8 @@
 // Why three buffers suffice: a rank finishes call k only after every peer's data of call k arrived, so
 // while we are in call k a peer is at most in call k + 1 (buffer (k + 1) % 3, untouched by us). Buffer
 // (k - 1) % 3 is next written in call k + 2, which a peer starts only after it saw our data of call k + 1,
-// which we send after this kernel (and its refill) completed.
+// which we send after this kernel (and its refill) completed. The decode GEMM's all-reduce epilogue
+// (gemm/decode_gemm.cuh) is one more Lamport call, counted in the same state, its partial the payload.
 //
 // LL (all-gather, any dtype, as bytes). Each 16-byte line carries 8 payload bytes as two 64-bit words
 // (flag << 32 | 4 data bytes); 64-bit words are single-copy atomic, so a word whose flag is this call's
