@@ -45,10 +45,9 @@ const BLOCK = 512;
  * all-reduce spreads 16 KiB over 8 blocks too). */
 const SEND_BYTES_PER_BLOCK = 2048;
 
-/** Blocks of the cluster that normalises each row in lamport_ar_rms_norm (ar_rms_norm.cuh NormTeam, each
- * block's first 512 / ctas threads): the most, up to 8 (the portable cluster size), whose rows x blocks
- * still fit the SMs, so that a row's operand loads, polls and stores come through that many SMs; 1 (a
- * block per row) from sms / 2 rows. */
+/** Blocks of the cluster that normalises each row in lamport_ar_rms_norm (ar_rms_norm.cuh NormTeam): the
+ * most, up to 8 (the portable cluster size), whose rows x blocks still fit the SMs, so that a row's
+ * operand loads, polls and stores come through that many SMs; 1 (a block per row) from sms / 2 rows. */
 export function normTeamCtas(rows: number, sms: number): number {
   return [8, 4, 2].find((c) => rows * c <= sms) ?? 1;
 }
@@ -176,7 +175,7 @@ export class ArNorm {
       const blocks = Math.min(sm, Math.max(p.rows * ctas, Math.ceil(x.nbytes / SEND_BYTES_PER_BLOCK)));
       const grid = blocks - (blocks % ctas);
       (k as Kernel<ArNormParams["lamport_ar_rms_norm"]>).launch(
-        { grid, block: BLOCK, stream, ...(ctas > 1 ? { cluster: ctas } : {}) },
+        { grid, block: BLOCK / ctas, stream, ...(ctas > 1 ? { cluster: ctas } : {}) },
         m.view,
         x,
         m.state,

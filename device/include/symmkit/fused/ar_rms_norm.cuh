@@ -63,22 +63,16 @@ struct NormIo {
   __device__ __forceinline__ u32 groups() const { return hidden / 8; }
 };
 
-/** A thread's t past every group of a row (hidden <= kNormThreads x kNormSlots x 8): it holds none. */
-constexpr u32 kNoGroups = kNormThreads * kNormSlots;
-
 /** The threads that normalise a row together, the contract's t = 0 .. kNormThreads - 1: one block, or
- * (lamport_ar_rms_norm at few rows) a cluster of `ctas` blocks of kNormThreads threads whose first
- * kNormThreads / ctas each hold t from c x kNormThreads / ctas in block c, so that a row's operand loads,
- * polls and stores come through several SMs (all of every block send). The others hold no group
- * (t = kNoGroups) but meet at the team's barriers. */
+ * (lamport_ar_rms_norm at few rows) a cluster of `ctas` blocks of kNormThreads / ctas threads, block c
+ * holding t from c x blockDim.x, so that a row's operand loads and polls come through several SMs. */
 struct NormTeam {
   u32 t;
   u32 ctas;
   __device__ __forceinline__ static NormTeam block() { return {threadIdx.x, 1}; }
   /** The team of this block's cluster (a launch without clusters: the block). */
   __device__ __forceinline__ static NormTeam cluster() {
-    const u32 n = cluster_ctas(), per = kNormThreads / n;
-    return {threadIdx.x < per ? cluster_cta_rank() * per + threadIdx.x : kNoGroups, n};
+    return {cluster_cta_rank() * blockDim.x + threadIdx.x, cluster_ctas()};
   }
 };
 
@@ -101,7 +95,7 @@ __device__ __forceinline__ float norm_team_sum(float v, const NormTeam& team, fl
     if (lane == 0) half[team.t / 32] = v;
     __syncthreads();
   } else {
-    if (lane == 0 && team.t < kNormThreads)
+    if (lane == 0)
       for (u32 c = 0; c < team.ctas; ++c) st_cluster_f32(half + team.t / 32, c, v);
     cluster_sync();
   }
