@@ -45,13 +45,6 @@ const BLOCK = 512;
  * all-reduce spreads 16 KiB over 8 blocks too). */
 const SEND_BYTES_PER_BLOCK = 2048;
 
-/** Blocks of the cluster that normalises each row in lamport_ar_rms_norm (ar_rms_norm.cuh NormTeam): the
- * most, up to 8 (the portable cluster size), whose rows x blocks still fit the SMs, so that a row's
- * operand loads, polls and stores come through that many SMs; 1 (a block per row) from sms / 2 rows. */
-export function normTeamCtas(rows: number, sms: number): number {
-  return [8, 4, 2].find((c) => rows * c <= sms) ?? 1;
-}
-
 export type ArNormInput = Tensor | SymmetricTensor;
 export interface ArNormResult {
   readonly output: Tensor;
@@ -169,13 +162,10 @@ export class ArNorm {
     const cfg = { grid: Math.min(p.rows, sm), block: BLOCK, stream };
     const m = ctx.mailbox;
     if (kernel === "lamport_ar_rms_norm" || kernel === "lamport_two_shot_ar_rms_norm") {
-      // Every block of a mailbox kernel sends: at most SEND_BYTES_PER_BLOCK each, one block per SM. The
-      // one-shot kernel normalises each row on a cluster of `ctas` blocks (a whole number of them).
-      const ctas = kernel === "lamport_ar_rms_norm" ? normTeamCtas(p.rows, sm) : 1;
-      const blocks = Math.min(sm, Math.max(p.rows * ctas, Math.ceil(x.nbytes / SEND_BYTES_PER_BLOCK)));
-      const grid = blocks - (blocks % ctas);
+      // Every block of a mailbox kernel sends: at most SEND_BYTES_PER_BLOCK each, one block per SM.
+      const grid = Math.min(sm, Math.max(p.rows, Math.ceil(x.nbytes / SEND_BYTES_PER_BLOCK)));
       (k as Kernel<ArNormParams["lamport_ar_rms_norm"]>).launch(
-        { grid, block: BLOCK / ctas, stream, ...(ctas > 1 ? { cluster: ctas } : {}) },
+        { grid, block: BLOCK, stream },
         m.view,
         x,
         m.state,

@@ -10,22 +10,20 @@
 //   ms  = (sum of hr^2 over the row, in the tree below) / hidden
 //   y   = (hr * (1 / sqrt(ms + eps))) * weight                      -> out, rounded to T; or with an fp8 output
 //         (out_scale_inv > 0) e4m3(y * out_scale_inv), saturated
-// The sum of squares has one fixed order whatever the algorithm: a row is one team of kNormThreads threads
-// (NormTeam: one block, or a cluster of blocks); thread t adds, in order, the squares of the elements of groups t, t + kNormThreads, ... (8 elements of a
+// The sum of squares has one fixed order whatever the algorithm: a row is one block of kNormThreads;
+// thread t adds, in order, the squares of the elements of groups t, t + kNormThreads, ... (8 elements of a
 // group in order); each warp adds its lanes' sums by xor-butterfly (16, 8, 4, 2, 1); the 16 warp sums are
 // added by xor-butterfly (8, 4, 2, 1). Every variant here computes a row so, so all give the same bits, on
 // every rank. residual and bias are the same on every rank (two-shot variants add the owner's).
 //
-// Variants (W ranks, one team per row at a time, rows strided over the grid's teams):
+// Variants (W ranks, one block per row at a time, rows strided over the grid):
 //   lamport_ar_rms_norm           one-shot through the Lamport mailbox (coll/mailbox.cuh: its buffers, call
 //                                 count, refill and headers): push all of x to every peer, then reduce and
 //                                 normalise each row as its groups arrive. Grid at most one block per SM,
 //                                 more blocks than rows when a row is large: all of them send (one SM
 //                                 pushing a row alone is slow), those with a row normalise it. A thread
 //                                 loads S groups before storing any, and the weight, bias and residual
-//                                 before it waits. Launched in clusters (few rows), a cluster is a row's
-//                                 team: its blocks share the row's loads, polls and stores, the warp sums
-//                                 meeting through distributed shared memory.
+//                                 before it waits.
 //   lamport_two_shot_ar_rms_norm  rows split in W contiguous chunks, rank p owns chunk p: push each chunk to
 //                                 its owner; the owner reduces and adds, pushes hr into every peer's slot
 //                                 after the reduce-scatter half, and normalises; others normalise the hr
@@ -38,7 +36,6 @@
 //   rms_norm_rows                 the norm alone, from a = an all-reduce's output.
 #pragma once
 #include "symmkit/coll/mailbox.cuh"
-#include "symmkit/core/cluster.cuh"
 
 namespace symmkit {
 
@@ -63,47 +60,18 @@ struct NormIo {
   __device__ __forceinline__ u32 groups() const { return hidden / 8; }
 };
 
-/** The threads that normalise a row together, the contract's t = 0 .. kNormThreads - 1: one block, or
- * (lamport_ar_rms_norm at few rows) a cluster of `ctas` blocks of kNormThreads / ctas threads, block c
- * holding t from c x blockDim.x, so that a row's operand loads and polls come through several SMs. */
-struct NormTeam {
-  u32 t;
-  u32 ctas;
-  __device__ __forceinline__ static NormTeam block() { return {threadIdx.x, 1}; }
-  /** The team of this block's cluster (a launch without clusters: the block). */
-  __device__ __forceinline__ static NormTeam cluster() {
-    return {cluster_cta_rank() * blockDim.x + threadIdx.x, cluster_ctas()};
-  }
-};
-
-/** Floats of shared memory a block gives the row sums: the 16 warp sums, twice (a cluster team's rows
- * alternate halves). */
-constexpr u32 kNormRed = 32;
-
-/** The sum over the team, in the contract's order; every thread gets it. `red`: kNormRed floats of this
- * block's shared memory, at the same offset in every block of a cluster team; `parity` alternates row by
- * row. A cluster team's warps store their sums into every block's half `parity`, meet at the cluster
- * barrier and add the 16 the same way: a block can store the next row's sums only after every block
- * reached that row's barrier, so after every block read this row's half, and the row after that uses
- * this half again only past one more barrier. */
-__device__ __forceinline__ float norm_team_sum(float v, const NormTeam& team, float* red, u32 parity) {
+/** The sum over the block (kNormThreads), in the contract's order; every thread gets it. red: 16 floats. */
+__device__ __forceinline__ float norm_block_sum(float v, float* red) {
 #pragma unroll
   for (u32 o = 16; o > 0; o /= 2) v = __fadd_rn(v, __shfl_xor_sync(~0u, v, o));
   const u32 lane = threadIdx.x % 32;
-  float* half = red + 16 * (team.ctas > 1 ? parity : 0);
-  if (team.ctas == 1) {
-    if (lane == 0) half[team.t / 32] = v;
-    __syncthreads();
-  } else {
-    if (lane == 0)
-      for (u32 c = 0; c < team.ctas; ++c) st_cluster_f32(half + team.t / 32, c, v);
-    cluster_sync();
-  }
+  if (lane == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
   // Every warp adds the 16 warp sums the same way, so none waits for another's answer.
-  float s = lane < 16 ? half[lane] : 0.0f;
+  float s = lane < 16 ? red[lane] : 0.0f;
 #pragma unroll
   for (u32 o = 8; o > 0; o /= 2) s = __fadd_rn(s, __shfl_xor_sync(~0u, s, o));
-  if (team.ctas == 1) __syncthreads();  // red is reused by the next row
+  __syncthreads();  // red is reused by the next row
   return __shfl_sync(~0u, s, 0);
 }
 
@@ -112,11 +80,11 @@ __device__ __forceinline__ float norm_team_sum(float v, const NormTeam& team, fl
 template <typename T, u32 S>
 struct RowOperands {
   u32x4 w[S], b[S], r[S];
-  __device__ __forceinline__ RowOperands(const NormIo<T>& io, u64 row, bool sums, u32 t = threadIdx.x) {
+  __device__ __forceinline__ RowOperands(const NormIo<T>& io, u64 row, bool sums) {
     const u32 gpr = io.groups();
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
-      const u32 gi = t + j * kNormThreads;
+      const u32 gi = threadIdx.x + j * kNormThreads;
       w[j] = b[j] = r[j] = u32x4{0u, 0u, 0u, 0u};
       if (gi >= gpr) continue;
       w[j] = load_group(io.weight, gi, io.hidden);
@@ -159,18 +127,17 @@ __device__ __forceinline__ void st_group_raw(T* dst, u32 gi, const u32x4& v) {
   for (u32 k = 0; k < 8; ++k) reinterpret_cast<u16*>(d)[k] = e[k];
 }
 
-/** Writes residual_out and out of `row` from this thread's hr groups (slot j: group team.t + j x
- * kNormThreads). Every thread of the team calls it; `red` and `parity` as norm_team_sum takes them. */
+/** Writes residual_out and out of `row` from this thread's hr groups (slot j: group threadIdx.x + j x
+ * kNormThreads). Every thread of the block calls it. */
 template <typename T, u32 S>
 __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u32x4 (&hr)[S],
-                                           const RowOperands<T, S>& ops, float* red,
-                                           const NormTeam& team = NormTeam::block(), u32 parity = 0) {
+                                           const RowOperands<T, S>& ops, float* red) {
   const u32 gpr = io.groups();
   const u64 base = row * io.hidden;
   float acc = 0.0f;
 #pragma unroll
   for (u32 j = 0; j < S; ++j) {
-    const u32 gi = team.t + j * kNormThreads;
+    const u32 gi = threadIdx.x + j * kNormThreads;
     if (gi >= gpr) continue;
     if (io.residual_out) st_group_raw(io.residual_out + base, gi, hr[j]);
     float h[8];
@@ -178,12 +145,12 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
 #pragma unroll
     for (u32 k = 0; k < 8; ++k) acc = __fadd_rn(acc, __fmul_rn(h[k], h[k]));
   }
-  const float sum = norm_team_sum(acc, team, red, parity);
+  const float sum = norm_block_sum(acc, red);
   const float rstd =
       __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(sum, static_cast<float>(io.hidden)), io.eps)));
 #pragma unroll
   for (u32 j = 0; j < S; ++j) {
-    const u32 gi = team.t + j * kNormThreads;
+    const u32 gi = threadIdx.x + j * kNormThreads;
     if (gi >= gpr) continue;
     float h[8], w[8], y[8];
     Vec16<T>::unpack(hr[j], h);
@@ -214,7 +181,7 @@ __device__ __forceinline__ void finish_row(const NormIo<T>& io, u64 row, const u
  * registers (slots x ranks <= 4) every group of every peer is polled at once; else slot after slot. */
 template <typename T, u32 W, u32 S>
 __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const WaitEnv& env, u64 at0, u32 gpr,
-                                           const u32x4 (&mine)[S], float (&f)[S][8], u32 t = threadIdx.x) {
+                                           const u32x4 (&mine)[S], float (&f)[S][8]) {
   const SymmView& v = c.v;
   if constexpr (S * W <= 4) {
     u32x4 raw[S][W];
@@ -223,7 +190,7 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
       bool all = true;
 #pragma unroll
       for (u32 j = 0; j < S; ++j) {
-        const u32 gi = t + j * kNormThreads;
+        const u32 gi = threadIdx.x + j * kNormThreads;
         if (gi >= gpr) continue;
 #pragma unroll
         for (u32 r = 0; r < W; ++r) {
@@ -239,7 +206,7 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
     });
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
-      if (t + j * kNormThreads >= gpr) continue;
+      if (threadIdx.x + j * kNormThreads >= gpr) continue;
 #pragma unroll
       for (u32 r = 0; r < W; ++r) raw[j][r] = r == v.rank ? mine[j] : raw[j][r];
       reduce_ranks<T, OpSum, W>(raw[j], f[j]);
@@ -247,7 +214,7 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
   } else {
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
-      const u32 gi = t + j * kNormThreads;
+      const u32 gi = threadIdx.x + j * kNormThreads;
       if (gi < gpr) reduce_arrived<T, OpSum, W>(c, env, at0 + 16ull * gi, mine[j], f[j]);
     }
   }
@@ -255,11 +222,10 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
 
 /** This thread's groups of row `row` of x, cleaned of the sentinel as they were sent. */
 template <typename T, u32 S>
-__device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[S],
-                                           u32 t = threadIdx.x) {
+__device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[S]) {
 #pragma unroll
   for (u32 j = 0; j < S; ++j) {
-    const u32 gi = t + j * kNormThreads;
+    const u32 gi = threadIdx.x + j * kNormThreads;
     mine[j] = gi < io.groups() ? Sentinel<T>::clean(load_group(in + row * io.hidden, gi, io.hidden)) : u32x4{0u, 0u, 0u, 0u};
   }
 }
@@ -269,7 +235,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
                                                                     MailboxState* s, u64 cap, const CallTag tag,
                                                                     SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
-  __shared__ float red[kNormRed];
+  __shared__ float red[16];
   const LamportCall<T, W> c(v, s, cap, tag);
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
@@ -294,20 +260,16 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
   }
   const WaitEnv env = v.wait_env();
   c.arrived(env);
-  // Rows go to teams (clusters, or blocks), team after team.
-  const NormTeam team = NormTeam::cluster();
-  u32 parity = 0;
-  for (u64 row = blockIdx.x / team.ctas; row < rows; row += gridDim.x / team.ctas, parity ^= 1) {
-    const RowOperands<T, S> ops(io, row, true, team.t);
+  for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const RowOperands<T, S> ops(io, row, true);
     u32x4 mine[S], hr[S];
-    own_groups(in, io, row, mine, team.t);
+    own_groups(in, io, row, mine);
     float f[S][8];
-    gather_row<T, W, S>(c, env, row * gpr * 16ull, gpr, mine, f, team.t);
+    gather_row<T, W, S>(c, env, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll
     for (u32 j = 0; j < S; ++j) hr[j] = add_residual(io, ops, j, f[j]);
-    finish_row(io, row, hr, ops, red, team, parity);
+    finish_row(io, row, hr, ops, red);
   }
-  if (team.ctas > 1) cluster_sync();  // no block exits while a peer may still store into its red
   c.close(groups * 16);
 }
 
@@ -316,7 +278,7 @@ __global__ void __launch_bounds__(kNormThreads) lamport_two_shot_ar_rms_norm(con
                                                                              const T* in, MailboxState* s, u64 cap,
                                                                              const CallTag tag, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
-  __shared__ float red[kNormRed];
+  __shared__ float red[16];
   const LamportCall<T, W> c(v, s, cap, tag);
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
@@ -437,7 +399,7 @@ template <typename T, u32 W, u32 S>
 __global__ void __launch_bounds__(kNormThreads) pull_ar_rms_norm(const __grid_constant__ SymmView v, const T* in,
                                                                  const CallTag tag, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
-  __shared__ float red[kNormRed];
+  __shared__ float red[16];
   if (in) copy_rows_in<T, W>(v, in, io);
   start_barrier(v, in != nullptr, tag);
   norm_rows<T, S>(io, red, [&](u64 row, u32 gi, float(&f)[8]) { pull_group<T, W>(v, io, row, gi, f); });
@@ -450,7 +412,7 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
                                                                           const T* in, const CallTag tag,
                                                                           SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
-  __shared__ float red[kNormRed];
+  __shared__ float red[16];
   if (in) copy_rows_in<T, W>(v, in, io);
   start_barrier(v, in != nullptr, tag);
   const u32 gpr = io.groups();
@@ -489,7 +451,7 @@ __global__ void __launch_bounds__(kNormThreads) pull_two_shot_ar_rms_norm(const 
 template <typename T, u32 S>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_rows(const T* a, SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
-  __shared__ float red[kNormRed];
+  __shared__ float red[16];
   norm_rows<T, S>(io, red, [&](u64 row, u32 gi, float(&f)[8]) {
     Vec16<T>::unpack(load_group(a + row * hidden, gi, hidden), f);
   });

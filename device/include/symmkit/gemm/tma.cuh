@@ -14,7 +14,6 @@
 // wait gives up first and its record names the peer, rather than a bare trap. Nothing here keeps state across
 // launches: barriers are initialised by each launch, so graph replays start clean.
 #pragma once
-#include "symmkit/core/cluster.cuh"
 #include "symmkit/core/memory.cuh"
 #include "symmkit/sync/wait.cuh"
 
@@ -125,11 +124,24 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap
       : "memory");
 }
 
+/** This CTA's rank in its cluster. */
+__device__ __forceinline__ u32 cluster_cta_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
 /** Arrives on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `cta`. */
 __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 cta) {
   asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}"
                ::"r"(smem_addr(bar)), "r"(cta)
                : "memory");
+}
+
+/** Barrier over every thread of the cluster (threads that exited count as arrived); what a thread did
+ * before it is visible to every thread of the cluster after it. */
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
 /** 2D tiled TMA store of the box at (x, y) from shared memory; clipped at the tensor's bounds. */
