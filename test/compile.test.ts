@@ -10,7 +10,12 @@ import { NvrtcError } from "../src/errors.js";
 import { KernelCache } from "../src/runtime/jit/cache.js";
 import { compileProgram, getToolchain } from "../src/runtime/jit/compiler.js";
 import { compileRequest } from "../src/runtime/module.js";
-import { DECODE_COLS, decodeSharedBytes, describeDecodeShape } from "../src/ops/gemm/decode-gemm.js";
+import {
+  DECODE_COLS,
+  decodePasses,
+  decodeSharedBytes,
+  describeDecodeShape,
+} from "../src/ops/gemm/decode-gemm.js";
 import {
   P2P_LL_BUFFER_BYTES,
   P2P_LL_CHUNK_BYTES,
@@ -49,12 +54,13 @@ test("every shipped program compiles for sm_90a, then comes from the cache", { s
 });
 
 test(
-  "the host's shared memory for every decode GEMM tile is the ring's (DecodeRing::kSharedBytes)",
+  "the host's shared memory and passes for every decode GEMM tile are the ring's (DecodeRing::kSharedBytes, kPasses)",
   { skip },
   () => {
     // decodeSharedBytes mirrors DecodeRing's arithmetic; a launch with less than the kernel lays out would
     // overrun its shared memory, so the compiler checks every width, one consumer, two and three (tall: up to
-    // 168 rows of A), plain and with the all-reduce.
+    // 168 rows of A), plain and with the all-reduce. decodePasses too: the host sends GEMM + all-reduce
+    // through the mailbox only where the kernel transposes in one pass.
     const variants = DECODE_COLS.flatMap((cols) =>
       [1, 2, 3]
         .filter((consumers) => (consumers === 1 ? cols <= 192 : consumers === 2 || cols <= 168))
@@ -69,10 +75,14 @@ test(
           })),
         ),
     );
-    const asserts = variants.map(
-      (v) =>
-        `static_assert(symmkit::gemm::DecodeRing<${v.cols}, ${v.tall ? 3 : v.wide ? 2 : 1}, ${v.allReduce}>::kSharedBytes == ${decodeSharedBytes(v)}, "${describeDecodeShape(v)}${v.allReduce ? " all-reduce" : ""}");`,
-    );
+    const asserts = variants.flatMap((v) => {
+      const ring = `symmkit::gemm::DecodeRing<${v.cols}, ${v.tall ? 3 : v.wide ? 2 : 1}, ${v.allReduce}>`;
+      const what = `${describeDecodeShape(v)}${v.allReduce ? " all-reduce" : ""}`;
+      return [
+        `static_assert(${ring}::kSharedBytes == ${decodeSharedBytes(v)}, "${what}");`,
+        `static_assert(${ring}::kPasses == ${decodePasses(v)}, "${what}: passes");`,
+      ];
+    });
     compileProgram(
       compileRequest(
         {

@@ -12,7 +12,10 @@ import {
   DECODE_VARIANTS,
   decodeFits,
   decodeFlagCount,
+  decodeMailboxFits,
+  decodePasses,
   decodeShape,
+  type DecodeShape,
   describeDecodeShape,
   decodeSharedBytes,
   decodePlan,
@@ -286,6 +289,16 @@ test("decode GEMM choice: tile shapes, slices, which problems it takes, its prog
           `${m}x${n}: ${describeDecodeShape(shape)} ${allReduce ? "with" : "without"} the all-reduce is shipped`,
         );
     }
+  // GEMM + all-reduce through the mailbox: one-pass tiles whose m x n x 2-byte partial fits a slot (the
+  // default 4 MiB and its 32-byte header: up to 256 rows at n = 8192).
+  const slot = 4 * 1024 * 1024 + 32;
+  assert.ok(decodeMailboxFits(decodeShape(1, 8192, 132), 1, 8192, slot));
+  assert.ok(decodeMailboxFits(decodePlan(256, 8192, 14336, 2, 132), 256, 8192, slot));
+  assert.ok(!decodeMailboxFits(decodeShape(128, 8192, 132), 257, 8192, slot));
+  assert.ok(!decodeMailboxFits(decodeShape(128, 16384, 132), 129, 16384, slot));
+  const threePasses: DecodeShape = { cols: 216, wide: true, paired: false };
+  assert.equal(decodePasses(threePasses), 3);
+  assert.ok(!decodeMailboxFits(threePasses, 8, 8192, slot));
   assert.equal(new Set(DECODE_PROGRAMS.map((p) => p.name)).size, DECODE_PROGRAMS.length);
   assert.ok(PROGRAMS.includes(DECODE_PROGRAMS[0]!), "CI compiles the decode GEMM's programs");
 });
