@@ -21,7 +21,7 @@ if [[ $steps == *" tests"* || $steps == tests* ]]; then
       step gemm-ar-w$n bash -c "node dist/src/cli.js run -n $n dist/test/programs/gemm-ar.js cuda 2>&1 | tee '$out/gemm-ar-tests-w$n.txt'; exit \${PIPESTATUS[0]}"
     fi
   done
-  for op in rs ar ag; do
+  for op in rs ar ar-staging ag; do
     step timeout-$op bash -c "SYMMKIT_SYNC_TIMEOUT_MS=3000 FUSED_OP=$op node dist/src/cli.js run -n $world dist/test/gpu/ranks/fused-timeout.js 2>&1 | tee -a '$out/fused-tests-timeout.txt'; exit \${PIPESTATUS[0]}"
   done
 fi

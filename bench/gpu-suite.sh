@@ -45,7 +45,7 @@ ranks() {
 step gpu nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 timed warm node bench/warm-kernels.mjs
 for p in $programs; do ranks "$p"; done
-[[ ${TIMEOUTS:-1} == 0 ]] || for op in rs ar ag; do
+[[ ${TIMEOUTS:-1} == 0 ]] || for op in rs ar ar-staging ag; do
   timed "fused-timeout-$op-w$world" bash -c "SYMMKIT_SYNC_TIMEOUT_MS=3000 FUSED_OP=$op node dist/src/cli.js run -n $world dist/test/gpu/ranks/fused-timeout.js 2>&1 | tee -a '$out/fused-timeout-w$world.txt'; exit \${PIPESTATUS[0]}"
 done
 if [[ ${EXAMPLES:-1} != 0 ]]; then

@@ -126,7 +126,12 @@ for (const n of [2, 3, 4]) {
   );
 }
 
-const FUSED_OPS = { rs: "GEMM + reduce-scatter", ar: "GEMM + all-reduce", ag: "all-gather + GEMM" };
+const FUSED_OPS = {
+  rs: "GEMM + reduce-scatter",
+  ar: "GEMM + all-reduce (through the mailbox)",
+  "ar-staging": "GEMM + all-reduce (through the staging buffer)",
+  ag: "all-gather + GEMM",
+};
 for (const [op, name] of Object.entries(FUSED_OPS)) {
   test(
     `a rank missing from a fused ${name} makes the others fail with SymmTimeoutError naming it`,

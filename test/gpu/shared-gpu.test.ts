@@ -55,7 +55,7 @@ for (const [script, args, ok, worlds] of PROGRAMS)
       },
     );
 
-for (const op of ["rs", "ar", "ag"])
+for (const op of ["rs", "ar", "ar-staging", "ag"])
   test(
     `fused ${op} with 2 ranks on one GPU: the rank that never runs it is named by a timeout`,
     { skip },

@@ -647,14 +647,20 @@ if (gpu) {
   done("graph replays with changed inputs: exact");
 }
 
-// ---- GPU-only: fused calls through the Lamport mailbox (B as [n, k]: the decode GEMM) and through the
-// staging buffer (B as [k, n]: the Hopper GEMM), between Lamport all-reduces that share the mailbox and
-// its call count, a rank late: exact.
+// ---- GPU-only: fused calls through the Lamport mailbox (B as [n, k]: the decode GEMM; at n = 9216 its 144
+// tiles give some CTAs two steps) and through the staging buffer (B as [k, n]: the Hopper GEMM), between
+// Lamport all-reduces that share the mailbox and its call count, a rank late: exact.
 if (gpu) {
   const cases: Case[] = [];
   const triangle = (world * (world + 1)) / 2;
+  const shapes: readonly (readonly [Combo, Shape3])[] = [
+    [COMBOS[0]!, [3, 264, 80]],
+    [COMBOS[1]!, [40, 264, 80]],
+    [COMBOS[0]!, [5, 9216, 64]],
+  ];
   for (let i = 0; i < 12; i++) {
-    const x = randomProblem(COMBOS[i % 2]!, [[3, 40][i % 2]!, 264, 80]);
+    const [combo, shape] = shapes[i % shapes.length]!;
+    const x = randomProblem(combo, shape);
     const what = `fused call ${i}: ${x.what}`;
     cases.push(
       call(

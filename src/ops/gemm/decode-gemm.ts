@@ -373,13 +373,10 @@ export interface DecodeMailbox {
   readonly tag: CallTag;
 }
 
-/** Bytes of a mailbox slot's header (MAILBOX_HEADER_BYTES, mailbox.cuh kHeaderBytes). */
-const SLOT_HEADER_BYTES = MAILBOX_HEADER_BYTES;
-
 /** Whether GEMM + all-reduce of m x n in variant `v` can go through a mailbox of slots spanning `stride`
  * bytes: one-pass tiles whose partial fits a slot. */
 export function decodeMailboxFits(v: DecodeShape, m: number, n: number, stride: number): boolean {
-  return decodePasses(v) === 1 && m * n * 2 <= stride - SLOT_HEADER_BYTES;
+  return decodePasses(v) === 1 && m * n * 2 <= stride - MAILBOX_HEADER_BYTES;
 }
 
 /** B as [n, k]; d bf16 with n and ldd multiples of 8 and 16-byte aligned rows. */
@@ -451,13 +448,14 @@ export class DecodeGemm extends HopperLauncher {
       throw new InvalidArgumentError(
         `gemm: the decode GEMM in slices runs one wave: tiles x splits = ${tiles} x ${splits} exceeds the ${sms} CTAs resident at once; take fewer splits`,
       );
-    if (v.allReduce !== ((p.exchange !== undefined) !== (p.mailbox !== undefined)))
+    const exchanges = Number(p.exchange !== undefined) + Number(p.mailbox !== undefined);
+    if (exchanges !== (v.allReduce ? 1 : 0))
       throw new InvalidArgumentError(
-        `gemm: ${v.allReduce ? "an all-reduce variant needs an exchange or a mailbox" : "a plain variant takes no exchange"}`,
+        `gemm: ${v.allReduce ? "an all-reduce variant needs an exchange or a mailbox, one of them" : "a plain variant takes no exchange and no mailbox"}`,
       );
     if (p.mailbox && !decodeMailboxFits(v, m, n, p.mailbox.stride))
       throw new InvalidArgumentError(
-        `gemm: the mailbox's all-reduce needs one-pass tiles and m x n x 2 = ${m * n * 2} bytes within a slot of ${p.mailbox.stride - SLOT_HEADER_BYTES}`,
+        `gemm: the mailbox's all-reduce needs one-pass tiles and m x n x 2 = ${m * n * 2} bytes within a slot of ${p.mailbox.stride - MAILBOX_HEADER_BYTES}`,
       );
 
     const dataType = v.elem === "bf16" ? "BFLOAT16" : "UINT8";

@@ -4,14 +4,15 @@
 //
 // Contract.
 // Mailbox: a symmetric allocation, v.buffers[r] is rank r's, `cap` bytes per slot (a multiple of 16),
-// the last 16 of each slot (of each 2 cap for LL) its header, the rest the payload:
+// the last 32 of each slot (of each 2 cap for LL) its header, the rest the payload:
 //   Lamport region, [0, 3 W cap): buffers b = 0, 1, 2, each W slots; slot s of buffer b at (b W + s) cap.
 //   LL region, from 3 W cap: buffers b = 0, 1, each W slots of 2 cap bytes.
 // In buffer b of rank p, slot s is written only by rank s (what s sends p in one call), and read by p.
 // MailboxState (device memory of this rank, zeroed at creation) counts the calls of each protocol; every
 // rank makes the same calls in the same order, so the counts agree without any exchange. The last block
-// of a call to finish bumps the count (end_call): the next call, later on the stream, sees it, and a CUDA
-// graph replays correctly because the count lives in memory, not in kernel arguments.
+// of a call to finish bumps the count (end_call; the decode GEMM's blocks count as they start, once each
+// has read it): the next call, later on the stream, sees it, and a CUDA graph replays correctly because
+// the count lives in memory, not in kernel arguments.
 //
 // Lamport (all-reduce, reduce-scatter; bf16, f16, f32). The mailbox holds the sentinel (all bits set, a
 // NaN in each of those types) wherever nothing has arrived. A sender stores its 16-byte groups with
@@ -36,8 +37,8 @@
 //
 // Header: the sender's CallTag (sync/call_tag.cuh: its call word, then its shape word), written by its
 // first thread into every slot it fills, before its payload, as two 16-byte groups (Lamport) or two lines
-// (LL). The receiver's first thread waits for every peer's header before anything else and compares it
-// with its own call's: a peer in another call (another size, dtype, op, algorithm, or a skipped call)
+// (LL). The receiver's first thread waits for every peer's header before anything else (the decode GEMM:
+// one thread of CTA 0, beside the polls) and compares it with its own call's: a peer in another call (another size, dtype, op, algorithm, or a skipped call)
 // makes it give up with a kMismatch record (kShapeMismatch for the same call with other shapes;
 // sync/wait.cuh), instead of reducing or copying what that call sent. Lamport writes each word 15 bits
 // per 16-bit half, so that no half is a sentinel, and refills the header with the payload; LL carries

@@ -77,7 +77,8 @@
 // a pair); TMA fills rows past n and m
 // and the K tail with zeros; stores skip rows of D past m and those another tile-row owns; n is a
 // multiple of 8 (host), so a 16-byte chunk of a row lies wholly inside or outside D. Every wait is
-// bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch.
+// bounded. Nothing outlives a launch but the split counters (left zero), the flags and the epoch (or the
+// mailbox's slots and call count).
 #pragma once
 #include "symmkit/coll/mailbox.cuh"
 #include "symmkit/gemm/fusion.cuh"
@@ -101,6 +102,9 @@ constexpr u32 kDecodeAllConsumers = 4;
 /** Named barrier over the producer warpgroup's warps 1 to 3 and every consumer: the Lamport mailbox's call
  * count, read by warp 1, reaches the consumers. */
 constexpr u32 kDecodeLamportBar = 5;
+/** The producer warpgroup's first thread that refills the mailbox's previous slots, and how many do. */
+constexpr u32 kDecodeFirstRefill = 35;
+constexpr u32 kDecodeRefills = 128 - kDecodeFirstRefill;
 /** Row stride, in bf16, of the transposed tile in shared memory: 64 + 8, so that the four columns a quad
  * of lanes writes fall in different banks, and rows stay 16-byte aligned. */
 constexpr u32 kDecodeTRow = kDecodeRowsB + 8;
@@ -159,8 +163,8 @@ struct DecodeArgs {
   u32* split_counters;    // split-K: one per tile, zero before the launch and after it
   const float* scale_a;   // fp8 per-tensor scales, null for 1
   const float* scale_b;
-  WaitEnv env;            // kAllReduce: bounds the flag waits; env.rank names this rank
-  void* recv[kMaxWorld];  // kAllReduce: rank p's receive buffer, world slots of [m, n] bf16
+  WaitEnv env;            // kAllReduce: bounds the flag waits (or the mailbox polls); env.rank names this rank
+  void* recv[kMaxWorld];  // kAllReduce: rank p's receive buffer, world slots of [m, n] bf16 (or its mailbox)
   u32* flags[kMaxWorld];  // kAllReduce: rank p's flags, [world][tiles][consumers]
   u32* epoch;             // kAllReduce: [calls so far, CTAs that read it] (this rank's, zero at first)
   u32 world, rank;
@@ -455,9 +459,9 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
           send_headers_from(args.recv, args.world, args.rank, lamport_buf, args.cap, tag);
         else if (blockIdx.x == 0 && threadIdx.x == 34)
           check_headers_from(args.recv[args.rank], args.world, args.rank, args.env, lamport_buf, args.cap, tag);
-        else if (threadIdx.x >= 35)
+        else if (threadIdx.x >= kDecodeFirstRefill)
           refill_from(args.recv[args.rank], args.world, args.mailbox, args.rank, lamport_prev, args.cap,
-                      u64(blockIdx.x) * 93 + threadIdx.x - 35, u64(gridDim.x) * 93);
+                      u64(blockIdx.x) * kDecodeRefills + threadIdx.x - kDecodeFirstRefill, u64(gridDim.x) * kDecodeRefills);
       }
       return;
     }
