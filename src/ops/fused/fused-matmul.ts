@@ -422,7 +422,8 @@ export class FusedMatmul {
     s: Stream,
   ): void {
     const { group, staging } = this.#ctx;
-    const why = this.#allReduceRoom(p);
+    const plan = this.#allReduceKernel(p);
+    const why = this.#allReduceRoom(p, plan);
     if (why) throw new InvalidArgumentError(`${what}: ${why}`);
     const sum = norm ? this.#partialScratch(p) : out;
     if (sum.ptr % 16n !== 0n) throw new InvalidArgumentError(`${what}: out must start on a 16-byte boundary`);
@@ -432,7 +433,6 @@ export class FusedMatmul {
       kernel: normKernel(group.device, "bf16", p.n),
     };
     if (normed) checkNormAliasing(`${what} (rmsNorm)`, sum, normed.options, out, overlaps, sameSpan);
-    const plan = this.#allReduceKernel(p);
     const common = {
       ...gemmOperands(p, a, b, sum, scales),
       stream: s,
@@ -516,7 +516,8 @@ export class FusedMatmul {
    * fit. */
   autoMatmulAllReduce(p: FusedProblem): MatmulAllReduceAlgorithm {
     const pick = this.#rule("matmul-all-reduce", p.m) as MatmulAllReduceAlgorithm;
-    if (pick === "fused" && this.#allReduceRoom(p) !== undefined) return "sequential";
+    if (pick === "fused" && this.#allReduceRoom(p, this.#allReduceKernel(p)) !== undefined)
+      return "sequential";
     return pick;
   }
 
@@ -536,11 +537,10 @@ export class FusedMatmul {
     return this.#exchangeRoom("m x n x 2", p.m * p.n * 2, flags);
   }
 
-  /** Why the fused GEMM + all-reduce cannot run for `p` in this group, or undefined. */
-  #allReduceRoom(p: FusedProblem): string | undefined {
-    const world = this.#ctx.group.worldSize;
-    const plan = this.#allReduceKernel(p);
+  /** Why the fused GEMM + all-reduce cannot run for `p` (on `plan`, its kernel) in this group, or undefined. */
+  #allReduceRoom(p: FusedProblem, plan: SymmkitGemmPlan): string | undefined {
     if (this.#viaMailbox(p, plan)) return undefined;
+    const world = this.#ctx.group.worldSize;
     const flags =
       plan.kernel === "decode" ? decodeFlagCount(p.m, p.n, world, plan) : scatterFlagCount(p.m, p.n, world);
     return this.#exchangeRoom("world x m x n x 2", world * p.m * p.n * 2, flags);

@@ -93,15 +93,25 @@ const ringRoom = (s: DecodeShape, beside: number): number =>
       ((s.cols + consumers(s) * DECODE_ROWS_B) * TILE_K_BYTES),
   );
 
+/** decodePasses by rows of A and consumers (a fused call asks on every launch). */
+const passesByTile = new Map<number, number>();
+
 /** The passes a consumer's transposition takes (DecodeRing::kPasses): the fewest of whole groups of 8 rows
  * of A that leave the ring 4 stages. GEMM + all-reduce goes through the Lamport mailbox in one pass only. */
 export function decodePasses(s: DecodeShape): number {
-  const groups = s.cols / 8;
-  return (
-    Array.from({ length: groups - 1 }, (_, i) => i + 1).find(
-      (p) => groups % p === 0 && ringRoom(s, transposedBytes(s, s.cols / p)) >= 4,
-    ) ?? groups
-  );
+  const key = 4 * s.cols + consumers(s);
+  let passes = passesByTile.get(key);
+  if (passes === undefined) {
+    const groups = s.cols / 8;
+    passes = groups;
+    for (let p = 1; p < groups; p++)
+      if (groups % p === 0 && ringRoom(s, transposedBytes(s, s.cols / p)) >= 4) {
+        passes = p;
+        break;
+      }
+    passesByTile.set(key, passes);
+  }
+  return passes;
 }
 
 /** Dynamic shared memory of a launch (DecodeRing<cols, consumers, allReduce>::kSharedBytes): the ring, and

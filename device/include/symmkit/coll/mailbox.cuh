@@ -38,11 +38,11 @@
 // Header: the sender's CallTag (sync/call_tag.cuh: its call word, then its shape word), written by its
 // first thread into every slot it fills, before its payload, as two 16-byte groups (Lamport) or two lines
 // (LL). The receiver's first thread waits for every peer's header before anything else (the decode GEMM:
-// one thread of CTA 0, beside the polls) and compares it with its own call's: a peer in another call (another size, dtype, op, algorithm, or a skipped call)
-// makes it give up with a kMismatch record (kShapeMismatch for the same call with other shapes;
-// sync/wait.cuh), instead of reducing or copying what that call sent. Lamport writes each word 15 bits
-// per 16-bit half, so that no half is a sentinel, and refills the header with the payload; LL carries
-// each word as a flagged line.
+// one thread of CTA 0, beside the polls) and compares it with its own call's: a peer in another call
+// (another size, dtype, op, algorithm, or a skipped call) makes it give up with a kMismatch record
+// (kShapeMismatch for the same call with other shapes; sync/wait.cuh), instead of reducing or copying what
+// that call sent. Lamport writes each word 15 bits per 16-bit half, so that no half is a sentinel, and
+// refills the header with the payload; LL carries each word as a flagged line.
 // Every poll is bounded (sync/wait.cuh) and names the peer it still waits for.
 #pragma once
 #include "symmkit/coll/collectives.cuh"

@@ -546,15 +546,13 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
         decode_split_fixup<kRegs, kConsumers>(args, acc, tile, split, consumer, wg_thread, split_last)) {
       const u32 col0 = tn * kRowsB + consumer * kDecodeRowsB;
       const u32 row_a = decode_row_a<kCols>(args.m, tm), row_lo = tm * kCols;
-      if constexpr (kAllReduce && R::kPasses == 1) {
+      if constexpr (kAllReduce) {
+        // `lamport` is false at compile time for tiles of several passes, which never go through the mailbox.
         if (lamport)
           decode_lamport_all_reduce<kCols>(args, t, acc, scale, row_a, row_lo, col0, lamport_buf, consumer, wg_thread);
         else
           decode_all_reduce<kCols, kConsumers, R::kPasses>(args, t, acc, scale, tile, row_a, row_lo, col0, epoch,
                                                            consumer, wg_thread);
-      } else if constexpr (kAllReduce) {
-        decode_all_reduce<kCols, kConsumers, R::kPasses>(args, t, acc, scale, tile, row_a, row_lo, col0, epoch, consumer,
-                                                         wg_thread);
       } else {
         __nv_bfloat16* out = static_cast<__nv_bfloat16*>(args.d);
         decode_transpose<kCols, R::kPasses>(args, t, acc, scale, row_a, row_lo, col0, consumer, wg_thread,
