@@ -1,11 +1,11 @@
 // allToAll's copy_engine: the data moves by copy-engine copies, no SM moves a byte between GPUs, and any x
 // goes whatever the staging buffer's size. The caller's stream (S) stages x piece by piece in two halves
 // of this rank's staging buffer, each round a piece of every peer's chunk, and signals the peers; two side
-// streams (R, rounds alternating; one where there is one round) forked from it wait for every peer's round, copy this rank's pieces out
-// of their staging buffers over NVLink and acknowledge. S stages round k + 1 while the peers read round
-// k, and copies this rank's own chunk piece by piece meanwhile; it restages a half only once every peer
-// acknowledged the round that used it, and the call ends once every peer acknowledged the last: nobody
-// restages while a peer may still read. A symmetric x is read in place: one round, no staging. The
+// streams (R, rounds alternating; one where there is one round) forked from it wait for every peer's
+// round, copy this rank's pieces out of their staging buffers over NVLink and acknowledge. S stages round
+// k + 1 while the peers read round k, and copies this rank's own chunk piece by piece meanwhile; it
+// restages a half only once every peer acknowledged the round that used it, and the call ends once every
+// peer acknowledged the last: nobody restages while a peer may still read. A symmetric x is read in place: one round, no staging. The
 // signals (coll/p2p.cuh p2p_ce_signal_all) are send/recv copy_engine's slots, carrying the call's
 // fingerprint, so a rank in another call is caught; every slot is idle after the call (graph-replayable).
 // test/ce-all-to-all-protocol.test.ts models run()'s order of work under random schedules: change both
