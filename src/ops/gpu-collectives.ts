@@ -90,7 +90,9 @@ export class GpuCollectives implements Collectives<
     stagingBytes: number,
     options: GpuCollectivesOptions = {},
   ): Promise<GpuCollectives> {
-    return new GpuCollectives(await GpuGroup.create(group, stagingBytes, options));
+    const c = new GpuCollectives(await GpuGroup.create(group, stagingBytes, options));
+    c.#coll.preload();
+    return c;
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */

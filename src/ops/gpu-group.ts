@@ -15,7 +15,7 @@ import type { Device } from "../runtime/device.js";
 import type { DType } from "../runtime/dtype.js";
 import type { Kernel, ParamType } from "../runtime/kernel.js";
 import { DeviceMemory, memset } from "../runtime/memory.js";
-import { sharedModule } from "../runtime/module.js";
+import { cachedSharedModule, sharedModule } from "../runtime/module.js";
 import { defaultStream, type Stream } from "../runtime/stream.js";
 import { Tensor } from "../runtime/tensor.js";
 import { agreedCheckCalls } from "./check-calls.js";
@@ -264,6 +264,16 @@ export class GpuGroup implements CollectiveContext {
   // A kernel is resolved with the parameters its declaration gives (CollKernel), hence the casts back.
   reducing<P extends readonly ParamType[]>(kernel: CollKernel<P>, dtype: DType, op: ReduceOp): Kernel<P> {
     return this.#reducing.get(kernel, dtype, op) as Kernel<P>;
+  }
+
+  /** Resolves `kernel` (for `dtype` and `op` if it reduces) ahead of its first call, where its program is
+   * loaded already or in the disk cache; nothing compiles here (a kernel never built is built by its first
+   * call, as without this). */
+  preload(kernel: CollKernel, dtype: DType, op: ReduceOp): void {
+    const spec = kernel.reduces ? reducingProgram(kernel, dtype, op) : movingProgram(kernel);
+    if (!cachedSharedModule(spec, this.device)) return;
+    if (kernel.reduces) this.reducing(kernel, dtype, op);
+    else this.moving(kernel);
   }
 
   moving<P extends readonly ParamType[]>(kernel: CollKernel<P>): Kernel<P> {

@@ -3,7 +3,7 @@ import { DisposedError, InvalidArgumentError } from "../errors.js";
 import { check } from "../cuda/driver.js";
 import { ptrOrZero, type Ptr } from "../cuda/native.js";
 import { Device, driver } from "./device.js";
-import { compileProgram, type CompiledProgram, type CompileRequest } from "./jit/compiler.js";
+import { cachedProgram, compileProgram, type CompiledProgram, type CompileRequest } from "./jit/compiler.js";
 import { Kernel, type ParamType } from "./kernel.js";
 
 /** A program symmkit ships or a user writes: a source plus the kernels to instantiate from it. */
@@ -103,13 +103,28 @@ export class Module implements Disposable {
 }
 
 const loaded = new Map<string, Module>();
+const loadedKey = (spec: ProgramSpec, device: Device): string => `${device.ordinal}\u0000${spec.name}`;
 
 /** symmkit's own programs: compiled and loaded once per (device, program), kept for the process. */
 export function sharedModule(spec: ProgramSpec, device: Device): Module {
-  const key = `${device.ordinal}\u0000${spec.name}`;
+  const key = loadedKey(spec, device);
   let m = loaded.get(key);
   if (!m) {
     m = Module.compile(spec, device);
+    loaded.set(key, m);
+  }
+  return m;
+}
+
+/** sharedModule where the program is loaded already or in the disk cache; undefined (nothing compiled)
+ * where it is not: what a group loads ahead of its first calls. */
+export function cachedSharedModule(spec: ProgramSpec, device: Device): Module | undefined {
+  const key = loadedKey(spec, device);
+  let m = loaded.get(key);
+  if (!m) {
+    const program = cachedProgram(compileRequest(spec, device.props.arch));
+    if (!program) return undefined;
+    m = Module.load(program, device);
     loaded.set(key, m);
   }
   return m;

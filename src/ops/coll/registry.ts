@@ -106,8 +106,8 @@ export interface CollectiveAlgorithm<C extends CollectiveName = CollectiveName> 
   /** What it needs of the staging buffer, given `staged` (a plain input's size, 0 for a symmetric one);
    * absent: it does not use the staging buffer. */
   readonly stagingBytes?: (bytes: number, staged: number, world: number) => number;
-  /** Its GPU programs (compiled on first use; CI compiles all). */
-  readonly programs: readonly ProgramSpec[];
+  /** The collective kernels it launches (their programs compiled on first use; CI compiles all). */
+  readonly kernels: readonly CollKernel[];
   readonly launch: (ctx: CollectiveContext, call: CollectiveCall) => void;
 }
 
@@ -135,8 +135,14 @@ const none = (): number => 0;
 const sameBytes = (bytes: number): number => bytes;
 /** Algorithms that stage a plain input (and two_shot's scratch lives there). */
 const staged = (_bytes: number, s: number): number => s;
-const reducingPrograms = (k: CollKernel): ProgramSpec[] =>
-  REDUCE_DTYPES.flatMap((d) => REDUCE_OPS.map((op) => reducingProgram(k, d, op)));
+/** A kernel's programs: a reducing one's per (dtype, op), a moving one's single program. */
+const kernelPrograms = (k: CollKernel): ProgramSpec[] =>
+  k.reduces
+    ? REDUCE_DTYPES.flatMap((d) => REDUCE_OPS.map((op) => reducingProgram(k, d, op)))
+    : [movingProgram(k)];
+
+/** An algorithm's programs, all of them (the catalog's). */
+export const algorithmPrograms = (r: CollectiveAlgorithm): ProgramSpec[] => r.kernels.flatMap(kernelPrograms);
 
 // The kernels the records below launch (coll/*.cuh), with the parameters they pass.
 const LAMPORT_ALL_REDUCE = reducingKernel("lamport_all_reduce", MAILBOX_PARAMS);
@@ -173,7 +179,7 @@ const ALL_REDUCE = {
     autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
     mailboxThreadBytes: 16,
     mailboxBytesPerPeer: sameBytes,
-    programs: reducingPrograms(LAMPORT_ALL_REDUCE),
+    kernels: [LAMPORT_ALL_REDUCE],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const k = ctx.reducing(LAMPORT_ALL_REDUCE, c.x.dtype, c.op);
@@ -189,7 +195,7 @@ const ALL_REDUCE = {
     mailboxThreadBytes: 32,
     // A reduce-scatter and an all-gather chunk of 16-byte groups.
     mailboxBytesPerPeer: (bytes, world) => 2 * 16 * Math.ceil(Math.ceil(bytes / 16) / world),
-    programs: reducingPrograms(LAMPORT_TWO_SHOT_ALL_REDUCE),
+    kernels: [LAMPORT_TWO_SHOT_ALL_REDUCE],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const k = ctx.reducing(LAMPORT_TWO_SHOT_ALL_REDUCE, c.x.dtype, c.op);
@@ -205,7 +211,7 @@ const ALL_REDUCE = {
     benchPlain: true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: reducingPrograms(ONE_SHOT_ALL_REDUCE),
+    kernels: [ONE_SHOT_ALL_REDUCE],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
@@ -223,7 +229,7 @@ const ALL_REDUCE = {
     benchPlain: true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: reducingPrograms(TWO_SHOT_ALL_REDUCE),
+    kernels: [TWO_SHOT_ALL_REDUCE],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c, true);
@@ -248,7 +254,7 @@ const ALL_REDUCE = {
     cpu: false,
     mailboxBytesPerPeer: none,
     stagingBytes: (bytes, _staged, world) => (world + 1) * copyEngineChunkBytes(bytes, world),
-    programs: reducingPrograms(COPY_ENGINE_REDUCE_SCATTER),
+    kernels: [COPY_ENGINE_REDUCE_SCATTER],
     launch: (ctx, c) => {
       if (!trivial(ctx, c)) copyEngineAllReduce(ctx, c);
     },
@@ -261,7 +267,7 @@ const ALL_REDUCE = {
     rankOrder: false,
     cpu: false,
     mailboxBytesPerPeer: none,
-    programs: [],
+    kernels: [],
     launch: (ctx, c) => {
       fingerprintNccl(ctx, c);
       ctx.comm.allReduce(c.x, c.output, c.op, c.stream);
@@ -372,7 +378,7 @@ const ALL_GATHER = {
     autoWhen: (bytes) => bytes <= MAILBOX_AUTO_MAX_BYTES,
     mailboxThreadBytes: 8,
     mailboxBytesPerPeer: sameBytes,
-    programs: [movingProgram(LL_ALL_GATHER)],
+    kernels: [LL_ALL_GATHER],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const k = ctx.moving(LL_ALL_GATHER);
@@ -387,7 +393,7 @@ const ALL_GATHER = {
     autoWhen: (bytes, world) => bytes * world >= COPY_ENGINE_ALL_GATHER_MIN_BYTES,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: [],
+    kernels: [],
     launch: (ctx, c) => {
       if (!trivial(ctx, c)) copyEngineAllGather(ctx, c);
     },
@@ -400,7 +406,7 @@ const ALL_GATHER = {
     autoWhen: () => true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: [movingProgram(ALL_GATHER_PULL)],
+    kernels: [ALL_GATHER_PULL],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
@@ -415,7 +421,7 @@ const ALL_GATHER = {
     rankOrder: true,
     cpu: false,
     mailboxBytesPerPeer: none,
-    programs: [],
+    kernels: [],
     launch: (ctx, c) => {
       fingerprintNccl(ctx, c);
       ctx.comm.allGather(c.x, c.output, c.stream);
@@ -470,7 +476,7 @@ const REDUCE_SCATTER = {
     autoWhen: (bytes) => bytes <= LAMPORT_REDUCE_SCATTER_MAX_BYTES,
     mailboxThreadBytes: 16,
     mailboxBytesPerPeer: sameBytes,
-    programs: reducingPrograms(LAMPORT_REDUCE_SCATTER),
+    kernels: [LAMPORT_REDUCE_SCATTER],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const k = ctx.reducing(LAMPORT_REDUCE_SCATTER, c.x.dtype, c.op);
@@ -485,7 +491,7 @@ const REDUCE_SCATTER = {
     autoWhen: () => true,
     mailboxBytesPerPeer: none,
     stagingBytes: staged,
-    programs: reducingPrograms(REDUCE_SCATTER_PULL),
+    kernels: [REDUCE_SCATTER_PULL],
     launch: (ctx, c) => {
       if (trivial(ctx, c)) return;
       const [view, input] = ctx.stage(c);
@@ -502,7 +508,7 @@ const REDUCE_SCATTER = {
     mailboxBytesPerPeer: none,
     // It receives world chunks of its output size, whatever its input.
     stagingBytes: (bytes, _staged, world) => bytes * world,
-    programs: reducingPrograms(COPY_ENGINE_REDUCE_SCATTER),
+    kernels: [COPY_ENGINE_REDUCE_SCATTER],
     launch: (ctx, c) => {
       if (!trivial(ctx, c)) copyEngineReduceScatter(ctx, c);
     },
@@ -513,7 +519,7 @@ const REDUCE_SCATTER = {
     rankOrder: false,
     cpu: false,
     mailboxBytesPerPeer: none,
-    programs: [],
+    kernels: [],
     launch: (ctx, c) => {
       fingerprintNccl(ctx, c);
       ctx.comm.reduceScatter(c.x, c.output, c.op, c.stream);
@@ -697,6 +703,6 @@ export function collectivePrograms(): ProgramSpec[] {
   const byName = new Map<string, ProgramSpec>();
   for (const byAlgorithm of Object.values(COLLECTIVE_ALGORITHMS))
     for (const r of Object.values(byAlgorithm) as CollectiveAlgorithm[])
-      for (const p of r.programs) byName.set(p.name, p);
+      for (const p of algorithmPrograms(r)) byName.set(p.name, p);
   return [...byName.values()];
 }

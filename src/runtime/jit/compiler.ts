@@ -4,7 +4,7 @@ import { findCudaHeaders, systemContext, type HeaderDirs } from "../../cuda/disc
 import { check, nvrtc, nvrtcLibraryPath, nvrtcVersion, NVRTC_SUCCESS } from "../../cuda/nvrtc.js";
 import { cString } from "../../cuda/native.js";
 import { DEVICE_INCLUDE_DIR, VERSION } from "../../paths.js";
-import { cacheDirFromEnv, cacheKey, KernelCache, type CachedKernel } from "./cache.js";
+import { CACHE_ENTRY_FORMAT, cacheDirFromEnv, cacheKey, KernelCache, type CachedKernel } from "./cache.js";
 import { includedHeaders } from "./includes.js";
 
 export interface CompileRequest {
@@ -70,13 +70,12 @@ export function compileOptions(req: CompileRequest, tc: Toolchain): string[] {
   ];
 }
 
-export function compileProgram(req: CompileRequest, cache: KernelCache = kernelCache()): CompiledProgram {
-  const t0 = performance.now();
-  const tc = getToolchain();
-  const options = compileOptions(req, tc);
+/** The cache key of a request: everything that decides its cubin. */
+function requestKey(req: CompileRequest, tc: Toolchain, options: readonly string[]): string {
   const includeDirs = options.filter((o) => o.startsWith("-I")).map((o) => o.slice(2));
-  const key = cacheKey({
+  return cacheKey({
     symmkit: VERSION,
+    entry: CACHE_ENTRY_FORMAT,
     nvrtc: tc.nvrtcVersion,
     arch: req.arch,
     options,
@@ -84,11 +83,30 @@ export function compileProgram(req: CompileRequest, cache: KernelCache = kernelC
     headers: includedHeaders(req.source, includeDirs),
     names: req.nameExpressions,
   });
+}
+
+export function compileProgram(req: CompileRequest, cache: KernelCache = kernelCache()): CompiledProgram {
+  const t0 = performance.now();
+  const tc = getToolchain();
+  const options = compileOptions(req, tc);
+  const key = requestKey(req, tc, options);
   const hit = cache.get(key);
   if (hit) return { ...hit, key, cacheHit: true, ms: performance.now() - t0 };
   const built = runNvrtc(req, options);
   cache.put(key, built);
   return { ...built, key, cacheHit: false, ms: performance.now() - t0 };
+}
+
+/** The program from the disk cache alone: undefined where it was never compiled (nothing compiles). */
+export function cachedProgram(
+  req: CompileRequest,
+  cache: KernelCache = kernelCache(),
+): CompiledProgram | undefined {
+  const t0 = performance.now();
+  const tc = getToolchain();
+  const key = requestKey(req, tc, compileOptions(req, tc));
+  const hit = cache.get(key);
+  return hit && { ...hit, key, cacheHit: true, ms: performance.now() - t0 };
 }
 
 function runNvrtc(req: CompileRequest, options: string[]): CachedKernel {
