@@ -1,6 +1,7 @@
 // NVRTC compiles every shipped kernel without a GPU. Runs wherever NVRTC and the CUDA headers are found
 // (CI installs them, see .ci/run); elsewhere it says why it skips.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -157,4 +158,24 @@ test("a failed compile throws NvrtcError with the compiler's log", { skip }, () 
     () => compileProgram({ name: "x.cu", source: "", nameExpressions: [], arch: "90" }),
     /expected e\.g\. sm_90a/,
   );
+});
+
+test("a compile finds NVRTC's builtins after a full garbage collection", { skip }, () => {
+  // koffi unloads a library whose object is collected: the builtins library NVRTC needs, preloaded when
+  // NVRTC lies off the loader's path, must stay loaded for the process. A fresh process: NVRTC loaded
+  // (the toolchain found), collected, then its first compile.
+  const compiler = new URL("../src/runtime/jit/compiler.js", import.meta.url).href;
+  const script = `
+    import { compileProgram, getToolchain } from ${JSON.stringify(compiler)};
+    getToolchain();
+    for (let i = 0; i < 3; i++) globalThis.gc();
+    const p = compileProgram({ name: "after-gc.cu", source: "__global__ void k(float* x) { x[0] = 1.0f; }\\n",
+      nameExpressions: ["k"], arch: "sm_90a" }, undefined);
+    console.log("cubin", p.cubin.length);`;
+  const r = spawnSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], {
+    encoding: "utf8",
+    env: { ...process.env, SYMMKIT_KERNEL_CACHE: "off" },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^cubin [1-9]\d*$/m);
 });

@@ -80,6 +80,11 @@ export function nvrtc(): Nvrtc {
   return bound;
 }
 
+/** The builtins library preloaded: kept, since koffi unloads a library whose object is collected, and
+ * NVRTC's next lookup by soname would then fail (NVRTC_ERROR_BUILTIN_OPERATION_FAILURE, seen after a
+ * collection in a process that compiled many programs). */
+const keptLibraries: unknown[] = [];
+
 function preloadBuiltins(nvrtcPath: string): void {
   if (!path.isAbsolute(nvrtcPath)) return;
   const dir = path.dirname(nvrtcPath);
@@ -89,7 +94,7 @@ function preloadBuiltins(nvrtcPath: string): void {
     .filter((n) => /^libnvrtc-builtins\.so(\.\d+)+$/.test(n))
     .sort((a, b) => b.length - a.length);
   const file = builtins[0];
-  if (file) koffi.load(path.join(dir, file));
+  if (file) keptLibraries.push(koffi.load(path.join(dir, file)));
 }
 
 export function nvrtcLibraryPath(): string {
