@@ -37,11 +37,13 @@
 //
 // Header: the sender's CallTag (sync/call_tag.cuh: its call word, then its shape word), written by its
 // first thread into every slot it fills, before its payload, as two 16-byte groups (Lamport) or two lines
-// (LL). The receiver's first thread waits for every peer's header before anything else (the decode GEMM:
-// one thread of CTA 0, beside the polls) and compares it with its own call's: a peer in another call
-// (another size, dtype, op, algorithm, or a skipped call) makes it give up with a kMismatch record
-// (kShapeMismatch for the same call with other shapes; sync/wait.cuh), instead of reducing or copying what
-// that call sent. Lamport writes each word 15 bits per 16-bit half, so that no half is a sentinel, and
+// (LL). One thread of the receiver waits for every peer's header and compares it with its own call's
+// (Lamport: the grid's last thread, in a block that at small sizes has no row to reduce, so that the check
+// is off the path of the blocks that do; LL: the first; the decode GEMM: one thread of CTA 0, beside the
+// polls): a peer in another
+// call (another size, dtype, op, algorithm, or a skipped call) makes it give up with a kMismatch record
+// (kShapeMismatch for the same call with other shapes; sync/wait.cuh), which ends the kernel: the other
+// threads do not wait for the check, and whatever they reduced of that call's data is never returned. Lamport writes each word 15 bits per 16-bit half, so that no half is a sentinel, and
 // refills the header with the payload; LL carries each word as a flagged line.
 // Every poll is bounded (sync/wait.cuh) and names the peer it still waits for.
 #pragma once
@@ -66,20 +68,35 @@ __device__ __forceinline__ u64 read_calls(const MailboxState* s, u32 protocol) {
   return *reinterpret_cast<const volatile u64*>(&s->calls[protocol]);
 }
 
+/** The Lamport count and the three buffers' sizes, requested together (one round trip). */
+struct LamportCounts {
+  u64 call;
+  u64 used[3];
+};
+__device__ __forceinline__ LamportCounts read_counts(const MailboxState* s) {
+  LamportCounts k;
+  k.call = read_calls(s, kLamport);
+#pragma unroll
+  for (u32 b = 0; b < 3; ++b) k.used[b] = s->used[b];
+  return k;
+}
+
 /** One thread per block, once every thread of its block has read the count: counts the block, and the
- * last of the grid's `blocks` counts the call (and, for Lamport, how much it wrote into buffer `buf`). */
-__device__ __forceinline__ void count_block(MailboxState* s, u32 protocol, u32 buf, u64 used, u32 blocks) {
+ * last of the grid's `blocks` counts the call (and, for Lamport, how much it wrote into buffer `buf`) as
+ * `call`, the count this call read at its start, plus one (nothing changes the count before the last
+ * block counts: no read-modify-write, one round trip less at the end of the call). */
+__device__ __forceinline__ void count_block(MailboxState* s, u32 protocol, u32 buf, u64 used, u32 blocks, u64 call) {
   if (atomicAdd(&s->arrived, 1u) == blocks - 1) {
     s->arrived = 0;
     if (protocol == kLamport) s->used[buf] = used;
-    s->calls[protocol] += 1;
+    s->calls[protocol] = call + 1;
   }
 }
 
 /** The last block to finish counts the call (count_block), after a __syncthreads. */
-__device__ __forceinline__ void end_call(MailboxState* s, u32 protocol, u32 buf, u64 used) {
+__device__ __forceinline__ void end_call(MailboxState* s, u32 protocol, u32 buf, u64 used, u64 call) {
   __syncthreads();
-  if (threadIdx.x == 0) count_block(s, protocol, buf, used, gridDim.x * gridDim.y * gridDim.z);
+  if (threadIdx.x == 0) count_block(s, protocol, buf, used, gridDim.x * gridDim.y * gridDim.z, call);
 }
 
 /** The sentinel (all bits set) of a 2- or 4-byte element type, lane-wise in 16-byte groups. */
@@ -88,10 +105,10 @@ struct Sentinel {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4, "Lamport collectives take 2- or 4-byte elements");
   __device__ __forceinline__ static bool in_word(u32 w) {
     if constexpr (sizeof(T) == 4) return w == ~0u;
-    else return (w & 0xffffu) == 0xffffu || (w >> 16) == 0xffffu;
+    else return ((w & 0xffffu) == 0xffffu) | ((w >> 16) == 0xffffu);
   }
   __device__ __forceinline__ static bool any(const u32x4& v) {
-    return in_word(v.x) || in_word(v.y) || in_word(v.z) || in_word(v.w);
+    return in_word(v.x) | in_word(v.y) | in_word(v.z) | in_word(v.w);
   }
   __device__ __forceinline__ static u32 clean_word(u32 w) {
     if constexpr (sizeof(T) == 4) return w == ~0u ? w ^ 1u : w;
@@ -185,8 +202,7 @@ __device__ __forceinline__ void check_tag(const WaitEnv& env, u32 r, const CallT
 }
 
 /** One thread: every peer's header in this rank's mailbox `own` (of a group of `world`) has arrived and names
- * this call, peer by peer (check_headers polls them together, for the kernels whose first thread waits on
- * it before any payload). */
+ * this call, peer by peer (check_headers polls them together, for the collective kernels). */
 __device__ __forceinline__ void check_headers_from(void* own, u32 world, u32 rank, const WaitEnv& env, u32 buf, u64 cap,
                                                    const CallTag& tag) {
   for (u32 r = 0; r < world; ++r) {
@@ -202,10 +218,10 @@ __device__ __forceinline__ void check_headers_from(void* own, u32 world, u32 ran
   }
 }
 
-/** The first thread, before any payload: every peer's header has arrived and names this call. */
+/** The grid's last thread: every peer's header has arrived and names this call (see the contract). */
 template <typename T, u32 W>
 __device__ __forceinline__ void check_headers(const SymmView& v, const WaitEnv& env, u32 buf, u64 cap, const CallTag& tag) {
-  if (global_thread() != 0) return;
+  if (global_thread() != grid_threads() - 1) return;
   u32x4 h[W][2];
   wait_for_peers<W>(v, env, tag.word, [&](u32 r) {
     const u8* header = lamport_slot<W>(v, v.rank, buf, r, cap) + cap - kHeaderBytes;
@@ -218,10 +234,11 @@ __device__ __forceinline__ void check_headers(const SymmView& v, const WaitEnv& 
     if (r != v.rank) check_tag(env, r, tag, header_word(h[r][0]), header_word(h[r][1]));
 }
 
-/** refill's work, by threads `thread` of `threads`: `own` is this rank's mailbox, of a group of `world`. */
-__device__ __forceinline__ void refill_from(void* own, u32 world, const MailboxState* s, u32 rank, u32 prev, u64 cap,
+/** refill's work, by threads `thread` of `threads`: `own` is this rank's mailbox, of a group of `world`;
+ * `used_prev`: s->used[prev], read beforehand (read_counts). */
+__device__ __forceinline__ void refill_from(void* own, u32 world, u64 used_prev, u32 rank, u32 prev, u64 cap,
                                             u64 thread, u64 threads) {
-  const u64 stale = s->used[prev] / 16;
+  const u64 stale = used_prev / 16;
   const u32x4 ones{~0u, ~0u, ~0u, ~0u};
   for (u32 r = 0; r < world; ++r) {
     if (r == rank) continue;
@@ -233,12 +250,17 @@ __device__ __forceinline__ void refill_from(void* own, u32 world, const MailboxS
     }
   }
 }
+__device__ __forceinline__ void refill_from(void* own, u32 world, const MailboxState* s, u32 rank, u32 prev, u64 cap,
+                                            u64 thread, u64 threads) {
+  refill_from(own, world, s->used[prev], rank, prev, cap, thread, threads);
+}
 
 /** Refills with the sentinel what the previous call received, header included (see the contract).
  * Nobody writes there during this call, so it runs between sending and waiting, off the critical path. */
 template <u32 W>
-__device__ __forceinline__ void refill(const SymmView& v, const MailboxState* s, u32 rank, u32 prev, u64 cap) {
-  refill_from(v.buffers[rank], W, s, rank, prev, cap, global_thread(), grid_threads());
+__device__ __forceinline__ void refill(const SymmView& v, u64 used_prev, u32 rank, u32 prev, u64 cap) {
+  // From the grid's last thread down: blocks with no row of their own do it.
+  refill_from(v.buffers[rank], W, used_prev, rank, prev, cap, grid_threads() - 1 - global_thread(), grid_threads());
 }
 
 /**
@@ -258,23 +280,29 @@ struct LamportCall {
   CallTag tag;
   u32 buf;
   u32 prev;
+  u64 call;
+  u64 u0, u1, u2;
 
   __device__ __forceinline__ LamportCall(const SymmView& view, MailboxState* state, u64 slot_bytes, const CallTag& t)
-      : v(view), s(state), cap(slot_bytes), tag(t) {
-    const u64 call = read_calls(state, kLamport);
+      : LamportCall(view, state, slot_bytes, t, read_counts(state)) {}
+  /** With the call count and sizes already requested (read_counts), so that loads issued between overlap them. */
+  __device__ __forceinline__ LamportCall(const SymmView& view, MailboxState* state, u64 slot_bytes, const CallTag& t,
+                                         const LamportCounts& k)
+      : v(view), s(state), cap(slot_bytes), tag(t), call(k.call), u0(k.used[0]), u1(k.used[1]), u2(k.used[2]) {
     buf = static_cast<u32>(call % 3);
     prev = static_cast<u32>((call + 2) % 3);
   }
+  __device__ __forceinline__ u64 used_prev() const { return prev == 0 ? u0 : prev == 1 ? u1 : u2; }
   /** This rank's slot in peer `owner`'s buffer: what it sends `owner` in this call. */
   __device__ __forceinline__ u8* to(u32 owner) const { return lamport_slot<W>(v, owner, buf, v.rank, cap); }
   /** Rank `src`'s slot in this rank's buffer: what `src` sends this rank. */
   __device__ __forceinline__ const u8* from(u32 src) const { return lamport_slot<W>(v, v.rank, buf, src, cap); }
   __device__ __forceinline__ void open() const { send_headers<W>(v, buf, cap, tag); }
   __device__ __forceinline__ void arrived(const WaitEnv& env) const {
-    refill<W>(v, s, v.rank, prev, cap);
+    refill<W>(v, used_prev(), v.rank, prev, cap);
     check_headers<T, W>(v, env, buf, cap, tag);
   }
-  __device__ __forceinline__ void close(u64 used) const { end_call(s, kLamport, buf, used); }
+  __device__ __forceinline__ void close(u64 used) const { end_call(s, kLamport, buf, used, call); }
 };
 
 /** Waits until every peer's group at byte `at` of its slot in our buffer has arrived, then reduces them and
@@ -451,7 +479,7 @@ __global__ void ll_all_gather(const __grid_constant__ SymmView v, const u8* in, 
       if (r != rank) store_line(out + r * n_bytes, i, n_bytes, (lo[r] & 0xffffffffu) | (hi[r] << 32));
     }
   }
-  end_call(s, kLL, 0, 0);
+  end_call(s, kLL, 0, 0, call);
 }
 
 }  // namespace symmkit

@@ -94,12 +94,31 @@ struct RowOperands {
   }
 };
 
+/** a = f rounded to T and read back (pack, then unpack). */
+template <typename T>
+__device__ __forceinline__ void round_through(const float (&f)[8], float (&a)[8]) {
+  Vec16<T>::unpack(Vec16<T>::pack(f), a);
+}
+/** bf16 two at a time (cvt.rn.bf16x2.f32: F2FP.PACK_AB on the ALU pipe): NVVM folds the pack and unpack
+ * into one F2F.BF16.F32 per element, on the conversion pipe of 16 lanes a clock. The same round-to-nearest-
+ * even bits. */
+template <>
+__device__ __forceinline__ void round_through<__nv_bfloat16>(const float (&f)[8], float (&a)[8]) {
+#pragma unroll
+  for (u32 k = 0; k < 8; k += 2) {
+    u32 p;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(p) : "f"(f[k + 1]), "f"(f[k]));
+    a[k] = __uint_as_float(p << 16);
+    a[k + 1] = __uint_as_float(p & 0xffff0000u);
+  }
+}
+
 /** hr of slot j from the rank-order f32 sum: rounded to T, plus bias, plus residual, rounded (an absent
  * operand is not added at all: adding +0 would turn -0 into +0). */
 template <typename T, u32 S>
 __device__ __forceinline__ u32x4 add_residual(const NormIo<T>& io, const RowOperands<T, S>& ops, u32 j, const float (&sum)[8]) {
   float a[8];
-  Vec16<T>::unpack(Vec16<T>::pack(sum), a);
+  round_through<T>(sum, a);
   if (io.bias) {
     float b[8];
     Vec16<T>::unpack(ops.b[j], b);
@@ -187,16 +206,21 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
     u32x4 raw[S][W];
     u32 waiting = v.rank;
     bounded_wait(env, waiting, c.tag.word, [&] {
+      // Every group of every peer requested first, then checked: one round trip, not S x (W - 1).
+#pragma unroll
+      for (u32 j = 0; j < S; ++j) {
+        const u32 gi = threadIdx.x + j * kNormThreads;
+#pragma unroll
+        for (u32 r = 0; r < W; ++r)
+          if (gi < gpr && r != v.rank) raw[j][r] = ld_volatile_128(c.from(r) + at0 + 16ull * gi);
+      }
       bool all = true;
 #pragma unroll
       for (u32 j = 0; j < S; ++j) {
         const u32 gi = threadIdx.x + j * kNormThreads;
-        if (gi >= gpr) continue;
 #pragma unroll
         for (u32 r = 0; r < W; ++r) {
-          if (r == v.rank) continue;
-          raw[j][r] = ld_volatile_128(c.from(r) + at0 + 16ull * gi);
-          if (Sentinel<T>::any(raw[j][r])) {
+          if (gi < gpr && r != v.rank && Sentinel<T>::any(raw[j][r])) {
             all = false;
             waiting = r;
           }
@@ -208,14 +232,14 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
     for (u32 j = 0; j < S; ++j) {
       if (threadIdx.x + j * kNormThreads >= gpr) continue;
 #pragma unroll
-      for (u32 r = 0; r < W; ++r) raw[j][r] = r == v.rank ? mine[j] : raw[j][r];
+      for (u32 r = 0; r < W; ++r) raw[j][r] = r == v.rank ? Sentinel<T>::clean(mine[j]) : raw[j][r];
       reduce_ranks<T, OpSum, W>(raw[j], f[j]);
     }
   } else {
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
       const u32 gi = threadIdx.x + j * kNormThreads;
-      if (gi < gpr) reduce_arrived<T, OpSum, W>(c, env, at0 + 16ull * gi, mine[j], f[j]);
+      if (gi < gpr) reduce_arrived<T, OpSum, W>(c, env, at0 + 16ull * gi, Sentinel<T>::clean(mine[j]), f[j]);
     }
   }
 }
@@ -226,7 +250,7 @@ __device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64
 #pragma unroll
   for (u32 j = 0; j < S; ++j) {
     const u32 gi = threadIdx.x + j * kNormThreads;
-    mine[j] = gi < io.groups() ? Sentinel<T>::clean(load_group(in + row * io.hidden, gi, io.hidden)) : u32x4{0u, 0u, 0u, 0u};
+    mine[j] = gi < io.groups() ? load_group(in + row * io.hidden, gi, io.hidden) : u32x4{0u, 0u, 0u, 0u};
   }
 }
 
@@ -236,34 +260,45 @@ __global__ void __launch_bounds__(kNormThreads) lamport_ar_rms_norm(const __grid
                                                                     SYMMKIT_NORM_PARAMS(T)) {
   SYMMKIT_NORM_IO(T);
   __shared__ float red[16];
-  const LamportCall<T, W> c(v, s, cap, tag);
+  const LamportCounts counts = read_counts(s);
   const u32 rank = v.rank;
   const u32 gpr = io.groups();
   const u64 groups = rows * gpr;
-  c.open();
   // Sending spreads over the whole grid (one SM pushing a row alone is slow); S groups loaded at a time.
+  // The first groups are requested before anything waits for the call count (open, to()): the two
+  // round trips overlap.
   const u64 n = rows * hidden;
-  for (u64 base = global_thread(); base < groups; base += S * grid_threads()) {
-    u32x4 x[S];
+  u64 base = global_thread();
+  u32x4 x[S];
 #pragma unroll
-    for (u32 j = 0; j < S; ++j) {
-      const u64 i = base + j * grid_threads();
-      if (i < groups) x[j] = Sentinel<T>::clean(load_group(in, i, n));
-    }
+  for (u32 j = 0; j < S; ++j) {
+    const u64 i = base + j * grid_threads();
+    if (i < groups) x[j] = load_group(in, i, n);
+  }
+  const LamportCall<T, W> c(v, s, cap, tag, counts);
+  c.open();
+  while (base < groups) {
 #pragma unroll
     for (u32 j = 0; j < S; ++j) {
       const u64 i = base + j * grid_threads();
       if (i >= groups) continue;
+      const u32x4 y = Sentinel<T>::clean(x[j]);
 #pragma unroll
-      for (u32 k = 1; k < W; ++k) st_volatile_128(c.to((rank + k) % W) + 16 * i, x[j]);
+      for (u32 k = 1; k < W; ++k) st_volatile_128(c.to((rank + k) % W) + 16 * i, y);
+    }
+    base += S * grid_threads();
+#pragma unroll
+    for (u32 j = 0; j < S; ++j) {
+      const u64 i = base + j * grid_threads();
+      if (i < groups) x[j] = load_group(in, i, n);
     }
   }
   const WaitEnv env = v.wait_env();
   c.arrived(env);
   for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const RowOperands<T, S> ops(io, row, true);
     u32x4 mine[S], hr[S];
     own_groups(in, io, row, mine);
+    const RowOperands<T, S> ops(io, row, true);
     float f[S][8];
     gather_row<T, W, S>(c, env, row * gpr * 16ull, gpr, mine, f);
 #pragma unroll

@@ -446,15 +446,16 @@ __global__ void __launch_bounds__(128 * (1 + kConsumers), 1)
       // refills them); this rank's header to every peer and the check of theirs (CTA 0); the previous
       // call's slots refilled (every CTA).
       if (lamport && threadIdx.x >= 32) {
+        u64 call = 0;
         if (threadIdx.x == 32) {
-          const u64 call = read_calls(args.mailbox, kLamport);
+          call = read_calls(args.mailbox, kLamport);
           lamport_buf = static_cast<u32>(call % 3);
           lamport_prev = static_cast<u32>((call + 2) % 3);
         }
         named_barrier(kDecodeLamportBar, 96 + kConsumers * 128);
         const CallTag tag{args.tag_word, args.tag_shape};
         if (threadIdx.x == 32)
-          count_block(args.mailbox, kLamport, lamport_buf, 2 * u64(args.m) * args.n, gridDim.x);
+          count_block(args.mailbox, kLamport, lamport_buf, 2 * u64(args.m) * args.n, gridDim.x, call);
         else if (blockIdx.x == 0 && threadIdx.x == 33)
           send_headers_from(args.recv, args.world, args.rank, lamport_buf, args.cap, tag);
         else if (blockIdx.x == 0 && threadIdx.x == 34)
