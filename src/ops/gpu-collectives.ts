@@ -90,9 +90,7 @@ export class GpuCollectives implements Collectives<
     stagingBytes: number,
     options: GpuCollectivesOptions = {},
   ): Promise<GpuCollectives> {
-    const c = new GpuCollectives(await GpuGroup.create(group, stagingBytes, options));
-    c.#coll.preload();
-    return c;
+    return new GpuCollectives(await GpuGroup.create(group, stagingBytes, options));
   }
 
   /** The tune table auto picks from (see src/ops/tune-table.ts), if this machine has one. */

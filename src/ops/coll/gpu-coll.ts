@@ -68,8 +68,10 @@ const stagedBytes = (input: CollectiveInput, x: Tensor): number => (input instan
 export class GpuColl {
   readonly #g: GpuGroup;
 
+  /** Made once per group, as the group is made: readies the group's first calls (#preload). */
   constructor(g: GpuGroup) {
     this.#g = g;
+    this.#preload();
   }
 
   /** allReduce (see GpuCollectives), fingerprinted `as` the fused call it runs for (if any). */
@@ -161,7 +163,7 @@ export class GpuColl {
    * PRELOAD_BYTES of each float dtype (sum; loaded from the disk cache only), and the device's memory pool,
    * whose first allocation maps its memory (milliseconds, measured) and which every fresh output comes from.
    */
-  preload(): void {
+  #preload(): void {
     const g = this.#g;
     if (g.world === 1) return;
     for (const collective of ["all-reduce", "all-gather", "reduce-scatter"] as const) {
