@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { compileCatalog, PROGRAMS } from "../src/catalog.js";
 import { NvrtcError } from "../src/errors.js";
 import { KernelCache } from "../src/runtime/jit/cache.js";
-import { compileProgram, getToolchain } from "../src/runtime/jit/compiler.js";
+import { cachedProgram, compileProgram, getToolchain } from "../src/runtime/jit/compiler.js";
 import { compileRequest } from "../src/runtime/module.js";
 import {
   DECODE_COLS,
@@ -123,6 +123,30 @@ test("send/recv's inbox and pad constants are the kernels' (coll/p2p.cuh)", { sk
   );
 });
 
+test(
+  "cachedProgram: nothing compiled, the entry once compileProgram made it, nothing with the cache off",
+  { skip },
+  (t) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "symmkit-nvrtc-"));
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const cache = new KernelCache(dir);
+    const req = {
+      name: "cached.cu",
+      source: "__global__ void k(int* x) { x[threadIdx.x] = 7; }\n",
+      nameExpressions: ["k"],
+      arch: "sm_90a",
+    };
+    assert.equal(cachedProgram(req, cache), undefined);
+    assert.deepEqual(fs.readdirSync(dir), [], "a miss compiles and writes nothing");
+    const built = compileProgram(req, cache);
+    const hit = cachedProgram(req, cache);
+    assert.ok(hit?.cacheHit);
+    assert.equal(hit.key, built.key);
+    assert.deepEqual(hit.cubin, built.cubin);
+    assert.equal(cachedProgram(req, new KernelCache(null)), undefined);
+  },
+);
+
 test("lowered names of template kernels are recorded", { skip }, () => {
   const p = compileProgram(
     {
@@ -174,6 +198,7 @@ test("a compile finds NVRTC's builtins after a full garbage collection", { skip 
     console.log("cubin", p.cubin.length);`;
   const r = spawnSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], {
     encoding: "utf8",
+    timeout: 120_000,
     env: { ...process.env, SYMMKIT_KERNEL_CACHE: "off" },
   });
   assert.equal(r.status, 0, r.stderr);

@@ -39,6 +39,28 @@ test("the header digest changes when any (transitively) included header changes"
   assert.equal(key(), k2, "same content, same key");
 });
 
+test("an include search path entry that cannot hold the header is passed over, not an error", () => {
+  const dir = tmp();
+  const file = path.join(dir, "not-a-dir");
+  fs.writeFileSync(file, "x");
+  fs.mkdirSync(path.join(dir, "inc", "sub"), { recursive: true });
+  fs.writeFileSync(path.join(dir, "inc", "sub", "h.cuh"), "#pragma once\n");
+  // <sub/h.cuh> under a file is ENOTDIR, not ENOENT: the search goes on to the next directory.
+  const got = includedHeaders("#include <sub/h.cuh>\n", [file, path.join(dir, "inc")]);
+  assert.deepEqual(
+    got.map((h) => h.name),
+    ["sub/h.cuh"],
+  );
+  // A header that appears later is seen by the next key in the same process (nothing is remembered).
+  const src = '#include "late.cuh"\n';
+  assert.deepEqual(includedHeaders(src, [dir]), []);
+  fs.writeFileSync(path.join(dir, "late.cuh"), "int late;\n");
+  assert.deepEqual(
+    includedHeaders(src, [dir]).map((h) => h.name),
+    ["late.cuh"],
+  );
+});
+
 test("entries round-trip; damaged entries are rejected, with a warning", () => {
   const entry = { cubin: new Uint8Array([1, 2, 3, 4, 5]), lowered: { "k<float>": "_Z1kIfEvv" }, log: "" };
   const bytes = encodeEntry(entry);

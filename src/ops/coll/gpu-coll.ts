@@ -57,12 +57,12 @@ export type ReduceScatterOptions = CollectiveOptions & {
   algorithm?: GpuReduceScatterAlgorithm;
 };
 
-/** What the staging buffer must hold for `input`: a plain tensor is copied in, a symmetric one read in
- * place. */
 /** What preload readies: calls of this many bytes (auto's pick there), in these dtypes. */
 const PRELOAD_BYTES = 4096;
 const PRELOAD_DTYPES: readonly DType[] = ["bf16", "f16", "f32"];
 
+/** What the staging buffer must hold for `input`: a plain tensor is copied in, a symmetric one read in
+ * place. */
 const stagedBytes = (input: CollectiveInput, x: Tensor): number => (input instanceof Tensor ? x.nbytes : 0);
 
 export class GpuColl {

@@ -102,6 +102,7 @@ export function cachedProgram(
   req: CompileRequest,
   cache: KernelCache = kernelCache(),
 ): CompiledProgram | undefined {
+  if (cache.dir === null) return undefined;
   const t0 = performance.now();
   const tc = getToolchain();
   const key = requestKey(req, tc, compileOptions(req, tc));

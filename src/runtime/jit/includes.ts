@@ -42,45 +42,37 @@ function scanFile(file: string): Scanned {
   return scanned;
 }
 
-/** Where each include resolved, by (quoted, including directory, search path, name): resolving stats
- * every candidate directory in turn, most of them misses, which was most of a cache key's cost. Kept for
- * the process (a resolved header that disappears is resolved again; one that appears later earlier in the
- * search path is seen by the next process). */
-const resolved = new Map<string, string | undefined>();
-
 function resolve(
   name: string,
   quoted: boolean,
   fromDir: string | undefined,
   dirs: readonly string[],
-  dirsKey: string,
 ): string | undefined {
-  const key = `${quoted && fromDir ? fromDir : ""}\u0000${dirsKey}\u0000${name}`;
-  const known = resolved.get(key);
-  if (known !== undefined ? fs.existsSync(known) : resolved.has(key)) return known;
   const candidates = quoted && fromDir ? [fromDir, ...dirs] : dirs;
-  // A miss reads no exception: they were most of the cost (a header includes many system headers that
-  // resolve nowhere here).
-  const found = candidates
-    .map((d) => path.join(d, name))
-    .find((p) => fs.statSync(p, { throwIfNoEntry: false })?.isFile());
-  resolved.set(key, found);
-  return found;
+  for (const d of candidates) {
+    const p = path.join(d, name);
+    try {
+      // A miss reads no exception: misses were most of a cache key's cost (a header includes many system
+      // headers that resolve nowhere here).
+      if (fs.statSync(p, { throwIfNoEntry: false })?.isFile()) return p;
+    } catch {
+      // not readable here (ENOTDIR, EACCES): the next directory
+    }
+  }
+  return undefined;
 }
 
 /**
  * Every header reachable from `source` through #include, resolved against `includeDirs` as NVRTC would
  * (quoted includes first beside the including file). Conditional compilation is ignored, so the set can
- * only be larger than what the compiler reads: a superfluous rebuild, never a stale cache hit (but for a
- * header that appears mid-process where an include resolved elsewhere or nowhere: see `resolved`). Includes
+ * only be larger than what the compiler reads: a superfluous rebuild, never a stale cache hit. Includes
  * that resolve nowhere (NVRTC's builtin headers, host-only headers) are skipped.
  */
 export function includedHeaders(source: string, includeDirs: readonly string[]): HeaderDigest[] {
   const seen = new Map<string, HeaderDigest>();
-  const dirsKey = includeDirs.join("\u0000");
   const walk = (includes: Scanned["includes"], fromDir: string | undefined): void => {
     for (const inc of includes) {
-      const file = resolve(inc.name, inc.quoted, fromDir, includeDirs, dirsKey);
+      const file = resolve(inc.name, inc.quoted, fromDir, includeDirs);
       if (!file || seen.has(file)) continue;
       const s = scanFile(file);
       seen.set(file, { name: inc.name, sha256: s.sha256 });

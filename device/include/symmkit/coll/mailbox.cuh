@@ -40,10 +40,12 @@
 // (LL). One thread of the receiver waits for every peer's header and compares it with its own call's
 // (Lamport: the grid's last thread, in a block that at small sizes has no row to reduce, so that the check
 // is off the path of the blocks that do; LL: the first; the decode GEMM: one thread of CTA 0, beside the
-// polls): a peer in another
-// call (another size, dtype, op, algorithm, or a skipped call) makes it give up with a kMismatch record
-// (kShapeMismatch for the same call with other shapes; sync/wait.cuh), which ends the kernel: the other
-// threads do not wait for the check, and whatever they reduced of that call's data is never returned. Lamport writes each word 15 bits per 16-bit half, so that no half is a sentinel, and
+// polls): a peer in another call (another size, dtype, op, algorithm, or a skipped call) makes it give up
+// with a kMismatch record (kShapeMismatch for the same call with other shapes; sync/wait.cuh), which ends
+// the kernel: the other threads do not wait for the check, and whatever they reduced of that call's data is
+// never returned. (Where the grid's blocks are not all resident at once, e.g. SMs held by other work, the
+// last block may start only after the others gave up: the mismatch then ends as a timeout naming the peer.)
+// Lamport writes each word 15 bits per 16-bit half, so that no half is a sentinel, and
 // refills the header with the payload; LL carries each word as a flagged line.
 // Every poll is bounded (sync/wait.cuh) and names the peer it still waits for.
 #pragma once

@@ -244,7 +244,8 @@ __device__ __forceinline__ void gather_row(const LamportCall<T, W>& c, const Wai
   }
 }
 
-/** This thread's groups of row `row` of x, cleaned of the sentinel as they were sent. */
+/** This thread's groups of row `row` of x, raw (cleaned of the sentinel where they are reduced, as they
+ * were sent). */
 template <typename T, u32 S>
 __device__ __forceinline__ void own_groups(const T* in, const NormIo<T>& io, u64 row, u32x4 (&mine)[S]) {
 #pragma unroll
