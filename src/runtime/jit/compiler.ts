@@ -70,10 +70,16 @@ export function compileOptions(req: CompileRequest, tc: Toolchain): string[] {
   ];
 }
 
-/** The cache key of a request: everything that decides its cubin. */
-function requestKey(req: CompileRequest, tc: Toolchain, options: readonly string[]): string {
+/** A request's NVRTC options, its cache key (everything that decides its cubin) and the cache's entry
+ * under it, if any. */
+function lookUp(
+  req: CompileRequest,
+  cache: KernelCache,
+): { options: string[]; key: string; hit: CachedKernel | undefined } {
+  const tc = getToolchain();
+  const options = compileOptions(req, tc);
   const includeDirs = options.filter((o) => o.startsWith("-I")).map((o) => o.slice(2));
-  return cacheKey({
+  const key = cacheKey({
     symmkit: VERSION,
     entry: CACHE_ENTRY_FORMAT,
     nvrtc: tc.nvrtcVersion,
@@ -83,14 +89,12 @@ function requestKey(req: CompileRequest, tc: Toolchain, options: readonly string
     headers: includedHeaders(req.source, includeDirs),
     names: req.nameExpressions,
   });
+  return { options, key, hit: cache.get(key) };
 }
 
 export function compileProgram(req: CompileRequest, cache: KernelCache = kernelCache()): CompiledProgram {
   const t0 = performance.now();
-  const tc = getToolchain();
-  const options = compileOptions(req, tc);
-  const key = requestKey(req, tc, options);
-  const hit = cache.get(key);
+  const { options, key, hit } = lookUp(req, cache);
   if (hit) return { ...hit, key, cacheHit: true, ms: performance.now() - t0 };
   const built = runNvrtc(req, options);
   cache.put(key, built);
@@ -104,9 +108,7 @@ export function cachedProgram(
 ): CompiledProgram | undefined {
   if (cache.dir === null) return undefined;
   const t0 = performance.now();
-  const tc = getToolchain();
-  const key = requestKey(req, tc, compileOptions(req, tc));
-  const hit = cache.get(key);
+  const { key, hit } = lookUp(req, cache);
   return hit && { ...hit, key, cacheHit: true, ms: performance.now() - t0 };
 }
 
